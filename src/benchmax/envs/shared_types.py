@@ -1,0 +1,144 @@
+"""Contract types shared by every environment: examples, requests, attempts, outcomes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from benchmax.auth import ModelAuth
+
+__all__ = [
+    "DatasetSplit",
+    "Example",
+    "RewardMap",
+    "RolloutAttempt",
+    "RolloutFailure",
+    "RolloutOutcome",
+    "RolloutRequest",
+]
+
+DatasetSplit = Literal["train", "eval"]
+
+type RewardMap = Mapping[str, float]
+
+
+def _is_non_empty_str(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _is_numeric(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _validate_reward_map(rewards: object) -> None:
+    if not isinstance(rewards, Mapping):
+        raise TypeError("rewards must be a mapping")
+    if not rewards:
+        raise ValueError("rewards must contain the env's reward keys")
+    for key, value in rewards.items():
+        if not _is_non_empty_str(key):
+            raise ValueError("reward keys must be non-empty strings")
+        if not _is_numeric(value):
+            raise ValueError(f"reward {key!r} must be numeric")
+        if not math.isfinite(value):
+            raise ValueError(f"reward {key!r} must be finite")
+
+
+def _validate_termination_reason(reason: object) -> None:
+    if not _is_non_empty_str(reason):
+        raise ValueError("termination_reason must be a non-empty string")
+
+
+class RolloutFailure(RuntimeError):
+    """An operational failure that settles one rollout as a zero-reward outcome."""
+
+    termination_reason: str
+
+    def __init__(self, termination_reason: str, message: str) -> None:
+        _validate_termination_reason(termination_reason)
+        if termination_reason == "finished":
+            raise ValueError("a rollout failure cannot terminate as 'finished'")
+        super().__init__(message)
+        self.termination_reason = termination_reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_rollout_failure,
+            (type(self), self.termination_reason, self.args),
+            self.__dict__ or None,
+        )
+
+
+def _rebuild_rollout_failure(
+    cls: type[RolloutFailure], termination_reason: str, args: tuple[Any, ...]
+) -> RolloutFailure:
+    failure = cls.__new__(cls)
+    failure.args = args
+    failure.termination_reason = termination_reason
+    return failure
+
+
+@dataclass(frozen=True, slots=True)
+class Example[Payload]:
+    """One dataset example: a stable id and an opaque payload."""
+
+    id: str
+    payload: Payload
+
+    def __post_init__(self) -> None:
+        if not _is_non_empty_str(self.id):
+            raise ValueError("example id must be a non-empty string")
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutRequest[Payload]:
+    """Everything one rollout needs: the example, the model endpoint and its auth."""
+
+    rollout_id: str
+    example: Example[Payload]
+    model: str
+    base_url: str
+    model_auth: ModelAuth = field(repr=False)
+    split: DatasetSplit = "train"
+
+    def __post_init__(self) -> None:
+        if not _is_non_empty_str(self.rollout_id):
+            raise ValueError("rollout_id must be a non-empty string")
+        if not _is_non_empty_str(self.model):
+            raise ValueError("model must be a non-empty string")
+        if not _is_non_empty_str(self.base_url):
+            raise ValueError("base_url must be a non-empty string")
+        if not isinstance(self.model_auth, ModelAuth):
+            raise TypeError("model_auth must implement ModelAuth")
+        if self.split not in ("train", "eval"):
+            raise ValueError("split must be 'train' or 'eval'")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutAttempt:
+    """One completed physical execution, before group rewards are merged."""
+
+    rollout_id: str
+    termination_reason: str
+    rewards: RewardMap | None = None
+
+    def __post_init__(self) -> None:
+        if not _is_non_empty_str(self.rollout_id):
+            raise ValueError("rollout_id must be a non-empty string")
+        _validate_termination_reason(self.termination_reason)
+        if self.rewards is not None:
+            _validate_reward_map(self.rewards)
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutOutcome:
+    """The final result of one rollout: named rewards and why it ended."""
+
+    rewards: RewardMap
+    termination_reason: str
+
+    def __post_init__(self) -> None:
+        _validate_termination_reason(self.termination_reason)
+        _validate_reward_map(self.rewards)
