@@ -42,7 +42,8 @@ def _validate_reward_map(rewards: object) -> None:
             raise ValueError("reward keys must be non-empty strings")
         if not _is_numeric(value):
             raise ValueError(f"reward {key!r} must be numeric")
-        if not math.isfinite(value):
+        # Integers are always finite (and may be too large for ``math.isfinite``).
+        if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"reward {key!r} must be finite")
 
 

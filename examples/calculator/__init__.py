@@ -1,0 +1,1 @@
+"""Calculator: a multi-turn task where the model computes with tools."""

@@ -1,0 +1,1 @@
+"""Quick start: a one-turn question-answering environment scored by exact answer."""

@@ -1,0 +1,1 @@
+"""Rubric judge: answers scored by an LLM judge against three rubrics."""

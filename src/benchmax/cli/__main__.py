@@ -1,0 +1,5 @@
+"""``python -m benchmax.cli``."""
+
+from benchmax.cli import main
+
+main()

@@ -1,0 +1,152 @@
+"""``benchmax bundle`` (write a bundle file) and ``benchmax inspect`` (read one safely)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.syntax import Syntax
+
+from benchmax.cli._targets import TargetError, load_class_target, parse_env_args
+
+__all__ = ["bundle_command", "inspect_command"]
+
+_AUTO_CAPTURED = re.compile(r"auto-bundling local module\(s\): (.+?) \(")
+
+
+class _CapturedModules(logging.Handler):
+    """Collects the module names the bundler reports it auto-captured."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.names: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        match = _AUTO_CAPTURED.search(record.getMessage())
+        if match is not None:
+            self.names.extend(name.strip() for name in match.group(1).split(","))
+
+
+@contextlib.contextmanager
+def _auto_captured() -> Iterator[_CapturedModules]:
+    handler = _CapturedModules()
+    logger = logging.getLogger("benchmax.bundle")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+@click.command("bundle")
+@click.argument("target")
+@click.option(
+    "--env-arg",
+    "env_arg_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Constructor argument stored in the bundle (JSON, else string). Repeatable.",
+)
+@click.option(
+    "--pip-dependency",
+    "pip_dependencies",
+    multiple=True,
+    metavar="SPEC",
+    help="PEP 508 requirement the runtime must install. Repeatable.",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Bundle file to write.",
+)
+def bundle_command(
+    target: str,
+    env_arg_pairs: tuple[str, ...],
+    pip_dependencies: tuple[str, ...],
+    output: Path,
+) -> None:
+    """Bundle the environment class TARGET (file.py:Class or package.module:Class) into a file."""
+    from benchmax.bundle import (
+        BundlingError,
+        _project_root_for_module,
+        bundle_digest,
+        dump_bundle,
+        save_bundle,
+    )
+
+    try:
+        env_target = load_class_target(target)
+        env_args = parse_env_args(env_arg_pairs)
+    except TargetError as error:
+        raise click.ClickException(str(error)) from None
+    module = env_target.module
+    local_modules = (
+        [module] if module is not None and _project_root_for_module(module) is None else []
+    )
+    try:
+        with _auto_captured() as captured:
+            bundle = dump_bundle(
+                env_target.env_class,
+                constructor_args=env_args,
+                pip_dependencies=list(pip_dependencies),
+                local_modules=local_modules,
+            )
+        output.parent.mkdir(parents=True, exist_ok=True)
+        save_bundle(bundle, output)
+    except (BundlingError, OSError) as error:
+        raise click.ClickException(f"cannot bundle {target}: {error}") from None
+    modules = sorted({*(m.__name__ for m in local_modules), *captured.names})
+    console = Console()
+    console.print(f"wrote {output}", soft_wrap=True)
+    console.print(f"digest:        {bundle_digest(bundle)}")
+    console.print(f"size:          {output.stat().st_size} bytes")
+    console.print(f"dependencies:  {', '.join(bundle.metadata.pip_dependencies) or '(none)'}")
+    console.print(f"local modules: {', '.join(modules) or '(none)'}")
+
+
+@click.command("inspect")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+def inspect_command(file: Path) -> None:
+    """Show what the bundle FILE holds without loading it (nothing is unpickled).
+
+    Verifies the digest, prints the metadata, checks compatibility with this runtime and
+    shows the recorded environment source.
+    """
+    from benchmax.bundle import (
+        BundlingError,
+        IncompatibleRuntimeError,
+        bundle_digest,
+        read_bundle,
+        validate_bundle_compatibility,
+    )
+
+    try:
+        bundle = read_bundle(file)
+    except (BundlingError, OSError) as error:
+        raise click.ClickException(f"cannot read bundle {file}: {error}") from None
+    metadata = bundle.metadata
+    console = Console()
+    console.print(f"bundle:        {file}", soft_wrap=True)
+    console.print(f"digest:        {bundle_digest(bundle)} [green](verified)[/]")
+    console.print(f"pickle:        {len(bundle.pickled)} bytes (not loaded)")
+    console.print(f"python:        {metadata.python_version}")
+    console.print(f"benchmax:      {metadata.benchmax_version}")
+    console.print(f"dependencies:  {', '.join(metadata.pip_dependencies) or '(none)'}")
+    try:
+        validate_bundle_compatibility(metadata)
+    except IncompatibleRuntimeError as error:
+        console.print(f"compatibility: [red]incompatible with this runtime[/]: {error}")
+    else:
+        console.print("compatibility: [green]compatible with this runtime[/]")
+    if metadata.env_class_source:
+        console.print("environment source:")
+        console.print(Syntax(metadata.env_class_source, "python", line_numbers=False))
+    else:
+        console.print("environment source: (not recorded)")

@@ -1,0 +1,90 @@
+"""Rich rendering of run reports, progress and bundle facts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from benchmax.runner import Progress as RunProgress
+from benchmax.runner import RunReport
+
+__all__ = ["progress_bar", "render_report"]
+
+
+def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], None]]:
+    """A progress bar (examples done, rollouts/s, running mean of the first reward key)."""
+    bar = Progress(
+        TextColumn("[bold]running"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("examples"),
+        TextColumn("{task.fields[rate]}"),
+        TextColumn("{task.fields[mean]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    task: list[TaskID] = []
+
+    def update(progress: RunProgress) -> None:
+        fields: dict[str, Any] = {
+            "rate": f"{progress.rollouts_per_second:.1f} rollouts/s",
+            "mean": (
+                f"mean {progress.first_reward_key} {progress.first_reward_mean:.3f}"
+                if progress.first_reward_mean is not None
+                else ""
+            ),
+        }
+        if not task:
+            task.append(bar.add_task("run", total=progress.examples_total, **fields))
+        bar.update(
+            task[0], completed=progress.examples_done, total=progress.examples_total, **fields
+        )
+
+    return bar, update
+
+
+def render_report(report: RunReport, console: Console) -> None:
+    """Print the report as tables: termination reasons, reward statistics, throughput."""
+    reasons = Table(title="termination reasons", title_justify="left")
+    reasons.add_column("reason")
+    reasons.add_column("rollouts", justify="right")
+    reasons.add_column("groups", justify="right")
+    for reason, count in report.rollouts_by_reason.items():
+        style = "green" if reason == "finished" else "yellow"
+        reasons.add_row(
+            f"[{style}]{reason}[/]", str(count), str(report.groups_by_reason.get(reason, 0))
+        )
+    console.print(reasons)
+
+    rewards = Table(title="rewards", title_justify="left")
+    for column in ("key", "mean", "std", "min", "max"):
+        rewards.add_column(column, justify="left" if column == "key" else "right")
+    for key, stats in report.reward_stats.items():
+        rewards.add_row(
+            key, f"{stats.mean:.3f}", f"{stats.std:.3f}", f"{stats.min:.3f}", f"{stats.max:.3f}"
+        )
+    console.print(rewards)
+
+    console.print(
+        f"groups: {report.groups} of {report.examples} examples"
+        + (f" ({report.groups_resumed} resumed)" if report.groups_resumed else "")
+        + f"; groups with no reward variance: {report.no_variance_group_share:.0%}"
+    )
+    console.print(
+        f"ran {report.rollouts_run} rollouts in {report.wall_seconds:.1f} s "
+        f"({report.rollouts_per_second:.1f} rollouts/s)"
+    )
+    if report.results_path is not None:
+        console.print(f"results: {report.results_path}", soft_wrap=True)
+        console.print(f"report:  {report.report_path}", soft_wrap=True)

@@ -1,0 +1,350 @@
+"""``benchmax run``: run an environment locally against a model endpoint or the mock model."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+from rich.console import Console
+
+from benchmax.auth import ModelAuth, StaticBearerAuth
+from benchmax.cli._credentials import (
+    MOCK_KEY,
+    auth_variables,
+    bearer_from_variable,
+    injected_auth_names,
+)
+from benchmax.cli._render import progress_bar, render_report
+from benchmax.cli._targets import (
+    EnvTarget,
+    TargetError,
+    import_object,
+    load_target,
+    parse_env_args,
+    substitute_mock,
+    uses_mock,
+)
+from benchmax.envs.environment import Environment
+from benchmax.runner import (
+    NoModelAuth,
+    RunConfig,
+    RunError,
+    RunReport,
+    read_results,
+    run_environment,
+)
+
+__all__ = ["load_mock_policy", "run_command"]
+
+MOCK_MODEL = "mock-model"
+
+
+def load_mock_policy(spec: str) -> Any:
+    """``echo``, ``tool_exerciser``, ``package.module:function`` or ``file.py:function``."""
+    from benchmax.testing import load_policy
+
+    if spec.rpartition(":")[0].endswith(".py"):
+        policy, _module = import_object(spec, "mock policy")
+        if not callable(policy):
+            raise TargetError(f"mock policy {spec!r} is not callable")
+        return policy
+    try:
+        return load_policy(spec)
+    except (ValueError, TypeError) as error:
+        raise TargetError(str(error)) from error
+
+
+@dataclass(frozen=True, slots=True)
+class _Endpoint:
+    """Where the policy model and the ``@mock`` arguments point for this run."""
+
+    base_url: str
+    mock_url: str | None
+
+
+@contextlib.asynccontextmanager
+async def _endpoint(base_url: str | None, policy: Any) -> AsyncIterator[_Endpoint]:
+    if base_url is not None:
+        yield _Endpoint(base_url=base_url, mock_url=None)
+        return
+    from benchmax.testing import MockModelServer
+
+    async with MockModelServer(policy, record=False) as server:
+        yield _Endpoint(
+            base_url=f"{server.origin}/sessions/{{rollout_id}}/v1", mock_url=server.base_url
+        )
+
+
+def _check_reachable(base_url: str) -> None:
+    if "{" in base_url:
+        return
+    try:
+        httpx.get(base_url.rstrip("/") + "/models", timeout=10.0)
+    except httpx.TransportError as error:
+        raise click.ClickException(
+            f"cannot reach the model endpoint {base_url}: {error or type(error).__name__}"
+        ) from None
+
+
+def _construct(target: EnvTarget, args: Mapping[str, Any]) -> Environment[Any, Any]:
+    try:
+        return target.env_class(**{**target.constructor_args, **args})
+    except Exception as error:
+        raise TargetError(
+            f"cannot construct {target.label}: {type(error).__name__}: {error}"
+        ) from error
+
+
+async def _run(
+    target: EnvTarget,
+    env_args: dict[str, Any],
+    config: RunConfig,
+    *,
+    endpoint_url: str | None,
+    policy: Any,
+    auth_names: set[str],
+    model_timeout: float | None,
+    console: Console,
+) -> RunReport:
+    async with _endpoint(endpoint_url, policy) as endpoint:
+        args = (
+            env_args if endpoint.mock_url is None else substitute_mock(env_args, endpoint.mock_url)
+        )
+        env = _construct(target, args)
+        try:
+            if model_timeout is not None:
+                if not hasattr(env, "model_timeout"):
+                    raise TargetError("--model-timeout applies to BaseEnv environments only")
+                env.model_timeout = model_timeout  # type: ignore[attr-defined]
+            providers = dict(config.auth_providers)
+            if endpoint.mock_url is not None:
+                for name in auth_names | injected_auth_names(env):
+                    providers[name] = StaticBearerAuth(MOCK_KEY)
+            else:
+                missing = sorted(injected_auth_names(env) - set(providers))
+                if missing:
+                    console.print(
+                        f"[yellow]note:[/] no --auth given for injected credential(s) "
+                        f"{', '.join(missing)}; calls using them will fail"
+                    )
+            config = dataclasses.replace(
+                config, base_url=endpoint.base_url, auth_providers=providers
+            )
+            bar, update = progress_bar(console)
+            with bar:
+                return await run_environment(env, config, on_progress=update)
+        finally:
+            await env.aclose()
+
+
+def _default_output(target: EnvTarget) -> Path:
+    return Path("runs") / f"{target.label}-{datetime.now(UTC):%Y%m%d-%H%M%S}.jsonl"
+
+
+@click.command("run")
+@click.argument("target")
+@click.option(
+    "--split",
+    type=click.Choice(["train", "eval"]),
+    default="eval",
+    show_default=True,
+    help="Dataset split to run.",
+)
+@click.option(
+    "--data",
+    "data_dir",
+    type=click.Path(path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Data directory passed to create_dataset as base_dir.",
+)
+@click.option(
+    "--env-arg",
+    "env_arg_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Constructor argument (value parsed as JSON, else kept as a string); "
+    "'@mock' stands for the embedded mock server's URL. Repeatable.",
+)
+@click.option(
+    "--model", help="Model name sent to the endpoint (default with the mock: mock-model)."
+)
+@click.option(
+    "--base-url",
+    help="OpenAI-compatible endpoint root, e.g. http://localhost:8000/v1. "
+    "Without it an embedded mock model answers.",
+)
+@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the bearer key.")
+@click.option(
+    "--auth",
+    "auth_pairs",
+    multiple=True,
+    metavar="NAME=VAR",
+    help="Bind InjectedAuth(NAME) to the bearer key in variable VAR. Repeatable.",
+)
+@click.option(
+    "-n", "--max-examples", type=click.IntRange(min=1), help="Run only the first N examples."
+)
+@click.option(
+    "-k",
+    "--group-size",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Rollouts per example.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Groups in flight at once.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Results JSONL file (default runs/<env>-<timestamp>.jsonl); an existing file is resumed.",
+)
+@click.option("--force", is_flag=True, help="Resume a results file even if its run differs.")
+@click.option(
+    "--model-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds for one model call attempt (BaseEnv).",
+)
+@click.option(
+    "--mock-policy",
+    default="echo",
+    show_default=True,
+    help="Policy of the embedded mock: echo, tool_exerciser, module:function or file.py:function.",
+)
+def run_command(
+    target: str,
+    split: str,
+    data_dir: Path,
+    env_arg_pairs: tuple[str, ...],
+    model: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    auth_pairs: tuple[str, ...],
+    max_examples: int | None,
+    group_size: int,
+    concurrency: int,
+    output: Path | None,
+    force: bool,
+    model_timeout: float | None,
+    mock_policy: str,
+) -> None:
+    """Run TARGET's examples as rollout groups and summarize the rewards.
+
+    TARGET is path/to/file.py:Class, package.module:Class or a bundle file (loading a
+    bundle runs its code: use only bundles you trust).
+    """
+    stdout = Console()
+    console = Console(stderr=True)
+    mock = base_url is None
+    try:
+        env_target = load_target(target)
+        env_args = parse_env_args(env_arg_pairs)
+        auth_vars = auth_variables(auth_pairs)
+        if not data_dir.is_dir():
+            raise TargetError(f"data directory not found: {data_dir}")
+        if mock:
+            policy = load_mock_policy(mock_policy)
+            model_auth: ModelAuth = StaticBearerAuth(MOCK_KEY)
+            providers: dict[str, ModelAuth] = {}
+        else:
+            if uses_mock(env_args):
+                raise TargetError("'@mock' in --env-arg needs the embedded mock (omit --base-url)")
+            if model is None:
+                raise TargetError("--model is required with --base-url")
+            policy = None
+            model_auth = (
+                bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
+            )
+            providers = {
+                name: bearer_from_variable(var, f"--auth {name}") for name, var in auth_vars.items()
+            }
+            _check_reachable(base_url)
+    except TargetError as error:
+        raise click.ClickException(str(error)) from None
+
+    if env_target.bundle_digest is not None:
+        env_definition: dict[str, Any] = {"bundle_digest": env_target.bundle_digest}
+        if env_args:
+            env_definition["constructor_args"] = env_args
+    else:
+        cls = env_target.env_class
+        env_definition = {
+            "class": f"{cls.__module__}:{cls.__qualname__}",
+            "constructor_args": env_args,
+        }
+    output = output or _default_output(env_target)
+    config = RunConfig(
+        model=model or MOCK_MODEL,
+        base_url=base_url or "http://mock.invalid/v1",
+        model_auth=model_auth,
+        auth_providers=providers,
+        split=split,  # type: ignore[arg-type]
+        base_dir=data_dir,
+        group_size=group_size,
+        max_examples=max_examples,
+        max_concurrent_groups=concurrency,
+        output=output,
+        force=force,
+        env_definition=env_definition,
+        definition_extras={"mock_policy": mock_policy} if mock else {},
+        recorded_base_url="@mock" if mock else None,
+    )
+    if mock:
+        console.print(
+            f"[bold yellow]mock model:[/] no --base-url given, so the embedded mock model server "
+            f"answers (policy {mock_policy}); pass --base-url to use a real model"
+        )
+    try:
+        report = asyncio.run(
+            _run(
+                env_target,
+                env_args,
+                config,
+                endpoint_url=base_url,
+                policy=policy,
+                auth_names=set(auth_vars),
+                model_timeout=model_timeout,
+                console=console,
+            )
+        )
+    except KeyboardInterrupt:
+        _report_interruption(console, output)
+        raise SystemExit(130) from None
+    except FileNotFoundError as error:
+        raise click.ClickException(f"data file not found: {error.filename or error}") from None
+    except (TargetError, RunError) as error:
+        raise click.ClickException(str(error)) from None
+    except Exception as error:
+        raise click.ClickException(f"run failed: {type(error).__name__}: {error}") from None
+    render_report(report, stdout)
+    if mock:
+        console.print(
+            f"[bold yellow]note:[/] these rewards come from the mock model (policy {mock_policy}), "
+            "not a real model"
+        )
+
+
+def _report_interruption(console: Console, output: Path) -> None:
+    try:
+        saved = len({r["example_index"] for r in read_results(output).rollouts})
+    except (OSError, RunError):
+        saved = 0
+    console.print(
+        f"[bold red]interrupted:[/] {saved} complete group(s) saved in {output}; "
+        f"run the same command with -o {output} to resume"
+    )

@@ -1,0 +1,186 @@
+"""Resolve command-line targets: environment classes, bundle files, policies and env args."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchmax.envs.environment import Environment
+
+__all__ = [
+    "MOCK_URL_MARKER",
+    "EnvTarget",
+    "TargetError",
+    "import_file",
+    "load_target",
+    "parse_env_args",
+    "substitute_mock",
+]
+
+MOCK_URL_MARKER = "@mock"
+
+
+class TargetError(Exception):
+    """A target, env arg or policy given on the command line cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvTarget:
+    """An environment class ready to construct, with what defines it for the results header."""
+
+    env_class: type[Environment[Any, Any]]
+    constructor_args: Mapping[str, Any] = field(default_factory=dict)
+    module: ModuleType | None = None
+    bundle_digest: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.env_class.__name__
+
+
+def import_file(path: Path) -> ModuleType:
+    """Import ``path`` under its module name (its package chain, found via ``__init__.py``).
+
+    The directory above the top package goes on ``sys.path``; a different module already
+    registered under that name is replaced.
+    """
+    path = path.resolve()
+    if not path.is_file():
+        raise TargetError(f"no such file: {path}")
+    parts = [path.stem]
+    root = path.parent
+    while (root / "__init__.py").is_file():
+        parts.insert(0, root.name)
+        root = root.parent
+    name = ".".join(parts)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    for depth in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:depth])
+        existing = sys.modules.get(prefix)
+        expected = root.joinpath(*parts[:depth])
+        if existing is not None and not _module_lives_at(existing, expected):
+            for key in [k for k in sys.modules if k == prefix or k.startswith(prefix + ".")]:
+                del sys.modules[key]
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module(name)
+    except Exception as error:
+        raise TargetError(f"cannot import {path}: {type(error).__name__}: {error}") from error
+
+
+def _module_lives_at(module: ModuleType, expected: Path) -> bool:
+    location = getattr(module, "__file__", None)
+    if location is None:
+        return False
+    location = Path(location).resolve()
+    return location in (expected.with_suffix(".py"), expected / "__init__.py")
+
+
+def import_object(spec: str, what: str) -> tuple[Any, ModuleType]:
+    """Resolve ``path/to/file.py:Name`` or ``package.module:Name``."""
+    module_part, colon, attribute = spec.rpartition(":")
+    if not colon or not module_part or not attribute:
+        raise TargetError(
+            f"{what} {spec!r} must look like path/to/file.py:Name or package.module:Name"
+        )
+    if module_part.endswith(".py"):
+        module = import_file(Path(module_part))
+    else:
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_part)
+        except Exception as error:
+            raise TargetError(
+                f"cannot import {module_part!r}: {type(error).__name__}: {error}"
+            ) from error
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise TargetError(f"{module.__name__} has no {attribute!r}") from None
+    return value, module
+
+
+def load_class_target(spec: str) -> EnvTarget:
+    """An environment class named as ``file.py:Class`` or ``package.module:Class``."""
+    env_class, module = import_object(spec, "target")
+    if not isinstance(env_class, type) or not issubclass(env_class, Environment):
+        raise TargetError(f"{spec} is not an Environment subclass")
+    abstract = sorted(getattr(env_class, "__abstractmethods__", ()))
+    if abstract:
+        raise TargetError(f"{spec} has unimplemented abstract members: {', '.join(abstract)}")
+    return EnvTarget(env_class=env_class, module=module)
+
+
+def load_bundle_target(path: Path) -> EnvTarget:
+    """An environment from a bundle file (this executes the bundle's code)."""
+    from benchmax.bundle import (
+        BundlingError,
+        IncompatibleRuntimeError,
+        bundle_digest,
+        load_bundle,
+        read_bundle,
+    )
+
+    if not path.is_file():
+        raise TargetError(f"bundle file not found: {path}")
+    try:
+        bundle = read_bundle(path)
+        env_class, constructor_args = load_bundle(bundle, instantiate=False)
+    except (BundlingError, IncompatibleRuntimeError, OSError) as error:
+        raise TargetError(f"cannot load bundle {path}: {error}") from error
+    return EnvTarget(
+        env_class=env_class,
+        constructor_args=dict(constructor_args),
+        bundle_digest=bundle_digest(bundle),
+    )
+
+
+def load_target(spec: str) -> EnvTarget:
+    """``file.py:Class``, ``package.module:Class`` or a bundle file."""
+    if ":" in spec and not Path(spec).is_file():
+        return load_class_target(spec)
+    if spec.endswith(".py"):
+        raise TargetError(f"target {spec!r} must name a class: {spec}:ClassName")
+    return load_bundle_target(Path(spec))
+
+
+def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; each value is parsed as JSON, falling back to the plain string."""
+    args: dict[str, Any] = {}
+    for pair in pairs:
+        key, equals, raw = pair.partition("=")
+        key = key.strip()
+        if not equals or not key.isidentifier():
+            raise TargetError(f"invalid --env-arg {pair!r}: expected KEY=VALUE with a Python name")
+        try:
+            args[key] = json.loads(raw)
+        except ValueError:
+            args[key] = raw
+    return args
+
+
+def substitute_mock(value: Any, url: str) -> Any:
+    """Replace every ``"@mock"`` string (also nested in lists and objects) with ``url``."""
+    if isinstance(value, str):
+        return url if value == MOCK_URL_MARKER else value
+    if isinstance(value, list):
+        return [substitute_mock(item, url) for item in value]
+    if isinstance(value, dict):
+        return {key: substitute_mock(item, url) for key, item in value.items()}
+    return value
+
+
+def uses_mock(value: Any) -> bool:
+    """Whether ``"@mock"`` occurs in ``value``."""
+    return substitute_mock(value, "\0") != value

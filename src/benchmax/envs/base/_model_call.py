@@ -1,0 +1,193 @@
+"""One chat-completions call of a rollout: auth per attempt, timeout, retries, classification.
+
+The rollout's SDK client is built per rollout over the event loop's pooled
+transport (see ``benchmax.envs._connection_pool``). Failures never raise out of
+:meth:`ModelSession.complete` except cancellation and other ``BaseException``
+instances; they come back as a :class:`ModelCallFailure` naming the
+termination reason, for ``BaseEnv`` to log and settle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+from openai.types.chat import ChatCompletion
+
+from benchmax.auth import ModelRequestContext
+from benchmax.envs._connection_pool import PoolLease
+from benchmax.envs.shared_types import RolloutRequest
+
+__all__ = ["ModelCallFailure", "ModelSession", "backoff_sleep", "retry_delay"]
+
+logger = logging.getLogger(__name__)
+
+_PLACEHOLDER_API_KEY = "benchmax-runtime-auth"
+_BACKOFF_BASE = 0.5
+_BACKOFF_CAP = 30.0
+_RETRY_AFTER_CAP = 60.0
+_TRANSIENT_STATUSES = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFailure:
+    """Why a model call ended the rollout, and what to log about it."""
+
+    termination_reason: str
+    error: BaseException | None
+    level: int
+    detail: str | None = None
+
+
+class _AttemptTimedOut(Exception):
+    """One HTTP attempt outlived ``model_timeout``."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"model call exceeded model_timeout of {seconds:g}s")
+
+
+async def backoff_sleep(seconds: float) -> None:
+    """Wait before a retry (a module-level seam so tests can shorten waits)."""
+    await asyncio.sleep(seconds)
+
+
+def retry_delay(retry_number: int, retry_after: float | None) -> float:
+    """Seconds to wait before retry ``retry_number`` (1-based).
+
+    A server's ``Retry-After`` wins (capped at 60 s); otherwise exponential
+    backoff from 0.5 s, capped at 30 s, with equal jitter.
+    """
+    if retry_after is not None:
+        return min(retry_after, _RETRY_AFTER_CAP)
+    ceiling = min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** (retry_number - 1))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _retry_after_seconds(error: BaseException) -> float | None:
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    headers = error.response.headers
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+        if parsed is None or parsed.tzinfo is None:
+            return None
+        seconds = parsed.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _is_transient(error: BaseException) -> bool:
+    if isinstance(error, openai.APIConnectionError | _AttemptTimedOut):
+        return True
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        return status in _TRANSIENT_STATUSES or status >= 500
+    return False
+
+
+def _bad_request_code(error: openai.BadRequestError) -> object:
+    body = error.body
+    return body.get("code") if isinstance(body, Mapping) else None
+
+
+class ModelSession:
+    """The model client of one rollout; :meth:`aclose` when the rollout ends."""
+
+    def __init__(
+        self,
+        request: RolloutRequest[Any],
+        lease: PoolLease,
+        *,
+        timeout: float | None,
+        retries: int,
+    ) -> None:
+        self._request = request
+        self._timeout = timeout
+        self._retries = retries
+        self._context = ModelRequestContext(
+            base_url=request.base_url, model=request.model, rollout_id=request.rollout_id
+        )
+        http_timeout = (
+            None if timeout is None else httpx.Timeout(timeout, connect=min(5.0, timeout))
+        )
+        self._client = openai.AsyncOpenAI(
+            api_key=_PLACEHOLDER_API_KEY,
+            base_url=request.base_url,
+            max_retries=0,
+            http_client=lease.client(timeout=http_timeout),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: Sequence[Any]
+    ) -> ChatCompletion | ModelCallFailure:
+        """Call the model once (plus configured retries on transient failures)."""
+        retry_number = 0
+        while True:
+            try:
+                return await self._attempt(messages, tools)
+            except Exception as error:
+                if retry_number >= self._retries or not _is_transient(error):
+                    return self._classify(error)
+                retry_number += 1
+                delay = retry_delay(retry_number, _retry_after_seconds(error))
+                logger.warning(
+                    "base.rollout.model_retry rollout_id=%s attempt=%d retry_in=%.2fs: %s",
+                    self._request.rollout_id,
+                    retry_number,
+                    delay,
+                    error,
+                )
+            await backoff_sleep(delay)
+
+    async def _attempt(
+        self, messages: list[dict[str, Any]], tools: Sequence[Any]
+    ) -> ChatCompletion:
+        headers = dict(await self._request.model_auth.headers_for_request(self._context))
+        call = self._client.chat.completions.create(
+            model=self._request.model,
+            messages=messages,  # type: ignore[arg-type]
+            extra_headers=headers,
+            **({"tools": tools} if tools else {}),
+        )
+        if self._timeout is None:
+            return await call
+        deadline = asyncio.timeout(self._timeout)
+        try:
+            async with deadline:
+                return await call
+        except TimeoutError as error:
+            if deadline.expired():
+                raise _AttemptTimedOut(self._timeout) from error
+            raise
+
+    def _classify(self, error: Exception) -> ModelCallFailure:
+        if isinstance(error, openai.BadRequestError):
+            code = _bad_request_code(error)
+            reason = "context_exceeded" if code == "context_budget_exceeded" else "model_error"
+            return ModelCallFailure(reason, error, logging.WARNING)
+        timed_out = isinstance(error, _AttemptTimedOut | openai.APITimeoutError)
+        if timed_out and self._timeout is not None:
+            return ModelCallFailure("model_timeout", error, logging.ERROR)
+        return ModelCallFailure("model_error", error, logging.ERROR)

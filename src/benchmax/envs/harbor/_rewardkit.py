@@ -1,0 +1,45 @@
+"""RewardKit partial credit: the weighted mean of a reward-details document's criteria."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["criteria_credit"]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def criteria_credit(document: object) -> float | None:
+    """Return ``sum(weight * value) / sum(weight)`` over the criteria, or ``None``.
+
+    ``document`` is the parsed ``verifier/reward-details.json``: an object whose
+    ``"reward"`` member (or the object itself) holds a non-empty ``"criteria"``
+    array. Weights default to 1.0 and must be finite and non-negative; values
+    default to 0.0 and must be finite. Anything malformed yields ``None``.
+    """
+    if not isinstance(document, dict):
+        return None
+    details = document.get("reward", document)
+    if not isinstance(details, dict):
+        return None
+    criteria = details.get("criteria")
+    if not isinstance(criteria, list) or not criteria:
+        return None
+    total = 0.0
+    earned = 0.0
+    for criterion in criteria:
+        if not isinstance(criterion, dict):
+            return None
+        weight = criterion.get("weight", 1.0)
+        value = criterion.get("value", 0.0)
+        if not _is_number(weight) or not math.isfinite(weight) or weight < 0:
+            return None
+        if not _is_number(value) or not math.isfinite(value):
+            return None
+        total += weight
+        earned += weight * value
+    if total <= 0:
+        return None
+    return earned / total

@@ -1,0 +1,23 @@
+"""Concurrent judge evaluations that stop their siblings when one fails."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterable
+
+
+async def gather_or_cancel[T](awaitables: Iterable[Awaitable[T]]) -> list[T]:
+    """``asyncio.gather`` in creation order; on the first failure cancel the rest and re-raise.
+
+    Requests start in the order the awaitables are given, so scripted judges
+    see them in the documented order.
+    """
+    tasks = [asyncio.ensure_future(awaitable) for awaitable in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        pending = [task for task in tasks if not task.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        raise

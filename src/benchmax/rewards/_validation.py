@@ -1,0 +1,33 @@
+"""Value checks shared by the reward modules."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypeGuard
+
+__all__ = ["is_finite_number", "is_non_empty_str", "is_numeric", "slug_title"]
+
+
+def is_non_empty_str(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a ``str`` with non-whitespace content."""
+    return isinstance(value, str) and bool(value.strip())
+
+
+def is_numeric(value: object) -> TypeGuard[int | float]:
+    """Whether ``value`` is an ``int`` or ``float`` (never a ``bool``)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_finite_number(value: Any) -> bool:
+    """Whether ``value`` is numeric and finite."""
+    if not is_numeric(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def slug_title(title: str) -> str:
+    """A rubric title lower-cased with whitespace runs joined by hyphens (request ids)."""
+    return "-".join(title.lower().split())

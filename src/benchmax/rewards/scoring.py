@@ -1,0 +1,216 @@
+"""Reward maps from rubrics: per-rollout scores, group scores and group rankings.
+
+Every map carries one ``rubric_<slug>`` key per rubric (plus ``rubric_adaptive``
+for adaptive group scoring); empty completions keep the full shape with zeros
+and never reach the judge.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from benchmax.rewards._concurrency import gather_or_cancel
+from benchmax.rewards._validation import is_non_empty_str
+from benchmax.rewards.adaptive import RubricCache, generate_and_cache_adaptive_rubrics
+from benchmax.rewards.deterministic import Completion, extract_completion_text
+from benchmax.rewards.judge import Judge
+from benchmax.rewards.rubric import Rubric, evaluate_rubric_ranking, evaluate_single_rubric
+
+__all__ = ["rank_group_rubrics", "rubric_reward_key", "score_group_rubrics", "score_rubrics"]
+
+logger = logging.getLogger(__name__)
+
+ADAPTIVE_REWARD_KEY = "rubric_adaptive"
+_NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
+
+
+def rubric_reward_key(rubric: Rubric) -> str:
+    """The reward-map key of ``rubric``: ``rubric_`` plus its title as a snake-case slug."""
+    slug = _NON_ALPHANUMERIC.sub("_", rubric.title.lower()).strip("_")
+    if not slug:
+        raise ValueError("rubric title must contain at least one letter or digit")
+    return f"rubric_{slug}"
+
+
+def _reward_keys(rubrics: Sequence[Rubric], *, allow_empty: bool) -> list[str]:
+    if not rubrics and not allow_empty:
+        raise ValueError("at least one rubric is required")
+    keys = [rubric_reward_key(rubric) for rubric in rubrics]
+    if len(set(keys)) != len(keys):
+        raise ValueError("rubric titles must produce unique reward keys")
+    return keys
+
+
+def _validate_group(rollout_ids: Sequence[str], completions: Sequence[Completion]) -> None:
+    if len(rollout_ids) != len(completions):
+        raise ValueError("rollout_ids and completions must have the same length")
+    if not rollout_ids:
+        raise ValueError("rollout group must be non-empty")
+    if not all(is_non_empty_str(rollout_id) for rollout_id in rollout_ids):
+        raise ValueError("rollout_ids must be non-empty strings")
+    if len(set(rollout_ids)) != len(rollout_ids):
+        raise ValueError("rollout_ids must be unique")
+
+
+def _reference(ground_truth: Any) -> str | None:
+    return str(ground_truth) if ground_truth is not None else None
+
+
+async def score_rubrics(
+    rollout_id: str,
+    completion: Completion,
+    *,
+    ground_truth: Any,
+    rubrics: Sequence[Rubric],
+    question: str,
+    judge: Judge,
+) -> dict[str, float]:
+    """Score one completion on every rubric (concurrently); rewards are normalized to [0, 1].
+
+    Raises :class:`~benchmax.rewards.judge.JudgeError` when any evaluation fails.
+    """
+    keys = _reward_keys(rubrics, allow_empty=False)
+    if not is_non_empty_str(rollout_id):
+        raise ValueError("rollout_id must be non-empty")
+    text = extract_completion_text(completion)
+    if not text:
+        logger.info("rubric.scored rollout_id=%s empty_completion=true", rollout_id)
+        return dict.fromkeys(keys, 0.0)
+    reference = _reference(ground_truth)
+    evaluations = await gather_or_cancel(
+        evaluate_single_rubric(
+            rubric,
+            question=question,
+            response=text,
+            ground_truth=reference,
+            judge=judge,
+            log_result=False,
+        )
+        for rubric in rubrics
+    )
+    rewards = {
+        key: rubric.reward_for(evaluation.score)
+        for key, rubric, evaluation in zip(keys, rubrics, evaluations, strict=True)
+    }
+    logger.info("rubric.scored rollout_id=%s rewards=%s", rollout_id, rewards)
+    return rewards
+
+
+async def score_group_rubrics(
+    rollout_ids: Sequence[str],
+    completions: Sequence[Completion],
+    *,
+    ground_truth: Any,
+    question: str,
+    judge: Judge,
+    rubrics: Sequence[Rubric] = (),
+    use_adaptive: bool = False,
+    existing_rubrics: Sequence[Rubric] = (),
+    cache: RubricCache | None = None,
+) -> list[dict[str, float]]:
+    """Score a group on static rubrics and, with ``use_adaptive``, on adaptive rubrics.
+
+    The adaptive reward ``rubric_adaptive`` is the mean normalized reward over
+    the adaptive rubrics the cache retains for this question.
+    """
+    _validate_group(rollout_ids, completions)
+    keys = _reward_keys(rubrics, allow_empty=use_adaptive)
+    texts = [extract_completion_text(completion) for completion in completions]
+    scored = [index for index, text in enumerate(texts) if text]
+    rewards = [dict.fromkeys(keys, 0.0) for _ in texts]
+    reference = _reference(ground_truth)
+
+    static = [
+        (index, key, rubric) for index in scored for key, rubric in zip(keys, rubrics, strict=True)
+    ]
+    static_evaluations = await gather_or_cancel(
+        (
+            evaluate_single_rubric(
+                rubric,
+                question=question,
+                response=texts[index],
+                ground_truth=reference,
+                judge=judge,
+                log_result=False,
+            )
+            for index, _, rubric in static
+        )
+    )
+    for (index, key, rubric), evaluation in zip(static, static_evaluations, strict=True):
+        rewards[index][key] = rubric.reward_for(evaluation.score)
+
+    if use_adaptive:
+        adaptive = await generate_and_cache_adaptive_rubrics(
+            question=question,
+            ground_truth=reference or "",
+            responses=texts,
+            judge=judge,
+            cache=cache if cache is not None else RubricCache(),
+            existing_rubrics=existing_rubrics,
+        )
+        pairs = [(index, rubric) for index in scored for rubric in adaptive.all]
+        adaptive_evaluations = await gather_or_cancel(
+            (
+                evaluate_single_rubric(
+                    rubric,
+                    question=question,
+                    response=texts[index],
+                    ground_truth=reference or "",
+                    judge=judge,
+                    log_result=False,
+                )
+                for index, rubric in pairs
+            )
+        )
+        per_text: list[list[float]] = [[] for _ in texts]
+        for (index, rubric), evaluation in zip(pairs, adaptive_evaluations, strict=True):
+            per_text[index].append(rubric.reward_for(evaluation.score))
+        for index, values in enumerate(per_text):
+            rewards[index][ADAPTIVE_REWARD_KEY] = sum(values) / len(values) if values else 0.0
+
+    for rollout_id, reward_map in zip(rollout_ids, rewards, strict=True):
+        logger.info("rubric.scored rollout_id=%s rewards=%s", rollout_id, reward_map)
+    return rewards
+
+
+async def rank_group_rubrics(
+    rollout_ids: Sequence[str],
+    completions: Sequence[Completion],
+    *,
+    ground_truth: Any,
+    question: str,
+    judge: Judge,
+    rubrics: Sequence[Rubric],
+    include_ground_truth: bool = True,
+) -> list[dict[str, float]]:
+    """Score a group by ranking its completions on each rubric (one judge call per rubric).
+
+    With ``include_ground_truth`` the ground truth is ranked alongside as a reference.
+    """
+    _validate_group(rollout_ids, completions)
+    keys = _reward_keys(rubrics, allow_empty=False)
+    texts = [extract_completion_text(completion) for completion in completions]
+    reference = (
+        str(ground_truth).strip() if include_ground_truth and ground_truth is not None else ""
+    )
+    rankings = await gather_or_cancel(
+        evaluate_rubric_ranking(
+            rubric,
+            question=question,
+            responses=texts,
+            ground_truth=reference or None,
+            judge=judge,
+            log_result=False,
+        )
+        for rubric in rubrics
+    )
+    rewards = [
+        {key: ranking.scores[index] for key, ranking in zip(keys, rankings, strict=True)}
+        for index in range(len(texts))
+    ]
+    for rollout_id, reward_map in zip(rollout_ids, rewards, strict=True):
+        logger.info("rubric.ranked rollout_id=%s rewards=%s", rollout_id, reward_map)
+    return rewards

@@ -1,0 +1,32 @@
+"""The local runner: run an environment's examples as rollout groups against one endpoint.
+
+``run_environment(env, RunConfig(...))`` runs a split through ``env.run_group``, appends
+every completed group to a resumable JSONL results file and returns a ``RunReport``.
+"""
+
+from benchmax.runner._config import NoModelAuth, RunConfig
+from benchmax.runner._errors import (
+    GroupContractError,
+    ResultsFileError,
+    ResumeMismatchError,
+    RunError,
+)
+from benchmax.runner._report import RewardStats, RunReport
+from benchmax.runner._results import RESULTS_FORMAT, Results, read_results
+from benchmax.runner._run import Progress, run_environment
+
+__all__ = [
+    "RESULTS_FORMAT",
+    "GroupContractError",
+    "NoModelAuth",
+    "Progress",
+    "Results",
+    "ResultsFileError",
+    "ResumeMismatchError",
+    "RewardStats",
+    "RunConfig",
+    "RunError",
+    "RunReport",
+    "read_results",
+    "run_environment",
+]

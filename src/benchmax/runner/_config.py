@@ -1,0 +1,97 @@
+"""``RunConfig``: everything that defines and tunes one local run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
+from benchmax.envs.shared_types import DatasetSplit
+
+__all__ = ["ROLLOUT_ID_PLACEHOLDER", "NoModelAuth", "RunConfig"]
+
+ROLLOUT_ID_PLACEHOLDER = "{rollout_id}"
+"""Written in ``RunConfig.base_url``, it is replaced by each rollout's id (per-rollout sessions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoModelAuth:
+    """Sends no credential (for local servers such as vLLM or Ollama without a key)."""
+
+    async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]:
+        return {}
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _non_empty(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    """One local run: which examples, which model endpoint, how many rollouts, where results go.
+
+    ``base_url`` may contain ``{rollout_id}`` to give every rollout its own endpoint root.
+    ``auth_providers`` are bound with ``bind_model_auth`` for the run (names used by
+    ``InjectedAuth`` inside the environment, e.g. a judge). ``output`` is the results JSONL
+    file (``None`` keeps results in memory only); an existing file is resumed.
+    ``env_definition`` and ``definition_extras`` describe the run in the results header
+    (by default the environment's class path); ``recorded_base_url`` replaces ``base_url``
+    there when the real URL is not stable across runs (an embedded mock server's port).
+    """
+
+    model: str
+    base_url: str
+    model_auth: ModelAuth = field(default_factory=NoModelAuth, repr=False)
+    auth_providers: Mapping[str, ModelAuth] = field(default_factory=dict, repr=False)
+    split: DatasetSplit = "eval"
+    base_dir: Path = Path(".")
+    group_size: int = 4
+    max_examples: int | None = None
+    max_concurrent_groups: int = 8
+    output: Path | None = None
+    force: bool = False
+    env_definition: Mapping[str, Any] | None = None
+    definition_extras: Mapping[str, Any] = field(default_factory=dict)
+    recorded_base_url: str | None = None
+    log_level: int = logging.WARNING
+
+    def __post_init__(self) -> None:
+        if not _non_empty(self.model):
+            raise ValueError("model must be a non-empty string")
+        if not _non_empty(self.base_url):
+            raise ValueError("base_url must be a non-empty string")
+        if not isinstance(self.model_auth, ModelAuth):
+            raise TypeError("model_auth must implement ModelAuth")
+        if not isinstance(self.auth_providers, Mapping):
+            raise TypeError("auth_providers must be a mapping of names to ModelAuth")
+        if self.split not in ("train", "eval"):
+            raise ValueError("split must be 'train' or 'eval'")
+        if not _positive_int(self.group_size):
+            raise ValueError("group_size must be a positive integer")
+        if self.max_examples is not None and not _positive_int(self.max_examples):
+            raise ValueError("max_examples must be a positive integer or None")
+        if not _positive_int(self.max_concurrent_groups):
+            raise ValueError("max_concurrent_groups must be a positive integer")
+        object.__setattr__(self, "base_dir", Path(self.base_dir))
+        if self.output is not None:
+            object.__setattr__(self, "output", Path(self.output))
+        if isinstance(self.log_level, bool) or not isinstance(self.log_level, int):
+            raise ValueError("log_level must be a logging level number")
+
+    def base_url_for(self, rollout_id: str) -> str:
+        """The endpoint root for one rollout."""
+        return self.base_url.replace(ROLLOUT_ID_PLACEHOLDER, rollout_id)
+
+    def secrets(self) -> tuple[str, ...]:
+        """Bearer tokens this config carries, so the runner can mask them in what it records."""
+        found = [self.model_auth, *self.auth_providers.values()]
+        return tuple(
+            auth.token for auth in found if isinstance(auth, StaticBearerAuth) and auth.token
+        )

@@ -1,0 +1,107 @@
+"""Capture log records during a run and file them under the rollouts they belong to.
+
+A record belongs to a rollout when it is emitted inside that rollout's context
+(``_CURRENT_ROLLOUT_ID``), inside a group hook (``_CURRENT_GROUP_RIDS``: every rollout of
+the hook), or when it is a ``run_group`` record naming it (``rollout_id=<id>``; records
+naming ``rollout_id=group`` go to every rollout of that group). The handler is attached to
+the root logger for the run only; known secrets are masked in what it keeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any
+
+from benchmax.envs.logging import _CURRENT_GROUP_RIDS, _CURRENT_ROLLOUT_ID
+
+__all__ = ["RolloutLogCapture", "running_group"]
+
+_RUN_GROUP_LOGGER = "benchmax.envs.environment"
+_NAMED_ROLLOUT = re.compile(r"\brollout_id=(\S+)")
+_RUNNING_GROUP: ContextVar[tuple[str, ...] | None] = ContextVar(
+    "benchmax_runner_group", default=None
+)
+
+
+@contextlib.contextmanager
+def running_group(rollout_ids: Sequence[str]) -> Iterator[None]:
+    """Mark the group the current task is running (for records naming ``rollout_id=group``)."""
+    token = _RUNNING_GROUP.set(tuple(rollout_ids))
+    try:
+        yield
+    finally:
+        _RUNNING_GROUP.reset(token)
+
+
+class RolloutLogCapture(logging.Handler):
+    """A handler that keeps records of tracked rollouts until the runner takes them."""
+
+    def __init__(self, level: int, secrets: Sequence[str] = ()) -> None:
+        super().__init__(level)
+        self._secrets = tuple(s for s in secrets if s)
+        self._records: dict[str, list[dict[str, Any]]] = {}
+        self.setFormatter(logging.Formatter())
+
+    def track(self, rollout_ids: Sequence[str]) -> None:
+        for rollout_id in rollout_ids:
+            self._records.setdefault(rollout_id, [])
+
+    def take(self, rollout_id: str) -> list[dict[str, Any]]:
+        """Remove and return the records filed under ``rollout_id``."""
+        return self._records.pop(rollout_id, [])
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            owners = self._owners(record)
+            if not owners:
+                return
+            entry = self._entry(record)
+            for owner in owners:
+                self._records[owner].append(entry)
+        except Exception:
+            self.handleError(record)
+
+    def _owners(self, record: logging.LogRecord) -> tuple[str, ...]:
+        current = _CURRENT_ROLLOUT_ID.get()
+        if current is not None:
+            return (current,) if current in self._records else ()
+        group = _CURRENT_GROUP_RIDS.get()
+        if group is None and record.name == _RUN_GROUP_LOGGER:
+            match = _NAMED_ROLLOUT.search(record.getMessage())
+            if match is not None and match.group(1) != "group":
+                return (match.group(1),) if match.group(1) in self._records else ()
+            group = _RUNNING_GROUP.get()
+        return tuple(r for r in group or () if r in self._records)
+
+    def _entry(self, record: logging.LogRecord) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": self._mask(record.getMessage()),
+        }
+        if record.exc_info:
+            entry["exception"] = self._mask(self.formatter.formatException(record.exc_info))
+        elif record.exc_text:
+            entry["exception"] = self._mask(record.exc_text)
+        return entry
+
+    def _mask(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    @contextlib.contextmanager
+    def attached(self) -> Iterator[RolloutLogCapture]:
+        """Attach to the root logger for the duration of the block."""
+        root = logging.getLogger()
+        root.addHandler(self)
+        try:
+            yield self
+        finally:
+            root.removeHandler(self)

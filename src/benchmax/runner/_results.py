@@ -1,0 +1,241 @@
+"""The results file: a JSONL header defining the run, then one line per rollout.
+
+Every completed group is appended with a single write and flushed, so an interrupted run
+loses at most the groups in flight. Reopening a file resumes it: complete groups are kept,
+groups with missing lines are run again under a new attempt number, and a torn last line
+left by a hard kill is cut off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import benchmax
+from benchmax.runner._errors import ResultsFileError, ResumeMismatchError
+
+__all__ = [
+    "RESULTS_FORMAT",
+    "CompletedGroup",
+    "Results",
+    "ResultsStore",
+    "definition_differences",
+    "new_run_id",
+    "read_results",
+]
+
+RESULTS_FORMAT = "benchmax.results/1"
+
+
+def new_run_id() -> str:
+    """A Harbor-safe run id: UTC timestamp plus random hex, e.g. ``20260101T120000-3f9a2c``."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.urandom(3).hex()}"
+
+
+def _normalized(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def definition_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between two run definitions (``[]`` when equal)."""
+    differences = []
+    for key in dict.fromkeys([*current, *recorded]):
+        old, new = _normalized(recorded.get(key)), _normalized(current.get(key))
+        if old != new:
+            differences.append(f"{key} was {_short(old)}, now {_short(new)}")
+    return differences
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedGroup:
+    """The parts of one complete group the summary needs."""
+
+    example_index: int
+    example_id: str
+    termination_reasons: tuple[str, ...]
+    rewards: tuple[Mapping[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    """A results file as a reader sees it: the header and the rollouts of complete groups."""
+
+    header: Mapping[str, Any]
+    rollouts: tuple[Mapping[str, Any], ...]
+
+    @property
+    def definition(self) -> Mapping[str, Any]:
+        return self.header["definition"]
+
+
+@dataclass(slots=True)
+class _Scan:
+    header: dict[str, Any]
+    valid_length: int
+    groups: dict[int, CompletedGroup] = field(default_factory=dict)
+    complete_records: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    attempts: dict[int, int] = field(default_factory=dict)
+
+
+def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
+    data = path.read_bytes()
+    valid_length = data.rfind(b"\n") + 1
+    lines = data[:valid_length].splitlines()
+    if not lines:
+        raise ResultsFileError(f"{path} has no complete header line")
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        header = None
+    if (
+        not isinstance(header, dict)
+        or header.get("type") != "header"
+        or header.get("format") != RESULTS_FORMAT
+        or not isinstance(header.get("definition"), dict)
+    ):
+        raise ResultsFileError(f"{path} is not a benchmax results file (no results header)")
+    size = group_size if group_size is not None else header["definition"].get("group_size")
+    by_attempt: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    scan = _Scan(header=header, valid_length=valid_length)
+    for number, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+            index, attempt = int(record["example_index"]), int(record["attempt"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
+        if not keep_records:
+            record.pop("transcript", None)
+            record.pop("logs", None)
+        by_attempt.setdefault((index, attempt), []).append(record)
+        scan.attempts[index] = max(attempt, scan.attempts.get(index, 0))
+    for (index, _attempt), records in sorted(by_attempt.items()):
+        if _is_complete(records, size):
+            records.sort(key=lambda r: r["group_index"])
+            scan.complete_records[index] = records
+            scan.groups[index] = CompletedGroup(
+                example_index=index,
+                example_id=records[0]["example_id"],
+                termination_reasons=tuple(r["termination_reason"] for r in records),
+                rewards=tuple(r["rewards"] for r in records),
+            )
+    return scan
+
+
+def _is_complete(records: Sequence[Mapping[str, Any]], group_size: object) -> bool:
+    if not isinstance(group_size, int) or len(records) != group_size:
+        return False
+    if {r.get("group_index") for r in records} != set(range(group_size)):
+        return False
+    return len({r.get("example_id") for r in records}) == 1
+
+
+def read_results(path: str | Path) -> Results:
+    """Read a results file: its header and the rollouts of complete groups, in example order.
+
+    Partial groups (superseded by a later attempt, or lost to an interruption) are left out.
+    """
+    scan = _scan(Path(path), None, keep_records=True)
+    rollouts = tuple(
+        r for index in sorted(scan.complete_records) for r in scan.complete_records[index]
+    )
+    return Results(header=scan.header, rollouts=rollouts)
+
+
+class ResultsStore:
+    """The results of one run: groups already complete (resumed) and an appender for new ones."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        run_id: str,
+        groups: dict[int, CompletedGroup],
+        attempts: dict[int, int],
+    ) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.groups = groups
+        self._attempts = attempts
+        self._file = open(path, "ab", buffering=0) if path is not None else None
+
+    @classmethod
+    def open(
+        cls, path: Path | None, definition: Mapping[str, Any], *, group_size: int, force: bool
+    ) -> ResultsStore:
+        """Start a new results file at ``path``, or resume the one already there."""
+        definition = _normalized(dict(definition))
+        if path is None:
+            return cls(None, new_run_id(), {}, {})
+        if not path.exists() or path.stat().st_size == 0:
+            run_id = new_run_id()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(_line(_header(run_id, definition)))
+            return cls(path, run_id, {}, {})
+        scan = _scan(path, group_size, keep_records=False)
+        differences = definition_differences(scan.header["definition"], definition)
+        if differences and not force:
+            raise ResumeMismatchError(str(path), differences)
+        run_id = str(scan.header.get("run_id") or new_run_id())
+        if differences:
+            _rewrite_header(path, scan, definition)
+        elif scan.valid_length != path.stat().st_size:
+            with open(path, "r+b") as handle:
+                handle.truncate(scan.valid_length)
+        return cls(path, run_id, scan.groups, scan.attempts)
+
+    def is_complete(self, example_index: int, example_id: str) -> bool:
+        group = self.groups.get(example_index)
+        return group is not None and group.example_id == example_id
+
+    def next_attempt(self, example_index: int) -> int:
+        return self._attempts.get(example_index, 0) + 1
+
+    def append_group(self, group: CompletedGroup, records: Iterable[Mapping[str, Any]]) -> None:
+        """Write one complete group's lines with a single write, then remember it."""
+        if self._file is not None:
+            self._file.write(b"".join(_line(record) for record in records))
+        self.groups[group.example_index] = group
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def _header(run_id: str, definition: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "header",
+        "format": RESULTS_FORMAT,
+        "run_id": run_id,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "benchmax_version": benchmax.__version__,
+        "definition": dict(definition),
+    }
+
+
+def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> None:
+    data = path.read_bytes()[: scan.valid_length]
+    body = data[data.find(b"\n") + 1 :]
+    header = dict(scan.header)
+    header["previous_definitions"] = [
+        *header.get("previous_definitions", []),
+        header["definition"],
+    ]
+    header["definition"] = dict(definition)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_bytes(_line(header) + body)
+    os.replace(temporary, path)
+
+
+def _line(record: Mapping[str, Any]) -> bytes:
+    return (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
