@@ -59,7 +59,7 @@ def test_same_series_is_compatible(runtime_021: None, version: str) -> None:
 
 
 def test_python_must_match_exactly(runtime_021: None) -> None:
-    with pytest.raises(IncompatiblePythonError, match="Python 0.0") as caught:
+    with pytest.raises(IncompatiblePythonError, match=r"Python 0\.0") as caught:
         validate_bundle_compatibility(metadata(python_version="0.0"))
     assert str(caught.value) == (
         f"Bundle was packaged with Python 0.0 but this machine runs Python {PYTHON}."
@@ -75,7 +75,7 @@ def test_python_is_checked_before_the_benchmax_version(runtime_021: None) -> Non
 
 @pytest.mark.parametrize("version", ["0.1.2", "0.0.0-incompatible", "1.2.1"])
 def test_other_series_is_incompatible(runtime_021: None, version: str) -> None:
-    with pytest.raises(IncompatibleBenchmaxError, match="major.minor") as caught:
+    with pytest.raises(IncompatibleBenchmaxError, match=r"major\.minor") as caught:
         validate_bundle_compatibility(metadata(version))
     assert str(caught.value) == (
         f"Bundle was packaged with BenchMax {version} but this runtime uses BenchMax 0.2.1; "

@@ -6,10 +6,10 @@ import pickle
 from pathlib import Path
 
 import pytest
-
-from benchmax.bundle import dump_bundle, save_bundle
 from tests.bundle.conftest import Project, ProjectFactory, plain_env_module
 from tests.bundle.test_source_capture import SIBLING_ENV
+
+from benchmax.bundle import dump_bundle, save_bundle
 
 RUN_GROUP = """
 import asyncio, json, pickle, sys, importlib.util

@@ -7,9 +7,9 @@ import pickle
 
 import cloudpickle
 import pytest
+from tests.bundle.conftest import Project, ProjectFactory, plain_env_module
 
 from benchmax.bundle import BundlingError, dump_bundle, load_bundle, unregistered_local_refs
-from tests.bundle.conftest import ProjectFactory, Project, plain_env_module
 
 
 def test_src_layout_project_is_captured_with_its_helper(
@@ -84,7 +84,8 @@ def test_strict_mode_lists_explicit_modules_already_registered(projects: Project
 SIBLING_ENV = plain_env_module("SiblingEnv", header="from sibling_helpers import helper\n").replace(
     '{"score": 1.0}', '{"score": float(helper.VALUE)}'
 ) + (
-    "\n\ndef helper_value(self):\n    return helper.VALUE\n\n\nSiblingEnv.helper_value = helper_value\n"
+    "\n\ndef helper_value(self):\n    return helper.VALUE\n\n\n"
+    "SiblingEnv.helper_value = helper_value\n"
 )
 
 
@@ -143,13 +144,15 @@ def _score(self):
 {body}
 
 
-LocalImportEnv.score = _score
+LocalImportEnv.score = {wrap}(_score)
 """,
 )
 
 
-def _local_import_project(projects: ProjectFactory, body: str) -> Project:
-    env_source = LOCAL_IMPORT_ENV.replace("{body}", body)
+def _local_import_project(projects: ProjectFactory, body: str, wrap: str = "") -> Project:
+    env_source = LOCAL_IMPORT_ENV.replace("{body}", body).replace("{wrap}", wrap)
+    if "await" in body:
+        env_source = env_source.replace("def _score", "async def _score")
     return projects.create(
         "local-import",
         {
@@ -185,6 +188,64 @@ def test_method_local_import_of_local_source_is_refused(
         dump_bundle(env_module.LocalImportEnv, local_modules=[helper])
     with pytest.raises(BundlingError, match=r"delayed import.*local_import_pkg\.helper"):
         dump_bundle(env_module.LocalImportEnv, local_modules=[env_module, helper])
+
+
+@pytest.mark.parametrize(
+    ("body", "wrap"),
+    [
+        ("    def inner():\n        import local_import_pkg.helper\n    return inner", ""),
+        ("    return lambda: __import__('local_import_pkg.helper')", ""),
+        ("    return [__import__('local_import_pkg.helper') for _ in ()]", ""),
+        ("    import local_import_pkg.helper", "property"),
+        ("    import local_import_pkg.helper", "staticmethod"),
+        ("    import local_import_pkg.helper", "classmethod"),
+        ("    await __import__('asyncio').sleep(0)\n    import local_import_pkg.helper", ""),
+    ],
+    ids=["nested-function", "lambda", "comprehension", "property", "static", "class", "async"],
+)
+def test_delayed_imports_are_found_in_every_reachable_code_object(
+    projects: ProjectFactory, body: str, wrap: str
+) -> None:
+    project = _local_import_project(projects, body, wrap)
+    env_module = project.module("local_import_pkg.env")
+
+    with pytest.raises(BundlingError, match=r"safely: local_import_pkg\.helper\. "):
+        dump_bundle(env_module.LocalImportEnv)
+
+
+def test_delayed_imports_are_found_through_globals_defaults_and_closures(
+    projects: ProjectFactory,
+) -> None:
+    project = projects.create(
+        "reach",
+        {
+            "reach_pkg/__init__.py": "",
+            "reach_pkg/a.py": "",
+            "reach_pkg/b.py": "",
+            "reach_pkg/c.py": "",
+            "reach_pkg/tools.py": ("def via_helper_module():\n    import reach_pkg.c\n"),
+            "reach_pkg/env.py": plain_env_module(
+                "ReachEnv",
+                header="from reach_pkg import tools\n",
+                footer=(
+                    "\ndef _global_target():\n    import reach_pkg.a\n\n\n"
+                    "def _default_target():\n    import reach_pkg.b\n\n\n"
+                    "def _make(value=_default_target):\n"
+                    "    def method(self):\n"
+                    "        _global_target()\n"
+                    "        tools.via_helper_module()\n"
+                    "        return value\n"
+                    "    return method\n\n\n"
+                    "ReachEnv.method = _make()\n"
+                ),
+            ),
+        },
+    )
+    env_module = project.module("reach_pkg.env")
+
+    with pytest.raises(BundlingError) as caught:
+        dump_bundle(env_module.ReachEnv)
+    assert "safely: reach_pkg.a, reach_pkg.b, reach_pkg.c. " in str(caught.value)
 
 
 def test_relative_method_local_import_is_resolved_and_refused(projects: ProjectFactory) -> None:

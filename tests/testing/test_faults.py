@@ -214,8 +214,11 @@ async def test_no_choices_is_a_200_with_empty_choices(mock_server: MockModelServ
 async def test_faults_fire_in_queue_order(mock_server: MockModelServer) -> None:
     mock_server.inject(Fault.status(500))
     mock_server.inject(Fault.status(429), times=2)
+    mock_server.inject(Fault.drop(), session="other")
+    assert mock_server.pending_faults == 3
     codes = [(await _post(mock_server)).status_code for _ in range(5)]
     assert codes == [500, 429, 429, 200, 200]
+    assert mock_server.pending_faults == 1
 
 
 async def test_times_none_fires_forever_until_cleared(mock_server: MockModelServer) -> None:

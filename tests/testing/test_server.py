@@ -389,3 +389,56 @@ async def test_record_false_keeps_no_requests(make_mock_server) -> None:
     async with httpx.AsyncClient(verify=False) as client:
         await client.post(f"{server.base_url}/chat/completions", json=CHAT)
     assert server.requests == []
+
+
+async def test_large_bodies_with_connection_close_arrive_whole(
+    mock_server: MockModelServer, http_client: httpx.AsyncClient
+) -> None:
+    big = "x" * 3_000_000
+    response = await http_client.post(
+        f"{mock_server.base_url}/chat/completions",
+        json={"messages": [{"role": "user", "content": big}]},
+        headers={"Connection": "close"},
+    )
+    assert response.headers["connection"] == "close"
+    assert response.json()["choices"][0]["message"]["content"] == big
+
+
+async def test_keep_alive_false_closes_after_every_response(make_mock_server) -> None:
+    server = await make_mock_server(echo, keep_alive=False)
+    async with httpx.AsyncClient(verify=False) as client:
+        for _ in range(3):
+            response = await client.post(f"{server.base_url}/chat/completions", json=CHAT)
+            assert response.headers["connection"] == "close"
+            assert response.json()["choices"][0]["message"]["content"] == "hello"
+    assert [r.connection for r in server.requests] == [1, 2, 3]
+
+
+async def test_close_idle_connections(
+    mock_server: MockModelServer, http_client: httpx.AsyncClient
+) -> None:
+    url = f"{mock_server.base_url}/chat/completions"
+    assert (await http_client.post(url, json=CHAT)).status_code == 200
+    assert await mock_server.close_idle_connections() == 1
+    assert await mock_server.close_idle_connections() == 0
+    assert (await http_client.post(url, json=CHAT)).status_code == 200
+    assert [r.connection for r in mock_server.requests] == [1, 2]
+
+
+async def test_close_idle_connections_spares_busy_ones(mock_server: MockModelServer) -> None:
+    release = asyncio.Event()
+
+    async def held(body: dict) -> str:
+        await release.wait()
+        return "held"
+
+    mock_server.policy = held
+    async with httpx.AsyncClient(verify=False) as client:
+        pending = asyncio.create_task(
+            client.post(f"{mock_server.base_url}/chat/completions", json=CHAT)
+        )
+        while not mock_server.requests:
+            await asyncio.sleep(0.01)
+        assert await mock_server.close_idle_connections() == 0
+        release.set()
+        assert (await pending).json()["choices"][0]["message"]["content"] == "held"

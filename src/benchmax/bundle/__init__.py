@@ -20,7 +20,7 @@ from benchmax.bundle._classification import (
     _project_root_for_module as _project_root_for_module,
 )
 from benchmax.bundle._compatibility import validate_bundle_compatibility
-from benchmax.bundle._dump import dump_bundle, load_bundle
+from benchmax.bundle._dump import dump_bundle
 from benchmax.bundle._errors import (
     BundlingError,
     IncompatibleBenchmaxError,
@@ -28,6 +28,7 @@ from benchmax.bundle._errors import (
     IncompatibleRuntimeError,
 )
 from benchmax.bundle._files import read_bundle, save_bundle
+from benchmax.bundle._load import load_bundle
 from benchmax.bundle._source_capture import _get_source as _get_source
 from benchmax.bundle._source_capture import unregistered_local_refs
 

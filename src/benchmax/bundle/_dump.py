@@ -1,4 +1,4 @@
-"""``dump_bundle`` and ``load_bundle``: the two ends of a bundle's life."""
+"""``dump_bundle``: validate inputs, capture source, record metadata."""
 
 from __future__ import annotations
 
@@ -8,15 +8,12 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-import cloudpickle
-
 from benchmax.bundle._artifact import Bundle, BundleMetadata
 from benchmax.bundle._classification import ModuleClassifier
 from benchmax.bundle._compatibility import (
     UNKNOWN_VERSION,
     current_python,
     runtime_benchmax_version,
-    validate_bundle_compatibility,
 )
 from benchmax.bundle._dependencies import declared_distributions, normalize_dependencies
 from benchmax.bundle._errors import BundlingError
@@ -25,7 +22,7 @@ from benchmax.bundle._source_capture import capture_env_class, project_roots
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import RolloutAttempt
 
-__all__ = ["dump_bundle", "load_bundle"]
+__all__ = ["dump_bundle"]
 
 logger = logging.getLogger("benchmax.bundle")
 
@@ -108,39 +105,3 @@ def _check_env_class(env_class: object) -> None:
         raise BundlingError(
             f"{env_class.__name__} has unimplemented abstract methods: {', '.join(abstract)}"
         )
-
-
-def load_bundle(
-    bundle: Bundle,
-    *,
-    instantiate: bool = True,
-) -> (
-    Environment[Any, RolloutAttempt] | tuple[type[Environment[Any, RolloutAttempt]], dict[str, Any]]
-):
-    """Check compatibility, unpickle, and instantiate the env (or return class and kwargs).
-
-    Unpickling executes the bundle's code: load only bundles you trust.
-    """
-    validate_bundle_compatibility(bundle.metadata)
-    try:
-        payload = cloudpickle.loads(bundle.pickled)
-    except Exception as exc:
-        raise BundlingError(f"Failed to unpickle bundle: {exc}") from exc
-    if not isinstance(payload, tuple) or len(payload) != 2:
-        raise BundlingError(
-            f"Unpickled payload is {type(payload).__name__}, "
-            "expected (env_class, constructor_args) tuple."
-        )
-    env_class, constructor_args = payload
-    if not isinstance(env_class, type) or not issubclass(env_class, Environment):
-        raise BundlingError(
-            f"Unpickled class is {type(env_class).__name__}, not an Environment implementation."
-        )
-    if not isinstance(constructor_args, dict):
-        raise BundlingError(
-            f"Unpickled constructor_args is {type(constructor_args).__name__}, expected dict."
-        )
-    if not instantiate:
-        return env_class, constructor_args
-    logger.info("[bundle] instantiating %s", env_class.__name__)
-    return env_class(**constructor_args)

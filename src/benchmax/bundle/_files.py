@@ -8,7 +8,7 @@ sizes before reading anything, verifies the digest, and never unpickles.
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 import zipfile
 from pathlib import Path
 from typing import BinaryIO
@@ -23,8 +23,8 @@ PICKLE_MEMBER = "env.pkl"
 DIGEST_MEMBER = "digest.txt"
 
 _MEMBER_LIMITS = {
-    METADATA_MEMBER: 64 * 1024 * 1024,
-    PICKLE_MEMBER: 4 * 1024 * 1024 * 1024,
+    METADATA_MEMBER: 16 * 1024 * 1024,
+    PICKLE_MEMBER: 2 * 1024 * 1024 * 1024,
     DIGEST_MEMBER: 128,
 }
 _FIXED_DATE_TIME = (1980, 1, 1, 0, 0, 0)
@@ -42,15 +42,13 @@ def save_bundle(bundle: Bundle, path: str | os.PathLike[str]) -> None:
         (PICKLE_MEMBER, bundle.pickled),
         (DIGEST_MEMBER, f"{bundle_digest(bundle)}\n".encode("ascii")),
     )
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
-        with os.fdopen(descriptor, "wb") as handle:
+        with temporary.open("xb") as handle:
             _write_archive(handle, members)
         os.replace(temporary, target)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
 
 

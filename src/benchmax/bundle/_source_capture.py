@@ -67,6 +67,7 @@ def _loaded_module(name: object) -> ModuleType | None:
 class _Capture:
     pickled: bytes
     references: frozenset[str]
+    explicit_names: tuple[str, ...]
     captured_names: frozenset[str]
 
 
@@ -86,9 +87,8 @@ def capture_env_class(
     missing = classifier.local_references(capture.references)
     if missing:
         message = f"{name}: missing local_modules=[{', '.join(missing)}]"
-        if local_modules:
-            explicit = sorted(module.__name__ for module in local_modules)  # type: ignore[attr-defined]
-            message += f" (already registered: [{', '.join(explicit)}])"
+        if capture.explicit_names:
+            message += f" (already registered: [{', '.join(sorted(capture.explicit_names))}])"
         raise BundlingError(message)
     outside = sorted(
         module_name
@@ -124,6 +124,7 @@ def _serialize_with_local_source(
     classifier: ModuleClassifier,
     auto_local_modules: bool,
 ) -> _Capture:
+    captured: list[str] = []
     with _BUNDLE_LOCK, _ByValueRegistration() as registration:
         for module in local_modules:
             if not isinstance(module, ModuleType):
@@ -132,7 +133,8 @@ def _serialize_with_local_source(
                     f"got {type(module).__name__}: {module!r}"
                 )
             registration.register(module)
-        captured = [module.__name__ for module in local_modules]  # type: ignore[attr-defined]
+            captured.append(module.__name__)
+        explicit = tuple(captured)
         pickled = _serialize(env_class, constructor_args)
         references = referenced_modules(pickled)
         if auto_local_modules:
@@ -156,7 +158,7 @@ def _serialize_with_local_source(
                     captured.append(module.__name__)
                 pickled = _serialize(env_class, constructor_args)
                 references = referenced_modules(pickled)
-    return _Capture(pickled, frozenset(references), frozenset(captured))
+    return _Capture(pickled, frozenset(references), explicit, frozenset(captured))
 
 
 def _import_all(names: list[str]) -> list[ModuleType]:

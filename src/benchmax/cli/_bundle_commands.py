@@ -103,8 +103,8 @@ def bundle_command(
     except (BundlingError, OSError) as error:
         raise click.ClickException(f"cannot bundle {target}: {error}") from None
     modules = sorted({*(m.__name__ for m in local_modules), *captured.names})
-    console = Console()
-    console.print(f"wrote {output}", soft_wrap=True)
+    console = Console(soft_wrap=True)
+    console.print(f"wrote {output}")
     console.print(f"digest:        {bundle_digest(bundle)}")
     console.print(f"size:          {output.stat().st_size} bytes")
     console.print(f"dependencies:  {', '.join(bundle.metadata.pip_dependencies) or '(none)'}")
@@ -132,8 +132,8 @@ def inspect_command(file: Path) -> None:
     except (BundlingError, OSError) as error:
         raise click.ClickException(f"cannot read bundle {file}: {error}") from None
     metadata = bundle.metadata
-    console = Console()
-    console.print(f"bundle:        {file}", soft_wrap=True)
+    console = Console(soft_wrap=True)
+    console.print(f"bundle:        {file}")
     console.print(f"digest:        {bundle_digest(bundle)} [green](verified)[/]")
     console.print(f"pickle:        {len(bundle.pickled)} bytes (not loaded)")
     console.print(f"python:        {metadata.python_version}")
@@ -147,6 +147,6 @@ def inspect_command(file: Path) -> None:
         console.print("compatibility: [green]compatible with this runtime[/]")
     if metadata.env_class_source:
         console.print("environment source:")
-        console.print(Syntax(metadata.env_class_source, "python", line_numbers=False))
+        console.print(Syntax(metadata.env_class_source, "python", word_wrap=True))
     else:
         console.print("environment source: (not recorded)")

@@ -35,6 +35,7 @@ from benchmax.cli._targets import (
 from benchmax.envs.environment import Environment
 from benchmax.runner import (
     NoModelAuth,
+    Progress,
     RunConfig,
     RunError,
     RunReport,
@@ -110,6 +111,7 @@ async def _run(
     *,
     endpoint_url: str | None,
     policy: Any,
+    mock_policy: str,
     auth_names: set[str],
     model_timeout: float | None,
     console: Console,
@@ -139,8 +141,22 @@ async def _run(
                 config, base_url=endpoint.base_url, auth_providers=providers
             )
             bar, update = progress_bar(console)
+            started: list[bool] = []
+
+            def on_progress(progress: Progress) -> None:
+                if not started:  # the run is under way: the results file was accepted
+                    started.append(True)
+                    if endpoint.mock_url is not None:
+                        console.print(
+                            "[bold yellow]mock model:[/] no --base-url given, so the embedded "
+                            f"mock model server answers (policy {mock_policy}); "
+                            "pass --base-url to use a real model",
+                            soft_wrap=True,
+                        )
+                update(progress)
+
             with bar:
-                return await run_environment(env, config, on_progress=update)
+                return await run_environment(env, config, on_progress=on_progress)
         finally:
             await env.aclose()
 
@@ -304,11 +320,6 @@ def run_command(
         definition_extras={"mock_policy": mock_policy} if mock else {},
         recorded_base_url="@mock" if mock else None,
     )
-    if mock:
-        console.print(
-            f"[bold yellow]mock model:[/] no --base-url given, so the embedded mock model server "
-            f"answers (policy {mock_policy}); pass --base-url to use a real model"
-        )
     try:
         report = asyncio.run(
             _run(
@@ -317,6 +328,7 @@ def run_command(
                 config,
                 endpoint_url=base_url,
                 policy=policy,
+                mock_policy=mock_policy,
                 auth_names=set(auth_vars),
                 model_timeout=model_timeout,
                 console=console,
@@ -335,7 +347,8 @@ def run_command(
     if mock:
         console.print(
             f"[bold yellow]note:[/] these rewards come from the mock model (policy {mock_policy}), "
-            "not a real model"
+            "not a real model",
+            soft_wrap=True,
         )
 
 
@@ -346,5 +359,6 @@ def _report_interruption(console: Console, output: Path) -> None:
         saved = 0
     console.print(
         f"[bold red]interrupted:[/] {saved} complete group(s) saved in {output}; "
-        f"run the same command with -o {output} to resume"
+        f"run the same command with -o {output} to resume",
+        soft_wrap=True,
     )

@@ -35,9 +35,19 @@ real HTTP on 127.0.0.1, answering from a *policy*, and records every request::
   ``session=...``; for several calls with ``times=N`` or every call with ``times=None``.
 * **Recording**: ``server.requests`` / ``server.requests_for(session)`` hold
   ``RecordedRequest`` values (``session``, ``method``, ``path``, ``headers``, ``body``,
-  ``time``); their ``repr`` and the server's log records mask ``Authorization``.
+  ``time``, ``connection``); their ``repr`` and the server's log records (logger
+  ``benchmax.testing``) mask ``Authorization``. ``clear_requests()`` forgets them;
+  ``record=False`` keeps none (long benchmark runs).
+* **Connections**: HTTP/1.1 keep-alive by default; ``keep_alive=False`` closes after
+  every response, and ``await server.close_idle_connections()`` closes pooled idle
+  connections on demand. ``RecordedRequest.connection`` numbers the TCP connection.
 
-Standalone: ``python -m benchmax.testing --port 8000 --policy package.module:function``.
+Standalone: ``python -m benchmax.testing --port 8000 --policy package.module:function``
+(or ``path/to/file.py:function``, ``echo``, ``tool_exerciser``); from Python::
+
+    async with MockModelServer(load_policy(spec), port=8000) as server:
+        print(server.base_url)
+        await server.serve_forever()  # until cancelled
 """
 
 from benchmax.testing._faults import Fault, FaultKind

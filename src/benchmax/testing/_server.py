@@ -115,7 +115,10 @@ class MockModelServer:
     ``session_url(name)`` gives a per-session base URL whose requests are recorded with
     ``session == name``. Every request is recorded (``requests``, ``requests_for``)
     unless ``record=False``; ``inject`` queues faults. ``policy`` may be replaced at any
-    time. ``GET .../v1/models`` lists one model named ``model``.
+    time. ``GET .../v1/models`` lists one model named ``model``. With
+    ``keep_alive=False`` every response carries ``Connection: close`` and the server
+    closes the connection after it; ``close_idle_connections()`` closes kept-alive
+    connections on demand (to exercise a client's handling of stale pooled connections).
     """
 
     def __init__(
@@ -126,6 +129,7 @@ class MockModelServer:
         port: int = 0,
         record: bool = True,
         model: str = DEFAULT_MODEL,
+        keep_alive: bool = True,
     ) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError("mock server port must be an integer from 0 to 65535")
@@ -141,6 +145,8 @@ class MockModelServer:
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._bound_port: int | None = None
         self._connection_count = 0
+        self._idle: set[asyncio.Task[None]] = set()
+        self._keep_alive = keep_alive
 
     # -- configuration ------------------------------------------------------------------------
 
@@ -208,6 +214,11 @@ class MockModelServer:
     def clear_faults(self) -> None:
         self._faults.clear()
 
+    @property
+    def pending_faults(self) -> int:
+        """How many injected fault entries have not yet been used up."""
+        return self._faults.pending()
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     @property
@@ -241,6 +252,17 @@ class MockModelServer:
 
     aclose = stop
 
+    async def close_idle_connections(self) -> int:
+        """Close every connection waiting for its next request; return how many."""
+        idle = list(self._idle)
+        for task in idle:
+            writer = self._connections.get(task)
+            if writer is not None:
+                writer.transport.close()
+        if idle:
+            await asyncio.wait(idle, timeout=5)
+        return len(idle)
+
     async def serve_forever(self) -> None:
         """Serve (starting first if needed) until cancelled, then stop."""
         if self._server is None:
@@ -271,38 +293,38 @@ class MockModelServer:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         task = asyncio.current_task()
-        assert task is not None
+        if task is None or self._server is None:  # accepted while stopping
+            writer.transport.abort()
+            return
         self._connections[task] = writer
         self._connection_count += 1
         connection_id = self._connection_count
         connection = h11.Connection(h11.SERVER)
+        abort = True
         try:
             while True:
-                received = await self._read_request(connection, reader, writer)
+                self._idle.add(task)
+                received = await self._read_request(connection, reader, writer, task)
                 if received is None:
-                    return
+                    break
                 reply = await self._answer(*received, connection_id)
-                if reply.status is None:
+                if reply.status is None:  # drop fault: no response at all
                     return
+                headers = [*reply.headers, (b"content-length", str(len(reply.body)).encode())]
+                if not self._keep_alive:
+                    headers.append((b"connection", b"close"))
                 writer.write(
-                    connection.send(
-                        h11.Response(
-                            status_code=reply.status,
-                            headers=[
-                                *reply.headers,
-                                (b"content-length", str(len(reply.body)).encode()),
-                            ],
-                        )
-                    )
+                    connection.send(h11.Response(status_code=reply.status, headers=headers))
                     + connection.send(h11.Data(data=reply.body))
                     + connection.send(h11.EndOfMessage())
                 )
                 await writer.drain()
                 if connection.our_state is not h11.DONE or connection.their_state is not h11.DONE:
-                    return
+                    break  # Connection: close (either side) or HTTP/1.0
                 connection.start_next_cycle()
+            abort = False
         except (ConnectionError, h11.ProtocolError) as error:
-            logger.debug("mock server connection ended: %s", error)
+            logger.debug("mock server connection %d ended: %s", connection_id, error)
         except asyncio.CancelledError:
             # Only stop() (or loop shutdown) cancels a connection. Ending normally keeps
             # asyncio's stream callback from logging the cancellation as an error.
@@ -311,6 +333,19 @@ class MockModelServer:
             logger.exception("mock server connection %d failed", connection_id)
         finally:
             self._connections.pop(task, None)
+            self._idle.discard(task)
+            if abort or writer.transport.is_closing():
+                writer.transport.abort()
+            else:
+                await self._close_gracefully(writer)
+
+    @staticmethod
+    async def _close_gracefully(writer: asyncio.StreamWriter) -> None:
+        """Flush what is buffered, then close (an abort could lose the last response)."""
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except (ConnectionError, OSError, asyncio.CancelledError):
             writer.transport.abort()
 
     async def _read_request(
@@ -318,6 +353,7 @@ class MockModelServer:
         connection: h11.Connection,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        task: asyncio.Task[None],
     ) -> tuple[h11.Request, bytes] | None:
         request: h11.Request | None = None
         chunks: list[bytes] = []
@@ -348,10 +384,13 @@ class MockModelServer:
                     writer.write(
                         connection.send(h11.InformationalResponse(status_code=100, headers=[]))
                     )
-                connection.receive_data(await reader.read(_READ_SIZE))
+                data = await reader.read(_READ_SIZE)
+                self._idle.discard(task)
+                connection.receive_data(data)
             elif isinstance(event, h11.Data):
                 chunks.append(event.data)
             elif isinstance(event, h11.Request):
+                self._idle.discard(task)  # (a pipelined request arrives without a read)
                 request = event
             elif isinstance(event, h11.EndOfMessage):
                 assert request is not None

@@ -13,8 +13,9 @@ import pytest
 from benchmax.envs.base import dataset as dataset_module
 from benchmax.envs.base.dataset import JsonlDataset, JsonRow, resolve_dataset_path
 from benchmax.envs.dataset import Dataset
+from benchmax.envs.environment import Environment
 from benchmax.envs.identity import canonical_example_id
-from benchmax.envs.shared_types import Example
+from benchmax.envs.shared_types import DatasetSplit, Example, RolloutAttempt
 
 
 def by_hash(row: JsonRow) -> Example[JsonRow]:
@@ -311,3 +312,36 @@ def test_resolve_follows_symlinks(tmp_path: Path) -> None:
 def test_resolve_expands_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     assert resolve_dataset_path(Path("~"), "d.jsonl") == tmp_path.resolve() / "d.jsonl"
+
+
+# create_dataset overrides ----------------------------------------------------
+
+
+class _NoRollouts:
+    reward_keys = ("correct",)
+
+    async def run_rollout(self, request: Any) -> Any:  # pragma: no cover - never run
+        raise NotImplementedError
+
+
+class CappedEnv(_NoRollouts, Environment[JsonRow, RolloutAttempt]):
+    async def create_dataset(
+        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    ) -> Dataset[JsonRow]:
+        return JsonlDataset(
+            base_dir / f"{split}.jsonl", row_to_example=by_hash, max_examples=max_examples
+        )
+
+
+class UncappedEnv(_NoRollouts, Environment[JsonRow, RolloutAttempt]):
+    async def create_dataset(self, split: DatasetSplit, base_dir: Path) -> Dataset[JsonRow]:
+        return JsonlDataset(base_dir / f"{split}.jsonl", row_to_example=by_hash)
+
+
+async def test_create_dataset_overrides_with_or_without_max_examples(tmp_path: Path) -> None:
+    write(tmp_path / "eval.jsonl", '{"n": 1}\n{"n": 2}\n{"n": 3}\n')
+    assert CappedEnv.__abstractmethods__ == UncappedEnv.__abstractmethods__ == frozenset()
+    capped = await CappedEnv().create_dataset("eval", tmp_path, max_examples=2)
+    assert [e.payload["n"] for e in capped] == [1, 2]
+    assert len(await CappedEnv().create_dataset("eval", tmp_path)) == 3
+    assert len(await UncappedEnv().create_dataset("eval", tmp_path)) == 3

@@ -63,6 +63,52 @@ def write_dataset(root: Path, count: int, *, prefix: str = "task") -> Path:
     return root
 
 
+# A custom agent whose module imports a sibling relatively and reads an adjacent file.
+AGENT_SOURCE = b"""
+from pathlib import Path
+
+from harbor.agents.base import BaseAgent
+
+from .helper import GREETING
+
+
+class CleanAgent(BaseAgent):
+    def __init__(self, *args, suffix="", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.greeting = GREETING + suffix
+        self.resource = Path(__file__).with_name("resource.txt").read_text()
+
+    @staticmethod
+    def name():
+        return "clean-agent"
+
+    def version(self):
+        return "1"
+
+    async def setup(self, environment):
+        return None
+
+    async def run(self, instruction, environment, context):
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        (self.logs_dir / "bundled.txt").write_text(self.greeting + "|" + self.resource)
+
+
+NotAnAgent = 42
+
+
+class PlainClass:
+    pass
+"""
+
+
+def agent_files(revision: str = "v1") -> dict[str, bytes]:
+    return {
+        "agent.py": AGENT_SOURCE,
+        "helper.py": f"GREETING = 'hello-{revision}'\n".encode(),
+        "resource.txt": f"resource-{revision}".encode(),
+    }
+
+
 @pytest.fixture
 def harbor_recorder() -> Iterator[Any]:
     RECORDER.reset()

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from benchmax.envs.harbor.bundled_agent import BundledHarborAgent
     from harbor.models.task.config import ArtifactConfig
     from harbor.models.trial.config import AgentConfig, EnvironmentConfig, VerifierConfig
+
+    from benchmax.envs.harbor.bundled_agent import BundledHarborAgent
 
 __all__ = ["HarborTrialTemplate"]
 

@@ -1,0 +1,73 @@
+"""Fixtures for the CLI tests: an in-process runner, data files, a mock server in a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from tests.runner.support import write_answer_data
+
+from benchmax.cli import cli
+from benchmax.testing import MockModelServer, Policy, echo
+
+REPO = Path(__file__).resolve().parents[2]
+SUPPORT = REPO / "tests" / "runner" / "support.py"
+
+
+@pytest.fixture(autouse=True)
+def _restore_sys_path() -> Iterator[None]:
+    """File targets put their directory on sys.path; undo that after each test."""
+    saved = list(sys.path)
+    yield
+    sys.path[:] = saved
+
+
+@pytest.fixture
+def invoke() -> Callable[..., Result]:
+    """Run ``benchmax ARGS...`` in-process; returns click's ``Result``."""
+
+    def run(*args: str, env: dict[str, str] | None = None) -> Result:
+        return CliRunner().invoke(cli, [str(arg) for arg in args], env=env)
+
+    return run
+
+
+@pytest.fixture
+def answer_data(tmp_path: Path) -> Path:
+    """A data directory holding ``eval.jsonl`` with 6 question/answer rows."""
+    directory = tmp_path / "data"
+    directory.mkdir()
+    write_answer_data(directory, count=6)
+    return directory
+
+
+class ThreadedServer:
+    """A ``MockModelServer`` serving from its own event loop in a background thread."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.server = MockModelServer(policy)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def __enter__(self) -> MockModelServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(10)
+        return self.server
+
+    def __exit__(self, *exc: Any) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+@pytest.fixture
+def threaded_server() -> Callable[[Policy], ThreadedServer]:
+    """``with threaded_server(policy) as server:`` a mock server the CLI can reach."""
+    return lambda policy=echo: ThreadedServer(policy)

@@ -1,0 +1,126 @@
+"""Killing ``benchmax run`` mid-way (SIGINT, SIGKILL), then resuming it to completion."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from tests.cli.conftest import REPO, SUPPORT
+from tests.runner.support import write_answer_data
+
+from benchmax.runner import read_results
+
+POLICY = Path(__file__).with_name("paced_policy.py")
+EXAMPLES = 40
+GROUP_SIZE = 2
+CONCURRENCY = 2
+
+
+def run_args(data: Path, output: Path, concurrency: int = CONCURRENCY) -> list[str]:
+    return [
+        "run", f"{SUPPORT}:AnswerEnv", "--data", str(data), "-k", str(GROUP_SIZE),
+        "--concurrency", str(concurrency), "--mock-policy", f"{POLICY}:paced", "-o", str(output),
+    ]  # fmt: skip
+
+
+def outcomes(path: Path) -> dict[tuple[int, int], tuple[str, dict]]:
+    return {
+        (r["example_index"], r["group_index"]): (r["termination_reason"], r["rewards"])
+        for r in read_results(path).rollouts
+    }
+
+
+def saved_lines(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    text = path.read_text()
+    return [json.loads(line) for line in text.splitlines()[1:] if line.endswith("}")]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("data")
+    write_answer_data(directory, count=EXAMPLES)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def reference(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Outcomes of one uninterrupted run (concurrency is not part of the run definition)."""
+    from click.testing import CliRunner
+
+    from benchmax.cli import cli
+
+    output = tmp_path_factory.mktemp("reference") / "full.jsonl"
+    result: Result = CliRunner().invoke(cli, run_args(data, output, concurrency=EXAMPLES))
+    assert result.exit_code == 0, result.output
+    table = outcomes(output)
+    assert len(table) == EXAMPLES * GROUP_SIZE
+    return table
+
+
+def start_run(data: Path, output: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmax.cli", *run_args(data, output)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_groups(output: Path, groups: int, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while len(saved_lines(output)) < groups * GROUP_SIZE:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "run made no progress"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_interrupted_run_resumes_to_the_uninterrupted_result(
+    sig: signal.Signals,
+    data: Path,
+    reference: dict,
+    tmp_path: Path,
+    invoke: Callable[..., Result],
+) -> None:
+    output = tmp_path / "run.jsonl"
+    process = start_run(data, output)
+    try:
+        wait_for_groups(output, 4, process)
+        process.send_signal(sig)
+        _stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    if sig == signal.SIGINT:
+        assert process.returncode == 130, stderr
+        assert "interrupted" in stderr and f"-o {output}" in stderr
+    else:
+        assert process.returncode == -signal.SIGKILL
+
+    per_group = Counter(record["example_index"] for record in saved_lines(output))
+    complete = {index for index, count in per_group.items() if count == GROUP_SIZE}
+    partial = set(per_group) - complete
+    assert len(complete) >= 4
+    assert len(complete) < EXAMPLES, "the run finished before it was interrupted"
+    assert len(partial) <= CONCURRENCY  # at most the groups in flight
+    if sig == signal.SIGINT:
+        assert not partial  # groups are written whole
+
+    resumed = invoke(*run_args(data, output, concurrency=EXAMPLES))
+    assert resumed.exit_code == 0, resumed.output
+    assert f"({len(complete)} resumed)" in resumed.output
+    assert outcomes(output) == reference
+    attempts = {r["example_index"]: r["attempt"] for r in read_results(output).rollouts}
+    assert all(attempts[index] == 1 for index in complete)

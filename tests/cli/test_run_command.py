@@ -1,0 +1,254 @@
+"""``benchmax run`` in-process: mock and real endpoints, targets, errors, resume, secrets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from tests.cli.conftest import SUPPORT
+
+ANSWER_ENV = f"{SUPPORT}:AnswerEnv"
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def one_line_error(result: Result) -> str:
+    assert result.exit_code != 0, result.output
+    text = result.output.strip()
+    assert len(text.splitlines()) == 1, text
+    assert text.startswith("Error: ")
+    return text
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["bundle"], ["inspect"], ["mock-serve"]])
+def test_help_everywhere(invoke: Callable[..., Result], command: list[str]) -> None:
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0
+    assert "Usage:" in result.output
+
+
+def test_run_help_lists_every_option(invoke: Callable[..., Result]) -> None:
+    text = invoke("run", "--help").output
+    for option in (
+        "--split", "--data", "--env-arg", "--model", "--base-url", "--api-key-env", "--auth",
+        "-n, --max-examples", "-k, --group-size", "--concurrency", "-o, --output", "--force",
+        "--model-timeout", "--mock-policy",
+    ):  # fmt: skip
+        assert option in text, option
+
+
+def test_run_on_the_mock_model(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "run.jsonl"
+    result = invoke("run", ANSWER_ENV, "--data", answer_data, "-k", "2", "-o", output)
+    assert result.exit_code == 0, result.output
+    assert "mock model" in result.output and "not a real model" in result.output
+    assert "termination reasons" in result.output and "finished" in result.output
+    assert "correct" in result.output
+    records = lines(output)
+    assert records[0]["definition"] == {
+        "env": {"class": "support:AnswerEnv", "constructor_args": {}},
+        "split": "eval",
+        "model": "mock-model",
+        "base_url": "@mock",
+        "group_size": 2,
+        "max_examples": None,
+        "mock_policy": "echo",
+    }
+    assert len(records) == 1 + 12
+    # echo repeats the question, which is the answer for even rows
+    assert {r["example_index"]: r["rewards"]["correct"] for r in records[1:]} == {
+        i: float(i % 2 == 0) for i in range(6)
+    }
+    assert (tmp_path / "run.report.json").exists()
+
+
+def test_default_output_is_under_runs(
+    invoke: Callable[..., Result],
+    answer_data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "1", "-k", "1")
+    assert result.exit_code == 0, result.output
+    [written] = (tmp_path / "runs").glob("AnswerEnv-*.jsonl")
+    assert len(lines(written)) == 2
+
+
+def test_package_file_target_is_imported_under_its_module_name(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "envmod.py").write_text(
+        "from support import AnswerEnv\n\nclass PackagedEnv(AnswerEnv):\n    pass\n"
+    )
+    import sys
+
+    sys.path.insert(0, str(SUPPORT.parent))
+    output = tmp_path / "out.jsonl"
+    result = invoke(
+        "run", f"{package}/envmod.py:PackagedEnv", "--data", answer_data, "-n", "1", "-o", output
+    )
+    assert result.exit_code == 0, result.output
+    assert lines(output)[0]["definition"]["env"]["class"] == "mypkg.envmod:PackagedEnv"
+
+
+def test_module_target_and_split_and_env_args(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    output = tmp_path / "out.jsonl"
+    result = invoke(
+        "run", "tests.runner.support:NumberEnv", "--split", "train", "--env-arg", "count=3",
+        "--env-arg", "delay=0", "-k", "2", "-o", output,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    records = lines(output)
+    assert records[0]["definition"]["env"] == {
+        "class": "tests.runner.support:NumberEnv",
+        "constructor_args": {"count": 3, "delay": 0},
+    }
+    assert records[0]["definition"]["split"] == "train"
+    assert len(records) == 1 + 6
+
+
+def test_resume_and_mismatch_through_the_cli(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "out.jsonl"
+    first = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "2", "-o", output)
+    assert first.exit_code == 0, first.output
+    again = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "2", "-o", output)
+    assert again.exit_code == 0 and "(2 resumed)" in again.output
+    refused = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "4", "-k", "2", "-o", output)
+    assert "max_examples was 2, now 4" in one_line_error(refused)
+    forced = invoke(
+        "run", ANSWER_ENV, "--data", answer_data, "-n", "4", "-k", "2", "-o", output, "--force"
+    )
+    assert forced.exit_code == 0, forced.output
+    assert len(lines(output)) == 1 + 8
+
+
+def test_env_arg_mock_substitution(invoke: Callable[..., Result], tmp_path: Path) -> None:
+    target = tmp_path / "urlenv.py"
+    target.write_text(
+        "from support import NumberEnv\n\n"
+        "class UrlEnv(NumberEnv):\n"
+        "    def __init__(self, urls):\n"
+        "        super().__init__(1)\n"
+        "        assert urls['judge'].startswith('http://127.0.0.1:'), urls\n"
+        "        assert urls['judge'].endswith('/v1'), urls\n"
+    )
+    import sys
+
+    sys.path.insert(0, str(SUPPORT.parent))
+    output = tmp_path / "out.jsonl"
+    result = invoke("run", f"{target}:UrlEnv", "--env-arg", 'urls={"judge": "@mock"}', "-o", output)
+    assert result.exit_code == 0, result.output
+    definition = lines(output)[0]["definition"]
+    assert definition["env"]["constructor_args"] == {"urls": {"judge": "@mock"}}
+
+
+def test_model_timeout_reaches_base_env(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    policy = tmp_path / "slow.py"
+    policy.write_text(
+        "import asyncio\n\nasync def slow(body):\n    await asyncio.sleep(2)\n    return 'late'\n"
+    )
+    output = tmp_path / "out.jsonl"
+    result = invoke(
+        "run", ANSWER_ENV, "--data", answer_data, "-n", "1", "-k", "1", "--model-timeout", "0.2",
+        "--mock-policy", f"{policy}:slow", "-o", output,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert lines(output)[1]["termination_reason"] == "model_timeout"
+
+
+def test_real_endpoint_with_keys_from_variables(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, threaded_server
+) -> None:
+    output = tmp_path / "out.jsonl"
+    with threaded_server() as server:
+        result = invoke(
+            "run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "2",
+            "--base-url", server.base_url, "--model", "served-model",
+            "--api-key-env", "MY_MODEL_KEY", "-o", output,
+            env={"MY_MODEL_KEY": "sk-very-secret-value"},
+        )  # fmt: skip
+        requests = server.requests
+    assert result.exit_code == 0, result.output
+    assert "mock model" not in result.output
+    chat = [r for r in requests if r.path.endswith("/chat/completions")]
+    assert len(chat) == 4
+    assert {r.headers.get("authorization") for r in chat} == {"Bearer sk-very-secret-value"}
+    assert {r.body["model"] for r in chat} == {"served-model"}
+    written = output.read_text() + (tmp_path / "out.report.json").read_text()
+    assert "sk-very-secret-value" not in written + result.output
+    assert lines(output)[0]["definition"]["base_url"] == server.base_url
+
+
+def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    message = one_line_error(invoke("run", ANSWER_ENV, "--data", empty, "-o", tmp_path / "o.jsonl"))
+    assert "data file not found" in message and str(empty / "eval.jsonl") in message
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["no/such/file.py:Env"], "no such file"),
+        ([f"{SUPPORT}:Missing"], "has no 'Missing'"),
+        ([f"{SUPPORT}:write_answer_data"], "is not an Environment subclass"),
+        ([str(SUPPORT)], "must name a class"),
+        (["not.a.module.anywhere:Env"], "cannot import 'not.a.module.anywhere'"),
+        ([ANSWER_ENV, "--env-arg", "novalue"], "invalid --env-arg 'novalue'"),
+        ([ANSWER_ENV, "--env-arg", "=1"], "invalid --env-arg '=1'"),
+        ([ANSWER_ENV, "--env-arg", "bogus=1"], "cannot construct AnswerEnv"),
+        ([ANSWER_ENV, "--auth", "judge"], "invalid --auth 'judge'"),
+        ([ANSWER_ENV, "--data", "/no/such/dir"], "data directory not found"),
+        ([ANSWER_ENV, "--mock-policy", "nomodule_xyz:f"], "cannot import"),
+        ([ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1"], "--model is required"),
+        (
+            [ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+             "--env-arg", "x=@mock"],
+            "'@mock' in --env-arg needs the embedded mock",
+        ),
+        (
+            [ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+             "--api-key-env", "BENCHMAX_TEST_UNSET_VARIABLE"],
+            "BENCHMAX_TEST_UNSET_VARIABLE, which is not set",
+        ),
+        (
+            ["tests.runner.support:NumberEnv", "--model-timeout", "1"],
+            "--model-timeout applies to BaseEnv environments only",
+        ),
+    ],
+)  # fmt: skip
+def test_errors_are_one_line(
+    invoke: Callable[..., Result], tmp_path: Path, args: list[str], expected: str
+) -> None:
+    assert expected in one_line_error(invoke("run", *args, "-o", tmp_path / "o.jsonl"))
+
+
+def test_unreachable_endpoint(invoke: Callable[..., Result], tmp_path: Path) -> None:
+    message = one_line_error(
+        invoke("run", ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    )
+    assert "cannot reach the model endpoint http://127.0.0.1:9/v1" in message
+
+
+def test_unreadable_bundle(invoke: Callable[..., Result], tmp_path: Path) -> None:
+    garbage = tmp_path / "env.bundle"
+    garbage.write_bytes(b"not a zip file at all")
+    assert "cannot load bundle" in one_line_error(invoke("run", garbage))
+    assert "bundle file not found" in one_line_error(invoke("run", tmp_path / "missing.bundle"))

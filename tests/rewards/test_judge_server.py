@@ -1,0 +1,207 @@
+"""The judge end to end: real OpenAI SDK, real HTTP, ``MockModelServer`` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from benchmax.auth import InjectedAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
+from benchmax.rewards import Judge, JudgeError, Rubric, evaluate_single_rubric, score_rubrics
+from benchmax.testing import Fault, MockModelServer
+
+
+def server_judge(server: MockModelServer, **overrides: Any) -> Judge:
+    fields: dict[str, Any] = {
+        "model": "judge-model",
+        "base_url": server.base_url,
+        "auth": StaticBearerAuth("judge-secret"),
+        "max_retries": 0,
+    }
+    fields.update(overrides)
+    return Judge(**fields)
+
+
+def answer(text: str):
+    return lambda body: text
+
+
+class CountingAuth:
+    """Issues ``token-1``, ``token-2``, ... and records each resolution."""
+
+    def __init__(self) -> None:
+        self.contexts: list[ModelRequestContext] = []
+
+    async def headers_for_request(self, context: ModelRequestContext) -> dict[str, str]:
+        self.contexts.append(context)
+        return {"Authorization": f"Bearer token-{len(self.contexts)}"}
+
+
+async def test_bearer_auth_and_request_body_reach_the_server(mock_server: MockModelServer):
+    mock_server.policy = answer('{"score": 1}')
+    judge = server_judge(mock_server)
+    parsed, raw = await judge.request_json("grade it", request_id="r", max_tokens=9)
+    assert (parsed, raw) == ({"score": 1}, '{"score": 1}')
+    (request,) = mock_server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer judge-secret"
+    assert "judge-secret" not in repr(request)
+    assert request.body["model"] == "judge-model"
+    assert request.body["messages"] == [{"role": "user", "content": "grade it"}]
+    assert request.body["temperature"] == 0.0
+    assert request.body["max_tokens"] == 9
+
+
+async def test_sequential_requests_reuse_one_pooled_connection(mock_server: MockModelServer):
+    mock_server.policy = answer('{"score": 1}')
+    judge = server_judge(mock_server)
+    for _ in range(3):
+        await judge.request_json("p", request_id="r")
+    assert len({request.connection for request in mock_server.requests}) == 1
+
+
+async def test_injected_auth_is_resolved_for_every_request(mock_server: MockModelServer):
+    mock_server.policy = answer('{"score": 0}')
+    provider = CountingAuth()
+    judge = server_judge(mock_server, auth=InjectedAuth("judge"))
+    with bind_model_auth({"judge": provider}):
+        await judge.request_json("p", request_id="first")
+        await judge.request_json("p", request_id="second")
+    assert [r.headers["authorization"] for r in mock_server.requests] == [
+        "Bearer token-1",
+        "Bearer token-2",
+    ]
+    assert [c.rollout_id for c in provider.contexts] == ["first", "second"]
+    assert provider.contexts[0] == ModelRequestContext(
+        base_url=mock_server.base_url, model="judge-model", rollout_id="first"
+    )
+
+
+async def test_unbound_injected_auth_is_a_judge_error_without_a_request(
+    mock_server: MockModelServer,
+):
+    judge = server_judge(mock_server, auth=InjectedAuth("missing"))
+    with pytest.raises(JudgeError, match="No runtime model-auth provider"):
+        await judge.request_json("p", request_id="r")
+    assert mock_server.requests == []
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_auth_rejection_is_retried_with_fresh_credentials(
+    mock_server: MockModelServer, status: int
+):
+    mock_server.policy = answer('{"score": 1}')
+    mock_server.inject(Fault.status(status))
+    provider = CountingAuth()
+    judge = server_judge(mock_server, auth=InjectedAuth("judge"), auth_attempts=2)
+    with bind_model_auth({"judge": provider}):
+        parsed, _ = await judge.request_json("p", request_id="r")
+    assert parsed == {"score": 1}
+    assert [r.headers["authorization"] for r in mock_server.requests] == [
+        "Bearer token-1",
+        "Bearer token-2",
+    ]
+
+
+async def test_persistent_auth_rejection_becomes_judge_error(mock_server: MockModelServer):
+    mock_server.inject(Fault.status(401, message="bad key"), times=None)
+    judge = server_judge(mock_server, auth_attempts=2, max_retries=2)
+    with pytest.raises(JudgeError, match="judge authentication failed") as raised:
+        await judge.request_json("p", request_id="r")
+    assert raised.value.termination_reason == "judge_error"
+    assert "judge-secret" not in str(raised.value)
+    assert len(mock_server.requests) == 2  # 401s are not retried by the SDK itself
+
+
+async def test_server_error_is_a_judge_error(mock_server: MockModelServer):
+    mock_server.inject(Fault.status(500), times=None)
+    with pytest.raises(JudgeError, match="judge request failed"):
+        await server_judge(mock_server).request_json("p", request_id="r")
+    assert len(mock_server.requests) == 1
+
+
+async def test_transient_errors_are_retried_by_the_sdk_and_reauthorized(
+    mock_server: MockModelServer,
+):
+    mock_server.policy = answer('{"score": 1}')
+    mock_server.inject(Fault.status(500, retry_after=0.01))
+    provider = CountingAuth()
+    judge = server_judge(mock_server, auth=InjectedAuth("judge"), max_retries=1)
+    with bind_model_auth({"judge": provider}):
+        assert (await judge.request_json("p", request_id="r"))[0] == {"score": 1}
+    assert [r.headers["authorization"] for r in mock_server.requests] == [
+        "Bearer token-1",
+        "Bearer token-2",
+    ]
+
+
+async def test_timeout_is_a_judge_error(mock_server: MockModelServer):
+    mock_server.inject(Fault.delay(3.0))
+    judge = server_judge(mock_server, timeout=0.2)
+    with pytest.raises(JudgeError, match="timed out"):
+        await judge.request_json("p", request_id="r")
+
+
+@pytest.mark.parametrize("fault", [Fault.malformed(), Fault.no_choices(), Fault.drop()])
+async def test_broken_responses_are_judge_errors(mock_server: MockModelServer, fault: Fault):
+    mock_server.inject(fault)
+    with pytest.raises(JudgeError):
+        await server_judge(mock_server).request_json("p", request_id="r")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '```json\n{"score": 1, "reasoning": "fenced"}\n```',
+        '<think>the score should be 0?</think>\n{"score": 1, "reasoning": "thought"}',
+        'Here it is: {"score": 1, "reasoning": "prose"} done.',
+    ],
+)
+async def test_wrapped_json_answers_are_accepted(mock_server: MockModelServer, content: str):
+    mock_server.policy = answer(content)
+    evaluation = await evaluate_single_rubric(
+        Rubric("Quality", "Good."), question="q", response="r", judge=server_judge(mock_server)
+    )
+    assert evaluation.score == 1.0
+    assert evaluation.raw_response == content
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("I cannot grade this.", "valid JSON object"),
+        ('{"score": 0.5}', "not one of"),
+        ('{"score": 2}', "not one of"),
+        ('{"score": "1"}', "numeric score"),
+        ('{"reasoning": "missing"}', "numeric score"),
+    ],
+)
+async def test_invalid_answers_are_judge_errors(
+    mock_server: MockModelServer, content: str, fragment: str
+):
+    mock_server.policy = answer(content)
+    with pytest.raises(JudgeError, match=fragment):
+        await evaluate_single_rubric(
+            Rubric("Quality", "Good."), question="q", response="r", judge=server_judge(mock_server)
+        )
+
+
+async def test_score_rubrics_end_to_end_reads_each_prompt(mock_server: MockModelServer):
+    def policy(body: dict[str, Any]) -> str:
+        prompt = body["messages"][0]["content"]
+        present = "hallucination" in prompt  # flaw present; quality shown
+        return json.dumps({"score": 1 if present or "quality" in prompt else 0})
+
+    mock_server.policy = policy
+    rewards = await score_rubrics(
+        "r1",
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "answer"}],
+        ground_truth="reference",
+        rubrics=[Rubric("quality", "d"), Rubric("hallucination", "d", polarity="negative")],
+        question="q",
+        judge=server_judge(mock_server),
+    )
+    assert rewards == {"rubric_quality": 1.0, "rubric_hallucination": 0.0}
+    assert len(mock_server.requests) == 2
+    assert all("reference" in r.body["messages"][0]["content"] for r in mock_server.requests)

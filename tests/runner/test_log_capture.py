@@ -1,0 +1,88 @@
+"""Attribution rules of the runner's log handler."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from benchmax.envs.logging import group_context, rollout_context
+from benchmax.runner._log_capture import RolloutLogCapture, running_group
+
+
+@pytest.fixture
+def capture() -> RolloutLogCapture:
+    handler = RolloutLogCapture(logging.INFO, secrets=["tok-123"])
+    handler.track(["r1", "r2"])
+    with handler.attached():
+        yield handler
+
+
+def messages(capture: RolloutLogCapture, rollout_id: str) -> list[str]:
+    return [entry["message"] for entry in capture.take(rollout_id)]
+
+
+def test_records_inside_a_rollout_context_belong_to_it(capture: RolloutLogCapture) -> None:
+    with rollout_context("r1"):
+        logging.getLogger("anything").warning("inside r1")
+    assert messages(capture, "r1") == ["inside r1"]
+    assert messages(capture, "r2") == []
+
+
+def test_run_group_records_naming_a_rollout_belong_to_it(capture: RolloutLogCapture) -> None:
+    logging.getLogger("benchmax.envs.environment").warning(
+        "benchmax.rollout.terminated rollout_id=%s termination_reason=%s", "r2", "context_exceeded"
+    )
+    assert messages(capture, "r2") == [
+        "benchmax.rollout.terminated rollout_id=r2 termination_reason=context_exceeded"
+    ]
+    assert messages(capture, "r1") == []
+
+
+def test_group_records_go_to_every_rollout_of_the_group(capture: RolloutLogCapture) -> None:
+    with running_group(["r1", "r2"]):
+        logging.getLogger("benchmax.envs.environment").error(
+            "benchmax.rollout.failed rollout_id=group termination_reason=judge_error: down"
+        )
+    with group_context(["r2"]):
+        logging.getLogger("user").warning("group hook")
+    assert messages(capture, "r1") == [
+        "benchmax.rollout.failed rollout_id=group termination_reason=judge_error: down"
+    ]
+    assert messages(capture, "r2")[-1] == "group hook"
+
+
+def test_unattributed_and_untracked_records_are_dropped(capture: RolloutLogCapture) -> None:
+    logging.getLogger("user").warning("outside any rollout")
+    with rollout_context("someone-else"):
+        logging.getLogger("user").warning("another run")
+    logging.getLogger("other.module").warning("rollout_id=r1 but not from run_group")
+    assert capture.take("r1") == [] and capture.take("r2") == []
+
+
+def test_level_secrets_and_tracebacks(capture: RolloutLogCapture) -> None:
+    logger = logging.getLogger("user")
+    logger.setLevel(logging.DEBUG)
+    try:
+        with rollout_context("r1"):
+            logger.debug("too quiet")
+            try:
+                raise RuntimeError("bad token tok-123")
+            except RuntimeError:
+                logger.exception("failed with tok-123")
+    finally:
+        logger.setLevel(logging.NOTSET)
+    [entry] = capture.take("r1")
+    assert entry["message"] == "failed with ***"
+    assert entry["level"] == "ERROR"
+    assert "RuntimeError: bad token ***" in entry["exception"]
+    assert "tok-123" not in str(entry)
+
+
+def test_take_forgets_the_rollout(capture: RolloutLogCapture) -> None:
+    with rollout_context("r1"):
+        logging.getLogger("user").warning("once")
+    assert messages(capture, "r1") == ["once"]
+    with rollout_context("r1"):
+        logging.getLogger("user").warning("after take")
+    assert capture.take("r1") == []
