@@ -39,7 +39,9 @@ def solve(body: dict[str, Any], request: RecordedRequest) -> dict[str, Any] | st
         return "<answer>0</answer>"
     a, b, c = (int(group) for group in match.groups())
     seed = hashlib.sha256(question.encode()).digest()[0]
-    strategy = _STRATEGIES[(seed + rollout_index(request)) % len(_STRATEGIES)]
+    # A third of the questions are easy: every rollout is careful (no reward variance).
+    position = 0 if seed % 3 == 0 else seed + rollout_index(request)
+    strategy = _STRATEGIES[position % len(_STRATEGIES)]
     results = [
         json.loads(m["content"])["result"]
         for m in messages

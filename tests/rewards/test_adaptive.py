@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import statistics
 from typing import Any
 
 import pytest
@@ -124,10 +125,18 @@ def test_cache_stores_only_hashes() -> None:
 )
 def test_cache_never_exceeds_limit_and_orders_by_deviation(candidates, limit: int) -> None:
     cache = RubricCache(max_per_polarity=limit)
+    deviations: dict[str, float] = {}
     for title, scores in candidates:
+        before = cache.get("q")
         kept = cache.consider("q", positive(title), scores)
+        if len(set(scores)) < 2:
+            assert kept is False and cache.get("q") == before
+            continue
+        deviations[title] = statistics.pstdev(scores)
         assert kept == (title in [r.title for r in cache.get("q").positive])
     retained = cache.get("q").positive
+    order = [(-deviations[r.title], r.title) for r in retained]
+    assert order == sorted(order)
     assert len(retained) <= limit
     assert len({r.title for r in retained}) == len(retained)
 

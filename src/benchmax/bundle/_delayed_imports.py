@@ -60,23 +60,23 @@ class _Scan:
             if _module_of(value) not in self._sources:
                 return []
             return list(vars(value).values())
-        code = getattr(value, "__code__", None)
+        code = _attribute(value, "__code__")
         owner = _module_of(value)
-        if not isinstance(code, CodeType) or owner not in self._sources:
+        if not isinstance(code, CodeType) or owner is None or owner not in self._sources:
             return []
-        assert isinstance(owner, str)
         self._collect_imports(code, owner)
         children: list[object] = []
-        namespace = getattr(value, "__globals__", None)
+        namespace = _attribute(value, "__globals__")
         if isinstance(namespace, dict):
             children.extend(namespace[n] for n in _all_names(code) if n in namespace)
-        defaults = getattr(value, "__defaults__", None)
+        defaults = _attribute(value, "__defaults__")
         if isinstance(defaults, tuple):
             children.extend(defaults)
-        kwdefaults = getattr(value, "__kwdefaults__", None)
+        kwdefaults = _attribute(value, "__kwdefaults__")
         if isinstance(kwdefaults, dict):
             children.extend(kwdefaults.values())
-        for cell in getattr(value, "__closure__", None) or ():
+        closure = _attribute(value, "__closure__")
+        for cell in closure if isinstance(closure, tuple) else ():
             try:
                 children.append(cell.cell_contents)
             except ValueError:  # an empty cell
@@ -93,11 +93,15 @@ class _Scan:
             self._names.update(_literal_dynamic_imports(instructions))
 
 
-def _module_of(value: object) -> str | None:
+def _attribute(value: object, name: str) -> object:
     try:
-        module = getattr(value, "__module__", None)
-    except Exception:
+        return getattr(value, name, None)
+    except Exception:  # proxies and lazy objects may raise anything
         return None
+
+
+def _module_of(value: object) -> str | None:
+    module = _attribute(value, "__module__")
     return module if isinstance(module, str) else None
 
 

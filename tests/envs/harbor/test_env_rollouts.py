@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
+import pickle
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -272,3 +274,13 @@ async def test_real_trial_failure_settles_as_harness_error(
     assert outcomes["crash"] == RolloutOutcome(
         rewards={"reward": 0.0, "partial_credit": 0.0}, termination_reason="harness_error"
     )
+
+
+def test_env_copies_keep_working_on_new_loops(
+    make_env: Callable[..., HarborEnv], task_payload: TaskConfig
+) -> None:
+    env = make_env(max_concurrent_trials=1)
+    asyncio.run(env.run_group([make_request("before-copy", task_payload)]))
+    for copied in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
+        outcomes = asyncio.run(copied.run_group([make_request("after-copy", task_payload)]))
+        assert outcomes["after-copy"].termination_reason == "finished"

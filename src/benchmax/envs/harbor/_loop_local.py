@@ -25,6 +25,10 @@ class LoopLocal[T]:
             weakref.WeakKeyDictionary()
         )
 
+    def __reduce__(self) -> tuple[type[LoopLocal[T]], tuple[Callable[[], T]]]:
+        # Per-loop instances never travel: a copy starts with none.
+        return (type(self), (self._factory,))
+
     def get(self) -> T:
         """Return the instance belonging to the running loop, creating it if needed."""
         loop = asyncio.get_running_loop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -106,7 +107,9 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         self._sandbox_credentials = sandbox_credentials
         self._requires_public_model_endpoint = requires_public_model_endpoint
         self._trial_slots = (
-            None if trial_cap is None else LoopLocal(lambda: asyncio.Semaphore(trial_cap))
+            None
+            if trial_cap is None
+            else LoopLocal(functools.partial(asyncio.Semaphore, trial_cap))
         )
         self._datasets: dict[Path, HarborDataset] = {}
         self._datasets_lock = LoopLocal(asyncio.Lock)

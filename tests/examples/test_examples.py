@@ -1,0 +1,182 @@
+"""Every example runs through the CLI on its scripted mock policy, with a spread of rewards."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from tests.cli.conftest import ThreadedServer
+
+from benchmax.cli import cli
+from benchmax.runner import read_results
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def run(*args: object, env: dict[str, str] | None = None) -> Result:
+    result = CliRunner().invoke(cli, [str(arg) for arg in args], env=env)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def rows(name: str) -> int:
+    return len((EXAMPLES / name / "eval.jsonl").read_text().splitlines())
+
+
+def report(path: Path) -> dict:
+    return json.loads(path.with_name(path.stem + ".report.json").read_text())
+
+
+def example_args(name: str, target: str, policy: str, output: Path) -> list[object]:
+    return [
+        "run", f"{EXAMPLES / name}/env.py:{target}", "--data", EXAMPLES / name,
+        "--mock-policy", f"{EXAMPLES / name}/policy.py:{policy}", "-o", output,
+    ]  # fmt: skip
+
+
+def assert_realistic_spread(summary: dict, key: str) -> None:
+    stats = summary["reward_stats"][key]
+    assert 0.1 < stats["mean"] < 0.9, stats
+    assert stats["min"] == 0.0 and stats["max"] == 1.0
+    assert 0.0 < summary["no_variance_group_share"] < 1.0
+
+
+def test_quickstart(tmp_path: Path) -> None:
+    output = tmp_path / "qs.jsonl"
+    result = run(*example_args("quickstart", "QuickStartEnv", "reply", output))
+    assert "mock model" in result.output
+    summary = report(output)
+    assert summary["groups"] == rows("quickstart") and summary["rollouts"] == 4 * rows("quickstart")
+    assert summary["rollouts_by_reason"] == {"finished": 4 * rows("quickstart")}
+    assert_realistic_spread(summary, "correct")
+
+
+def test_quickstart_train_split(tmp_path: Path) -> None:
+    output = tmp_path / "train.jsonl"
+    run(*example_args("quickstart", "QuickStartEnv", "reply", output), "--split", "train")
+    lines = (EXAMPLES / "quickstart" / "train.jsonl").read_text().splitlines()
+    assert report(output)["groups"] == len(lines)
+
+
+def test_exact_match(tmp_path: Path) -> None:
+    output = tmp_path / "em.jsonl"
+    run(*example_args("exact_match", "ExactMatchEnv", "answer", output))
+    summary = report(output)
+    assert summary["groups"] == rows("exact_match")
+    assert_realistic_spread(summary, "exact_match")
+    stats = summary["reward_stats"]
+    assert stats["contains_answer"]["mean"] > stats["exact_match"]["mean"]
+
+
+def test_calculator_multi_turn_tools(tmp_path: Path) -> None:
+    output = tmp_path / "calc.jsonl"
+    run(*example_args("calculator", "CalculatorEnv", "solve", output))
+    summary = report(output)
+    assert set(summary["rollouts_by_reason"]) == {"finished", "max_turns_exceeded"}
+    assert_realistic_spread(summary, "correct")
+    assert 0.0 < summary["reward_stats"]["used_tools"]["mean"] < 1.0
+    careful = next(
+        r
+        for r in read_results(output).rollouts
+        if r["rewards"] == {"correct": 1.0, "used_tools": 1.0}
+    )
+    roles = [message["role"] for message in careful["transcript"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert careful["timings"]["tool_seconds"] >= 0
+
+
+def test_rubric_judge_on_the_embedded_mock(tmp_path: Path) -> None:
+    output = tmp_path / "judge.jsonl"
+    run(
+        *example_args("rubric_judge", "RubricJudgeEnv", "respond", output),
+        "--env-arg", "judge_base_url=@mock", "--auth", "judge=BENCHMAX_TEST_UNSET_JUDGE_KEY",
+    )  # fmt: skip
+    summary = report(output)
+    assert summary["rollouts_by_reason"] == {"finished": 4 * rows("rubric_judge")}
+    for key in ("rubric_correctness", "rubric_concision", "rubric_fabrication"):
+        assert 0.0 < summary["reward_stats"][key]["mean"] < 1.0, key
+    header = read_results(output).header
+    assert header["definition"]["env"]["constructor_args"] == {"judge_base_url": "@mock"}
+
+
+def test_rubric_judge_against_real_endpoints_uses_the_bound_judge_key(tmp_path: Path) -> None:
+    sys.path.insert(0, str(EXAMPLES))
+    from rubric_judge.policy import respond
+
+    output = tmp_path / "judge.jsonl"
+    with ThreadedServer(respond) as server:
+        run(
+            "run", f"{EXAMPLES}/rubric_judge/env.py:RubricJudgeEnv", "--data",
+            EXAMPLES / "rubric_judge", "-n", "3", "-k", "2", "--base-url", server.base_url,
+            "--model", "policy-model", "--env-arg", f"judge_base_url={server.base_url}",
+            "--auth", "judge=JUDGE_KEY_VARIABLE", "-o", output,
+            env={"JUDGE_KEY_VARIABLE": "judge-secret-value"},
+        )  # fmt: skip
+        requests = server.requests
+    judge_calls = [r for r in requests if (r.body or {}).get("model") == "mock-judge"]
+    assert len(judge_calls) == 3 * 2 * 3  # examples x rollouts x rubrics
+    assert {r.headers.get("authorization") for r in judge_calls} == {"Bearer judge-secret-value"}
+    assert "judge-secret-value" not in output.read_text()
+
+
+def test_examples_are_deterministic(tmp_path: Path) -> None:
+    tables = []
+    for attempt in range(2):
+        output = tmp_path / f"calc{attempt}.jsonl"
+        run(*example_args("calculator", "CalculatorEnv", "solve", output), "-n", "8")
+        tables.append(
+            {
+                (r["example_index"], r["group_index"]): (r["termination_reason"], r["rewards"])
+                for r in read_results(output).rollouts
+            }
+        )
+    assert tables[0] == tables[1]
+
+
+def readme_main_job() -> str:
+    text = (REPO / "README.md").read_text()
+    commands = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip().startswith("uv run benchmax run examples/")
+    ]
+    assert commands, "README has no main-job command"
+    return commands[0]
+
+
+def test_readme_quick_start_is_two_commands_after_installing_uv() -> None:
+    text = (REPO / "README.md").read_text()
+    block = text.split("pip install uv", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.splitlines() if line.strip()]
+    assert commands == [readme_main_job(), "uv run pytest"]
+
+
+@pytest.mark.slow
+def test_readme_main_job_with_uv(tmp_path: Path) -> None:
+    """The exact README command through ``uv run`` (slow: resolves the project)."""
+    command = [*shlex.split(readme_main_job()), "-o", str(tmp_path / "readme.jsonl")]
+    completed = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert report(tmp_path / "readme.jsonl")["groups"] > 0
+
+
+def test_readme_main_job(tmp_path: Path) -> None:
+    """The README command, as the console script would run it, from the repository root."""
+    arguments = shlex.split(readme_main_job())[3:]  # drop "uv run benchmax"
+    output = tmp_path / "readme.jsonl"
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmax.cli", *arguments, "-o", str(output)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "mock model" in completed.stderr
+    assert report(output)["groups"] > 0
