@@ -18,7 +18,7 @@ import pytest
 from benchmax.auth import StaticBearerAuth
 from benchmax.rewards import Judge
 
-type Reply = str | None | BaseException | Callable[[dict[str, Any]], str | None | BaseException]
+type Reply = str | BaseException | Callable[[dict[str, Any]], str | BaseException | None] | None
 
 
 def completion(content: str | None) -> SimpleNamespace:
@@ -69,7 +69,7 @@ class StubJudge:
         """Queue ``{"score": s, "reasoning": ...}`` answers, one per score."""
         self.replies.extend(json.dumps({"score": s, "reasoning": f"r{s}"}) for s in scores)
 
-    def next_reply(self, request: dict[str, Any]) -> str | None | BaseException:
+    def next_reply(self, request: dict[str, Any]) -> str | BaseException | None:
         reply = self.replies.pop(0) if self.replies else self.default
         if callable(reply) and not isinstance(reply, BaseException):
             reply = reply(request)
@@ -91,4 +91,6 @@ def stub_judge(monkeypatch: pytest.MonkeyPatch) -> StubJudge:
 @pytest.fixture
 def judge() -> Judge:
     """A judge configuration pointing nowhere (use with ``stub_judge``)."""
-    return Judge(model="judge-model", base_url="http://judge.invalid/v1", auth=StaticBearerAuth("s"))
+    return Judge(
+        model="judge-model", base_url="http://judge.invalid/v1", auth=StaticBearerAuth("s")
+    )

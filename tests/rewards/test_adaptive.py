@@ -210,7 +210,7 @@ async def test_generation_errors_are_judge_errors(
 
 async def test_generation_judge_error_propagates_unchanged(stub_judge, judge) -> None:
     stub_judge.script("no json")
-    with pytest.raises(JudgeError, match="^judge request failed"):
+    with pytest.raises(JudgeError, match=r"^judge request failed"):
         await generate_adaptive_rubrics(question="q", ground_truth="", responses=["a"], judge=judge)
 
 
@@ -274,7 +274,11 @@ async def test_caching_evaluations_receive_unstripped_responses(stub_judge, judg
     stub_judge.script_scores(1, 0)
     cache = RubricCache()
     result = await generate_and_cache_adaptive_rubrics(
-        question="q", ground_truth="", responses=["  padded  ", "", "plain"], judge=judge, cache=cache
+        question="q",
+        ground_truth="",
+        responses=["  padded  ", "", "plain"],
+        judge=judge,
+        cache=cache,
     )
     assert [r.title for r in result.negative] == ["Rambling"]
     assert "\n  padded  " in stub_judge.prompts[1]

@@ -211,7 +211,7 @@ def test_citation_score_empty_sides_and_validation() -> None:
         citation_score("[Source: a]", chunks("a"), source_field=[])
 
 
-# --- tool_call_efficiency --------------------------------------------------------------------------
+# --- tool_call_efficiency ----------------------------------------------------------------
 
 FOUR_CALLS = "<tool_call>" * 4
 

@@ -115,9 +115,7 @@ async def test_ngram_clustering_is_single_linkage() -> None:
 
 
 async def test_ngram_cluster_ids_follow_smallest_member() -> None:
-    result = await cluster_texts(
-        ["zzzz", "aaaa", "zzzz", "bbbb", "aaaa"], NgramDiversityConfig()
-    )
+    result = await cluster_texts(["zzzz", "aaaa", "zzzz", "bbbb", "aaaa"], NgramDiversityConfig())
     assert result.cluster_ids == ("0", "1", "0", "2", "1")
     assert result.divisors == (2.0, 2.0, 2.0, 1.0, 2.0)
     assert result.n_clusters == 3
@@ -212,9 +210,7 @@ async def test_llm_clustering_returns_judge_ids_labels_and_divisors(stub_judge, 
 
 
 async def test_llm_clustering_label_defaults_and_ids_are_not_renumbered(stub_judge, judge):
-    stub_judge.script(
-        assignments({"index": 0, "cluster_id": "b"}, {"index": 1, "cluster_id": "a"})
-    )
+    stub_judge.script(assignments({"index": 0, "cluster_id": "b"}, {"index": 1, "cluster_id": "a"}))
     result = await cluster_texts(["x", "y"], LLMDiversityConfig(judge=judge))
     assert result.cluster_ids == ("b", "a")
     assert result.labels == ("", "")
@@ -230,7 +226,10 @@ async def test_llm_clustering_label_defaults_and_ids_are_not_renumbered(stub_jud
         ({"assignments": ["x"]}, "judge diversity assignments must be objects"),
         ({"assignments": [{"index": "0"}]}, "judge diversity assignment indices must be integers"),
         ({"assignments": [{"index": False}]}, "indices must be integers"),
-        ({"assignments": [{"index": 2, "cluster_id": "a"}]}, "judge diversity index 2 is out of range"),
+        (
+            {"assignments": [{"index": 2, "cluster_id": "a"}]},
+            "judge diversity index 2 is out of range",
+        ),
         (
             {"assignments": [{"index": 0, "cluster_id": "a"}, {"index": 0, "cluster_id": "a"}]},
             "judge diversity assignment repeated index 0",
@@ -255,7 +254,7 @@ async def test_llm_assignment_errors(stub_judge, judge, payload: dict, fragment:
 
 async def test_llm_judge_error_propagates_unchanged(stub_judge, judge) -> None:
     stub_judge.script("")
-    with pytest.raises(JudgeError, match="^judge request failed: judge returned an empty"):
+    with pytest.raises(JudgeError, match=r"^judge request failed: judge returned an empty"):
         await cluster_texts(["x", "y"], LLMDiversityConfig(judge=judge))
 
 

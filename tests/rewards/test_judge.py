@@ -374,8 +374,10 @@ json_objects = st.dictionaries(
     st.text(max_size=5),
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-        lambda children: st.lists(children, max_size=3)
-        | st.dictionaries(st.text(max_size=3), children, max_size=3),
+        lambda children: (
+            st.lists(children, max_size=3)
+            | st.dictionaries(st.text(max_size=3), children, max_size=3)
+        ),
         max_leaves=8,
     ),
     max_size=4,

@@ -156,13 +156,17 @@ def test_modules_keep_no_mutable_globals_and_stay_small() -> None:
                 "__all__"
             ]:
                 value = node.value
-                assert not isinstance(value, ast.Dict | ast.List | ast.Set), (path.name, node.lineno)
+                assert not isinstance(value, ast.Dict | ast.List | ast.Set), (
+                    path.name,
+                    node.lineno,
+                )
 
 
 def test_envs_does_not_import_rewards() -> None:
     code = (
         "import sys, benchmax, benchmax.envs, benchmax.envs.shared_types;"
-        "assert 'benchmax.rewards' not in sys.modules, sorted(m for m in sys.modules if 'rewards' in m)"
+        "assert 'benchmax.rewards' not in sys.modules, "
+        "sorted(m for m in sys.modules if 'rewards' in m)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -89,7 +90,7 @@ def test_parse_and_positions_invariants(tiers: list[list[int]]) -> None:
     assert sorted(positions) == list(range(count))
     # positions sum to the sum of ranks, ties share one value, earlier tiers are better
     assert sum(positions.values()) == pytest.approx(count * (count - 1) / 2)
-    for better, worse in zip(parsed, parsed[1:], strict=False):
+    for better, worse in itertools.pairwise(parsed):
         assert positions[better[0]] < positions[worse[0]]
         assert len({positions[i] for i in better}) == 1
     assert all(0 <= p <= count - 1 for p in positions.values())
@@ -111,13 +112,11 @@ def test_anchored_scores_are_monotone_and_bounded(
     seams = monotone_seams(
         [(positions[i], s) for i, s in zip(anchor_indices, anchor_scores, strict=True)]
     )
-    assert all(left[1] >= right[1] for left, right in zip(seams, seams[1:], strict=False))
-    values = sorted(
-        (p, anchored_score(p, seams, max_position)) for p in set(positions.values())
-    )
+    assert all(left[1] >= right[1] for left, right in itertools.pairwise(seams))
+    values = sorted((p, anchored_score(p, seams, max_position)) for p in set(positions.values()))
     scores = [v for _, v in values]
     assert all(-1e-9 <= v <= 1 + 1e-9 for v in scores)
-    assert all(a >= b - 1e-9 for a, b in zip(scores, scores[1:], strict=False))
+    assert all(a >= b - 1e-9 for a, b in itertools.pairwise(scores))
 
 
 @given(
@@ -132,10 +131,10 @@ def test_reference_scale_is_monotone_and_split_at_the_reference(
     max_position = float(count - 1)
     scores = [reference_score(p, reference, max_position, ceiling) for p in range(count)]
     above, below = scores[: reference + 1], scores[reference + 1 :]
-    assert all(a >= b for a, b in zip(above, above[1:], strict=False))
-    assert all(a >= b for a, b in zip(below, below[1:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(above))
+    assert all(a >= b for a, b in itertools.pairwise(below))
     if ceiling <= 0.5:
-        assert all(a >= b for a, b in zip(scores, scores[1:], strict=False))
+        assert all(a >= b for a, b in itertools.pairwise(scores))
     assert all(s >= 0.5 for s in above)
     assert all(s <= ceiling for s in scores[reference + 1 :])
     assert scores[reference] == 0.5

@@ -264,9 +264,7 @@ async def test_anchor_bands_interpolate(stub_judge, judge) -> None:
     assert "--- Response 3 ---\ngreat" in stub_judge.prompts[0]
 
 
-async def test_single_nonempty_response_without_reference_needs_no_judge(
-    stub_judge, judge
-) -> None:
+async def test_single_nonempty_response_without_reference_needs_no_judge(stub_judge, judge) -> None:
     result = await rank(judge, ["", "answer"])
     assert result == RubricRanking((0.0, 1.0), ((0,),), "Only one non-empty response", "")
     assert stub_judge.requests == []
@@ -339,9 +337,7 @@ async def test_descending_anchors_are_rejected(stub_judge, judge) -> None:
 @pytest.mark.parametrize("ceiling", [-0.1, 1.1, math.nan, "0.3"])
 async def test_ceiling_is_validated_first(stub_judge, judge, ceiling: Any) -> None:
     with pytest.raises(ValueError, match=r"below_ground_truth_ceiling must be within \[0, 1\]"):
-        await rank(
-            judge, ["a"], anchors=["not an anchor"], below_ground_truth_ceiling=ceiling
-        )
+        await rank(judge, ["a"], anchors=["not an anchor"], below_ground_truth_ceiling=ceiling)
 
 
 async def test_non_anchor_values_are_rejected(stub_judge, judge) -> None:
@@ -351,7 +347,9 @@ async def test_non_anchor_values_are_rejected(stub_judge, judge) -> None:
 
 async def test_ceiling_caps_responses_just_below_the_reference(stub_judge, judge) -> None:
     stub_judge.script(ranking([[2], [0], [1]]))
-    result = await rank(judge, ["second", "third"], ground_truth="ref", below_ground_truth_ceiling=0.8)
+    result = await rank(
+        judge, ["second", "third"], ground_truth="ref", below_ground_truth_ceiling=0.8
+    )
     assert result.scores == (pytest.approx(0.4), 0.0)
 
 

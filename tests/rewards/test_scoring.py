@@ -233,9 +233,7 @@ async def test_group_validation(
     assert stub_judge.requests == []
 
 
-async def test_adaptive_group_scoring_means_normalized_adaptive_rewards(
-    stub_judge, judge
-) -> None:
+async def test_adaptive_group_scoring_means_normalized_adaptive_rewards(stub_judge, judge) -> None:
     stub_judge.script(generation(positive=["Specific"]))
     stub_judge.script_scores(0, 1)  # caching evaluations: varied, so retained
     stub_judge.script_scores(0, 1)  # final evaluations
@@ -317,7 +315,12 @@ async def test_group_scoring_propagates_judge_errors(stub_judge, judge) -> None:
     stub_judge.script("nonsense")
     with pytest.raises(JudgeError):
         await score_group_rubrics(
-            ["r1", "r2"], ["a", "b"], ground_truth=None, question="q", judge=judge, rubrics=[QUALITY]
+            ["r1", "r2"],
+            ["a", "b"],
+            ground_truth=None,
+            question="q",
+            judge=judge,
+            rubrics=[QUALITY],
         )
 
 
@@ -339,9 +342,7 @@ async def test_rank_group_rubrics_orders_better_above_worse(stub_judge, judge) -
 
 
 async def test_rank_group_rubrics_one_key_per_rubric_without_reference(stub_judge, judge) -> None:
-    stub_judge.script(
-        json.dumps({"ranking": [[0], [1]]}), json.dumps({"ranking": [[1], [0]]})
-    )
+    stub_judge.script(json.dumps({"ranking": [[0], [1]]}), json.dumps({"ranking": [[1], [0]]}))
     rewards = await rank_group_rubrics(
         ["r1", "r2"],
         ["x", "y"],
@@ -362,5 +363,10 @@ async def test_rank_group_rubrics_propagates_judge_errors(stub_judge, judge) -> 
     stub_judge.script(json.dumps({"ranking": [1, 0]}))
     with pytest.raises(JudgeError, match="tiers"):
         await rank_group_rubrics(
-            ["r1", "r2"], ["x", "y"], ground_truth=None, question="q", judge=judge, rubrics=[QUALITY]
+            ["r1", "r2"],
+            ["x", "y"],
+            ground_truth=None,
+            question="q",
+            judge=judge,
+            rubrics=[QUALITY],
         )

@@ -60,7 +60,7 @@ async def test_group_runs_concurrently_with_credentials_exposed(
     harbor_recorder: Recorder,
 ) -> None:
     env = make_env(
-        trial=make_template(agent_kwargs={"delay": 0.2}), sandbox_credentials=credentials
+        trial=make_template(agent_kwargs={"delay": 0.5}), sandbox_credentials=credentials
     )
     requests = [make_request(f"rollout-{index}", task_payload) for index in range(3)]
     outcomes = await env.run_group(requests)
@@ -187,7 +187,7 @@ async def test_max_concurrent_trials_caps_across_groups(
     tmp_path: Path,
     harbor_recorder: Recorder,
 ) -> None:
-    env = make_env(trial=make_template(agent_kwargs={"delay": 0.2}), max_concurrent_trials=2)
+    env = make_env(trial=make_template(agent_kwargs={"delay": 0.5}), max_concurrent_trials=2)
     first = TaskConfig(path=write_task(tmp_path / "first", instruction="one"))
     second = TaskConfig(path=write_task(tmp_path / "second", instruction="two"))
     group_one = [make_request(f"g1-{i}", first, example_id="first") for i in range(2)]

@@ -16,7 +16,6 @@ __all__ = [
 ]
 
 _CONTENT_PART_TYPES = ("text", "image_url")
-_JSON_SCALARS = (int, float, bool)
 
 
 class ToolTimedOut(Exception):
@@ -88,6 +87,6 @@ def tool_content(result: Any) -> str | list[Any]:
         return ""
     if isinstance(result, str):
         return result
-    if isinstance(result, Mapping | list | tuple | _JSON_SCALARS):
+    if isinstance(result, Mapping | list | tuple | int | float):
         return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
     return str(result)

@@ -1,0 +1,21 @@
+"""Fixtures for BaseEnv tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from benchmax.envs.base import _model_call
+
+
+@pytest.fixture
+def backoff_waits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """Record retry waits instead of sleeping through them."""
+    waits: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(_model_call, "backoff_sleep", no_sleep)
+    yield waits

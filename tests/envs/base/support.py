@@ -1,0 +1,108 @@
+"""Helpers for BaseEnv tests: a tiny env family, request builders, socket counting."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmax.auth import ModelAuth, StaticBearerAuth
+from benchmax.envs.base.env import BaseEnv, BaseRollout
+from benchmax.envs.dataset import Dataset
+from benchmax.envs.shared_types import Example, RewardMap, RolloutRequest
+from benchmax.testing import MockModelServer
+
+PROMPT = [{"role": "user", "content": "What is 6 times 7?"}]
+PAYLOAD = {"prompt_messages": PROMPT, "answer": "42"}
+
+MULTIPLY_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "multiply",
+        "parameters": {
+            "type": "object",
+            "properties": {"left": {"type": "integer"}, "right": {"type": "integer"}},
+            "required": ["left", "right"],
+        },
+    },
+}
+
+
+class AnswerEnv(BaseEnv):
+    """Single key ``correct``: 1.0 when the last assistant text contains the answer."""
+
+    reward_keys = ("correct",)
+    max_turns = 1
+
+    def __init__(self, **limits: Any) -> None:
+        super().__init__(**limits)
+        self.reward_calls: list[BaseRollout] = []
+
+    async def create_dataset(
+        self, split: Any, base_dir: Path, *, max_examples: int | None = None
+    ) -> Dataset[dict[str, Any]]:
+        return Dataset([Example(id="e", payload=PAYLOAD)])
+
+    async def compute_reward(self, rollout: BaseRollout) -> RewardMap | None:
+        self.reward_calls.append(rollout)
+        content = rollout.messages[-1].get("content") or ""
+        return {"correct": 1.0 if rollout.example_args.get("answer") in content else 0.0}
+
+
+class ToolEnv(AnswerEnv):
+    """``AnswerEnv`` with a ``multiply`` tool whose calls are recorded."""
+
+    max_turns = 3
+    tools: Sequence[Any] = (MULTIPLY_TOOL,)
+
+    def __init__(self, **limits: Any) -> None:
+        super().__init__(**limits)
+        self.tool_calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def list_tools(self) -> list[Any]:
+        return list(self.tools)
+
+    async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
+        self.tool_calls.append((rollout_id, tool_name, tool_args))
+        return {"value": tool_args["left"] * tool_args["right"]}
+
+
+def make_request(
+    server: MockModelServer,
+    rollout_id: str = "rollout-0",
+    *,
+    payload: Mapping[str, Any] | None = None,
+    auth: ModelAuth | None = None,
+    split: str = "train",
+    example_id: str = "e",
+) -> RolloutRequest[dict[str, Any]]:
+    """A request whose base URL is its own session on ``server``."""
+    return RolloutRequest(
+        rollout_id=rollout_id,
+        example=Example(id=example_id, payload=dict(PAYLOAD if payload is None else payload)),
+        model="test-model",
+        base_url=server.session_url(rollout_id),
+        model_auth=StaticBearerAuth(f"key-{rollout_id}") if auth is None else auth,
+        split=split,  # type: ignore[arg-type]
+    )
+
+
+def tool_reply(*calls: tuple[str, Any], content: Any = None) -> dict[str, Any]:
+    """A scripted assistant reply calling ``(name, arguments)`` tools."""
+    return {
+        "content": content,
+        "tool_calls": [{"name": name, "arguments": arguments} for name, arguments in calls],
+    }
+
+
+def open_sockets() -> int:
+    """How many sockets this process holds open."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                count += 1
+        except OSError:
+            continue
+    return count
