@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -29,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from benchmax.auth import StaticBearerAuth
+from benchmax.rewards import Judge, Rubric, score_rubrics
 
 RUBRICS_PER_ROLLOUT = 4
 
@@ -94,9 +98,6 @@ async def bare_loop(base_url: str, concurrency: int, calls: int) -> float:
 
 async def judge_loop(base_url: str, rollouts: int, calls: int) -> float:
     """Calls/s of ``score_rubrics`` with ``rollouts`` rollouts (4 rubrics each) in flight."""
-    from benchmax.auth import StaticBearerAuth
-    from benchmax.rewards import Judge, Rubric, score_rubrics
-
     judge = Judge(model="judge", base_url=base_url, auth=StaticBearerAuth("bench"))
     rubrics = [
         Rubric(f"criterion {k}", f"The answer satisfies criterion {k}.")
@@ -138,8 +139,6 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=4000, help="judge calls per measurement")
     parser.add_argument("--repeats", type=int, default=3, help="measurements (best is kept)")
     arguments = parser.parse_args()
-    import logging
-
     logging.disable(logging.INFO)  # per-rollout INFO lines are not what we measure
     process, base_url = _start_server()
     try:

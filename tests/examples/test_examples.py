@@ -94,19 +94,30 @@ def test_calculator_multi_turn_tools(tmp_path: Path) -> None:
 def test_rubric_judge_on_the_embedded_mock(tmp_path: Path) -> None:
     output = tmp_path / "judge.jsonl"
     run(
-        *example_args("rubric_judge", "RubricJudgeEnv", "respond", output),
+        *example_args("rubric_judge", "RubricJudgeEnv", "respond", output), "-n", "12",
         "--env-arg", "judge_base_url=@mock", "--auth", "judge=BENCHMAX_TEST_UNSET_JUDGE_KEY",
     )  # fmt: skip
     summary = report(output)
-    assert summary["rollouts_by_reason"] == {"finished": 4 * rows("rubric_judge")}
+    assert summary["rollouts_by_reason"] == {"finished": 4 * 12}
     for key in ("rubric_correctness", "rubric_concision", "rubric_fabrication"):
         assert 0.0 < summary["reward_stats"][key]["mean"] < 1.0, key
     header = read_results(output).header
     assert header["definition"]["env"]["constructor_args"] == {"judge_base_url": "@mock"}
 
 
-def test_rubric_judge_against_real_endpoints_uses_the_bound_judge_key(tmp_path: Path) -> None:
-    sys.path.insert(0, str(EXAMPLES))
+def test_rubric_judge_mock_binds_injected_credentials_found_in_the_env(tmp_path: Path) -> None:
+    output = tmp_path / "judge.jsonl"
+    run(
+        *example_args("rubric_judge", "RubricJudgeEnv", "respond", output),
+        "--env-arg", "judge_base_url=@mock", "-n", "2",
+    )  # fmt: skip
+    assert report(output)["rollouts_by_reason"] == {"finished": 8}
+
+
+def test_rubric_judge_against_real_endpoints_uses_the_bound_judge_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
     from rubric_judge.policy import respond
 
     output = tmp_path / "judge.jsonl"

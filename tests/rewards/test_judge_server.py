@@ -205,3 +205,29 @@ async def test_score_rubrics_end_to_end_reads_each_prompt(mock_server: MockModel
     assert rewards == {"rubric_quality": 1.0, "rubric_hallucination": 0.0}
     assert len(mock_server.requests) == 2
     assert all("reference" in r.body["messages"][0]["content"] for r in mock_server.requests)
+
+
+async def test_judge_requests_share_the_loop_transport(
+    mock_server: MockModelServer, monkeypatch: pytest.MonkeyPatch
+):
+    """After the loop's pool exists, judge requests build no transport or TLS context."""
+    import httpx
+
+    mock_server.policy = answer('{"score": 1}')
+    judge = server_judge(mock_server)
+    await judge.request_json("warm up", request_id="r")
+    built: list[str] = []
+    original_init = httpx.AsyncHTTPTransport.__init__
+
+    def counting_init(self, *args: Any, **kwargs: Any) -> None:
+        built.append("transport")
+        original_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "__init__", counting_init)
+    for module in (httpx._transports.default, httpx._config):
+        monkeypatch.setattr(
+            module, "create_ssl_context", lambda *a, **k: built.append("tls"), raising=False
+        )
+    for _ in range(3):
+        assert (await judge.request_json("p", request_id="r"))[0] == {"score": 1}
+    assert built == []

@@ -24,6 +24,7 @@ from benchmax.cli._credentials import (
 )
 from benchmax.cli._render import progress_bar, render_report
 from benchmax.cli._targets import (
+    MOCK_URL_MARKER,
     EnvTarget,
     TargetError,
     import_object,
@@ -46,6 +47,7 @@ from benchmax.runner import (
 __all__ = ["load_mock_policy", "run_command"]
 
 MOCK_MODEL = "mock-model"
+MOCK_PLACEHOLDER_URL = "http://mock.invalid/v1"  # replaced by the server's URL once it listens
 
 
 def load_mock_policy(spec: str) -> Any:
@@ -104,41 +106,63 @@ def _construct(target: EnvTarget, args: Mapping[str, Any]) -> Environment[Any, A
         ) from error
 
 
-async def _run(
-    target: EnvTarget,
-    env_args: dict[str, Any],
-    config: RunConfig,
-    *,
-    endpoint_url: str | None,
-    policy: Any,
-    mock_policy: str,
-    auth_names: set[str],
-    model_timeout: float | None,
-    console: Console,
-) -> RunReport:
-    async with _endpoint(endpoint_url, policy) as endpoint:
-        args = (
-            env_args if endpoint.mock_url is None else substitute_mock(env_args, endpoint.mock_url)
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Everything ``run`` resolved from the command line before anything starts."""
+
+    target: EnvTarget
+    env_args: dict[str, Any]
+    config: RunConfig
+    base_url: str | None  # None: the embedded mock model answers
+    mock_policy: str
+    policy: Any
+    auth_names: frozenset[str]
+    model_timeout: float | None
+
+    @property
+    def output(self) -> Path:
+        assert self.config.output is not None
+        return self.config.output
+
+
+def _prepare(plan: _Plan, endpoint: _Endpoint) -> Environment[Any, Any]:
+    """Construct the environment for this endpoint and bind its credentials into the config."""
+    args = plan.env_args
+    if endpoint.mock_url is not None:
+        args = substitute_mock(args, endpoint.mock_url)
+    env = _construct(plan.target, args)
+    if plan.model_timeout is not None:
+        if not hasattr(env, "model_timeout"):
+            raise TargetError("--model-timeout applies to BaseEnv environments only")
+        env.model_timeout = plan.model_timeout  # type: ignore[attr-defined]
+    return env
+
+
+def _providers(
+    plan: _Plan, endpoint: _Endpoint, env: Environment[Any, Any], console: Console
+) -> dict[str, ModelAuth]:
+    providers = dict(plan.config.auth_providers)
+    injected = injected_auth_names(env)
+    if endpoint.mock_url is not None:
+        for name in plan.auth_names | injected:
+            providers[name] = StaticBearerAuth(MOCK_KEY)
+    elif missing := sorted(injected - set(providers)):
+        console.print(
+            f"[yellow]note:[/] no --auth given for injected credential(s) "
+            f"{', '.join(missing)}; calls using them will fail",
+            soft_wrap=True,
         )
-        env = _construct(target, args)
+    return providers
+
+
+async def _execute(plan: _Plan, console: Console) -> RunReport:
+    async with _endpoint(plan.base_url, plan.policy) as endpoint:
+        env = _prepare(plan, endpoint)
         try:
-            if model_timeout is not None:
-                if not hasattr(env, "model_timeout"):
-                    raise TargetError("--model-timeout applies to BaseEnv environments only")
-                env.model_timeout = model_timeout  # type: ignore[attr-defined]
-            providers = dict(config.auth_providers)
-            if endpoint.mock_url is not None:
-                for name in auth_names | injected_auth_names(env):
-                    providers[name] = StaticBearerAuth(MOCK_KEY)
-            else:
-                missing = sorted(injected_auth_names(env) - set(providers))
-                if missing:
-                    console.print(
-                        f"[yellow]note:[/] no --auth given for injected credential(s) "
-                        f"{', '.join(missing)}; calls using them will fail"
-                    )
             config = dataclasses.replace(
-                config, base_url=endpoint.base_url, auth_providers=providers
+                plan.config,
+                base_url=endpoint.base_url,
+                auth_providers=_providers(plan, endpoint, env, console),
             )
             bar, update = progress_bar(console)
             started: list[bool] = []
@@ -149,7 +173,7 @@ async def _run(
                     if endpoint.mock_url is not None:
                         console.print(
                             "[bold yellow]mock model:[/] no --base-url given, so the embedded "
-                            f"mock model server answers (policy {mock_policy}); "
+                            f"mock model server answers (policy {plan.mock_policy}); "
                             "pass --base-url to use a real model",
                             soft_wrap=True,
                         )
@@ -264,78 +288,33 @@ def run_command(
     TARGET is path/to/file.py:Class, package.module:Class or a bundle file (loading a
     bundle runs its code: use only bundles you trust).
     """
-    stdout = Console()
     console = Console(stderr=True)
-    mock = base_url is None
     try:
-        env_target = load_target(target)
-        env_args = parse_env_args(env_arg_pairs)
-        auth_vars = auth_variables(auth_pairs)
-        if not data_dir.is_dir():
-            raise TargetError(f"data directory not found: {data_dir}")
-        if mock:
-            policy = load_mock_policy(mock_policy)
-            model_auth: ModelAuth = StaticBearerAuth(MOCK_KEY)
-            providers: dict[str, ModelAuth] = {}
-        else:
-            if uses_mock(env_args):
-                raise TargetError("'@mock' in --env-arg needs the embedded mock (omit --base-url)")
-            if model is None:
-                raise TargetError("--model is required with --base-url")
-            policy = None
-            model_auth = (
-                bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
-            )
-            providers = {
-                name: bearer_from_variable(var, f"--auth {name}") for name, var in auth_vars.items()
-            }
-            _check_reachable(base_url)
+        plan = _plan(
+            target,
+            env_arg_pairs=env_arg_pairs,
+            auth_pairs=auth_pairs,
+            base_url=base_url,
+            model=model,
+            api_key_env=api_key_env,
+            mock_policy=mock_policy,
+            model_timeout=model_timeout,
+            output=output,
+            options={
+                "split": split,
+                "base_dir": data_dir,
+                "group_size": group_size,
+                "max_examples": max_examples,
+                "max_concurrent_groups": concurrency,
+                "force": force,
+            },
+        )
     except TargetError as error:
         raise click.ClickException(str(error)) from None
-
-    if env_target.bundle_digest is not None:
-        env_definition: dict[str, Any] = {"bundle_digest": env_target.bundle_digest}
-        if env_args:
-            env_definition["constructor_args"] = env_args
-    else:
-        cls = env_target.env_class
-        env_definition = {
-            "class": f"{cls.__module__}:{cls.__qualname__}",
-            "constructor_args": env_args,
-        }
-    output = output or _default_output(env_target)
-    config = RunConfig(
-        model=model or MOCK_MODEL,
-        base_url=base_url or "http://mock.invalid/v1",
-        model_auth=model_auth,
-        auth_providers=providers,
-        split=split,  # type: ignore[arg-type]
-        base_dir=data_dir,
-        group_size=group_size,
-        max_examples=max_examples,
-        max_concurrent_groups=concurrency,
-        output=output,
-        force=force,
-        env_definition=env_definition,
-        definition_extras={"mock_policy": mock_policy} if mock else {},
-        recorded_base_url="@mock" if mock else None,
-    )
     try:
-        report = asyncio.run(
-            _run(
-                env_target,
-                env_args,
-                config,
-                endpoint_url=base_url,
-                policy=policy,
-                mock_policy=mock_policy,
-                auth_names=set(auth_vars),
-                model_timeout=model_timeout,
-                console=console,
-            )
-        )
+        report = asyncio.run(_execute(plan, console))
     except KeyboardInterrupt:
-        _report_interruption(console, output)
+        _report_interruption(console, plan.output)
         raise SystemExit(130) from None
     except FileNotFoundError as error:
         raise click.ClickException(f"data file not found: {error.filename or error}") from None
@@ -343,13 +322,84 @@ def run_command(
         raise click.ClickException(str(error)) from None
     except Exception as error:
         raise click.ClickException(f"run failed: {type(error).__name__}: {error}") from None
-    render_report(report, stdout)
-    if mock:
+    render_report(report, Console())
+    if plan.base_url is None:
         console.print(
-            f"[bold yellow]note:[/] these rewards come from the mock model (policy {mock_policy}), "
-            "not a real model",
+            f"[bold yellow]note:[/] these rewards come from the mock model "
+            f"(policy {plan.mock_policy}), not a real model",
             soft_wrap=True,
         )
+
+
+def _plan(
+    target: str,
+    *,
+    env_arg_pairs: tuple[str, ...],
+    auth_pairs: tuple[str, ...],
+    base_url: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    mock_policy: str,
+    model_timeout: float | None,
+    output: Path | None,
+    options: dict[str, Any],
+) -> _Plan:
+    """Resolve the command line into a plan; raises ``TargetError`` with a one-line reason."""
+    env_target = load_target(target)
+    env_args = parse_env_args(env_arg_pairs)
+    auth_vars = auth_variables(auth_pairs)
+    if not Path(options["base_dir"]).is_dir():
+        raise TargetError(f"data directory not found: {options['base_dir']}")
+    mock = base_url is None
+    policy: Any = None
+    if mock:
+        policy = load_mock_policy(mock_policy)
+        model_auth: ModelAuth = StaticBearerAuth(MOCK_KEY)
+        providers: dict[str, ModelAuth] = {}
+    else:
+        if uses_mock(env_args):
+            raise TargetError("'@mock' in --env-arg needs the embedded mock (omit --base-url)")
+        if model is None:
+            raise TargetError("--model is required with --base-url")
+        model_auth = (
+            bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
+        )
+        providers = {
+            name: bearer_from_variable(var, f"--auth {name}") for name, var in auth_vars.items()
+        }
+        _check_reachable(base_url)
+    config = RunConfig(
+        model=model or MOCK_MODEL,
+        base_url=base_url or MOCK_PLACEHOLDER_URL,
+        model_auth=model_auth,
+        auth_providers=providers,
+        output=output or _default_output(env_target),
+        env_definition=_env_definition(env_target, env_args),
+        definition_extras={"mock_policy": mock_policy} if mock else {},
+        recorded_base_url=MOCK_URL_MARKER if mock else None,
+        **options,
+    )
+    return _Plan(
+        target=env_target,
+        env_args=env_args,
+        config=config,
+        base_url=base_url,
+        mock_policy=mock_policy,
+        policy=policy,
+        auth_names=frozenset(auth_vars),
+        model_timeout=model_timeout,
+    )
+
+
+def _env_definition(target: EnvTarget, env_args: dict[str, Any]) -> dict[str, Any]:
+    """How the results header names the environment: class and arguments, or bundle digest."""
+    if target.bundle_digest is not None:
+        definition: dict[str, Any] = {"bundle_digest": target.bundle_digest}
+        if env_args:
+            definition["constructor_args"] = env_args
+        return definition
+    cls = target.env_class
+    return {"class": f"{cls.__module__}:{cls.__qualname__}", "constructor_args": env_args}
 
 
 def _report_interruption(console: Console, output: Path) -> None:

@@ -19,9 +19,13 @@ __all__ = [
     "EnvTarget",
     "TargetError",
     "import_file",
+    "import_object",
+    "load_bundle_target",
+    "load_class_target",
     "load_target",
     "parse_env_args",
     "substitute_mock",
+    "uses_mock",
 ]
 
 MOCK_URL_MARKER = "@mock"

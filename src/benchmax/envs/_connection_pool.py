@@ -6,7 +6,8 @@ CPU and about a megabyte each. This module keeps the per-call objects and
 shares only the expensive part:
 
 * a registry maps each running event loop (weakly) to one :class:`_SharedTransport`
-  (keep-alive, no connection cap, environment proxies honored);
+  (keep-alive, no connection cap, environment proxies honored, a stale pooled
+  connection resent once: see ``benchmax.envs._http_connections``);
 * :func:`pooled_http_client` builds a new, cheap ``httpx.AsyncClient`` over a
   non-closing *view* of it, so closing that client never closes the pool;
 * the shared transport is closed when the loop shuts down its async generators
@@ -20,66 +21,37 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 from httpx._utils import URLPattern, get_environment_proxies
+
+from benchmax.envs._http_connections import install_keep_alive_pool
 
 __all__ = ["PoolLease", "pooled_http_client"]
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
 """The OpenAI SDK's default timeout, used when a caller gives none."""
 
-# No cap on connections: every request in flight gets its own connection at
-# once. Idle connections expire quickly, before typical server keep-alive
-# timeouts (5 s), which narrows the window for stale-connection races.
+# Connections are pooled by ``_http_connections.KeepAlivePool`` (no cap: every
+# request in flight gets a connection at once). Idle connections expire before
+# typical server keep-alive timeouts (5 s), narrowing stale-connection races.
 _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=4.0)
-
-_STALE_CONNECTION_ERRORS = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
-
-
-class _ConnectionProbe:
-    """An httpcore ``trace`` callback noting whether a request opened a new
-    connection and whether any response headers arrived."""
-
-    __slots__ = ("connected", "headers_received", "inner")
-
-    def __init__(self, inner: Callable[[str, dict[str, Any]], Awaitable[None]] | None) -> None:
-        self.inner = inner
-        self.connected = False
-        self.headers_received = False
-
-    async def __call__(self, event: str, info: dict[str, Any]) -> None:
-        if event.startswith("connection."):
-            self.connected = True
-        elif event.endswith("receive_response_headers.complete"):
-            self.headers_received = True
-        if self.inner is not None:
-            await self.inner(event, info)
-
-    @property
-    def reused_without_response(self) -> bool:
-        return not self.connected and not self.headers_received
-
-
-def _is_stale_disconnect(error: Exception) -> bool:
-    if isinstance(error, httpx.RemoteProtocolError):
-        return "without sending a response" in str(error)
-    return True
 
 
 class _SharedTransport(httpx.AsyncBaseTransport):
-    """The loop's pooled transport: routes by environment proxy settings and
-    retries once when a reused keep-alive connection turns out to be closed."""
+    """The loop's pooled transport, routing by the environment's proxy settings
+    as ``httpx.AsyncClient`` would (``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``)."""
 
     def __init__(self) -> None:
-        self._direct = httpx.AsyncHTTPTransport(limits=_LIMITS)
+        self._direct = install_keep_alive_pool(httpx.AsyncHTTPTransport(limits=_LIMITS))
         mounts: dict[URLPattern, httpx.AsyncHTTPTransport | None] = {}
         for pattern, proxy in get_environment_proxies().items():
             mounts[URLPattern(pattern)] = (
-                None if proxy is None else httpx.AsyncHTTPTransport(proxy=proxy, limits=_LIMITS)
+                None
+                if proxy is None
+                else install_keep_alive_pool(httpx.AsyncHTTPTransport(proxy=proxy, limits=_LIMITS))
             )
         self._mounts = dict(sorted(mounts.items()))
         self.closed = False
@@ -92,22 +64,7 @@ class _SharedTransport(httpx.AsyncBaseTransport):
         return self._direct
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        transport = self.transport_for_url(request.url)
-        if not isinstance(request.stream, httpx.ByteStream):
-            return await transport.handle_async_request(request)
-        extensions = request.extensions
-        probe = _ConnectionProbe(extensions.get("trace"))
-        request.extensions = {**extensions, "trace": probe}
-        try:
-            return await transport.handle_async_request(request)
-        except _STALE_CONNECTION_ERRORS as error:
-            if not (probe.reused_without_response and _is_stale_disconnect(error)):
-                raise
-        finally:
-            request.extensions = extensions
-        # The server closed an idle keep-alive connection before reading the
-        # request: nothing was processed, so send it once more.
-        return await transport.handle_async_request(request)
+        return await self.transport_for_url(request.url).handle_async_request(request)
 
     async def aclose(self) -> None:
         if self.closed:

@@ -6,7 +6,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 __all__ = [
     "Completion",
@@ -21,7 +21,7 @@ __all__ = [
     "tool_call_efficiency",
 ]
 
-type Completion = str | Sequence[Mapping[str, Any]]
+Completion: TypeAlias = str | Sequence[Mapping[str, Any]]
 """Plain completion text, or a chat transcript (a list of message mappings)."""
 
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)

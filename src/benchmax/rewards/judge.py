@@ -140,7 +140,9 @@ class Judge:
             request["max_tokens"] = max_tokens
         return request
 
-    async def _attempt(self, request: dict[str, Any], *, request_id: str) -> tuple[dict, str]:
+    async def _attempt(
+        self, request: dict[str, Any], *, request_id: str
+    ) -> tuple[dict[str, Any], str]:
         """One authorization attempt with its own context, HTTP client and SDK client."""
         context = ModelRequestContext(
             base_url=self.base_url, model=self.model, rollout_id=request_id

@@ -38,3 +38,4 @@ class GroupContractError(RunError):
             f"example {example_index} ({example_id[:16]}) broke the environment contract: "
             f"{type(error).__name__}: {error}"
         )
+        self.__cause__ = error

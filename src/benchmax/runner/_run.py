@@ -41,24 +41,30 @@ class Progress:
 
 
 class _TranscriptObserver:
-    """Collects what BaseEnv reports about finished rollouts of this run."""
+    """Collects what BaseEnv reports about the finished rollouts of this run's groups."""
 
     def __init__(self) -> None:
-        self.reports: dict[str, RolloutReport] = {}
+        self._reports: dict[str, RolloutReport | None] = {}
+
+    def expect(self, rollout_ids: Sequence[str]) -> None:
+        self._reports.update(dict.fromkeys(rollout_ids))
 
     def rollout_finished(self, report: RolloutReport) -> None:
-        self.reports[report.rollout_id] = report
+        if report.rollout_id in self._reports:
+            self._reports[report.rollout_id] = report
+
+    def take(self, rollout_id: str) -> RolloutReport | None:
+        return self._reports.pop(rollout_id, None)
 
 
-async def load_examples(env: Environment[Any, Any], config: RunConfig) -> Sequence[Example[Any]]:
+async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[Example[Any]]:
     """The split's examples (the first ``max_examples`` of them when set)."""
     n = config.max_examples
     if n is not None and _accepts_max_examples(env.create_dataset):
         dataset = await env.create_dataset(config.split, config.base_dir, max_examples=n)
     else:
         dataset = await env.create_dataset(config.split, config.base_dir)
-    examples = list(itertools.islice(dataset, n))
-    return examples
+    return list(itertools.islice(dataset, n))
 
 
 def _accepts_max_examples(method: Callable[..., Any]) -> bool:
@@ -150,7 +156,6 @@ class _Run:
                     await self.run_group(index, example)
                 except Exception as error:
                     errors.append(GroupContractError(index, example.id, error))
-                    errors[-1].__cause__ = error
                     return
 
         workers = min(self.config.max_concurrent_groups, len(pending))
@@ -175,6 +180,7 @@ class _Run:
             for rollout_id in ids
         ]
         self.capture.track(ids)
+        self.observer.expect(ids)
         began = time.perf_counter()
         try:
             with running_group(ids):
@@ -182,7 +188,7 @@ class _Run:
         except BaseException:
             for rollout_id in ids:
                 self.capture.take(rollout_id)
-                self.observer.reports.pop(rollout_id, None)
+                self.observer.take(rollout_id)
             raise
         group_seconds = time.perf_counter() - began
         records = [
@@ -213,7 +219,7 @@ class _Run:
         outcome: RolloutOutcome,
         group_seconds: float,
     ) -> dict[str, Any]:
-        report = self.observer.reports.pop(rollout_id, None)
+        report = self.observer.take(rollout_id)
         timings: dict[str, float] = {"group_seconds": round(group_seconds, 6)}
         if report is not None:
             timings["model_seconds"] = round(report.model_seconds, 6)
@@ -267,7 +273,7 @@ async def run_environment(
     written as JSON beside the results.
     """
     started = time.monotonic()
-    examples = await load_examples(env, config)
+    examples = await _load_examples(env, config)
     store = ResultsStore.open(
         config.output, _definition(env, config), group_size=config.group_size, force=config.force
     )

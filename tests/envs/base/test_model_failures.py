@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
+from tests.envs.base.support import AnswerEnv, ToolEnv, make_request, tool_reply
 
 from benchmax.testing import Fault, MockModelServer, scripted
-from tests.envs.base.support import AnswerEnv, ToolEnv, make_request, tool_reply
 
 ENV_LOGGER = "benchmax.envs.base.env"
 

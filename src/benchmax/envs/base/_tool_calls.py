@@ -78,8 +78,7 @@ def tool_content(result: Any) -> str | list[Any]:
         isinstance(result, list | tuple)
         and result
         and all(
-            isinstance(part, Mapping) and part.get("type") in _CONTENT_PART_TYPES
-            for part in result
+            isinstance(part, Mapping) and part.get("type") in _CONTENT_PART_TYPES for part in result
         )
     ):
         return list(result)

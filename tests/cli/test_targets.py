@@ -1,0 +1,92 @@
+"""Command-line value parsing: env args, @mock, file imports, injected credential names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmax.auth import InjectedAuth, StaticBearerAuth
+from benchmax.cli._credentials import auth_variables, injected_auth_names
+from benchmax.cli._targets import (
+    TargetError,
+    import_file,
+    parse_env_args,
+    substitute_mock,
+    uses_mock,
+)
+from benchmax.rewards import Judge
+
+
+def test_env_args_parse_as_json_then_fall_back_to_strings() -> None:
+    assert parse_env_args(
+        ["n=3", "s=hello", "l=[1, 2]", "b=true", 'q="3"', "empty=", "url=http://h:1/v1", "eq=a=b"]
+    ) == {
+        "n": 3,
+        "s": "hello",
+        "l": [1, 2],
+        "b": True,
+        "q": "3",
+        "empty": "",
+        "url": "http://h:1/v1",
+        "eq": "a=b",
+    }
+
+
+@pytest.mark.parametrize("pair", ["novalue", "=1", "1x=2", "a-b=1", " =3"])
+def test_malformed_env_args(pair: str) -> None:
+    with pytest.raises(TargetError, match="invalid --env-arg"):
+        parse_env_args([pair])
+
+
+def test_auth_pairs() -> None:
+    assert auth_variables(["judge=JUDGE_KEY", " grader = KEY2 "]) == {
+        "judge": "JUDGE_KEY",
+        "grader": "KEY2",
+    }
+    for bad in ["judge", "=VAR", "judge="]:
+        with pytest.raises(TargetError, match="invalid --auth"):
+            auth_variables([bad])
+
+
+def test_mock_marker_is_substituted_everywhere() -> None:
+    value = {"a": "@mock", "b": ["@mock", "x"], "c": {"d": "@mock"}, "e": 1, "f": "@mockery"}
+    assert substitute_mock(value, "http://m/v1") == {
+        "a": "http://m/v1",
+        "b": ["http://m/v1", "x"],
+        "c": {"d": "http://m/v1"},
+        "e": 1,
+        "f": "@mockery",
+    }
+    assert uses_mock(value) and not uses_mock({"f": "@mockery"})
+
+
+def test_import_file_uses_the_module_name_and_replaces_a_stale_one(tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    for directory, value in ((first, 1), (second, 2)):
+        directory.mkdir()
+        (directory / "samename_env.py").write_text(f"VALUE = {value}\n")
+    assert import_file(first / "samename_env.py").VALUE == 1
+    module = import_file(second / "samename_env.py")
+    assert module.__name__ == "samename_env" and module.VALUE == 2
+
+
+def test_import_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="no such file"):
+        import_file(tmp_path / "absent.py")
+    (tmp_path / "broken_env_mod.py").write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(TargetError, match="RuntimeError: boom"):
+        import_file(tmp_path / "broken_env_mod.py")
+
+
+class _Holder:
+    shared = InjectedAuth("from-class")
+
+    def __init__(self) -> None:
+        self.judge = Judge(model="j", base_url="http://j/v1", auth=InjectedAuth("judge"))
+        self.more = {"graders": [InjectedAuth("grader")], "static": StaticBearerAuth("k")}
+
+
+def test_injected_auth_names_are_found_in_attributes_containers_and_classes() -> None:
+    assert injected_auth_names(_Holder()) == {"from-class", "judge", "grader"}
+    assert injected_auth_names(object()) == set()
