@@ -80,7 +80,8 @@ async def run_workers(workers: int, units: int, unit: Callable[[], Awaitable[int
         nonlocal remaining, done
         while remaining > 0:
             remaining -= 1
-            done += await unit()
+            completed = await unit()
+            done += completed
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))

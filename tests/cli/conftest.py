@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from tests.runner.support import write_answer_data
+from tests.runner.sample_envs import write_answer_data
 
 from benchmax.cli import cli
 from benchmax.testing import MockModelServer, Policy, echo
 
 REPO = Path(__file__).resolve().parents[2]
-SUPPORT = REPO / "tests" / "runner" / "support.py"
+SAMPLE_ENVS = REPO / "tests" / "runner" / "sample_envs.py"
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from click.testing import Result
 from tests.cli.conftest import REPO
-from tests.runner.support import NumberEnv
+from tests.runner.sample_envs import NumberEnv
 
 from benchmax.bundle import dump_bundle, read_bundle, save_bundle
 

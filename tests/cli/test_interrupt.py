@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from tests.cli.conftest import REPO, SUPPORT
-from tests.runner.support import write_answer_data
+from tests.cli.conftest import REPO, SAMPLE_ENVS
+from tests.runner.sample_envs import write_answer_data
 
 from benchmax.runner import read_results
 
@@ -26,7 +26,7 @@ CONCURRENCY = 2
 
 def run_args(data: Path, output: Path, concurrency: int = CONCURRENCY) -> list[str]:
     return [
-        "run", f"{SUPPORT}:AnswerEnv", "--data", str(data), "-k", str(GROUP_SIZE),
+        "run", f"{SAMPLE_ENVS}:AnswerEnv", "--data", str(data), "-k", str(GROUP_SIZE),
         "--concurrency", str(concurrency), "--mock-policy", f"{POLICY}:paced", "-o", str(output),
     ]  # fmt: skip
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from tests.cli.conftest import SUPPORT
+from tests.cli.conftest import SAMPLE_ENVS
 
-ANSWER_ENV = f"{SUPPORT}:AnswerEnv"
+ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"
 
 
 def lines(path: Path) -> list[dict]:
@@ -53,7 +53,7 @@ def test_run_on_the_mock_model(
     assert "correct" in result.output
     records = lines(output)
     assert records[0]["definition"] == {
-        "env": {"class": "support:AnswerEnv", "constructor_args": {}},
+        "env": {"class": "sample_envs:AnswerEnv", "constructor_args": {}},
         "split": "eval",
         "model": "mock-model",
         "base_url": "@mock",
@@ -89,11 +89,11 @@ def test_package_file_target_is_imported_under_its_module_name(
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "envmod.py").write_text(
-        "from support import AnswerEnv\n\nclass PackagedEnv(AnswerEnv):\n    pass\n"
+        "from sample_envs import AnswerEnv\n\nclass PackagedEnv(AnswerEnv):\n    pass\n"
     )
     import sys
 
-    sys.path.insert(0, str(SUPPORT.parent))
+    sys.path.insert(0, str(SAMPLE_ENVS.parent))
     output = tmp_path / "out.jsonl"
     result = invoke(
         "run", f"{package}/envmod.py:PackagedEnv", "--data", answer_data, "-n", "1", "-o", output
@@ -107,13 +107,13 @@ def test_module_target_and_split_and_env_args(
 ) -> None:
     output = tmp_path / "out.jsonl"
     result = invoke(
-        "run", "tests.runner.support:NumberEnv", "--split", "train", "--env-arg", "count=3",
+        "run", "tests.runner.sample_envs:NumberEnv", "--split", "train", "--env-arg", "count=3",
         "--env-arg", "delay=0", "-k", "2", "-o", output,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     records = lines(output)
     assert records[0]["definition"]["env"] == {
-        "class": "tests.runner.support:NumberEnv",
+        "class": "tests.runner.sample_envs:NumberEnv",
         "constructor_args": {"count": 3, "delay": 0},
     }
     assert records[0]["definition"]["split"] == "train"
@@ -140,7 +140,7 @@ def test_resume_and_mismatch_through_the_cli(
 def test_env_arg_mock_substitution(invoke: Callable[..., Result], tmp_path: Path) -> None:
     target = tmp_path / "urlenv.py"
     target.write_text(
-        "from support import NumberEnv\n\n"
+        "from sample_envs import NumberEnv\n\n"
         "class UrlEnv(NumberEnv):\n"
         "    def __init__(self, urls):\n"
         "        super().__init__(1)\n"
@@ -149,7 +149,7 @@ def test_env_arg_mock_substitution(invoke: Callable[..., Result], tmp_path: Path
     )
     import sys
 
-    sys.path.insert(0, str(SUPPORT.parent))
+    sys.path.insert(0, str(SAMPLE_ENVS.parent))
     output = tmp_path / "out.jsonl"
     result = invoke("run", f"{target}:UrlEnv", "--env-arg", 'urls={"judge": "@mock"}', "-o", output)
     assert result.exit_code == 0, result.output
@@ -207,9 +207,9 @@ def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_pat
     ("args", "expected"),
     [
         (["no/such/file.py:Env"], "no such file"),
-        ([f"{SUPPORT}:Missing"], "has no 'Missing'"),
-        ([f"{SUPPORT}:write_answer_data"], "is not an Environment subclass"),
-        ([str(SUPPORT)], "must name a class"),
+        ([f"{SAMPLE_ENVS}:Missing"], "has no 'Missing'"),
+        ([f"{SAMPLE_ENVS}:write_answer_data"], "is not an Environment subclass"),
+        ([str(SAMPLE_ENVS)], "must name a class"),
         (["not.a.module.anywhere:Env"], "cannot import 'not.a.module.anywhere'"),
         ([ANSWER_ENV, "--env-arg", "novalue"], "invalid --env-arg 'novalue'"),
         ([ANSWER_ENV, "--env-arg", "=1"], "invalid --env-arg '=1'"),
@@ -229,7 +229,7 @@ def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_pat
             "BENCHMAX_TEST_UNSET_VARIABLE, which is not set",
         ),
         (
-            ["tests.runner.support:NumberEnv", "--model-timeout", "1"],
+            ["tests.runner.sample_envs:NumberEnv", "--model-timeout", "1"],
             "--model-timeout applies to BaseEnv environments only",
         ),
     ],

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.runner.support import NumberEnv, number_config
+from tests.runner.sample_envs import NumberEnv, number_config
 
 from benchmax.envs import Dataset, Example
 from benchmax.runner import (

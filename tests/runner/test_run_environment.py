@@ -8,7 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.runner.support import AnswerEnv, NoCapEnv, NumberEnv, number_config, write_answer_data
+from tests.runner.sample_envs import (
+    AnswerEnv,
+    NoCapEnv,
+    NumberEnv,
+    number_config,
+    write_answer_data,
+)
 
 from benchmax.auth import InjectedAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
 from benchmax.runner import (
