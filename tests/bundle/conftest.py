@@ -213,3 +213,36 @@ def run_fresh(tmp_path: Path) -> Any:
         return FreshRun(completed.returncode, completed.stdout, completed.stderr)
 
     return run
+
+
+SIBLING_ENV = plain_env_module("SiblingEnv", header="from sibling_helpers import helper\n").replace(
+    '{"score": 1.0}', '{"score": float(helper.VALUE)}'
+) + (
+    "\n\ndef helper_value(self):\n    return helper.VALUE\n\n\n"
+    "SiblingEnv.helper_value = helper_value\n"
+)
+
+
+@pytest.fixture
+def sibling_projects(projects: ProjectFactory) -> tuple[Project, Project]:
+    """Env project ``a`` (``sibling_env.env``) using helpers of the installed-looking ``b``."""
+    helpers = projects.create(
+        "b",
+        {"sibling_helpers/__init__.py": "", "sibling_helpers/helper.py": "VALUE = 0.5\n"},
+        distribution="sibling-helpers",
+        top_level=("sibling_helpers",),
+    )
+    env = projects.create("a", {"sibling_env/__init__.py": "", "sibling_env/env.py": SIBLING_ENV})
+    return env, helpers
+
+
+@pytest.fixture
+def single_file_project(projects: ProjectFactory) -> Project:
+    """An editable-looking single-file project: ``strict_env.EditableEnv``."""
+    return projects.create(
+        "strict-project",
+        {"strict_env.py": plain_env_module("EditableEnv")},
+        src_layout=False,
+        distribution="strict-env",
+        top_level=("strict_env",),
+    )

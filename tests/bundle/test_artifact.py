@@ -244,3 +244,11 @@ def test_metadata_round_trip_fuzz(
         assert "dependenc" in str(exc)
         return
     assert BundleMetadata.from_json_bytes(metadata.to_json_bytes()) == metadata
+
+
+def test_bundle_repr_shows_the_pickle_size_not_its_bytes() -> None:
+    # Constructor arguments (possibly credentials) travel inside the pickle.
+    bundle = Bundle(b"api-key=sk-very-secret", EXAMPLE)
+
+    assert repr(bundle) == f"Bundle(pickled=<22 bytes>, metadata={EXAMPLE!r})"
+    assert "secret" not in repr(bundle) and "secret" not in str(bundle)

@@ -129,3 +129,13 @@ def test_patched_root_seam_is_used_by_dump(
 
     with pytest.raises(BundlingError, match="outside the environment project: rootless_env"):
         dump_bundle(module.RootlessEnv)
+
+
+def test_replay_continues_past_unresolvable_classes(projects: ProjectFactory) -> None:
+    projects.create("replay", {"replay_env.py": plain_env_module("ReplayEnv")})
+    pytest.importorskip("replay_env")
+    # Protocol 0 by hand: call a class that cannot be imported, call the resulting instance,
+    # then reference a project-local class.
+    data = b"(cno_such_module_for_replay\nThing\n(I1\ntR(I2\ntRcreplay_env\nReplayEnv\nt."
+
+    assert unregistered_local_refs(data) == ["replay_env"]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.utils import canonicalize_name
 
 from benchmax.bundle import BundleMetadata
 
@@ -101,3 +104,34 @@ def test_repeated_targets_are_rejected(given: list[str]) -> None:
         metadata(given)
     assert "(indexes 0 and 1)" in str(caught.value)
     assert "dependenc" in str(caught.value)
+
+
+_NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9._-]{0,8}[A-Za-z0-9]", fullmatch=True)
+_VERSIONS = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True)
+_SPECIFIERS = st.lists(
+    st.tuples(st.sampled_from(["==", "!=", ">=", "<=", ">", "<", "~="]), _VERSIONS), max_size=3
+).map(lambda items: ", ".join(f"{op} {v}" if op != "~=" else f"~={v}.0" for op, v in items))
+_MARKERS = st.sampled_from(
+    [
+        "",
+        "python_version<'3.13'",
+        'sys_platform == "linux" and python_version >= "3.10"',
+        "(os_name=='nt' or os_name=='posix') and extra == 'Some_Extra'",
+    ]
+)
+_URLS = st.sampled_from(["", "https://example.com/pkg-1.0.whl", "git+https://h.example/a.git@v1"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(_NAMES, st.lists(_NAMES, max_size=3), _SPECIFIERS, _URLS, _MARKERS)
+def test_canonical_form_reparses_to_itself(
+    name: str, extras: list[str], specifier: str, url: str, marker: str
+) -> None:
+    text = name + (f"[{', '.join(extras)}]" if extras else "")
+    text += f" @ {url} " if url else f" {specifier}"
+    text += f"; {marker}" if marker else ""
+
+    (stored,) = metadata([text]).pip_dependencies
+
+    assert metadata([stored]).pip_dependencies == (stored,)
+    assert stored == stored.strip() and stored.startswith(canonicalize_name(name))

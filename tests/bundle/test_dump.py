@@ -303,3 +303,15 @@ def test_concurrent_dumps_do_not_see_each_others_registrations(
 
     assert errors == []
     assert [results[i] for i in range(4)] == expected
+
+
+def test_unknown_version_is_refused_before_anything_is_pickled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def never(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("pickled before the version check")
+
+    monkeypatch.setattr("benchmax.bundle._benchmax_version", lambda: "unknown")
+    monkeypatch.setattr(cloudpickle, "dumps", never)
+    with pytest.raises(BundlingError, match=r"^Cannot determine the BenchMax package version"):
+        dump_bundle(concrete_base_env(), local_modules=["not checked yet"])  # type: ignore[list-item]

@@ -256,3 +256,14 @@ def test_read_bundle_fuzz_only_raises_bundling_error(
     except BundlingError:
         return
     assert result == BUNDLE  # whatever survives verification is the original bundle
+
+
+def test_metadata_that_cannot_be_written_back_is_invalid(tmp_path: Path) -> None:
+    members = valid_members()
+    members[0] = (
+        "metadata.json",
+        b'{"benchmax_version":"0.2.1","env_class_source":"\\ud800",'
+        b'"pip_dependencies":[],"python_version":"3.12"}',
+    )
+    with pytest.raises(BundlingError, match="invalid metadata: 'utf-8' codec can't encode"):
+        read_bundle(write(tmp_path, zip_bytes(members)))

@@ -6,8 +6,7 @@ import pickle
 from pathlib import Path
 
 import pytest
-from tests.bundle.conftest import Project, ProjectFactory, plain_env_module
-from tests.bundle.test_source_capture import SIBLING_ENV
+from tests.bundle.conftest import Project
 
 from benchmax.bundle import dump_bundle, save_bundle
 
@@ -90,25 +89,13 @@ print(json.dumps({"loaded": loaded, "findable": findable}))
 
 
 def test_single_file_and_sibling_bundles_load_in_a_fresh_interpreter(
-    projects: ProjectFactory, tmp_path: Path, run_fresh
+    single_file_project: Project,
+    sibling_projects: tuple[Project, Project],
+    tmp_path: Path,
+    run_fresh,
 ) -> None:
-    projects.create(
-        "strict-project",
-        {"strict_env.py": plain_env_module("EditableEnv")},
-        src_layout=False,
-        distribution="strict-env",
-        top_level=("strict_env",),
-    )
-    helpers = projects.create(
-        "b",
-        {"sibling_helpers/__init__.py": "", "sibling_helpers/helper.py": "VALUE = 0.5\n"},
-        distribution="sibling-helpers",
-        top_level=("sibling_helpers",),
-    )
-    env_project = projects.create(
-        "a", {"sibling_env/__init__.py": "", "sibling_env/env.py": SIBLING_ENV}
-    )
-    single = dump_bundle(pytest.importorskip("strict_env").EditableEnv)
+    env_project, helpers = sibling_projects
+    single = dump_bundle(single_file_project.module("strict_env").EditableEnv)
     sibling = dump_bundle(
         env_project.module("sibling_env.env").SiblingEnv,
         local_modules=[helpers.module("sibling_helpers.helper")],

@@ -36,16 +36,9 @@ def test_module_objects_are_pickled_by_value_not_by_name(chat_project: Project) 
 
 
 def test_single_file_project_strict_mode_names_the_missing_module(
-    projects: ProjectFactory,
+    single_file_project: Project,
 ) -> None:
-    projects.create(
-        "strict-project",
-        {"strict_env.py": plain_env_module("EditableEnv")},
-        src_layout=False,
-        distribution="strict-env",
-        top_level=("strict_env",),
-    )
-    module = pytest.importorskip("strict_env")
+    module = single_file_project.module("strict_env")
 
     with pytest.raises(BundlingError, match=r"local_modules=.*strict_env") as caught:
         dump_bundle(module.EditableEnv, auto_local_modules=False)
@@ -79,26 +72,6 @@ def test_strict_mode_lists_explicit_modules_already_registered(projects: Project
     )
     bundle = dump_bundle(env.TwoEnv, local_modules=[env, helper], auto_local_modules=False)
     assert unregistered_local_refs(bundle.pickled) == []
-
-
-SIBLING_ENV = plain_env_module("SiblingEnv", header="from sibling_helpers import helper\n").replace(
-    '{"score": 1.0}', '{"score": float(helper.VALUE)}'
-) + (
-    "\n\ndef helper_value(self):\n    return helper.VALUE\n\n\n"
-    "SiblingEnv.helper_value = helper_value\n"
-)
-
-
-@pytest.fixture
-def sibling_projects(projects: ProjectFactory) -> tuple[Project, Project]:
-    helpers = projects.create(
-        "b",
-        {"sibling_helpers/__init__.py": "", "sibling_helpers/helper.py": "VALUE = 0.5\n"},
-        distribution="sibling-helpers",
-        top_level=("sibling_helpers",),
-    )
-    env = projects.create("a", {"sibling_env/__init__.py": "", "sibling_env/env.py": SIBLING_ENV})
-    return env, helpers
 
 
 def test_source_from_a_sibling_project_is_refused(
@@ -342,3 +315,41 @@ def test_pickled_bundle_object_round_trips_in_process(chat_project: Project) -> 
     bundle = dump_bundle(chat_project.module("chat_pkg.env").ChatEnv)
 
     assert pickle.loads(pickle.dumps(bundle)) == bundle
+
+
+def test_import_module_imported_at_module_scope_is_recognized(projects: ProjectFactory) -> None:
+    project = projects.create(
+        "from-importlib",
+        {
+            "fi_pkg/__init__.py": "",
+            "fi_pkg/helper.py": "VALUE = 1.0\n",
+            "fi_pkg/env.py": plain_env_module(
+                "FromImportlibEnv",
+                header="from importlib import import_module\n",
+                footer=(
+                    "\ndef _score(self):\n"
+                    '    return import_module("fi_pkg.helper").VALUE\n\n\n'
+                    "FromImportlibEnv.score = _score\n"
+                ),
+            ),
+        },
+    )
+    env_module = project.module("fi_pkg.env")
+
+    with pytest.raises(BundlingError, match=r"safely: fi_pkg\.helper\. "):
+        dump_bundle(env_module.FromImportlibEnv)
+
+
+def test_delayed_import_check_runs_without_auto_capture(projects: ProjectFactory) -> None:
+    project = _local_import_project(
+        projects, "    import local_import_pkg.helper as helper\n    return helper.VALUE"
+    )
+    env_module = project.module("local_import_pkg.env")
+    helper = project.module("local_import_pkg.helper")
+
+    with pytest.raises(BundlingError, match=r"delayed import.*local_import_pkg\.helper"):
+        dump_bundle(
+            env_module.LocalImportEnv,
+            local_modules=[env_module, helper],
+            auto_local_modules=False,
+        )

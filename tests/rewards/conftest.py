@@ -94,3 +94,17 @@ def judge() -> Judge:
     return Judge(
         model="judge-model", base_url="http://judge.invalid/v1", auth=StaticBearerAuth("s")
     )
+
+
+@pytest.fixture
+def judge_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Record the keyword arguments of every ``Judge.request_json`` call (then run it)."""
+    calls: list[dict[str, Any]] = []
+    original = Judge.request_json
+
+    async def recording(self: Judge, prompt: str, **kwargs: Any) -> tuple[dict[str, Any], str]:
+        calls.append(kwargs)
+        return await original(self, prompt, **kwargs)
+
+    monkeypatch.setattr(Judge, "request_json", recording)
+    return calls

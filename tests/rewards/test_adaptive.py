@@ -171,12 +171,13 @@ async def test_generation_parses_polarity_and_shows_existing_rubrics(stub_judge,
     assert "Question: What?\nGround Truth: truth\nResponses:\nResponse 1:\none" in prompt
 
 
-async def test_generation_missing_fields_are_empty(stub_judge, judge) -> None:
+async def test_generation_missing_fields_are_empty(stub_judge, judge, judge_calls) -> None:
     stub_judge.script("{}")
     result = await generate_adaptive_rubrics(
         question="q", ground_truth="", responses=["a"], judge=judge
     )
     assert result == AdaptiveRubrics()
+    assert judge_calls == [{"request_id": "adaptive-rubric-generation"}]
 
 
 @pytest.mark.parametrize(

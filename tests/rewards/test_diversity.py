@@ -38,6 +38,8 @@ def assignments(*items: dict[str, Any]) -> str:
         ({"n": 0}, "n must be positive"),
         ({"similarity_threshold": 2}, r"similarity_threshold must be within \[0, 1\]"),
         ({"similarity_threshold": -0.1}, r"\[0, 1\]"),
+        ({"similarity_threshold": float("nan")}, r"\[0, 1\]"),
+        ({"n": 0, "similarity_threshold": 2}, "n must be positive"),  # n is checked first
     ],
 )
 def test_ngram_config_validation(kwargs: dict[str, Any], fragment: str) -> None:
@@ -67,6 +69,11 @@ def test_configs_pickle_with_fields_intact(dumps: Any, auth: Any) -> None:
     assert pickle.loads(dumps(llm)) == llm
     assert pickle.loads(dumps(llm)).judge == judge
     assert pickle.loads(dumps(ngram)) == ngram
+
+
+def test_llm_config_repr_hides_the_judge_token() -> None:
+    judge = Judge(model="m", base_url="http://j/v1", auth=StaticBearerAuth("top-secret"))
+    assert "top-secret" not in repr(LLMDiversityConfig(judge=judge))
 
 
 # --- n-gram helpers --------------------------------------------------------------------
@@ -189,7 +196,14 @@ def test_scale_by_diversity_importable_from_both_places() -> None:
 # --- LLM clustering ------------------------------------------------------------------------
 
 
-async def test_llm_clustering_returns_judge_ids_labels_and_divisors(stub_judge, judge) -> None:
+async def test_texts_are_converted_with_str() -> None:
+    result = await cluster_texts([12, 12, "other"], NgramDiversityConfig())  # type: ignore[list-item]
+    assert result.cluster_ids == ("0", "0", "1")
+
+
+async def test_llm_clustering_returns_judge_ids_labels_and_divisors(
+    stub_judge, judge, judge_calls
+) -> None:
     stub_judge.script(
         assignments(
             {"index": 1, "cluster_id": " same ", "label": " shared "},
@@ -207,6 +221,9 @@ async def test_llm_clustering_returns_judge_ids_labels_and_divisors(stub_judge, 
     assert "Solve x" in prompt
     request = stub_judge.requests[0]
     assert request["max_tokens"] == 99 and request["temperature"] == 0.0
+    assert judge_calls == [
+        {"request_id": "diversity-clustering", "temperature": 0.0, "max_tokens": 99}
+    ]
 
 
 async def test_llm_clustering_label_defaults_and_ids_are_not_renumbered(stub_judge, judge):

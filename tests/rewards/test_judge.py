@@ -87,6 +87,22 @@ def test_judge_validation_order_reports_model_first() -> None:
         Judge(model="", base_url="", auth="nope")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("overrides", "error", "fragment"),
+    [
+        ({"base_url": "", "auth": "x"}, ValueError, "base_url"),
+        ({"auth": "x", "timeout": 0}, TypeError, "ModelAuth"),
+        ({"timeout": 0, "max_retries": -1}, ValueError, "timeout"),
+        ({"max_retries": -1, "auth_attempts": 0}, ValueError, "max_retries"),
+    ],
+)
+def test_judge_validation_follows_field_order(
+    overrides: dict[str, Any], error: type[Exception], fragment: str
+) -> None:
+    with pytest.raises(error, match=fragment):
+        make_judge(**overrides)
+
+
 def test_judge_defaults_and_none_timeout() -> None:
     judge = make_judge(timeout=None, max_retries=0)
     assert judge.timeout is None
@@ -181,6 +197,24 @@ async def test_request_json_validates_arguments_before_any_client(
     prompt = arguments.pop("prompt")
     with pytest.raises(error, match=fragment):
         await judge.request_json(prompt, **arguments)
+    assert stub_judge.clients == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"prompt": "", "request_id": ""}, ValueError, "prompt"),
+        ({"request_id": "", "temperature": "hot"}, ValueError, "request_id"),
+        ({"temperature": "hot", "max_tokens": 0}, TypeError, "numeric"),
+        ({"temperature": math.nan, "max_tokens": 0}, ValueError, "finite"),
+    ],
+)
+async def test_request_json_validation_order(
+    stub_judge, judge, kwargs: dict[str, Any], error: type[Exception], fragment: str
+) -> None:
+    arguments: dict[str, Any] = {"prompt": "p", "request_id": "r", **kwargs}
+    with pytest.raises(error, match=fragment):
+        await judge.request_json(arguments.pop("prompt"), **arguments)
     assert stub_judge.clients == []
 
 
@@ -282,6 +316,17 @@ async def test_exhausted_auth_attempts_raise_judge_authentication_failed(
     assert [client.close_calls for client in stub_judge.clients] == [1, 1]
 
 
+async def test_single_auth_attempt_fails_without_sleeping(
+    stub_judge, recorded_sleeps: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    stub_judge.script(status_error(openai.AuthenticationError, 401))
+    with pytest.raises(JudgeError, match="judge authentication failed"):
+        await make_judge(auth_attempts=1).request_json("p", request_id="r")
+    assert recorded_sleeps == []
+    assert len(stub_judge.clients) == 1
+    assert "secret-token" not in caplog.text
+
+
 async def test_non_auth_error_after_auth_error_stops_at_once(
     stub_judge, recorded_sleeps: list[float], judge
 ) -> None:
@@ -346,6 +391,7 @@ async def test_request_model_auth_resolves_headers_for_every_request() -> None:
         ('```\n{"score": 1}\n```', {"score": 1}),
         ('<think>private</think>\n{"score": 1}', {"score": 1}),
         ('<think>a {"x": 2}</think> <think>b</think>{"score": 1}', {"score": 1}),
+        ('<think>line\n{"x": 2}\nline</think>\n{"score": 1}', {"score": 1}),
         ('preface {"score": 1} trailing', {"score": 1}),
         ('[{"a": 1}]', {"a": 1}),
         ('{"a": {"b": 1}', {"b": 1}),
@@ -358,7 +404,16 @@ def test_parse_json_object_accepts(raw: str, expected: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    ["", "not json", "[1, 2]", '{"score": }', "<think>{}</think>", "```", "{{"],
+    [
+        "",
+        "not json",
+        "[1, 2]",
+        '{"score": }',
+        "<think>{}</think>",
+        "```",
+        "{{",
+        '```json\n{"a": 1}```',  # two lines: both dropped as fence lines, nothing left
+    ],
 )
 def test_parse_json_object_rejects(raw: str) -> None:
     with pytest.raises(ValueError, match="judge response did not contain a valid JSON object"):

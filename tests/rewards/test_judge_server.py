@@ -104,13 +104,17 @@ async def test_auth_rejection_is_retried_with_fresh_credentials(
     ]
 
 
-async def test_persistent_auth_rejection_becomes_judge_error(mock_server: MockModelServer):
+async def test_persistent_auth_rejection_becomes_judge_error(
+    mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
+):
     mock_server.inject(Fault.status(401, message="bad key"), times=None)
     judge = server_judge(mock_server, auth_attempts=2, max_retries=2)
     with pytest.raises(JudgeError, match="judge authentication failed") as raised:
         await judge.request_json("p", request_id="r")
     assert raised.value.termination_reason == "judge_error"
     assert "judge-secret" not in str(raised.value)
+    assert "judge-secret" not in repr(judge)
+    assert caplog.records and "judge-secret" not in caplog.text
     assert len(mock_server.requests) == 2  # 401s are not retried by the SDK itself
 
 

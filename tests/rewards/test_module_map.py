@@ -182,3 +182,18 @@ def test_loggers_are_named_after_modules() -> None:
         module = __import__(module_name, fromlist=["logger"])
         assert isinstance(module.logger, logging.Logger)
         assert module.logger.name == module_name
+
+
+PUBLIC_NAMES = {
+    **{module: set(names) for module, names in HOMES.items()},
+    "benchmax.rewards.diversity": set(HOMES["benchmax.rewards.diversity"])
+    - {"_ngram_set", "_jaccard"},
+    "benchmax.rewards.prompts": set(HOMES["benchmax.rewards.prompts"])
+    - {"format_rubrics", "DEFAULT_DIVERSITY_INSTRUCTIONS"},
+}
+
+
+def test_module_all_lists_exactly_the_public_names_of_the_module_map() -> None:
+    for module_name, names in PUBLIC_NAMES.items():
+        module = importlib.import_module(module_name)
+        assert set(module.__all__) == names, module_name

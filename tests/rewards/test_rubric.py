@@ -75,6 +75,23 @@ def test_rubric_validation(
         Rubric(*args, **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("score_map", "error", "fragment"),
+    [
+        ([], ValueError, "at least two scores"),
+        ([(0, "a"), (1, "b")], TypeError, "rubric score_map must be a mapping"),
+        ({0: "", "x": "b"}, ValueError, "descriptions must be non-empty"),  # entry by entry
+        ({"x": "", 0: "a"}, TypeError, "keys must be numeric"),
+        ({math.nan: "", 0: "a"}, ValueError, "keys must be finite"),
+    ],
+)
+def test_rubric_score_map_checks_in_order(
+    score_map: Any, error: type[Exception], fragment: str
+) -> None:
+    with pytest.raises(error, match=fragment):
+        Rubric("t", "d", score_map=score_map)
+
+
 def test_rubric_validation_order_title_first() -> None:
     with pytest.raises(ValueError, match="title"):
         Rubric("", "", polarity="bad")  # type: ignore[arg-type]
@@ -86,6 +103,8 @@ def test_reward_for_normalizes_over_the_score_map_and_inverts_negative() -> None
     assert positive.allowed_scores == (-1.0, 1.0, 3.0)
     assert [positive.reward_for(s) for s in (-1, 1, 3)] == [0.0, 0.5, 1.0]
     assert [negative.reward_for(s) for s in (-1, 1, 3.0)] == [1.0, 0.5, 0.0]
+    uneven = Rubric("q", "d", score_map={0: "none", 1: "some", 3: "all"})
+    assert uneven.reward_for(1) == pytest.approx(1 / 3)
     binary_negative = Rubric("flaw", "d", polarity="negative")
     assert binary_negative.reward_for(1) == 0.0
     assert binary_negative.reward_for(0) == 1.0
@@ -159,20 +178,12 @@ async def test_evaluate_single_rubric_returns_evaluation_and_sends_ground_truth(
     assert "rubric.evaluated title='Clear  Answer' polarity=positive score=1.0" in caplog.text
 
 
-async def test_evaluate_single_rubric_request_id_slug(stub_judge, judge, monkeypatch) -> None:
-    seen: list[str] = []
-    original = type(judge).request_json
-
-    async def spy(self, prompt: str, **kwargs: Any):
-        seen.append(kwargs["request_id"])
-        return await original(self, prompt, **kwargs)
-
-    monkeypatch.setattr(type(judge), "request_json", spy)
+async def test_evaluate_single_rubric_request_id_slug(stub_judge, judge, judge_calls) -> None:
     stub_judge.script_scores(0)
     await evaluate_single_rubric(
         Rubric(" Clear \t Answer ", "d"), question="q", response="", judge=judge
     )
-    assert seen == ["rubric:clear-answer"]
+    assert judge_calls == [{"request_id": "rubric:clear-answer"}]  # default temperature
     assert "Response to grade:\n" in stub_judge.prompts[0]  # empty response still sent
 
 
@@ -264,6 +275,24 @@ async def test_anchor_bands_interpolate(stub_judge, judge) -> None:
     assert "--- Response 3 ---\ngreat" in stub_judge.prompts[0]
 
 
+async def test_ranking_request_id_and_stripped_judged_items(stub_judge, judge, judge_calls) -> None:
+    stub_judge.script(ranking([[2], [1], [0]]))
+    result = await evaluate_rubric_ranking(
+        Rubric("Clear  Answer", "d"),
+        question="q",
+        responses=[" a ", "\t", "b \n"],
+        judge=judge,
+        anchors=[RankingAnchor(" great ", 0.9)],
+    )
+    assert judge_calls == [{"request_id": "rubric-ranking:clear-answer"}]
+    assert (
+        "--- Response 0 ---\na\n\n--- Response 1 ---\nb\n\n--- Response 2 ---\ngreat"
+        in stub_judge.prompts[0]
+    )
+    assert result.scores == (0.0, 0.0, pytest.approx(0.9 * 0.5))
+    assert result.ranking == ((2,), (1,), (0,))
+
+
 async def test_single_nonempty_response_without_reference_needs_no_judge(stub_judge, judge) -> None:
     result = await rank(judge, ["", "answer"])
     assert result == RubricRanking((0.0, 1.0), ((0,),), "Only one non-empty response", "")
@@ -338,6 +367,15 @@ async def test_descending_anchors_are_rejected(stub_judge, judge) -> None:
 async def test_ceiling_is_validated_first(stub_judge, judge, ceiling: Any) -> None:
     with pytest.raises(ValueError, match=r"below_ground_truth_ceiling must be within \[0, 1\]"):
         await rank(judge, ["a"], anchors=["not an anchor"], below_ground_truth_ceiling=ceiling)
+
+
+async def test_anchor_checks_come_in_order(stub_judge, judge) -> None:
+    descending = [RankingAnchor("good", 0.9), RankingAnchor("bad", 0.1)]
+    with pytest.raises(TypeError, match="RankingAnchor values"):
+        await rank(judge, ["a", "b"], anchors=[*descending, "x"], ground_truth="ref")
+    with pytest.raises(ValueError, match="worst to best"):
+        await rank(judge, ["a", "b"], anchors=descending, ground_truth="ref")
+    assert stub_judge.requests == []
 
 
 async def test_non_anchor_values_are_rejected(stub_judge, judge) -> None:

@@ -133,6 +133,7 @@ async def test_empty_completion_scores_zero_without_judge(
         ([Rubric("???", "d")], "r1", "letter or digit"),
         ([QUALITY], "", "rollout_id must be non-empty"),
         ([QUALITY], None, "rollout_id must be non-empty"),
+        ([], "", "at least one rubric is required"),  # rubric checks come first
     ],
 )
 async def test_score_rubrics_validation(
@@ -206,6 +207,9 @@ async def test_static_group_scoring_order_is_index_major(stub_judge, judge) -> N
         (["r1"], ["a"], [], False, "at least one rubric is required"),
         (["r1"], ["a"], [QUALITY, Rubric("QUALITY", "d")], False, "unique reward keys"),
         (["r1"], ["a", "b"], [], True, "same length"),
+        (["r1"], ["a", "b"], [], False, "same length"),  # group checks before rubric checks
+        ([], [], [], False, "rollout group must be non-empty"),
+        (["r1", "r1"], ["a", "b"], [Rubric("!", "d")], False, "rollout_ids must be unique"),
     ],
 )
 async def test_group_validation(
@@ -292,6 +296,21 @@ async def test_adaptive_without_retained_rubrics_gives_zero(stub_judge, judge) -
         use_adaptive=True,
     )
     assert rewards == [{"rubric_adaptive": 0.0}, {"rubric_adaptive": 0.0}]
+
+
+async def test_adaptive_mean_overrides_a_static_adaptive_key(stub_judge, judge) -> None:
+    stub_judge.script_scores(1)  # the static "Adaptive" rubric; one text, so no generation
+    rewards = await score_group_rubrics(
+        ["r1"],
+        ["answer"],
+        ground_truth=None,
+        question="q",
+        judge=judge,
+        rubrics=[Rubric("Adaptive", "d")],
+        use_adaptive=True,
+    )
+    assert rewards == [{"rubric_adaptive": 0.0}]
+    assert len(stub_judge.requests) == 1
 
 
 async def test_adaptive_ignores_cache_when_disabled(stub_judge, judge) -> None:

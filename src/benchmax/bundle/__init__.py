@@ -55,3 +55,11 @@ def _benchmax_version() -> str:
         return importlib.metadata.version("benchmax")
     except Exception:
         return "unknown"
+
+
+# The contract defines these names in ``benchmax.bundle`` itself: pickles (a stored ``Bundle``,
+# an exception sent back from a worker) refer to them as ``benchmax.bundle.<name>``, not by the
+# private submodule that happens to implement them.
+for _name in (*__all__, "_get_source", "_module_is_project_local", "_project_root_for_module"):
+    globals()[_name].__module__ = __name__
+del _name

@@ -89,6 +89,10 @@ class Bundle:
         if not isinstance(self.metadata, BundleMetadata):
             raise TypeError("bundle metadata must be BundleMetadata")
 
+    def __repr__(self) -> str:
+        # The pickle embeds the constructor arguments, which may hold credentials: show its size.
+        return f"Bundle(pickled=<{len(self.pickled)} bytes>, metadata={self.metadata!r})"
+
 
 def bundle_digest(bundle: Bundle) -> str:
     """SHA-256 identity of the whole artifact: exact pickle bytes plus canonical metadata."""

@@ -92,8 +92,8 @@ def _resolve_directories(raw: tuple[str, ...]) -> tuple[Path, ...]:
     return tuple(resolved)
 
 
-def _in_site_packages(path: Path, site_dirs: Iterable[Path]) -> bool:
-    return any(path.is_relative_to(directory) for directory in site_dirs)
+def _under_any(path: Path, directories: Iterable[Path]) -> bool:
+    return any(path.is_relative_to(directory) for directory in directories)
 
 
 def _nearest_project_root(path: Path) -> Path | None:
@@ -104,15 +104,22 @@ def _nearest_project_root(path: Path) -> Path | None:
     return None
 
 
-def _is_excluded(module_name: str) -> bool:
-    return module_name.partition(".")[0] in _EXCLUDED_TOP_LEVEL
+def _local_source_paths(module_name: str) -> list[Path]:
+    """Source paths outside site-packages of a findable module that is not stdlib/benchmax."""
+    if module_name.partition(".")[0] in _EXCLUDED_TOP_LEVEL:
+        return []
+    module = find_module(module_name)
+    if module is None:
+        return []
+    site_dirs = _site_packages()
+    return [path for path in source_paths(module) if not _under_any(path, site_dirs)]
 
 
-def _project_root_for_module(module: object) -> Path | None:
+def _project_root_for_module(module: ModuleType) -> Path | None:
     """The nearest ``pyproject.toml`` directory above the module's first non-site-packages path."""
     site_dirs = _site_packages()
     for path in source_paths(module):
-        if _in_site_packages(path, site_dirs):
+        if _under_any(path, site_dirs):
             continue
         root = _nearest_project_root(path)
         if root is not None:
@@ -122,17 +129,9 @@ def _project_root_for_module(module: object) -> Path | None:
 
 def _module_is_project_local(module_name: str, project_roots: tuple[Path, ...]) -> bool:
     """Whether ``module_name`` has source outside site-packages under one of ``project_roots``."""
-    if _is_excluded(module_name) or not project_roots:
+    if not project_roots:
         return False
-    module = find_module(module_name)
-    if module is None:
-        return False
-    site_dirs = _site_packages()
-    return any(
-        not _in_site_packages(path, site_dirs)
-        and any(path.is_relative_to(root) for root in project_roots)
-        for path in source_paths(module)
-    )
+    return any(_under_any(path, project_roots) for path in _local_source_paths(module_name))
 
 
 class ModuleClassifier:
@@ -153,16 +152,8 @@ class ModuleClassifier:
 
     def is_external_source(self, module_name: str) -> bool:
         """Whether the module has source outside site-packages and outside every project root."""
-        if _is_excluded(module_name):
-            return False
-        module = find_module(module_name)
-        if module is None:
-            return False
-        site_dirs = _site_packages()
         return any(
-            not _in_site_packages(path, site_dirs)
-            and not any(path.is_relative_to(root) for root in self.project_roots)
-            for path in source_paths(module)
+            not _under_any(path, self.project_roots) for path in _local_source_paths(module_name)
         )
 
     def has_declared_distribution(self, module_name: str) -> bool:

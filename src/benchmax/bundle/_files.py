@@ -73,11 +73,13 @@ def read_bundle(path: str | os.PathLike[str]) -> Bundle:
         members = _read_members(handle, source)
     try:
         metadata = BundleMetadata.from_json_bytes(members[METADATA_MEMBER])
+        bundle = Bundle(pickled=members[PICKLE_MEMBER], metadata=metadata)
+        # Parsed metadata that cannot be written back canonically (e.g. a lone surrogate
+        # escaped in a JSON string) fails here with UnicodeEncodeError.
+        computed = bundle_digest(bundle)
     except (TypeError, ValueError) as exc:
         raise BundlingError(f"bundle file {source} has invalid metadata: {exc}") from exc
-    bundle = Bundle(pickled=members[PICKLE_MEMBER], metadata=metadata)
     recorded = members[DIGEST_MEMBER].removesuffix(b"\n")
-    computed = bundle_digest(bundle)
     if recorded != computed.encode("ascii"):
         raise BundlingError(
             f"bundle file {source} failed digest verification (recorded "

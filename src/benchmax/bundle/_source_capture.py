@@ -27,6 +27,8 @@ from benchmax.bundle._delayed_imports import delayed_import_names
 from benchmax.bundle._errors import BundlingError
 from benchmax.bundle._references import referenced_modules
 from benchmax.bundle._seams import seams
+from benchmax.envs.environment import Environment
+from benchmax.envs.shared_types import RolloutAttempt
 
 __all__ = ["_get_source", "capture_env_class", "project_roots", "unregistered_local_refs"]
 
@@ -36,7 +38,7 @@ _BUNDLE_LOCK = threading.Lock()
 _MAX_CAPTURE_ROUNDS = 10
 
 
-def _get_source(env_class: type) -> str | None:
+def _get_source(env_class: type[Environment[Any, RolloutAttempt]]) -> str | None:
     """``inspect.getsource(env_class)``, or ``None`` (logged at DEBUG) when unavailable."""
     try:
         return inspect.getsource(env_class)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Iterable
 
+from benchmax.rewards.judge import Judge
+from benchmax.rewards.rubric import Rubric, RubricEvaluation, evaluate_single_rubric
+
 
 async def gather_or_cancel[T](awaitables: Iterable[Awaitable[T]]) -> list[T]:
     """``asyncio.gather`` in creation order; on the first failure cancel the rest and re-raise.
@@ -21,3 +24,24 @@ async def gather_or_cancel[T](awaitables: Iterable[Awaitable[T]]) -> list[T]:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         raise
+
+
+async def evaluate_concurrently(
+    pairs: Iterable[tuple[Rubric, str]],
+    *,
+    question: str,
+    ground_truth: str | None,
+    judge: Judge,
+) -> list[RubricEvaluation]:
+    """Evaluate every ``(rubric, response)`` pair at once (unlogged), requests in pair order."""
+    return await gather_or_cancel(
+        evaluate_single_rubric(
+            rubric,
+            question=question,
+            response=response,
+            ground_truth=ground_truth,
+            judge=judge,
+            log_result=False,
+        )
+        for rubric, response in pairs
+    )

@@ -5,7 +5,13 @@ from __future__ import annotations
 import math
 from typing import Any, TypeGuard
 
-__all__ = ["is_finite_number", "is_non_empty_str", "is_numeric", "slug_title"]
+__all__ = [
+    "is_finite_number",
+    "is_int_at_least",
+    "is_non_empty_str",
+    "is_numeric",
+    "slug_title",
+]
 
 
 def is_non_empty_str(value: object) -> TypeGuard[str]:
@@ -16,6 +22,11 @@ def is_non_empty_str(value: object) -> TypeGuard[str]:
 def is_numeric(value: object) -> TypeGuard[int | float]:
     """Whether ``value`` is an ``int`` or ``float`` (never a ``bool``)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_int_at_least(value: object, minimum: int) -> bool:
+    """Whether ``value`` is an ``int`` (never a ``bool``) of at least ``minimum``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
 def is_finite_number(value: Any) -> bool:

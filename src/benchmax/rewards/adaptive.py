@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmax.rewards._concurrency import gather_or_cancel
-from benchmax.rewards._validation import is_non_empty_str
+from benchmax.rewards._concurrency import evaluate_concurrently
+from benchmax.rewards._validation import is_int_at_least, is_non_empty_str
 from benchmax.rewards.judge import Judge, JudgeError
 from benchmax.rewards.prompts import build_adaptive_rubric_prompt
-from benchmax.rewards.rubric import Rubric, RubricPolarity, evaluate_single_rubric
+from benchmax.rewards.rubric import Rubric, RubricPolarity
 
 __all__ = [
     "AdaptiveRubrics",
@@ -62,11 +62,7 @@ class RubricCache:
     """
 
     def __init__(self, *, max_per_polarity: int = 3) -> None:
-        if (
-            not isinstance(max_per_polarity, int)
-            or isinstance(max_per_polarity, bool)
-            or max_per_polarity < 1
-        ):
+        if not is_int_at_least(max_per_polarity, 1):
             raise ValueError("max_per_polarity must be positive")
         self.max_per_polarity = max_per_polarity
         # prompt hash -> polarity -> title -> (rubric, deviation of its scores)
@@ -189,16 +185,11 @@ async def generate_and_cache_adaptive_rubrics(
     )
     originals = [text for text in responses if text.strip()]
     for rubric in generated.all:
-        evaluations = await gather_or_cancel(
-            evaluate_single_rubric(
-                rubric,
-                question=question,
-                response=text,
-                judge=judge,
-                ground_truth=ground_truth,
-                log_result=False,
-            )
-            for text in originals
+        evaluations = await evaluate_concurrently(
+            ((rubric, text) for text in originals),
+            question=question,
+            ground_truth=ground_truth,
+            judge=judge,
         )
         cache.consider(question, rubric, [evaluation.score for evaluation in evaluations])
     return cache.get(question)

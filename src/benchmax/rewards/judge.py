@@ -22,9 +22,14 @@ from openai import AsyncOpenAI, AuthenticationError, PermissionDeniedError
 from benchmax.auth import ModelAuth, ModelRequestContext
 from benchmax.envs._connection_pool import pooled_http_client
 from benchmax.envs.shared_types import RolloutFailure
-from benchmax.rewards._validation import is_finite_number, is_non_empty_str, is_numeric
+from benchmax.rewards._validation import (
+    is_finite_number,
+    is_int_at_least,
+    is_non_empty_str,
+    is_numeric,
+)
 
-__all__ = ["AsyncOpenAI", "Judge", "JudgeError"]
+__all__ = ["Judge", "JudgeError"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +68,9 @@ class Judge:
             raise TypeError("judge auth must implement ModelAuth")
         if self.timeout is not None and not (is_numeric(self.timeout) and self.timeout > 0):
             raise ValueError("judge timeout must be positive or None")
-        if not _is_int_at_least(self.max_retries, 0):
+        if not is_int_at_least(self.max_retries, 0):
             raise ValueError("judge max_retries must be non-negative")
-        if not _is_int_at_least(self.auth_attempts, 1):
+        if not is_int_at_least(self.auth_attempts, 1):
             raise ValueError("judge auth_attempts must be positive")
 
     async def request_json(
@@ -128,7 +133,7 @@ class Judge:
             raise TypeError("judge temperature must be numeric")
         if not is_finite_number(temperature):
             raise ValueError("judge temperature must be finite")
-        if max_tokens is not None and not _is_int_at_least(max_tokens, 1):
+        if max_tokens is not None and not is_int_at_least(max_tokens, 1):
             raise ValueError("judge max_tokens must be positive or None")
         request: dict[str, Any] = {
             "model": self.model,
@@ -169,10 +174,6 @@ class Judge:
             await client.close()
 
 
-def _is_int_at_least(value: object, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-
 def _response_text(response: Any) -> str:
     """The stripped text of the first choice (``""`` when there is none).
 
@@ -195,6 +196,7 @@ class _RequestModelAuth(httpx.Auth):
     async def async_auth_flow(
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        """Set freshly resolved auth headers on ``request`` (never cached), then send it."""
         headers = await self._auth.headers_for_request(self._context)
         for name, value in headers.items():
             request.headers[name] = value

@@ -61,10 +61,10 @@ class Rubric:
         if self.polarity not in ("positive", "negative"):
             raise ValueError("rubric polarity must be 'positive' or 'negative'")
         if self.score_map is not None:
-            if not isinstance(self.score_map, Mapping):
-                raise TypeError("rubric score_map must be a mapping")
             if len(self.score_map) < 2:
                 raise ValueError("rubric score_map must contain at least two scores")
+            if not isinstance(self.score_map, Mapping):
+                raise TypeError("rubric score_map must be a mapping")
             for key, description in self.score_map.items():
                 if not is_numeric(key):
                     raise TypeError("rubric score_map keys must be numeric")

@@ -12,12 +12,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from benchmax.rewards._concurrency import gather_or_cancel
+from benchmax.rewards._concurrency import evaluate_concurrently, gather_or_cancel
 from benchmax.rewards._validation import is_non_empty_str
 from benchmax.rewards.adaptive import RubricCache, generate_and_cache_adaptive_rubrics
 from benchmax.rewards.deterministic import Completion, extract_completion_text
 from benchmax.rewards.judge import Judge
-from benchmax.rewards.rubric import Rubric, evaluate_rubric_ranking, evaluate_single_rubric
+from benchmax.rewards.rubric import Rubric, evaluate_rubric_ranking
 
 __all__ = ["rank_group_rubrics", "rubric_reward_key", "score_group_rubrics", "score_rubrics"]
 
@@ -79,17 +79,11 @@ async def score_rubrics(
     if not text:
         logger.info("rubric.scored rollout_id=%s empty_completion=true", rollout_id)
         return dict.fromkeys(keys, 0.0)
-    reference = _reference(ground_truth)
-    evaluations = await gather_or_cancel(
-        evaluate_single_rubric(
-            rubric,
-            question=question,
-            response=text,
-            ground_truth=reference,
-            judge=judge,
-            log_result=False,
-        )
-        for rubric in rubrics
+    evaluations = await evaluate_concurrently(
+        ((rubric, text) for rubric in rubrics),
+        question=question,
+        ground_truth=_reference(ground_truth),
+        judge=judge,
     )
     rewards = {
         key: rubric.reward_for(evaluation.score)
@@ -126,18 +120,11 @@ async def score_group_rubrics(
     static = [
         (index, key, rubric) for index in scored for key, rubric in zip(keys, rubrics, strict=True)
     ]
-    static_evaluations = await gather_or_cancel(
-        (
-            evaluate_single_rubric(
-                rubric,
-                question=question,
-                response=texts[index],
-                ground_truth=reference,
-                judge=judge,
-                log_result=False,
-            )
-            for index, _, rubric in static
-        )
+    static_evaluations = await evaluate_concurrently(
+        ((rubric, texts[index]) for index, _, rubric in static),
+        question=question,
+        ground_truth=reference,
+        judge=judge,
     )
     for (index, key, rubric), evaluation in zip(static, static_evaluations, strict=True):
         rewards[index][key] = rubric.reward_for(evaluation.score)
@@ -152,18 +139,11 @@ async def score_group_rubrics(
             existing_rubrics=existing_rubrics,
         )
         pairs = [(index, rubric) for index in scored for rubric in adaptive.all]
-        adaptive_evaluations = await gather_or_cancel(
-            (
-                evaluate_single_rubric(
-                    rubric,
-                    question=question,
-                    response=texts[index],
-                    ground_truth=reference or "",
-                    judge=judge,
-                    log_result=False,
-                )
-                for index, rubric in pairs
-            )
+        adaptive_evaluations = await evaluate_concurrently(
+            ((rubric, texts[index]) for index, rubric in pairs),
+            question=question,
+            ground_truth=reference or "",
+            judge=judge,
         )
         per_text: list[list[float]] = [[] for _ in texts]
         for (index, rubric), evaluation in zip(pairs, adaptive_evaluations, strict=True):

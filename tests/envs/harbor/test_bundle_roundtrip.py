@@ -111,6 +111,9 @@ def test_bundled_agent_loads_in_an_isolated_interpreter(tmp_path: Path) -> None:
     assert loaded["greeting"] == "hello-bundle?"  # relative import of a bundled sibling
     assert loaded["resource"] == "resource-bundle"  # adjacent resource file
     assert "benchmax-harbor-agents-" in loaded["module_file"]
+    private_root = Path(loaded["module_file"]).parents[1]
+    assert private_root.name.startswith("benchmax-harbor-agents-")
+    assert not private_root.exists()  # the read-only tree was removed at interpreter exit
     assert str(author) not in loaded["module_file"]
     assert loaded["sys_path_unchanged"] is True
     assert loaded["reward_keys"] == ["reward"]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harbor.models.job.config import DatasetConfig
 from harbor.models.trial.config import TaskConfig
+from harbor.tasks.client import TaskClient
 from tests.envs.harbor.conftest import write_dataset, write_task
 
-from benchmax.envs.harbor import HarborDataset
+from benchmax.envs.harbor import HarborDataset, _snapshot
+from benchmax.envs.harbor._snapshot import snapshot_task, task_content_hash
 from benchmax.envs.shared_types import Example
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -128,6 +131,65 @@ async def test_disable_verification_is_forwarded(tmp_path: Path) -> None:
         DatasetConfig(path=tmp_path / "ds"), base_dir=tmp_path / "snap", disable_verification=True
     )
     assert len(dataset) == 1
+
+
+async def test_download_uses_the_snapshot_downloads_dir_and_overwrite_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_task(tmp_path / "ds" / "t")
+    calls: list[dict[str, Any]] = []
+    original = TaskClient.download_tasks
+
+    async def recording(self: TaskClient, task_ids: list[Any], **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return await original(self, task_ids, **kwargs)
+
+    monkeypatch.setattr(TaskClient, "download_tasks", recording)
+    config = DatasetConfig(path=tmp_path / "ds", overwrite=True)
+    await HarborDataset.create(config, base_dir=tmp_path / "snap")
+    assert calls == [{"overwrite": True, "output_dir": (tmp_path / "snap").resolve() / "downloads"}]
+
+
+def test_snapshot_keeps_the_winner_of_a_concurrent_creation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = write_task(tmp_path / "task")
+    expected = task_content_hash(task)
+    tasks_dir = tmp_path / "tasks"
+    tasks_dir.mkdir()
+    real_copytree = shutil.copytree
+
+    def racing_copytree(source: Path, staging: Path, *args: Any, **kwargs: Any) -> Any:
+        # shutil.copytree recurses through the module attribute: race only once.
+        monkeypatch.setattr(shutil, "copytree", real_copytree)
+        real_copytree(source, tasks_dir / expected)  # another creator finishes first
+        return real_copytree(source, staging, *args, **kwargs)
+
+    monkeypatch.setattr(_snapshot.shutil, "copytree", racing_copytree)
+    destination = snapshot_task(task, tasks_dir, expected)
+    winner_inode = (destination / "instruction.md").stat().st_ino
+    assert destination == tasks_dir / expected
+    assert [path.name for path in tasks_dir.iterdir()] == [expected]  # staging removed
+    assert snapshot_task(task, tasks_dir, expected) == destination
+    assert (destination / "instruction.md").stat().st_ino == winner_inode
+
+
+def test_failed_snapshot_copy_leaves_no_staging_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = write_task(tmp_path / "task")
+    tasks_dir = tmp_path / "tasks"
+    tasks_dir.mkdir()
+
+    def failing_copytree(source: Path, staging: Path, **kwargs: Any) -> Any:
+        Path(staging).mkdir()
+        (Path(staging) / "partial").write_text("half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_snapshot.shutil, "copytree", failing_copytree)
+    with pytest.raises(OSError, match="disk full"):
+        snapshot_task(task, tasks_dir, task_content_hash(task))
+    assert list(tasks_dir.iterdir()) == []
 
 
 # --- train_eval_split -------------------------------------------------------------------

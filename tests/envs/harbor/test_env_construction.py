@@ -425,3 +425,12 @@ def test_bundled_agent_is_kept_as_given(
     bundled = BundledHarborAgent(AgentConfig(import_path="agent:CleanAgent"), source)
     env = make_env(trial=make_template(agent=bundled))
     assert env._trial.agent is bundled
+
+
+async def test_aclose_is_a_no_op_and_group_rewards_are_not_overridden(
+    make_env: Callable[..., HarborEnv],
+) -> None:
+    env = make_env()
+    assert await env.aclose() is None
+    assert await env.compute_group_rewards([]) is None
+    assert "compute_group_rewards" not in HarborEnv.__dict__

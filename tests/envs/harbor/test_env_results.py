@@ -8,11 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harbor.models.trial.config import TaskConfig
+from harbor.models.environment_type import EnvironmentType
+from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig
 from harbor.trial.errors import AgentTimeoutError, VerifierTimeoutError
 from tests.envs.harbor.conftest import ScriptedTrials, make_request, result
 
-from benchmax.envs.harbor import HarborEnv
+from benchmax.envs.harbor import HarborEnv, HarborTrialTemplate
 from benchmax.envs.shared_types import RolloutOutcome
 
 KEYS = ("reward", "accuracy")
@@ -210,6 +211,11 @@ def _write_details(trials_dir: Path, rollout_id: str, content: str) -> Path:
         ({"reward": 1.0}, 0.0),
         ({"other": 1}, 0.0),
         ([{"criteria": [{"value": 1}]}], 0.0),
+        ({"criteria": [{"value": float("nan")}]}, 0.0),
+        ({"criteria": [{"weight": float("inf"), "value": 1}]}, 0.0),
+        # An integer too large for a float is unusable, not a crash of the whole group.
+        ({"criteria": [{"weight": 10**400, "value": 1}]}, 0.0),
+        ({"criteria": [{"weight": 1, "value": -(10**400)}]}, 0.0),
     ],
 )
 async def test_partial_credit_from_reward_details(
@@ -263,3 +269,26 @@ async def test_partial_credit_edge_cases(
     env_two = make_env(reward_keys=("accuracy", "partial_credit"))
     outcomes = await env_two.run_group([make_request("no-reward", task_payload)])
     assert outcomes["no-reward"].rewards == {"accuracy": 1.0, "partial_credit": 0.0}
+
+
+async def test_start_log_names_sandbox_type_and_agent_name(
+    make_env: Callable[..., HarborEnv],
+    make_template: Callable[..., HarborTrialTemplate],
+    task_payload: TaskConfig,
+    scripted_trials: ScriptedTrials,
+    harbor_logs: pytest.LogCaptureFixture,
+) -> None:
+    scripted_trials.outcomes["named"] = RuntimeError("trial broke")
+    template = make_template(
+        agent=AgentConfig(name="terminus-2"),
+        environment=EnvironmentConfig(type=EnvironmentType.DOCKER),
+    )
+    await make_env(trial=template, reward_keys=KEYS).run_group(
+        [make_request("named", task_payload, model="Qwen/Qwen3.5-4B")]
+    )
+    assert _messages(harbor_logs, logging.INFO) == [
+        "harbor.rollout.start rollout_id=named task=example-1 sandbox=docker "
+        "harness=terminus-2 model=openai/Qwen/Qwen3.5-4B",
+        "harbor.rollout.done rollout_id=named termination_reason=harness_error "
+        "rewards={'reward': 0.0, 'accuracy': 0.0}",
+    ]

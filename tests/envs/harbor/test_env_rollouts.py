@@ -16,13 +16,20 @@ from harbor.trial.trial import Trial
 from tests.envs.harbor.conftest import (
     BASE_URL,
     BEARER_TOKEN,
+    agent_files,
     make_request,
     write_task,
 )
 from tests.envs.harbor.harbor_fakes import AGENT_IMPORT_PATH, Recorder
 
 from benchmax.auth import ModelRequestContext
-from benchmax.envs.harbor import CustomSandboxCredentials, HarborEnv, HarborTrialTemplate
+from benchmax.envs.harbor import (
+    BundledAgentSource,
+    BundledHarborAgent,
+    CustomSandboxCredentials,
+    HarborEnv,
+    HarborTrialTemplate,
+)
 from benchmax.envs.shared_types import RolloutOutcome
 
 pytestmark = [
@@ -207,7 +214,9 @@ def test_trial_cap_works_from_successive_event_loops(
         assert outcomes[name].termination_reason == "finished"
 
 
-@pytest.mark.parametrize("rollout_id", ["../escape", ".hidden", "-dash", "a/b", "a b", "ü"])
+@pytest.mark.parametrize(
+    "rollout_id", ["../escape", ".hidden", "-dash", "a/b", "a b", "ü", "ok\n", "ok/"]
+)
 async def test_unsafe_rollout_ids_are_rejected_before_any_trial(
     make_env: Callable[..., HarborEnv],
     task_payload: TaskConfig,
@@ -236,6 +245,26 @@ async def test_contract_errors_surface_after_siblings_finish(
         await env.run_group([good, bad])
     assert str(caught.value) == "HarborEnv rollout payload must be Harbor TaskConfig, got dict"
     assert [agent["session_id"] for agent in harbor_recorder.agents] == ["good__agent"]
+
+
+async def test_bundled_agent_preparation_errors_propagate_and_credentials_are_restored(
+    make_env: Callable[..., HarborEnv],
+    make_template: Callable[..., HarborTrialTemplate],
+    task_payload: TaskConfig,
+    created_configs: list[TrialConfig],
+    credentials: Any,
+) -> None:
+    agent = BundledHarborAgent(
+        AgentConfig(import_path="agent:Missing"),
+        BundledAgentSource.from_files(agent_files("missing-class")),
+    )
+    env = make_env(trial=make_template(agent=agent), sandbox_credentials=credentials)
+    requests = [make_request(f"r{index}", task_payload) for index in range(2)]
+    with pytest.raises(ValueError) as caught:
+        await env.run_group(requests)
+    assert str(caught.value) == "bundled agent module 'agent' has no class 'Missing'"
+    assert created_configs == []
+    assert "SANDBOX_TOKEN" not in os.environ
 
 
 class NonBearerAuth:

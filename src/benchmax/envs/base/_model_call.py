@@ -165,11 +165,15 @@ class ModelSession:
         self, messages: list[dict[str, Any]], tools: Sequence[Any]
     ) -> ChatCompletion:
         headers = dict(await self._request.model_auth.headers_for_request(self._context))
-        call = self._client.chat.completions.create(
-            model=self._request.model,
-            messages=messages,  # type: ignore[arg-type]
-            extra_headers=headers,
-            **({"tools": tools} if tools else {}),
+        body: dict[str, Any] = {"model": self._request.model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+        # ``chat.completions.create`` would first run the body through the SDK's
+        # TypedDict transform, an identity for JSON-native chat params that costs
+        # about a millisecond of CPU per call; posting the finished body through
+        # the same client keeps the wire request, error classes and parsing.
+        call = self._client.post(
+            "/chat/completions", cast_to=ChatCompletion, body=body, options={"headers": headers}
         )
         if self._timeout is None:
             return await call

@@ -7,8 +7,15 @@ import math
 __all__ = ["criteria_credit"]
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _finite_number(value: object) -> float | None:
+    """``value`` as a finite float; ``None`` for booleans, non-numbers and non-finite values."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer too large for a float is not a usable number
+        return None
+    return number if math.isfinite(number) else None
 
 
 def criteria_credit(document: object) -> float | None:
@@ -32,11 +39,9 @@ def criteria_credit(document: object) -> float | None:
     for criterion in criteria:
         if not isinstance(criterion, dict):
             return None
-        weight = criterion.get("weight", 1.0)
-        value = criterion.get("value", 0.0)
-        if not _is_number(weight) or not math.isfinite(weight) or weight < 0:
-            return None
-        if not _is_number(value) or not math.isfinite(value):
+        weight = _finite_number(criterion.get("weight", 1.0))
+        value = _finite_number(criterion.get("value", 0.0))
+        if weight is None or weight < 0 or value is None:
             return None
         total += weight
         earned += weight * value
