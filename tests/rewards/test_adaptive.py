@@ -88,6 +88,7 @@ def test_cache_rejects_flat_scores_and_non_finite() -> None:
     cache = RubricCache()
     assert cache.consider("q", positive("flat"), [1, 1, 1]) is False
     assert cache.consider("q", positive("single"), [1]) is False
+    assert cache.consider("q", positive("none"), []) is False
     assert cache.get("q").all == ()
     with pytest.raises(ValueError, match="adaptive rubric scores must be finite"):
         cache.consider("q", positive("r"), [0, math.nan])

@@ -105,6 +105,7 @@ def test_diversity_prompt() -> None:
     prompt = build_diversity_prompt(["one", "two"], context="ctx", instructions="  Cluster.  ")
     assert "[0]\none\n\n[1]\ntwo" in prompt
     assert "Cluster." in prompt and "ctx" in prompt and "0 to 1" in prompt
+    assert "  Cluster." not in prompt and "Cluster.  " not in prompt  # stripped
     assert '"assignments"' in prompt and '"cluster_id"' in prompt
     assert "(none)" in build_diversity_prompt(["x"])
     assert DEFAULT_DIVERSITY_INSTRUCTIONS.strip() in build_diversity_prompt(["x"])

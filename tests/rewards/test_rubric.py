@@ -312,6 +312,14 @@ async def test_single_response_with_ground_truth_is_judged(stub_judge, judge) ->
     assert len(stub_judge.requests) == 1
 
 
+async def test_single_response_with_anchors_is_judged(stub_judge, judge) -> None:
+    stub_judge.script(ranking([[1], [0]]))
+    result = await rank(judge, ["", "answer"], anchors=[RankingAnchor("fine", 0.5)])
+    assert result.scores == (0.0, 0.0)  # ranked below the only anchor, at the last position
+    assert result.ranking == ((1,), (0,))
+    assert len(stub_judge.requests) == 1
+
+
 async def test_flat_ranking_is_rejected_as_tiers(stub_judge, judge) -> None:
     stub_judge.script(ranking([1, 0]))
     with pytest.raises(JudgeError, match="tiers") as raised:

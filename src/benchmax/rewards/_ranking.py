@@ -51,7 +51,7 @@ def tier_positions(tiers: Sequence[Sequence[int]]) -> dict[int, float]:
     positions: dict[int, float] = {}
     offset = 0
     for tier in tiers:
-        midpoint = offset
+        midpoint = offset + (len(tier) - 1) / 2
         for index in tier:
             positions[index] = midpoint
         offset += len(tier)

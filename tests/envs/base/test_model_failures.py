@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from typing import Any
 
 import pytest
-from tests.envs.base.support import AnswerEnv, ToolEnv, make_request, tool_reply
+from tests.envs.base.support import (
+    PAYLOAD,
+    AnswerEnv,
+    ToolEnv,
+    fixed_response_server,
+    make_request,
+    tool_reply,
+)
 
+from benchmax.auth import StaticBearerAuth
+from benchmax.envs.shared_types import Example, RolloutRequest
 from benchmax.testing import Fault, MockModelServer, scripted
 
 ENV_LOGGER = "benchmax.envs.base.env"
@@ -147,3 +158,28 @@ async def test_connection_close_after_every_response_works(
     first, second = server.requests
     assert first.connection != second.connection
     await env.aclose()
+
+
+async def test_error_code_at_the_top_level_of_a_400_body() -> None:
+    body = b'{"code": "context_budget_exceeded", "message": "prompt too long"}'
+    async with fixed_response_server(400, body) as origin:
+        request = dataclasses.replace(make_request_for_url(f"{origin}/v1"), rollout_id="r-top")
+        rollout = await AnswerEnv().run_rollout(request)
+    assert rollout.termination_reason == "context_exceeded"
+
+
+async def test_error_code_inside_error_object_wins_over_top_level() -> None:
+    body = b'{"error": {"code": "other", "message": "no"}, "code": "context_budget_exceeded"}'
+    async with fixed_response_server(400, body) as origin:
+        rollout = await AnswerEnv().run_rollout(make_request_for_url(f"{origin}/v1"))
+    assert rollout.termination_reason == "model_error"
+
+
+def make_request_for_url(base_url: str) -> Any:
+    return RolloutRequest(
+        rollout_id="rollout-0",
+        example=Example(id="e", payload=dict(PAYLOAD)),
+        model="test-model",
+        base_url=base_url,
+        model_auth=StaticBearerAuth("k"),
+    )

@@ -239,7 +239,10 @@ def test_harbor_config_names_the_materialized_module() -> None:
     assert hex_id in dumped and "GREETING" not in dumped and "resource-v1" not in dumped
     json.loads(dumped)
     assert agent.config.import_path == "agent:CleanAgent"
+    package = sys.modules[f"_benchmax_harbor_agent_{hex_id}"]
+    assert package.__path__ == [str(Path(sys.modules[f"{package.__name__}.agent"].__file__).parent)]
     assert agent._harbor_config() is not prepared
+    assert sys.modules[package.__name__] is package  # registered once, then reused
 
 
 def test_materialized_tree_is_private_and_read_only() -> None:

@@ -140,7 +140,16 @@ def test_cache_and_lock_work_across_event_loops(
     download_calls: list[int],
 ) -> None:
     env = make_env(dataset=ten_tasks)
-    first = asyncio.run(env.create_dataset("train", tmp_path / "d"))
-    second = asyncio.run(env.create_dataset("eval", tmp_path / "d"))
-    assert (len(first), len(second)) == (9, 1)
-    assert download_calls == [10]
+
+    async def both_splits(base_dir: Path) -> tuple[int, int]:
+        # Concurrent calls contend for the cache lock on this loop.
+        train, evaluation = await asyncio.gather(
+            env.create_dataset("train", base_dir), env.create_dataset("eval", base_dir)
+        )
+        return len(train), len(evaluation)
+
+    assert asyncio.run(both_splits(tmp_path / "d")) == (9, 1)
+    assert asyncio.run(both_splits(tmp_path / "d")) == (9, 1)
+    assert download_calls == [10]  # the cache outlives the first loop
+    assert asyncio.run(both_splits(tmp_path / "other")) == (9, 1)
+    assert download_calls == [10, 10]

@@ -204,6 +204,7 @@ def _write_details(trials_dir: Path, rollout_id: str, content: str) -> Path:
         ({"criteria": []}, 0.0),
         ({"criteria": [{"weight": 0, "value": 1}]}, 0.0),
         ({"criteria": [{"weight": -1, "value": 1}]}, 0.0),
+        ({"criteria": [{"weight": -1, "value": 1}, {"weight": 3, "value": 1}]}, 0.0),
         ({"criteria": [{"weight": True, "value": 1}]}, 0.0),
         ({"criteria": [{"weight": 1, "value": "1"}]}, 0.0),
         ({"criteria": [{"weight": 1, "value": False}]}, 0.0),

@@ -80,6 +80,35 @@ async def test_group_runs_concurrently_with_credentials_exposed(
     assert "SANDBOX_TOKEN" not in os.environ
 
 
+class CountingCredentials:
+    """Provider-free credentials that count how often a scope reads them."""
+
+    provider = None
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def host_environment(self) -> Mapping[str, str]:
+        self.reads += 1
+        return {"SANDBOX_TOKEN": "sandbox-secret"}
+
+
+async def test_group_enters_the_scope_once_and_rollouts_reuse_it(
+    make_env: Callable[..., HarborEnv],
+    task_payload: TaskConfig,
+    credentials: Any,
+    harbor_recorder: Recorder,
+) -> None:
+    counting = CountingCredentials()
+    env = make_env(sandbox_credentials=counting)
+    await env.run_group([make_request(f"r{index}", task_payload) for index in range(3)])
+    assert counting.reads == 1  # the rollouts' own scope entries were no-ops
+    assert harbor_recorder.sandbox_environ == [{"SANDBOX_TOKEN": "sandbox-secret"}] * 3
+    await env.run_rollout(make_request("direct", task_payload))
+    assert counting.reads == 2
+    assert "SANDBOX_TOKEN" not in os.environ
+
+
 async def test_direct_rollout_enters_the_credential_scope_itself(
     make_env: Callable[..., HarborEnv],
     task_payload: TaskConfig,
@@ -209,9 +238,11 @@ def test_trial_cap_works_from_successive_event_loops(
     make_env: Callable[..., HarborEnv], task_payload: TaskConfig
 ) -> None:
     env = make_env(max_concurrent_trials=1)
-    for name in ("loop-one", "loop-two"):
-        outcomes = asyncio.run(env.run_group([make_request(name, task_payload)]))
-        assert outcomes[name].termination_reason == "finished"
+    for loop_name in ("loop-one", "loop-two"):
+        # Two rollouts contend for the single slot on each loop.
+        requests = [make_request(f"{loop_name}-{index}", task_payload) for index in range(2)]
+        outcomes = asyncio.run(env.run_group(requests))
+        assert {outcome.termination_reason for outcome in outcomes.values()} == {"finished"}
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,7 @@ class HarborTrialTemplate:
         object.__setattr__(
             self,
             "extra_instruction_paths",
-            tuple(Path(path) for path in self.extra_instruction_paths),
+            tuple(Path(path).expanduser() for path in self.extra_instruction_paths),
         )
         for name in _MULTIPLIERS:
             value = getattr(self, name)
