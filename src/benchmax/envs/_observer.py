@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["RolloutObserver", "RolloutReport", "observe_rollouts", "report_rollout"]
+__all__ = ["RolloutObserver", "RolloutReport", "observe_rollouts", "observing", "report_rollout"]
 
 
 @dataclass(frozen=True, slots=True)

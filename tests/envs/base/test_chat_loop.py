@@ -12,7 +12,8 @@ from tests.envs.base.support import PROMPT, AnswerEnv, ToolEnv, make_request, to
 
 from benchmax.auth import InjectedAuth
 from benchmax.envs.base.env import BaseRollout
-from benchmax.envs.shared_types import RewardMap, RolloutFailure
+from benchmax.envs.shared_types import RewardMap
+from benchmax.rewards import JudgeError
 from benchmax.testing import Fault, MockModelServer, scripted
 
 
@@ -272,7 +273,7 @@ async def test_overlapping_individual_and_group_keys_settle_group_reward_error(
 class JudgedEnv(AnswerEnv):
     async def compute_reward(self, rollout: BaseRollout) -> RewardMap | None:
         if rollout.rollout_id == "rollout-0":
-            raise RolloutFailure("judge_error", "judge unavailable: 503")
+            raise JudgeError("judge unavailable: 503")
         return await super().compute_reward(rollout)
 
 
@@ -374,4 +375,35 @@ async def test_rollout_context_wraps_tools_model_and_reward(mock_server: MockMod
     env = ContextEnv()
     await env.run_rollout(make_request(mock_server))
     assert env.events == ["enter rollout-0 e", "list_tools", "compute_reward", "exit rollout-0"]
+    await env.aclose()
+
+
+async def test_wire_request_matches_the_sdk_create_call(mock_server: MockModelServer) -> None:
+    import openai
+
+    from benchmax.envs._connection_pool import pooled_http_client
+
+    prompt = [{"role": "user", "content": "6*7?", "name": None}]
+    env = ToolEnv(max_turns=1)
+    await env.run_rollout(make_request(mock_server, payload={"prompt_messages": prompt}))
+    client = openai.AsyncOpenAI(
+        api_key="benchmax-runtime-auth",
+        base_url=mock_server.session_url("rollout-0"),
+        max_retries=0,
+        http_client=pooled_http_client(),
+    )
+    await client.chat.completions.create(
+        model="test-model",
+        messages=prompt,  # type: ignore[arg-type]
+        tools=list(ToolEnv.tools),
+        extra_headers={"Authorization": "Bearer key-rollout-0"},
+    )
+    await client.close()
+    ours, reference = mock_server.requests
+    assert ours.path == reference.path
+    assert ours.raw_body == reference.raw_body
+    volatile = {"x-stainless-retry-count", "x-stainless-read-timeout"}
+    assert {k: v for k, v in ours.headers.items() if k not in volatile} == {
+        k: v for k, v in reference.headers.items() if k not in volatile
+    }
     await env.aclose()

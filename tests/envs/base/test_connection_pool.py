@@ -233,3 +233,22 @@ async def test_environment_proxy_is_honored(
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     assert await asyncio.to_thread(run_in_new_loop) == "from target"
     assert len(target.requests) == 1 and len(proxy.requests) == 1
+
+
+async def test_concurrent_groups_share_the_pool_and_env_works_after_aclose(
+    mock_server: MockModelServer,
+) -> None:
+    env = AnswerEnv()
+    groups = [
+        [make_request(mock_server, f"g{g}-r{r}", example_id=f"e{g}") for r in range(4)]
+        for g in range(5)
+    ]
+    results = await asyncio.gather(*(env.run_group(group) for group in groups))
+    assert all(o.termination_reason == "finished" for r in results for o in r.values())
+    transport = shared_transport()
+    await env.aclose()
+    assert transport.closed
+    rollout = await env.run_rollout(make_request(mock_server, "after-aclose"))
+    assert rollout.termination_reason == "finished"
+    assert shared_transport() is not transport
+    await env.aclose()

@@ -92,8 +92,9 @@ async def test_empty_dataset_is_rejected(tmp_path: Path) -> None:
 
 async def test_non_dataset_config_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(TypeError) as caught:
-        await HarborDataset.create({"path": str(tmp_path)}, base_dir=tmp_path)  # type: ignore[arg-type]
+        await HarborDataset.create({"path": str(tmp_path)}, base_dir=tmp_path / "snap")  # type: ignore[arg-type]
     assert str(caught.value) == "Harbor dataset must be DatasetConfig, got dict"
+    assert not (tmp_path / "snap").exists()  # checked before any directory is created
 
 
 async def test_existing_snapshot_is_reused_and_verified(tmp_path: Path) -> None:
@@ -224,7 +225,9 @@ def test_zero_ratio_or_fewer_than_two_examples_gives_empty_eval(
     assert len(evaluation) == 0
 
 
-@pytest.mark.parametrize("ratio", [1, 1.0, -0.1, float("nan"), float("inf"), True, "0.1", None])
+@pytest.mark.parametrize(
+    "ratio", [1, 1.0, -0.1, float("nan"), float("inf"), -float("inf"), 10**400, True, "0.1", None]
+)
 def test_split_rejects_invalid_ratios(ratio: object) -> None:
     with pytest.raises(ValueError) as caught:
         _dataset(["a", "b"]).train_eval_split(ratio)  # type: ignore[arg-type]

@@ -85,7 +85,7 @@ def test_preset_model_name_is_rejected(
         make_env(trial=make_template(agent=bundled))
 
 
-@pytest.mark.parametrize("ratio", [1.0, 1, -0.1, float("nan"), True, "0.1"])
+@pytest.mark.parametrize("ratio", [1.0, 1, -0.1, float("nan"), 10**400, True, "0.1"])
 def test_eval_ratio_is_validated(make_env: Callable[..., HarborEnv], ratio: object) -> None:
     with pytest.raises(ValueError) as caught:
         make_env(eval_ratio=ratio)

@@ -344,3 +344,28 @@ def test_env_copies_keep_working_on_new_loops(
     for copied in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
         outcomes = asyncio.run(copied.run_group([make_request("after-copy", task_payload)]))
         assert outcomes["after-copy"].termination_reason == "finished"
+
+
+async def test_rollout_checks_run_in_the_documented_order(
+    make_env: Callable[..., HarborEnv],
+    make_template: Callable[..., HarborTrialTemplate],
+    task_payload: TaskConfig,
+    created_configs: list[TrialConfig],
+) -> None:
+    """Payload type, then rollout id, then bundled-agent preparation, then model auth."""
+    missing_class = BundledHarborAgent(
+        AgentConfig(import_path="agent:Missing"),
+        BundledAgentSource.from_files(agent_files("order")),
+    )
+    broken_env = make_env(trial=make_template(agent=missing_class))
+    auth = NonBearerAuth({"Authorization": "Basic abc"})
+    steps: list[tuple[HarborEnv, Any, str, type[Exception], str]] = [
+        (broken_env, {"path": "x"}, "../x", TypeError, "must be Harbor TaskConfig"),
+        (broken_env, task_payload, "../x", ValueError, "Harbor rollout_id must contain"),
+        (broken_env, task_payload, "ok", ValueError, "has no class 'Missing'"),
+        (make_env(), task_payload, "ok", ValueError, "must provide a Bearer token"),
+    ]
+    for env, payload, rollout_id, error, message in steps:
+        with pytest.raises(error, match=message):
+            await env.run_rollout(make_request(rollout_id, payload, auth=auth))
+    assert created_configs == []

@@ -41,7 +41,7 @@ def criteria_credit(document: object) -> float | None:
             return None
         weight = _finite_number(criterion.get("weight", 1.0))
         value = _finite_number(criterion.get("value", 0.0))
-        if weight is None or value is None:
+        if weight is None or weight < 0 or value is None:
             return None
         total += weight
         earned += weight * value

@@ -21,11 +21,14 @@ _EVAL_RATIO_MESSAGE = "eval_ratio must satisfy 0 <= eval_ratio < 1"
 
 
 def check_eval_ratio(eval_ratio: object) -> float:
-    """Return ``eval_ratio`` as a float, or raise the contract ``ValueError``."""
+    """Return ``eval_ratio`` as a float, or raise the contract ``ValueError``.
+
+    The range check also rejects NaN and infinities (every comparison with NaN is
+    false), and unlike ``math.isfinite`` it cannot overflow on a huge integer.
+    """
     if (
         isinstance(eval_ratio, bool)
         or not isinstance(eval_ratio, int | float)
-        or not math.isfinite(eval_ratio)
         or not 0 <= eval_ratio < 1
     ):
         raise ValueError(_EVAL_RATIO_MESSAGE)
