@@ -79,7 +79,7 @@ def check_max_concurrent_trials(limit: object) -> int | None:
 
 def check_job_queue_settings(agent_config: AgentConfig) -> None:
     """Reject Harbor job-queue concurrency settings; benchmax owns group concurrency."""
-    if agent_config.n_concurrent is not None:
+    if agent_config.n_concurrent is not None or agent_config.concurrency_group is not None:
         raise ValueError(
             "agent.n_concurrent and agent.concurrency_group belong to Harbor's job queue; "
             "Benchmax owns rollout-group concurrency, so leave them unset"
