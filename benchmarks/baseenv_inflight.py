@@ -22,16 +22,16 @@ import argparse
 import asyncio
 import gc
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmax.auth import StaticBearerAuth
-from benchmax.envs import BaseEnv, BaseRollout, Dataset, Example, RolloutRequest, _connection_pool
+from _harness import EXAMPLE, PROMPT, EchoAnswerEnv, mock_server_process, use_stock_pool
 
-PROMPT = [{"role": "user", "content": "42"}]
+from benchmax.auth import StaticBearerAuth
+from benchmax.envs import RolloutRequest, _connection_pool
+
 HOLD_SECONDS_VARIABLE = "BENCHMAX_BENCH_HOLD_SECONDS"
 
 
@@ -39,36 +39,6 @@ async def hold_then_echo(body: dict[str, Any]) -> str:
     """Mock-server policy: answer the last user message after holding the request."""
     await asyncio.sleep(float(os.environ.get(HOLD_SECONDS_VARIABLE, "2.0")))
     return body["messages"][-1]["content"]
-
-
-class EchoAnswerEnv(BaseEnv):
-    reward_keys = ("correct",)
-    max_turns = 1
-
-    async def create_dataset(
-        self, split: Any, base_dir: Path, *, max_examples: int | None = None
-    ) -> Dataset[dict[str, Any]]:
-        return Dataset([Example(id="e", payload={"prompt_messages": PROMPT, "answer": "42"})])
-
-    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
-        return {"correct": 1.0 if rollout.messages[-1]["content"] == "42" else 0.0}
-
-
-def start_server(delay: float) -> tuple[subprocess.Popen[str], str]:
-    """Start the holding mock server in its own process; return it and its base URL."""
-    policy = f"{Path(__file__).resolve()}:hold_then_echo"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmax.testing", "--no-record", "--policy", policy],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", HOLD_SECONDS_VARIABLE: str(delay)},
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on" not in line:
-        process.kill()
-        raise RuntimeError(f"mock server did not start: {line!r}")
-    return process, line.rsplit(" ", 1)[-1].strip()
 
 
 def _status_kib(field: str) -> int:
@@ -90,7 +60,7 @@ def _reset_peak_rss() -> bool:
 
 
 async def one_group(env: EchoAnswerEnv, origin: str, size: int, tag: str) -> float:
-    example = Example(id="e", payload={"prompt_messages": PROMPT, "answer": "42"})
+    example = EXAMPLE
     requests = [
         RolloutRequest(
             rollout_id=f"{tag}-{k}",
@@ -161,16 +131,13 @@ def main() -> int:
     )
     arguments = parser.parse_args()
     if arguments.stock_pool:
-        _connection_pool.install_keep_alive_pool = lambda transport: transport  # type: ignore[assignment]
+        use_stock_pool()
 
-    process, base_url = start_server(arguments.delay)
-    origin = base_url.removesuffix("/v1")
-    try:
+    policy = f"{Path(__file__).resolve()}:hold_then_echo"
+    with mock_server_process(policy, {HOLD_SECONDS_VARIABLE: str(arguments.delay)}) as base_url:
+        origin = base_url.removesuffix("/v1")
         elapsed, baseline, peak, sampled = asyncio.run(measure(origin, arguments.rollouts))
         floor = asyncio.run(bare_floor(origin, arguments.rollouts))
-    finally:
-        process.terminate()
-        process.wait(10)
 
     growth_mb = (peak - baseline) / 1024
     wall_target = arguments.delay + 2.0

@@ -22,103 +22,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-import httpx
+from _harness import (
+    EXAMPLE,
+    PROMPT,
+    EchoAnswerEnv,
+    bare_loop,
+    mock_server_process,
+    run_workers,
+    use_stock_pool,
+)
 
 from benchmax.auth import StaticBearerAuth
-from benchmax.envs import BaseEnv, BaseRollout, Dataset, Example, RolloutRequest, _connection_pool
-
-PROMPT = [{"role": "user", "content": "42"}]
+from benchmax.envs import RolloutRequest
 
 
-class EchoAnswerEnv(BaseEnv):
-    """One model call; reward 1.0 when the reply is the expected answer."""
-
-    reward_keys = ("correct",)
-    max_turns = 1
-
-    async def create_dataset(
-        self, split: Any, base_dir: Path, *, max_examples: int | None = None
-    ) -> Dataset[dict[str, Any]]:
-        return Dataset([Example(id="e", payload={"prompt_messages": PROMPT, "answer": "42"})])
-
-    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
-        content = rollout.messages[-1]["content"]
-        return {"correct": 1.0 if content == rollout.example_args["answer"] else 0.0}
+def _answers_42(reply: dict[str, Any]) -> None:
+    assert reply["choices"][0]["message"]["content"] == "42"
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
-    """Start the mock server in its own process; return it and its base URL."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmax.testing", "--no-record", "--policy", "echo"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on" not in line:
-        process.kill()
-        raise RuntimeError(f"mock server did not start: {line!r}")
-    return process, line.rsplit(" ", 1)[-1].strip()
-
-
-async def run_workers(workers: int, units: int, unit: Callable[[], Awaitable[int]]) -> float:
-    """Run ``units`` units of work on ``workers`` workers; return completions per second."""
-    remaining = units
-    done = 0
-
-    async def worker() -> None:
-        nonlocal remaining, done
-        while remaining > 0:
-            remaining -= 1
-            completed = await unit()
-            done += completed
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(workers)))
-    return done / (time.perf_counter() - started)
-
-
-async def bare_loop(
-    base_url: str, concurrency: int, requests: int, *, pooled: bool = False
-) -> float:
-    """Requests/s of plain httpx posts through one shared client.
-
-    ``pooled=True`` uses a client over the loop's shared transport instead of
-    httpx's own connection pool, isolating what BaseEnv adds above the wire.
-    """
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    client = (
-        _connection_pool.pooled_http_client(timeout=60.0)
-        if pooled
-        else httpx.AsyncClient(limits=limits, timeout=60.0)
-    )
-    async with client:
-        body = {"model": "m", "messages": PROMPT}
-
-        async def post() -> int:
-            response = await client.post(
-                f"{base_url}/chat/completions", json=body, headers={"Authorization": "Bearer bench"}
-            )
-            response.raise_for_status()
-            assert response.json()["choices"][0]["message"]["content"] == "42"
-            return 1
-
-        return await run_workers(concurrency, requests, post)
+def bare(base_url: str, concurrency: int, requests: int, *, pooled: bool = False) -> float:
+    body = {"model": "m", "messages": PROMPT}
+    return asyncio.run(bare_loop(base_url, concurrency, requests, body, _answers_42, pooled=pooled))
 
 
 async def baseenv_loop(origin: str, concurrency: int, rollouts: int, group_size: int) -> float:
     """Rollouts/s of single-turn BaseEnv groups, ``concurrency`` rollouts in flight."""
     env = EchoAnswerEnv()
-    example = Example(id="e", payload={"prompt_messages": PROMPT, "answer": "42"})
+    example = EXAMPLE
     auth = StaticBearerAuth("bench")
     counter = 0
 
@@ -156,30 +89,26 @@ def main() -> int:
     )
     arguments = parser.parse_args()
     if arguments.stock_pool:
-        _connection_pool.install_keep_alive_pool = lambda transport: transport  # type: ignore[assignment]
+        use_stock_pool()
 
-    process, base_url = start_server()
-    origin = base_url.removesuffix("/v1")
-    try:
+    with mock_server_process("echo") as base_url:
+        origin = base_url.removesuffix("/v1")
         concurrency, total = arguments.concurrency, arguments.rollouts
-        asyncio.run(bare_loop(base_url, concurrency, 200))  # warm up both paths
+        bare(base_url, concurrency, 200)  # warm up both paths
         asyncio.run(baseenv_loop(origin, concurrency, 200, arguments.group_size))
-        bare: list[float] = []
+        plain: list[float] = []
         pooled: list[float] = []
         env: list[float] = []
         for _ in range(arguments.repeats):
-            bare.append(asyncio.run(bare_loop(base_url, concurrency, total)))
-            pooled.append(asyncio.run(bare_loop(base_url, concurrency, total, pooled=True)))
+            plain.append(bare(base_url, concurrency, total))
+            pooled.append(bare(base_url, concurrency, total, pooled=True))
             env.append(asyncio.run(baseenv_loop(origin, concurrency, total, arguments.group_size)))
-    finally:
-        process.terminate()
-        process.wait(10)
 
-    best_bare, best_pooled, best_env = max(bare), max(pooled), max(env)
+    best_bare, best_pooled, best_env = max(plain), max(pooled), max(env)
     ratio = best_env / best_bare
     pool = "stock httpcore pool" if arguments.stock_pool else "KeepAlivePool"
     print(f"in flight: {concurrency}  rollouts per run: {total}  shared transport: {pool}")
-    print(f"bare httpx.AsyncClient loop   : {best_bare:6.0f} requests/s  (runs: {_fmt(bare)})")
+    print(f"bare httpx.AsyncClient loop   : {best_bare:6.0f} requests/s  (runs: {_fmt(plain)})")
     print(f"bare loop, shared transport   : {best_pooled:6.0f} requests/s  (runs: {_fmt(pooled)})")
     print(f"BaseEnv single-turn rollouts  : {best_env:6.0f} rollouts/s  (runs: {_fmt(env)})")
     print(f"BaseEnv / bare httpx loop     : {ratio:6.0%}  (target >= 50%)")

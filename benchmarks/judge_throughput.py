@@ -21,20 +21,21 @@ import argparse
 import asyncio
 import json
 import logging
-import os
-import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+from _harness import bare_loop, mock_server_process, run_workers
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.rewards import Judge, Rubric, score_rubrics
 
 RUBRICS_PER_ROLLOUT = 4
+JUDGE_BODY = {
+    "model": "judge",
+    "messages": [{"role": "user", "content": "grade this"}],
+    "temperature": 0.0,
+}
 
 
 def score_one(body: dict[str, Any]) -> str:
@@ -42,58 +43,8 @@ def score_one(body: dict[str, Any]) -> str:
     return '{"score": 1, "reasoning": "ok"}'
 
 
-def _start_server() -> tuple[subprocess.Popen[str], str]:
-    policy = f"{Path(__file__).resolve()}:score_one"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmax.testing", "--no-record", "--policy", policy],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on" not in line:
-        process.kill()
-        raise RuntimeError(f"mock server did not start: {line!r}")
-    return process, line.rsplit(" ", 1)[-1].strip()
-
-
-async def _run_workers(concurrency: int, total: int, call: Callable[[], Awaitable[int]]) -> float:
-    """Run ``total`` units of work, ``concurrency`` at a time; return calls per second."""
-    remaining = total
-    calls = 0
-
-    async def worker() -> None:
-        nonlocal remaining, calls
-        while remaining > 0:
-            remaining -= 1
-            done = await call()
-            calls += done
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return calls / (time.perf_counter() - started)
-
-
-async def bare_loop(base_url: str, concurrency: int, calls: int) -> float:
-    """Calls/s of plain httpx posts (one shared client) at ``concurrency`` in flight."""
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60.0) as client:
-        body = {
-            "model": "judge",
-            "messages": [{"role": "user", "content": "grade this"}],
-            "temperature": 0.0,
-        }
-
-        async def call() -> int:
-            response = await client.post(
-                "/chat/completions", json=body, headers={"Authorization": "Bearer bench"}
-            )
-            response.raise_for_status()
-            json.loads(response.json()["choices"][0]["message"]["content"])
-            return 1
-
-        return await _run_workers(concurrency, calls, call)
+def _parses_score(reply: dict[str, Any]) -> None:
+    json.loads(reply["choices"][0]["message"]["content"])
 
 
 async def judge_loop(base_url: str, rollouts: int, calls: int) -> float:
@@ -119,16 +70,16 @@ async def judge_loop(base_url: str, rollouts: int, calls: int) -> float:
         assert len(rewards) == RUBRICS_PER_ROLLOUT
         return RUBRICS_PER_ROLLOUT
 
-    return await _run_workers(rollouts, calls // RUBRICS_PER_ROLLOUT, call)
+    return await run_workers(rollouts, calls // RUBRICS_PER_ROLLOUT, call)
 
 
 async def measure(base_url: str, rollouts: int, calls: int, repeats: int) -> dict[str, float]:
     concurrency = rollouts * RUBRICS_PER_ROLLOUT
-    await bare_loop(base_url, concurrency, concurrency)  # warm-up
+    await bare_loop(base_url, concurrency, concurrency, JUDGE_BODY, _parses_score)  # warm-up
     await judge_loop(base_url, rollouts, concurrency)
     bare, judged = [], []
     for _ in range(repeats):
-        bare.append(await bare_loop(base_url, concurrency, calls))
+        bare.append(await bare_loop(base_url, concurrency, calls, JUDGE_BODY, _parses_score))
         judged.append(await judge_loop(base_url, rollouts, calls))
     return {"bare": max(bare), "judge": max(judged)}
 
@@ -140,14 +91,10 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="measurements (best is kept)")
     arguments = parser.parse_args()
     logging.disable(logging.INFO)  # per-rollout INFO lines are not what we measure
-    process, base_url = _start_server()
-    try:
+    with mock_server_process(f"{Path(__file__).resolve()}:score_one") as base_url:
         result = asyncio.run(
             measure(base_url, arguments.rollouts, arguments.calls, arguments.repeats)
         )
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
     ratio = result["judge"] / result["bare"]
     concurrency = arguments.rollouts * RUBRICS_PER_ROLLOUT
     print(f"in flight: {concurrency} requests ({arguments.rollouts} rollouts x 4 rubrics)")
