@@ -20,6 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLE_ENVS = REPO / "tests" / "runner" / "sample_envs.py"
 
 
+def sample_envs_importable() -> None:
+    """Let environment files written by a test ``from sample_envs import ...``."""
+    sys.path.insert(0, str(SAMPLE_ENVS.parent))
+
+
 @pytest.fixture(autouse=True)
 def _restore_sys_path() -> Iterator[None]:
     """File targets put their directory on sys.path; undo that after each test."""

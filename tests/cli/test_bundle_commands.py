@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import Result
 from tests.cli.conftest import REPO
 from tests.runner.sample_envs import NumberEnv
@@ -138,3 +139,77 @@ def test_bundle_errors_are_one_line(invoke: Callable[..., Result], tmp_path: Pat
     )
     missing_output = invoke("bundle", target)
     assert missing_output.exit_code != 0 and "--output" in missing_output.output
+
+
+def test_bundle_facts_are_printed_literally(invoke: Callable[..., Result], tmp_path: Path) -> None:
+    bundle_file = tmp_path / "x[1].bundle"
+    made = invoke(
+        "bundle", f"{QUICKSTART}/env.py:QuickStartEnv",
+        "--pip-dependency", "uvicorn[standard]>=0.30", "-o", bundle_file,
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "dependencies:  uvicorn[standard]>=0.30" in made.output
+    assert f"wrote:         {bundle_file}" in made.output
+    shown = invoke("inspect", bundle_file)
+    assert "dependencies:  uvicorn[standard]>=0.30" in shown.output
+    # the source is shown exactly: long lines are not cut to a terminal width
+    long_line = next(
+        line
+        for line in (QUICKSTART / "env.py").read_text().splitlines()
+        if "row_to_example=" in line
+    )
+    assert len(long_line) > 90
+    assert long_line in shown.output.splitlines()
+
+
+def test_a_module_target_outside_any_project_travels_as_source(
+    invoke: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "outside_module_env.py").write_text((QUICKSTART / "env.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    made = invoke("bundle", "outside_module_env:QuickStartEnv", "-o", tmp_path / "o.bundle")
+    assert made.exit_code == 0, made.output
+    assert "local modules: outside_module_env" in made.output
+
+
+def test_an_installed_target_module_is_left_to_its_distribution(
+    invoke: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "installed_looking_env.py").write_text((QUICKSTART / "env.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("benchmax.cli._bundle_commands._installed", lambda module: True)
+    made = invoke("bundle", "installed_looking_env:QuickStartEnv", "-o", tmp_path / "i.bundle")
+    assert "installed_looking_env" in error_line(made)
+    assert "pip_dependencies" in error_line(made)
+
+
+def test_installed_modules_are_recognized() -> None:
+    """An installed target module stays a dependency instead of being copied."""
+    import httpx
+    import tests.runner.sample_envs
+
+    from benchmax.cli._bundle_commands import _installed
+
+    assert _installed(httpx)
+    assert not _installed(tests.runner.sample_envs)
+
+
+def test_mock_marker_in_bundled_arguments(invoke: Callable[..., Result], tmp_path: Path) -> None:
+    judge = REPO / "examples" / "rubric_judge"
+    bundle_file = tmp_path / "judge.bundle"
+    made = invoke(
+        "bundle", f"{judge}/env.py:RubricJudgeEnv", "--env-arg", "judge_base_url=@mock",
+        "-o", bundle_file,
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    output = tmp_path / "run.jsonl"
+    ran = invoke(
+        "run", bundle_file, "--data", judge, "-n", "2", "-k", "2",
+        "--mock-policy", f"{judge}/policy.py:respond", "-o", output,
+    )  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    assert "finished" in ran.output and "judge_error" not in ran.output
+    refused = invoke(
+        "run", bundle_file, "--data", judge, "--base-url", "http://127.0.0.1:9/v1", "--model", "m"
+    )
+    assert "'@mock' in --env-arg needs the embedded mock" in error_line(refused)

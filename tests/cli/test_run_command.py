@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import Result
-from tests.cli.conftest import SAMPLE_ENVS
+from tests.cli.conftest import SAMPLE_ENVS, sample_envs_importable
+
+from benchmax.cli._run_command import free_path
+from benchmax.testing import Fault
 
 ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"
 
@@ -40,6 +44,34 @@ def test_run_help_lists_every_option(invoke: Callable[..., Result]) -> None:
         "--model-timeout", "--mock-policy",
     ):  # fmt: skip
         assert option in text, option
+
+
+def test_run_options_have_the_documented_defaults() -> None:
+    from benchmax.cli import cli
+
+    command = cli.commands["run"]
+    values = command.make_context("run", [ANSWER_ENV]).params
+    assert values == {
+        "target": ANSWER_ENV,
+        "split": "eval",
+        "data_dir": Path("."),
+        "env_arg_pairs": (),
+        "model": None,
+        "base_url": None,
+        "api_key_env": None,
+        "auth_pairs": (),
+        "max_examples": None,
+        "group_size": 4,
+        "concurrency": 8,
+        "output": None,  # then runs/<env>-<timestamp>.jsonl
+        "force": False,
+        "model_timeout": None,
+        "mock_policy": "echo",
+    }
+    options = {param.name: set(param.opts) for param in command.params}
+    assert options["max_examples"] == {"-n", "--max-examples"}
+    assert options["group_size"] == {"-k", "--group-size"}
+    assert options["output"] == {"-o", "--output"}
 
 
 def test_run_on_the_mock_model(
@@ -91,9 +123,7 @@ def test_package_file_target_is_imported_under_its_module_name(
     (package / "envmod.py").write_text(
         "from sample_envs import AnswerEnv\n\nclass PackagedEnv(AnswerEnv):\n    pass\n"
     )
-    import sys
-
-    sys.path.insert(0, str(SAMPLE_ENVS.parent))
+    sample_envs_importable()
     output = tmp_path / "out.jsonl"
     result = invoke(
         "run", f"{package}/envmod.py:PackagedEnv", "--data", answer_data, "-n", "1", "-o", output
@@ -147,9 +177,7 @@ def test_env_arg_mock_substitution(invoke: Callable[..., Result], tmp_path: Path
         "        assert urls['judge'].startswith('http://127.0.0.1:'), urls\n"
         "        assert urls['judge'].endswith('/v1'), urls\n"
     )
-    import sys
-
-    sys.path.insert(0, str(SAMPLE_ENVS.parent))
+    sample_envs_importable()
     output = tmp_path / "out.jsonl"
     result = invoke("run", f"{target}:UrlEnv", "--env-arg", 'urls={"judge": "@mock"}', "-o", output)
     assert result.exit_code == 0, result.output
@@ -232,6 +260,15 @@ def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_pat
             ["tests.runner.sample_envs:NumberEnv", "--model-timeout", "1"],
             "--model-timeout applies to BaseEnv environments only",
         ),
+        (
+            [ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+             "--mock-policy", "echo"],
+            "--mock-policy needs the embedded mock (omit --base-url)",
+        ),
+        ([ANSWER_ENV, "--model", " "], "model must be a non-empty string"),
+        ([ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1", "--model", " "], "model must be"),
+        ([ANSWER_ENV, "--base-url", "", "--model", "m"], "--base-url must be a URL such as"),
+        ([ANSWER_ENV, "--base-url", "http://exa mple/v1", "--model", "m"], "cannot reach"),
     ],
 )  # fmt: skip
 def test_errors_are_one_line(
@@ -252,3 +289,133 @@ def test_unreadable_bundle(invoke: Callable[..., Result], tmp_path: Path) -> Non
     garbage.write_bytes(b"not a zip file at all")
     assert "cannot load bundle" in one_line_error(invoke("run", garbage))
     assert "bundle file not found" in one_line_error(invoke("run", tmp_path / "missing.bundle"))
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", ANSWER_ENV, "-k", "0"], "Invalid value for '-k' / '--group-size'"),
+        (["run", "--grup", "1", ANSWER_ENV], "No such option '--grup'"),
+        (["run"], "Missing argument 'TARGET'"),
+        (["run", ANSWER_ENV, "--split", "test"], "Invalid value for '--split'"),
+        (["nope"], "No such command 'nope'"),
+    ],
+)
+def test_usage_errors_are_one_line_too(
+    invoke: Callable[..., Result], args: list[str], expected: str
+) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2
+    message = one_line_error(result)
+    assert expected in message and "--help')" in message
+
+
+def test_multi_line_messages_become_one_line(invoke: Callable[..., Result], tmp_path: Path) -> None:
+    target = tmp_path / "multiline_env.py"
+    target.write_text(
+        "from sample_envs import NumberEnv\n\n"
+        "class LoudEnv(NumberEnv):\n"
+        "    def __init__(self):\n"
+        "        raise ValueError('first line\\n   second line')\n"
+    )
+    sample_envs_importable()
+    message = one_line_error(invoke("run", f"{target}:LoudEnv", "-o", tmp_path / "o.jsonl"))
+    assert "cannot construct LoudEnv: ValueError: first line second line" in message
+
+
+def test_rows_the_environment_cannot_read_are_one_line(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    (tmp_path / "eval.jsonl").write_text('{"prompt": "no question field"}\n')
+    message = one_line_error(invoke("run", ANSWER_ENV, "--data", tmp_path))
+    assert f"cannot load the eval split from {tmp_path}: KeyError: 'question'" in message
+
+
+def test_a_password_in_the_base_url_is_never_shown(invoke: Callable[..., Result]) -> None:
+    message = one_line_error(
+        invoke(
+            "run", ANSWER_ENV, "--base-url", "http://me:pw-secret-1@127.0.0.1:9/v1", "--model", "m"
+        )
+    )
+    assert "cannot reach the model endpoint http://me:***@127.0.0.1:9/v1" in message
+    assert "pw-secret-1" not in message
+
+
+def test_a_key_echoed_by_the_endpoint_is_masked_everywhere(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, threaded_server
+) -> None:
+    key = "sk-proj-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
+
+    def reject(body: dict) -> Fault:
+        return Fault.status(401, message=f"Incorrect API key provided: {key}")
+
+    output = tmp_path / "out.jsonl"
+    with threaded_server(reject) as server:
+        result = invoke(
+            "run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "2",
+            "--base-url", server.base_url, "--model", "m", "--api-key-env", "LEAKY_KEY",
+            "-o", output, env={"LEAKY_KEY": key},
+        )  # fmt: skip
+        seen = {r.headers.get("authorization") for r in server.requests if r.body}
+    assert result.exit_code == 0, result.output
+    assert seen == {f"Bearer {key}"}  # the key was really used
+    results = output.read_text()
+    assert "Incorrect API key provided: ***" in results  # the echoed key was masked in logs
+    assert "model_error, e.g. rollout" in result.output and "provided: ***" in result.output
+    everything = results + (tmp_path / "out.report.json").read_text() + result.output
+    assert key not in everything
+
+
+def test_progress_bar_and_failure_reasons_are_shown(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    result = invoke("run", ANSWER_ENV, "--data", answer_data, "-k", "2", "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 0, result.output
+    [bar] = [line for line in result.output.splitlines() if line.startswith("running")]
+    assert "6/6 examples" in bar and "rollouts/s" in bar and "mean correct 0.500" in bar
+    assert ", e.g. rollout" not in result.output  # every rollout finished
+
+
+def test_default_output_never_reuses_an_existing_file(tmp_path: Path) -> None:
+    assert free_path(tmp_path, "Env-1", ".jsonl") == tmp_path / "Env-1.jsonl"
+    (tmp_path / "Env-1.jsonl").write_text("")
+    (tmp_path / "Env-1-2.jsonl").write_text("")
+    assert free_path(tmp_path, "Env-1", ".jsonl") == tmp_path / "Env-1-3.jsonl"
+
+
+def test_a_results_file_in_use_is_refused(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "busy.jsonl"
+    with output.open("ab") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        message = one_line_error(invoke("run", ANSWER_ENV, "--data", answer_data, "-o", output))
+    assert f"{output} is in use by another run" in message
+
+
+def test_bare_benchmax_shows_the_help(invoke: Callable[..., Result]) -> None:
+    result = invoke()
+    assert "Commands:" in result.output and "mock-serve" in result.output
+    assert "Error" not in result.output
+
+
+def test_a_key_in_an_error_message_is_masked(
+    invoke: Callable[..., Result], tmp_path: Path, threaded_server
+) -> None:
+    target = tmp_path / "keyed_env.py"
+    target.write_text(
+        "import os\n\nfrom sample_envs import NumberEnv\n\n"
+        "class KeyedEnv(NumberEnv):\n"
+        "    def __init__(self):\n"
+        "        raise ValueError('rejected key ' + os.environ['KEYED_VARIABLE'])\n"
+    )
+    sample_envs_importable()
+    with threaded_server() as server:
+        result = invoke(
+            "run", f"{target}:KeyedEnv", "--base-url", server.base_url, "--model", "m",
+            "--api-key-env", "KEYED_VARIABLE", "-o", tmp_path / "o.jsonl",
+            env={"KEYED_VARIABLE": "sk-live-0123456789abcdef"},
+        )  # fmt: skip
+    message = one_line_error(result)
+    assert "cannot construct KeyedEnv: ValueError: rejected key ***" in message
+    assert "sk-live-0123456789abcdef" not in message

@@ -33,6 +33,15 @@ def test_env_args_parse_as_json_then_fall_back_to_strings() -> None:
     }
 
 
+def test_non_json_constants_stay_strings() -> None:
+    assert parse_env_args(["a=NaN", "b=Infinity", "c=-Infinity", "d=[NaN]"]) == {
+        "a": "NaN",
+        "b": "Infinity",
+        "c": "-Infinity",
+        "d": "[NaN]",
+    }
+
+
 @pytest.mark.parametrize("pair", ["novalue", "=1", "1x=2", "a-b=1", " =3"])
 def test_malformed_env_args(pair: str) -> None:
     with pytest.raises(TargetError, match="invalid --env-arg"):
@@ -59,6 +68,17 @@ def test_mock_marker_is_substituted_everywhere() -> None:
         "f": "@mockery",
     }
     assert uses_mock(value) and not uses_mock({"f": "@mockery"})
+    assert uses_mock([{"deep": ["@mock"]}])
+    assert not uses_mock({"obj": _Incomparable(), "n": 1})
+
+
+class _Incomparable:
+    """Bundled constructor arguments can be any object, even one that refuses ``==``."""
+
+    def __eq__(self, other: object) -> bool:
+        raise TypeError("no comparisons")
+
+    __hash__ = object.__hash__
 
 
 def test_import_file_uses_the_module_name_and_replaces_a_stale_one(tmp_path: Path) -> None:

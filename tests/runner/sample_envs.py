@@ -36,7 +36,7 @@ class NumberEnv(Environment[dict[str, Any], RolloutAttempt]):
     """A group-native env without a model: reward = (value + rollout index) % 3 == 0.
 
     Payload ``{"value": n}``; ``{"fail": "reason"}`` raises that ``RolloutFailure`` on
-    rollout index 1; ``{"broken": true}`` raises a contract error.
+    rollout index 1; ``{"broken": true}`` raises a contract error at once.
     """
 
     reward_keys = ("hit", "value")
@@ -69,12 +69,12 @@ class NumberEnv(Environment[dict[str, Any], RolloutAttempt]):
             self.running_groups -= 1
 
     async def run_rollout(self, request: RolloutRequest[dict[str, Any]]) -> RolloutAttempt:
-        if self.delay:
-            await asyncio.sleep(self.delay)
         payload = request.example.payload
-        k = rollout_index(request.rollout_id)
         if payload.get("broken"):
             raise KeyError("broken payload")
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        k = rollout_index(request.rollout_id)
         if "fail" in payload and k == 1:
             raise RolloutFailure(payload["fail"], f"rollout {k} failed on purpose")
         value = payload["value"]

@@ -69,3 +69,28 @@ async def test_no_model_auth_sends_no_headers() -> None:
 
     headers = await NoModelAuth().headers_for_request(ModelRequestContext("u", "m", "r"))
     assert headers == {}
+
+
+def test_a_password_in_the_base_url_is_masked_in_the_header_and_collected() -> None:
+    made = config(base_url="https://me:pa55-word@host.example/v1")
+    assert made.public_base_url == "https://me:***@host.example/v1"
+    assert made.secrets() == ("pa55-word",)
+    assert config(base_url="http://h/v1", recorded_base_url="@mock").public_base_url == "@mock"
+    assert config().public_base_url == "http://h/v1" and config().secrets() == ()
+
+
+def test_only_the_cli_imports_the_cli_libraries() -> None:
+    """click and rich are the CLI's (httpx itself may pull them in; our code never does)."""
+    import re
+
+    import benchmax
+
+    package = Path(benchmax.__file__).parent
+    pattern = re.compile(r"^\s*(from|import)\s+(click|rich)\b", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "cli" not in path.relative_to(package).parts and pattern.search(path.read_text())
+    ]
+    assert offenders == []
+    assert pattern.search((package / "cli" / "_render.py").read_text())  # the check can fail

@@ -86,3 +86,41 @@ def test_take_forgets_the_rollout(capture: RolloutLogCapture) -> None:
     with rollout_context("r1"):
         logging.getLogger("user").warning("after take")
     assert capture.take("r1") == []
+
+
+def test_unowned_records_still_reach_the_terminal_masked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With no other handler, a record no rollout owns is printed as Python would have."""
+    root = logging.getLogger()
+    saved = list(root.handlers)
+    root.handlers.clear()  # pytest's own capture handlers
+    handler = RolloutLogCapture(logging.WARNING, secrets=["tok-123"])
+    handler.track(["r1"])
+    try:
+        with handler.attached():
+            logging.getLogger("user").warning("outside the rollouts, key tok-123")
+            logging.getLogger("user").info("too quiet for the last resort")
+            with rollout_context("r1"):
+                logging.getLogger("user").warning("kept for r1")
+    finally:
+        root.handlers[:] = saved
+    printed = capsys.readouterr().err
+    assert printed == "outside the rollouts, key ***\n"
+    assert messages(handler, "r1") == ["kept for r1"]
+
+
+def test_unowned_records_are_left_to_other_handlers(capsys: pytest.CaptureFixture[str]) -> None:
+    other = logging.getLogger("user.handled")
+    collected: list[str] = []
+    sink = logging.Handler()
+    sink.emit = lambda record: collected.append(record.getMessage())  # type: ignore[method-assign]
+    other.addHandler(sink)
+    handler = RolloutLogCapture(logging.WARNING)
+    try:
+        with handler.attached():
+            other.warning("handled elsewhere")
+    finally:
+        other.removeHandler(sink)
+    assert collected == ["handled elsewhere"]
+    assert "handled elsewhere" not in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from benchmax.runner import (
     read_results,
     run_environment,
 )
+from benchmax.runner._results import ResultsStore, _write_all
 
 
 def outcome_table(path: Path) -> dict[tuple[int, int], tuple[str, dict]]:
@@ -77,6 +79,7 @@ async def test_mismatch_names_every_difference_and_leaves_the_file(tmp_path: Pat
     assert 'model was "m", now "other"' in message
     assert "group_size was 3, now 2" in message
     assert "split" not in message
+    assert "--force (force=True)" in message
     assert env.started == []
     assert (tmp_path / "results.jsonl").read_bytes() == before
 
@@ -132,3 +135,46 @@ async def test_read_results_leaves_out_partial_groups(tmp_path: Path) -> None:
     results = read_results(cut)
     assert {r["example_index"] for r in results.rollouts} == {0, 1}
     assert results.definition["group_size"] == 3
+
+
+async def test_a_results_file_is_locked_while_a_run_writes_it(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    first = ResultsStore.open(path, {"a": 1}, group_size=1, force=False)
+    try:
+        with pytest.raises(ResultsFileError, match="is in use by another run"):
+            ResultsStore.open(path, {"a": 1}, group_size=1, force=False)
+        with pytest.raises(ResultsFileError, match="is in use by another run"):
+            await run_environment(NumberEnv(1), number_config(tmp_path))
+    finally:
+        first.close()
+    second = ResultsStore.open(path, {"a": 1}, group_size=1, force=False)  # free again
+    second.close()
+
+
+def test_short_writes_are_completed() -> None:
+    class Trickle(io.RawIOBase):
+        def __init__(self) -> None:
+            self.data = b""
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, chunk) -> int:  # type: ignore[no-untyped-def, override]
+            self.data += bytes(chunk[:3])
+            return min(3, len(chunk))
+
+    sink = Trickle()
+    _write_all(sink, b"0123456789")  # type: ignore[arg-type]
+    assert sink.data == b"0123456789"
+
+
+async def test_a_group_with_a_duplicated_position_is_not_complete(tmp_path: Path) -> None:
+    await run_environment(NumberEnv(2), number_config(tmp_path))
+    path = tmp_path / "results.jsonl"
+    raw = path.read_text().splitlines(keepends=True)
+    header, group0, group1 = raw[0], raw[1:4], raw[4:7]
+    path.write_text(header + group0[0] + group0[1] + group0[1] + "".join(group1))
+    assert {r["example_index"] for r in read_results(path).rollouts} == {1}
+    env = NumberEnv(2)
+    await run_environment(env, number_config(tmp_path))
+    assert env.started == [0]

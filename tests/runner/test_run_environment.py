@@ -21,6 +21,7 @@ from benchmax.runner import (
     GroupContractError,
     Progress,
     RunConfig,
+    RunError,
     run_environment,
 )
 from benchmax.testing import MockModelServer, RecordedRequest
@@ -124,6 +125,16 @@ async def test_contract_error_stops_the_run_after_saving_finished_groups(tmp_pat
     saved = {r["example_index"] for r in lines(tmp_path / "results.jsonl")[1:]}
     assert saved == {0, 1}
     assert env.started == [0, 1, -1]  # nothing scheduled after the error
+
+
+async def test_after_a_contract_error_only_the_groups_in_flight_finish(tmp_path: Path) -> None:
+    env = NumberEnv(delay=0.05)
+    env.payloads = [{"broken": True}, *({"value": n} for n in range(1, 8))]
+    with pytest.raises(GroupContractError, match="example 0"):
+        await run_environment(env, number_config(tmp_path, max_concurrent_groups=2))
+    assert env.started == [-1, 1]  # the second worker finished example 1, then stopped
+    saved = {r["example_index"] for r in lines(tmp_path / "results.jsonl")[1:]}
+    assert saved == {1}
 
 
 async def test_report_statistics(tmp_path: Path) -> None:
@@ -244,3 +255,13 @@ async def test_logs_are_attributed_and_secrets_masked(tmp_path: Path) -> None:
         assert messages == [f"rollout {record['rollout_id']} used key ***", "group hook ran"]
         assert record["logs"][0]["level"] == "WARNING"
         assert record["logs"][0]["logger"] == "user.env"
+
+
+async def test_a_dataset_that_cannot_load_is_a_run_error(tmp_path: Path) -> None:
+    (tmp_path / "eval.jsonl").write_text('{"no_question": 1}\n')
+    config = number_config(tmp_path, base_dir=tmp_path)
+    with pytest.raises(RunError, match=r"cannot load the eval split from .*KeyError: 'question'"):
+        await run_environment(AnswerEnv(), config)
+    with pytest.raises(FileNotFoundError):
+        await run_environment(AnswerEnv(), number_config(tmp_path, base_dir=tmp_path / "nope"))
+    assert not (tmp_path / "results.jsonl").exists()  # nothing started

@@ -1,11 +1,18 @@
 """The ``benchmax`` command line: ``run``, ``bundle``, ``inspect`` and ``mock-serve``.
 
-This is the only module that imports the CLI libraries (click, rich).
+This package is the only place that imports the CLI libraries (click, rich). Every error
+is reported as one line, ``Error: ...``, with a non-zero exit status.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -17,10 +24,62 @@ from benchmax.cli._targets import TargetError
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def error_line(error: click.ClickException) -> str:
+    """The error as a single line (whitespace runs, newlines included, become one space)."""
+    text = re.sub(r"\s+", " ", error.format_message()).strip()
+    if isinstance(error, click.UsageError) and error.ctx is not None:
+        text += f" (see '{error.ctx.command_path} --help')"
+    return text
+
+
+# click >= 8.2 raises this for a group called without a command (it shows the help).
+_NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
+    getattr(click.exceptions, name)
+    for name in ("NoArgsIsHelpError",)
+    if hasattr(click.exceptions, name)
+)
+
+
+class _OneLineErrors(click.Group):
+    """A group that reports every click error, usage errors included, as one line."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as error:
+            if isinstance(error, _NO_ARGS_IS_HELP):  # bare ``benchmax``: the help, as usual
+                error.show()
+            else:
+                click.echo(f"Error: {error_line(error)}", err=True)
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except OSError as error:  # output piped into a command that stopped reading
+            if error.errno != errno.EPIPE:
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(benchmax.__version__, prog_name="benchmax")
 def cli() -> None:
-    """Run, bundle and inspect benchmax environments on this machine."""
+    """Run, bundle and inspect benchmax environments on this machine.
+
+    Start with: benchmax run path/to/env.py:MyEnv --data DIR (an embedded mock model
+    answers unless --base-url is given). Every command has --help.
+    """
 
 
 @cli.command("mock-serve")

@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import site
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 
 from benchmax.cli._targets import TargetError, load_class_target, parse_env_args
@@ -86,9 +90,16 @@ def bundle_command(
         env_args = parse_env_args(env_arg_pairs)
     except TargetError as error:
         raise click.ClickException(str(error)) from None
+    # A target module outside any pyproject project is not captured automatically (capture
+    # covers project modules): pass it explicitly so its source travels. An installed one
+    # stays a dependency (--pip-dependency).
     module = env_target.module
     local_modules = (
-        [module] if module is not None and _project_root_for_module(module) is None else []
+        [module]
+        if module is not None
+        and _project_root_for_module(module) is None
+        and not _installed(module)
+        else []
     )
     try:
         with _auto_captured() as captured:
@@ -103,12 +114,32 @@ def bundle_command(
     except (BundlingError, OSError) as error:
         raise click.ClickException(f"cannot bundle {target}: {error}") from None
     modules = sorted({*(m.__name__ for m in local_modules), *captured.names})
-    console = Console(soft_wrap=True)
-    console.print(f"wrote {output}")
-    console.print(f"digest:        {bundle_digest(bundle)}")
-    console.print(f"size:          {output.stat().st_size} bytes")
-    console.print(f"dependencies:  {', '.join(bundle.metadata.pip_dependencies) or '(none)'}")
-    console.print(f"local modules: {', '.join(modules) or '(none)'}")
+    _print_facts(
+        Console(soft_wrap=True),
+        [
+            ("wrote", str(output)),
+            ("digest", bundle_digest(bundle)),
+            ("size", f"{output.stat().st_size} bytes"),
+            ("dependencies", ", ".join(bundle.metadata.pip_dependencies) or "(none)"),
+            ("local modules", ", ".join(modules) or "(none)"),
+        ],
+    )
+
+
+def _print_facts(console: Console, facts: list[tuple[str, str]]) -> None:
+    """``label: value`` lines, values printed literally (no rich markup)."""
+    for label, value in facts:
+        console.print(f"{label + ':':<14} {escape(value)}")
+
+
+def _installed(module: ModuleType) -> bool:
+    """Whether ``module`` comes from site-packages (an installed distribution)."""
+    location = getattr(module, "__file__", None)
+    if location is None:
+        return False
+    roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    roots.update(site.getsitepackages())
+    return any(Path(location).resolve().is_relative_to(Path(root).resolve()) for root in roots)
 
 
 @click.command("inspect")
@@ -133,20 +164,30 @@ def inspect_command(file: Path) -> None:
         raise click.ClickException(f"cannot read bundle {file}: {error}") from None
     metadata = bundle.metadata
     console = Console(soft_wrap=True)
-    console.print(f"bundle:        {file}")
-    console.print(f"digest:        {bundle_digest(bundle)} [green](verified)[/]")
-    console.print(f"pickle:        {len(bundle.pickled)} bytes (not loaded)")
-    console.print(f"python:        {metadata.python_version}")
-    console.print(f"benchmax:      {metadata.benchmax_version}")
-    console.print(f"dependencies:  {', '.join(metadata.pip_dependencies) or '(none)'}")
+    _print_facts(
+        console,
+        [
+            ("bundle", str(file)),
+            ("digest", f"{bundle_digest(bundle)} (verified)"),
+            ("pickle", f"{len(bundle.pickled)} bytes (not loaded)"),
+            ("python", metadata.python_version),
+            ("benchmax", metadata.benchmax_version),
+            ("dependencies", ", ".join(metadata.pip_dependencies) or "(none)"),
+        ],
+    )
     try:
         validate_bundle_compatibility(metadata)
     except IncompatibleRuntimeError as error:
-        console.print(f"compatibility: [red]incompatible with this runtime[/]: {error}")
+        console.print(
+            f"compatibility: [red]incompatible with this runtime[/]: {escape(str(error))}"
+        )
     else:
         console.print("compatibility: [green]compatible with this runtime[/]")
-    if metadata.env_class_source:
-        console.print("environment source:")
-        console.print(Syntax(metadata.env_class_source, "python", word_wrap=True))
-    else:
+    if not metadata.env_class_source:
         console.print("environment source: (not recorded)")
+        return
+    console.print("environment source:")
+    if console.is_terminal:
+        console.print(Syntax(metadata.env_class_source, "python", word_wrap=True))
+    else:  # piped: the source exactly, never cut to a terminal width
+        console.out(metadata.env_class_source.rstrip("\n"), highlight=False)

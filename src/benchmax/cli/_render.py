@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,9 +18,11 @@ from rich.progress import (
 from rich.table import Table
 
 from benchmax.runner import Progress as RunProgress
-from benchmax.runner import RunReport
+from benchmax.runner import RunReport, read_results
 
-__all__ = ["progress_bar", "render_report"]
+__all__ = ["failure_examples", "progress_bar", "render_report"]
+
+_MAX_WHY = 240
 
 
 def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], None]]:
@@ -29,8 +32,8 @@ def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], No
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("examples"),
-        TextColumn("{task.fields[rate]}"),
-        TextColumn("{task.fields[mean]}"),
+        TextColumn("{task.fields[rate]}", markup=False),
+        TextColumn("{task.fields[mean]}", markup=False),
         TimeElapsedColumn(),
         console=console,
     )
@@ -54,6 +57,29 @@ def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], No
     return bar, update
 
 
+def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
+    """For each termination reason other than ``finished``: one rollout id and why it ended
+    (the last line of its first logged exception, else its first warning), read back from
+    the results file."""
+    wanted = set(report.rollouts_by_reason) - {"finished"}
+    if not wanted or report.results_path is None:
+        return {}
+    found: dict[str, tuple[str, str]] = {}
+    for record in read_results(report.results_path).rollouts:
+        reason = record["termination_reason"]
+        if reason in wanted and reason not in found:
+            found[reason] = (record["rollout_id"], _why(record.get("logs") or []))
+    return found
+
+
+def _why(logs: list[dict[str, Any]]) -> str:
+    exceptions = [entry["exception"] for entry in logs if entry.get("exception")]
+    warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
+    lines = exceptions[0].strip().splitlines() if exceptions else warnings[:1]
+    why = lines[-1] if lines else "(nothing was logged)"
+    return why if len(why) <= _MAX_WHY else why[: _MAX_WHY - 3] + "..."
+
+
 def render_report(report: RunReport, console: Console) -> None:
     """Print the report as tables: termination reasons, reward statistics, throughput."""
     reasons = Table(title="termination reasons", title_justify="left")
@@ -63,16 +89,27 @@ def render_report(report: RunReport, console: Console) -> None:
     for reason, count in report.rollouts_by_reason.items():
         style = "green" if reason == "finished" else "yellow"
         reasons.add_row(
-            f"[{style}]{reason}[/]", str(count), str(report.groups_by_reason.get(reason, 0))
+            f"[{style}]{escape(reason)}[/]",
+            str(count),
+            str(report.groups_by_reason.get(reason, 0)),
         )
     console.print(reasons)
+    for reason, (rollout_id, why) in failure_examples(report).items():
+        console.print(
+            f"  [yellow]{escape(reason)}[/], e.g. rollout {escape(rollout_id)}: {escape(why)}",
+            soft_wrap=True,
+        )
 
     rewards = Table(title="rewards", title_justify="left")
     for column in ("key", "mean", "std", "min", "max"):
         rewards.add_column(column, justify="left" if column == "key" else "right")
     for key, stats in report.reward_stats.items():
         rewards.add_row(
-            key, f"{stats.mean:.3f}", f"{stats.std:.3f}", f"{stats.min:.3f}", f"{stats.max:.3f}"
+            escape(key),
+            f"{stats.mean:.3f}",
+            f"{stats.std:.3f}",
+            f"{stats.min:.3f}",
+            f"{stats.max:.3f}",
         )
     console.print(rewards)
 
@@ -86,5 +123,5 @@ def render_report(report: RunReport, console: Console) -> None:
         f"({report.rollouts_per_second:.1f} rollouts/s)"
     )
     if report.results_path is not None:
-        console.print(f"results: {report.results_path}", soft_wrap=True)
-        console.print(f"report:  {report.report_path}", soft_wrap=True)
+        console.print(f"results: {escape(str(report.results_path))}", soft_wrap=True)
+        console.print(f"report:  {escape(str(report.report_path))}", soft_wrap=True)

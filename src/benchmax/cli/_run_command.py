@@ -13,7 +13,9 @@ from typing import Any
 
 import click
 import httpx
+from click.core import ParameterSource
 from rich.console import Console
+from rich.markup import escape
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.cli._credentials import (
@@ -86,20 +88,21 @@ async def _endpoint(base_url: str | None, policy: Any) -> AsyncIterator[_Endpoin
         )
 
 
-def _check_reachable(base_url: str) -> None:
+def _check_reachable(base_url: str, shown_url: str) -> None:
     if "{" in base_url:
         return
     try:
         httpx.get(base_url.rstrip("/") + "/models", timeout=10.0)
-    except httpx.TransportError as error:
-        raise click.ClickException(
-            f"cannot reach the model endpoint {base_url}: {error or type(error).__name__}"
-        ) from None
+    except (httpx.TransportError, httpx.InvalidURL) as error:
+        reason = str(error) or type(error).__name__
+        if shown_url != base_url:
+            reason = reason.replace(base_url, shown_url)
+        raise TargetError(f"cannot reach the model endpoint {shown_url}: {reason}") from None
 
 
 def _construct(target: EnvTarget, args: Mapping[str, Any]) -> Environment[Any, Any]:
     try:
-        return target.env_class(**{**target.constructor_args, **args})
+        return target.env_class(**args)
     except Exception as error:
         raise TargetError(
             f"cannot construct {target.label}: {type(error).__name__}: {error}"
@@ -127,7 +130,7 @@ class _Plan:
 
 def _prepare(plan: _Plan, endpoint: _Endpoint) -> Environment[Any, Any]:
     """Construct the environment for this endpoint and bind its credentials into the config."""
-    args = plan.env_args
+    args = {**plan.target.constructor_args, **plan.env_args}
     if endpoint.mock_url is not None:
         args = substitute_mock(args, endpoint.mock_url)
     env = _construct(plan.target, args)
@@ -149,7 +152,7 @@ def _providers(
     elif missing := sorted(injected - set(providers)):
         console.print(
             f"[yellow]note:[/] no --auth given for injected credential(s) "
-            f"{', '.join(missing)}; calls using them will fail",
+            f"{escape(', '.join(missing))}; calls using them will fail",
             soft_wrap=True,
         )
     return providers
@@ -173,7 +176,7 @@ async def _execute(plan: _Plan, console: Console) -> RunReport:
                     if endpoint.mock_url is not None:
                         console.print(
                             "[bold yellow]mock model:[/] no --base-url given, so the embedded "
-                            f"mock model server answers (policy {plan.mock_policy}); "
+                            f"mock model server answers (policy {escape(plan.mock_policy)}); "
                             "pass --base-url to use a real model",
                             soft_wrap=True,
                         )
@@ -186,7 +189,25 @@ async def _execute(plan: _Plan, console: Console) -> RunReport:
 
 
 def _default_output(target: EnvTarget) -> Path:
-    return Path("runs") / f"{target.label}-{datetime.now(UTC):%Y%m%d-%H%M%S}.jsonl"
+    """``runs/<env>-<timestamp>.jsonl``, never an existing file (that would resume it)."""
+    stem = f"{target.label}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    return free_path(Path("runs"), stem, ".jsonl")
+
+
+def free_path(directory: Path, stem: str, suffix: str) -> Path:
+    """``directory/stem+suffix``, or ``stem-2``, ``stem-3``... when that already exists."""
+    path = directory / f"{stem}{suffix}"
+    number = 2
+    while path.exists():
+        path = directory / f"{stem}-{number}{suffix}"
+        number += 1
+    return path
+
+
+def _given(parameter: str) -> bool:
+    """Whether ``parameter`` was set on the command line (not left at its default)."""
+    source = click.get_current_context().get_parameter_source(parameter)
+    return source is ParameterSource.COMMANDLINE
 
 
 @click.command("run")
@@ -201,6 +222,7 @@ def _default_output(target: EnvTarget) -> Path:
 @click.option(
     "--data",
     "data_dir",
+    metavar="DIR",
     type=click.Path(path_type=Path),
     default=Path("."),
     show_default=True,
@@ -215,12 +237,15 @@ def _default_output(target: EnvTarget) -> Path:
     "'@mock' stands for the embedded mock server's URL. Repeatable.",
 )
 @click.option(
-    "--model", help="Model name sent to the endpoint (default with the mock: mock-model)."
+    "--model",
+    metavar="NAME",
+    help="Model name sent to the endpoint (default with the mock: mock-model).",
 )
 @click.option(
     "--base-url",
-    help="OpenAI-compatible endpoint root, e.g. http://localhost:8000/v1. "
-    "Without it an embedded mock model answers.",
+    metavar="URL",
+    help="OpenAI-compatible endpoint root, e.g. http://localhost:8000/v1 ({rollout_id} in it "
+    "is replaced per rollout). Without it an embedded mock model answers.",
 )
 @click.option("--api-key-env", metavar="VAR", help="Environment variable holding the bearer key.")
 @click.option(
@@ -231,11 +256,16 @@ def _default_output(target: EnvTarget) -> Path:
     help="Bind InjectedAuth(NAME) to the bearer key in variable VAR. Repeatable.",
 )
 @click.option(
-    "-n", "--max-examples", type=click.IntRange(min=1), help="Run only the first N examples."
+    "-n",
+    "--max-examples",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Run only the first N examples.",
 )
 @click.option(
     "-k",
     "--group-size",
+    metavar="K",
     type=click.IntRange(min=1),
     default=4,
     show_default=True,
@@ -243,6 +273,7 @@ def _default_output(target: EnvTarget) -> Path:
 )
 @click.option(
     "--concurrency",
+    metavar="C",
     type=click.IntRange(min=1),
     default=8,
     show_default=True,
@@ -257,11 +288,13 @@ def _default_output(target: EnvTarget) -> Path:
 @click.option("--force", is_flag=True, help="Resume a results file even if its run differs.")
 @click.option(
     "--model-timeout",
+    metavar="SECONDS",
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds for one model call attempt (BaseEnv).",
 )
 @click.option(
     "--mock-policy",
+    metavar="POLICY",
     default="echo",
     show_default=True,
     help="Policy of the embedded mock: echo, tool_exerciser, module:function or file.py:function.",
@@ -298,6 +331,7 @@ def run_command(
             model=model,
             api_key_env=api_key_env,
             mock_policy=mock_policy,
+            mock_policy_given=_given("mock_policy"),
             model_timeout=model_timeout,
             output=output,
             options={
@@ -317,16 +351,18 @@ def run_command(
         _report_interruption(console, plan.output)
         raise SystemExit(130) from None
     except FileNotFoundError as error:
-        raise click.ClickException(f"data file not found: {error.filename or error}") from None
+        message = f"data file not found: {error.filename or error}"
+        raise click.ClickException(_masked(message, plan)) from None
     except (TargetError, RunError) as error:
-        raise click.ClickException(str(error)) from None
+        raise click.ClickException(_masked(str(error), plan)) from None
     except Exception as error:
-        raise click.ClickException(f"run failed: {type(error).__name__}: {error}") from None
+        message = f"run failed: {type(error).__name__}: {error}"
+        raise click.ClickException(_masked(message, plan)) from None
     render_report(report, Console())
     if plan.base_url is None:
         console.print(
             f"[bold yellow]note:[/] these rewards come from the mock model "
-            f"(policy {plan.mock_policy}), not a real model",
+            f"(policy {escape(plan.mock_policy)}), not a real model",
             soft_wrap=True,
         )
 
@@ -340,6 +376,7 @@ def _plan(
     model: str | None,
     api_key_env: str | None,
     mock_policy: str,
+    mock_policy_given: bool,
     model_timeout: float | None,
     output: Path | None,
     options: dict[str, Any],
@@ -350,6 +387,8 @@ def _plan(
     auth_vars = auth_variables(auth_pairs)
     if not Path(options["base_dir"]).is_dir():
         raise TargetError(f"data directory not found: {options['base_dir']}")
+    if base_url is not None and not base_url.strip():
+        raise TargetError("--base-url must be a URL such as http://localhost:8000/v1")
     mock = base_url is None
     policy: Any = None
     if mock:
@@ -357,8 +396,10 @@ def _plan(
         model_auth: ModelAuth = StaticBearerAuth(MOCK_KEY)
         providers: dict[str, ModelAuth] = {}
     else:
-        if uses_mock(env_args):
+        if uses_mock(env_args) or uses_mock(dict(env_target.constructor_args)):
             raise TargetError("'@mock' in --env-arg needs the embedded mock (omit --base-url)")
+        if mock_policy_given:
+            raise TargetError("--mock-policy needs the embedded mock (omit --base-url)")
         if model is None:
             raise TargetError("--model is required with --base-url")
         model_auth = (
@@ -367,18 +408,22 @@ def _plan(
         providers = {
             name: bearer_from_variable(var, f"--auth {name}") for name, var in auth_vars.items()
         }
-        _check_reachable(base_url)
-    config = RunConfig(
-        model=model or MOCK_MODEL,
-        base_url=base_url or MOCK_PLACEHOLDER_URL,
-        model_auth=model_auth,
-        auth_providers=providers,
-        output=output or _default_output(env_target),
-        env_definition=_env_definition(env_target, env_args),
-        definition_extras={"mock_policy": mock_policy} if mock else {},
-        recorded_base_url=MOCK_URL_MARKER if mock else None,
-        **options,
-    )
+    try:
+        config = RunConfig(
+            model=model or MOCK_MODEL,
+            base_url=base_url or MOCK_PLACEHOLDER_URL,
+            model_auth=model_auth,
+            auth_providers=providers,
+            output=output or _default_output(env_target),
+            env_definition=_env_definition(env_target, env_args),
+            definition_extras={"mock_policy": mock_policy} if mock else {},
+            recorded_base_url=MOCK_URL_MARKER if mock else None,
+            **options,
+        )
+    except ValueError as error:
+        raise TargetError(str(error)) from None
+    if base_url is not None:
+        _check_reachable(base_url, config.public_base_url)
     return _Plan(
         target=env_target,
         env_args=env_args,
@@ -389,6 +434,13 @@ def _plan(
         auth_names=frozenset(auth_vars),
         model_timeout=model_timeout,
     )
+
+
+def _masked(text: str, plan: _Plan) -> str:
+    """``text`` with every credential of the run replaced by ``***``."""
+    for secret in plan.config.secrets():
+        text = text.replace(secret, "***")
+    return text
 
 
 def _env_definition(target: EnvTarget, env_args: dict[str, Any]) -> dict[str, Any]:
@@ -403,12 +455,15 @@ def _env_definition(target: EnvTarget, env_args: dict[str, Any]) -> dict[str, An
 
 
 def _report_interruption(console: Console, output: Path) -> None:
+    if not output.exists():
+        console.print("[bold red]interrupted[/] before the run started; nothing was saved")
+        return
     try:
         saved = len({r["example_index"] for r in read_results(output).rollouts})
     except (OSError, RunError):
         saved = 0
     console.print(
-        f"[bold red]interrupted:[/] {saved} complete group(s) saved in {output}; "
-        f"run the same command with -o {output} to resume",
+        f"[bold red]interrupted:[/] {saved} complete group(s) saved in {escape(str(output))}; "
+        f"run the same command with -o {escape(str(output))} to resume",
         soft_wrap=True,
     )

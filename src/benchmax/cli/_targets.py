@@ -168,10 +168,15 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
         if not equals or not key.isidentifier():
             raise TargetError(f"invalid --env-arg {pair!r}: expected KEY=VALUE with a Python name")
         try:
-            args[key] = json.loads(raw)
+            args[key] = json.loads(raw, parse_constant=_not_json)
         except ValueError:
             args[key] = raw
     return args
+
+
+def _not_json(constant: str) -> Any:
+    """``NaN`` and ``Infinity`` are not JSON: such a value stays a plain string."""
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def substitute_mock(value: Any, url: str) -> Any:
@@ -186,5 +191,11 @@ def substitute_mock(value: Any, url: str) -> Any:
 
 
 def uses_mock(value: Any) -> bool:
-    """Whether ``"@mock"`` occurs in ``value``."""
-    return substitute_mock(value, "\0") != value
+    """Whether ``"@mock"`` occurs in ``value`` (also nested in lists and objects)."""
+    if isinstance(value, str):
+        return value == MOCK_URL_MARKER
+    if isinstance(value, list):
+        return any(uses_mock(item) for item in value)
+    if isinstance(value, dict):
+        return any(uses_mock(item) for item in value.values())
+    return False

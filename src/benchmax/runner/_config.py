@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs.shared_types import DatasetSplit
@@ -89,9 +90,25 @@ class RunConfig:
         """The endpoint root for one rollout."""
         return self.base_url.replace(ROLLOUT_ID_PLACEHOLDER, rollout_id)
 
+    @property
+    def public_base_url(self) -> str:
+        """The URL the results header records: ``recorded_base_url``, else ``base_url``
+        with any password in it (``https://user:PASSWORD@host/v1``) masked."""
+        if self.recorded_base_url is not None:
+            return self.recorded_base_url
+        password = _url_password(self.base_url)
+        return self.base_url.replace(f":{password}@", ":***@", 1) if password else self.base_url
+
     def secrets(self) -> tuple[str, ...]:
-        """Bearer tokens this config carries, so the runner can mask them in what it records."""
+        """Bearer tokens (and a password in ``base_url``) this config carries, so the runner
+        can mask them in what it records."""
         found = [self.model_auth, *self.auth_providers.values()]
-        return tuple(
-            auth.token for auth in found if isinstance(auth, StaticBearerAuth) and auth.token
-        )
+        tokens = [auth.token for auth in found if isinstance(auth, StaticBearerAuth)]
+        return tuple(t for t in (*tokens, _url_password(self.base_url)) if t)
+
+
+def _url_password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None

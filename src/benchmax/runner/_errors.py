@@ -21,7 +21,7 @@ class ResumeMismatchError(RunError):
         self.differences = tuple(differences)
         super().__init__(
             f"{path} holds a different run ({'; '.join(differences)}); "
-            "use another output file, or force to resume it anyway"
+            "use another output file, or resume it anyway with --force (force=True)"
         )
 
     def __reduce__(self) -> tuple[type[ResumeMismatchError], tuple[str, list[str]]]:

@@ -5,6 +5,10 @@ A record belongs to a rollout when it is emitted inside that rollout's context
 the hook), or when it is a ``run_group`` record naming it (``rollout_id=<id>``; records
 naming ``rollout_id=group`` go to every rollout of that group). The handler is attached to
 the root logger for the run only; known secrets are masked in what it keeps.
+
+A record no rollout owns goes where it would have gone without this handler: when no other
+handler would see it, Python's last-resort handler prints it (WARNING and above, to stderr),
+with known secrets masked.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class RolloutLogCapture(logging.Handler):
         try:
             owners = self._owners(record)
             if not owners:
+                self._pass_on(record)
                 return
             entry = self._entry(record)
             for owner in owners:
@@ -78,6 +83,27 @@ class RolloutLogCapture(logging.Handler):
             group = _RUNNING_GROUP.get()
         return tuple(r for r in group or () if r in self._records)
 
+    def _pass_on(self, record: logging.LogRecord) -> None:
+        """Hand an unowned record to the last-resort handler if no other handler sees it."""
+        last_resort = logging.lastResort
+        if last_resort is None or record.levelno < last_resort.level:
+            return
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:
+            if any(handler is not self for handler in logger.handlers):
+                return
+            logger = logger.parent if logger.propagate else None
+        masked = logging.makeLogRecord(record.__dict__)
+        masked.msg, masked.args, masked.exc_info = self._mask(record.getMessage()), None, None
+        if record.exc_info or record.exc_text:
+            masked.exc_text = self._exception(record)
+        last_resort.handle(masked)
+
+    def _exception(self, record: logging.LogRecord) -> str:
+        if record.exc_info:
+            return self._mask(self.formatter.formatException(record.exc_info))
+        return self._mask(record.exc_text or "")
+
     def _entry(self, record: logging.LogRecord) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
@@ -85,10 +111,8 @@ class RolloutLogCapture(logging.Handler):
             "logger": record.name,
             "message": self._mask(record.getMessage()),
         }
-        if record.exc_info:
-            entry["exception"] = self._mask(self.formatter.formatException(record.exc_info))
-        elif record.exc_text:
-            entry["exception"] = self._mask(record.exc_text)
+        if record.exc_info or record.exc_text:
+            entry["exception"] = self._exception(record)
         return entry
 
     def _mask(self, text: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import benchmax
 from benchmax.runner._errors import ResultsFileError, ResumeMismatchError
@@ -28,6 +28,11 @@ __all__ = [
     "new_run_id",
     "read_results",
 ]
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory lock, one run per file is up to the user
+    fcntl = None  # type: ignore[assignment]
 
 RESULTS_FORMAT = "benchmax.results/1"
 
@@ -154,11 +159,16 @@ def read_results(path: str | Path) -> Results:
 
 
 class ResultsStore:
-    """The results of one run: groups already complete (resumed) and an appender for new ones."""
+    """The results of one run: groups already complete (resumed) and an appender for new ones.
+
+    The file stays open, and locked against other runs where the platform allows, until
+    ``close``.
+    """
 
     def __init__(
         self,
         path: Path | None,
+        handle: BinaryIO | None,
         run_id: str,
         groups: dict[int, CompletedGroup],
         attempts: dict[int, int],
@@ -167,7 +177,7 @@ class ResultsStore:
         self.run_id = run_id
         self.groups = groups
         self._attempts = attempts
-        self._file = open(path, "ab", buffering=0) if path is not None else None
+        self._file = handle
 
     @classmethod
     def open(
@@ -176,23 +186,29 @@ class ResultsStore:
         """Start a new results file at ``path``, or resume the one already there."""
         definition = _normalized(dict(definition))
         if path is None:
-            return cls(None, new_run_id(), {}, {})
-        if not path.exists() or path.stat().st_size == 0:
-            run_id = new_run_id()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(_line(_header(run_id, definition)))
-            return cls(path, run_id, {}, {})
-        scan = _scan(path, group_size, keep_records=False)
-        differences = definition_differences(scan.header["definition"], definition)
-        if differences and not force:
-            raise ResumeMismatchError(str(path), differences)
-        run_id = str(scan.header.get("run_id") or new_run_id())
-        if differences:
-            _rewrite_header(path, scan, definition)
-        elif scan.valid_length != path.stat().st_size:
-            with open(path, "r+b") as handle:
+            return cls(None, None, new_run_id(), {}, {})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = _open_locked(path)
+        try:
+            if handle.seek(0, os.SEEK_END) == 0:
+                run_id = new_run_id()
+                _write_all(handle, _line(_header(run_id, definition)))
+                return cls(path, handle, run_id, {}, {})
+            scan = _scan(path, group_size, keep_records=False)
+            differences = definition_differences(scan.header["definition"], definition)
+            if differences and not force:
+                raise ResumeMismatchError(str(path), differences)
+            if differences:
+                _rewrite_header(path, scan, definition)
+                handle.close()
+                handle = _open_locked(path)
+            elif scan.valid_length != handle.tell():
                 handle.truncate(scan.valid_length)
-        return cls(path, run_id, scan.groups, scan.attempts)
+        except BaseException:
+            handle.close()
+            raise
+        run_id = str(scan.header.get("run_id") or new_run_id())
+        return cls(path, handle, run_id, scan.groups, scan.attempts)
 
     def is_complete(self, example_index: int, example_id: str) -> bool:
         group = self.groups.get(example_index)
@@ -202,14 +218,32 @@ class ResultsStore:
         return self._attempts.get(example_index, 0) + 1
 
     def append_group(self, group: CompletedGroup, records: Iterable[Mapping[str, Any]]) -> None:
-        """Write one complete group's lines with a single write, then remember it."""
+        """Write one complete group's lines at once (unbuffered), then remember it."""
         if self._file is not None:
-            self._file.write(b"".join(_line(record) for record in records))
+            _write_all(self._file, b"".join(_line(record) for record in records))
         self.groups[group.example_index] = group
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+
+
+def _open_locked(path: Path) -> BinaryIO:
+    """``path`` opened for appending (created if missing), locked against other runs."""
+    handle: BinaryIO = open(path, "a+b", buffering=0)
+    if fcntl is not None:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise ResultsFileError(f"{path} is in use by another run") from None
+    return handle
+
+
+def _write_all(handle: BinaryIO, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[handle.write(view) or 0 :]
 
 
 def _header(run_id: str, definition: Mapping[str, Any]) -> dict[str, Any]:

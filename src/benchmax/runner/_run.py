@@ -16,7 +16,7 @@ from benchmax.envs._observer import RolloutReport, observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
 from benchmax.runner._config import RunConfig
-from benchmax.runner._errors import GroupContractError
+from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture, running_group
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
@@ -58,13 +58,25 @@ class _TranscriptObserver:
 
 
 async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[Example[Any]]:
-    """The split's examples (the first ``max_examples`` of them when set)."""
+    """The split's examples (the first ``max_examples`` of them when set).
+
+    A missing file propagates as ``FileNotFoundError``; any other failure to load becomes a
+    ``RunError`` naming the split and directory.
+    """
     n = config.max_examples
-    if n is not None and _accepts_max_examples(env.create_dataset):
-        dataset = await env.create_dataset(config.split, config.base_dir, max_examples=n)
-    else:
-        dataset = await env.create_dataset(config.split, config.base_dir)
-    return list(itertools.islice(dataset, n))
+    try:
+        if n is not None and _accepts_max_examples(env.create_dataset):
+            dataset = await env.create_dataset(config.split, config.base_dir, max_examples=n)
+        else:
+            dataset = await env.create_dataset(config.split, config.base_dir)
+        return list(itertools.islice(dataset, n))
+    except (FileNotFoundError, RunError):
+        raise
+    except Exception as error:
+        raise RunError(
+            f"cannot load the {config.split} split from {config.base_dir}: "
+            f"{type(error).__name__}: {error}"
+        ) from error
 
 
 def _accepts_max_examples(method: Callable[..., Any]) -> bool:
@@ -85,7 +97,7 @@ def _definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, Any]
         "env": dict(env_definition),
         "split": config.split,
         "model": config.model,
-        "base_url": config.recorded_base_url or config.base_url,
+        "base_url": config.public_base_url,
         "group_size": config.group_size,
         "max_examples": config.max_examples,
         **config.definition_extras,
