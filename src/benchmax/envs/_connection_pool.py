@@ -6,8 +6,9 @@ CPU and about a megabyte each. This module keeps the per-call objects and
 shares only the expensive part:
 
 * a registry maps each running event loop (weakly) to one :class:`_SharedTransport`
-  (keep-alive, no connection cap, environment proxies honored, a stale pooled
-  connection resent once: see ``benchmax.envs._http_connections``);
+  (keep-alive, no connection cap, environment proxies honored, a pooled
+  connection the server closed while idle replaced before anything is written
+  to it, never a request sent twice: see ``benchmax.envs._http_connections``);
 * :func:`pooled_http_client` builds a new, cheap ``httpx.AsyncClient`` over a
   non-closing *view* of it, so closing that client never closes the pool;
 * the shared transport is closed when the loop shuts down its async generators

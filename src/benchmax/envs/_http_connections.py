@@ -12,16 +12,21 @@ Connections themselves (direct, through an HTTP proxy, TLS) are created by the
 stock httpcore pool the transport was configured with, so proxy and TLS
 settings behave exactly as in httpx.
 
-A request sent on a *reused* connection that the server had already closed
-fails before any response byte arrives; such a request is sent once more on a
-new connection (see :func:`_is_stale_connection_error`).
+**Stale connections.** A server may close an idle keep-alive connection at any
+time. Such a connection is recognized when it is taken from the stack, and
+checked once more immediately before the request's first byte is written to
+it; if the server's close has arrived by then, nothing is sent on it and the
+request goes out once on a new connection. A request is never sent twice: once
+any part of it has been written (or on a new connection), a failure is the
+caller's, even if the server dropped the connection without answering.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import httpcore
@@ -30,27 +35,52 @@ import httpx
 __all__ = ["KeepAlivePool", "install_keep_alive_pool"]
 
 _PRUNE_INTERVAL = 1.0
+_BEFORE_WRITING = "send_request_headers.started"
 
 type _OriginKey = tuple[bytes, bytes, int]
+type _Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 def _key(origin: httpcore.Origin) -> _OriginKey:
     return (origin.scheme, origin.host, origin.port)  # httpcore.Origin is unhashable
 
 
-def _is_stale_connection_error(error: Exception) -> bool:
-    """Whether a failure on a reused connection means it was closed while idle.
-
-    The server closing an idle keep-alive connection shows up as an end of
-    stream (or a reset) before any part of a response, never after one.
-    """
-    if isinstance(error, httpcore.RemoteProtocolError):
-        return "without sending a response" in str(error)
-    return isinstance(error, httpcore.ReadError | httpcore.WriteError)
+class _ClosedWhileIdle(Exception):
+    """The server closed a pooled connection before the request was written to it."""
 
 
-def _replayable(request: httpcore.Request) -> bool:
-    return isinstance(request.stream, httpx.ByteStream | bytes)
+def _server_closed(connection: httpcore.AsyncConnectionInterface) -> bool:
+    """Whether the socket under an idle connection has become readable (which, with
+    no request on it, means the server closed it). Unknown connection shapes say no."""
+    layer: object = connection
+    for _ in range(3):  # direct: HTTPConnection -> HTTP11Connection; proxies add a layer
+        stream = getattr(layer, "_network_stream", None)
+        if stream is not None:
+            return bool(stream.get_extra_info("is_readable"))
+        layer = getattr(layer, "_connection", None)
+    return False
+
+
+def _checked_before_writing(
+    request: httpcore.Request, connection: httpcore.AsyncConnectionInterface
+) -> httpcore.Request:
+    """``request`` with a trace hook that refuses a reused connection the server
+    closed since it was taken from the pool, just before anything is written."""
+    user_trace: _Trace | None = request.extensions.get("trace")
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        if user_trace is not None:
+            await user_trace(event, info)
+        if event.endswith(_BEFORE_WRITING) and _server_closed(connection):
+            raise _ClosedWhileIdle
+
+    return httpcore.Request(
+        method=request.method,
+        url=request.url,
+        headers=request.headers,
+        content=request.stream,
+        extensions={**request.extensions, "trace": trace},
+    )
 
 
 class _ReturningStream:
@@ -83,11 +113,15 @@ class _ReturningStream:
         if self._closed:
             return
         self._closed = True
-        with anyio.CancelScope(shield=True):
-            close = getattr(self._stream, "aclose", None)
-            if close is not None:
-                await close()
-        await self._pool.check_in(self._connection, self._origin)
+        try:
+            with anyio.CancelScope(shield=True):
+                close = getattr(self._stream, "aclose", None)
+                if close is not None:
+                    await close()
+        finally:
+            # Even when interrupted: a connection that did not finish its
+            # response is not idle, so check_in closes it instead of pooling it.
+            await self._pool.check_in(self._connection, self._origin)
 
 
 class KeepAlivePool:
@@ -105,23 +139,31 @@ class KeepAlivePool:
         """Open connections, idle or busy."""
         return len(self._open)
 
+    @property
+    def idle_count(self) -> int:
+        """Connections waiting in the pool for their next request."""
+        return sum(len(idle) for idle in self._idle.values())
+
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
         if request.url.scheme not in (b"http", b"https"):
             scheme = request.url.scheme.decode() or "no"
             raise httpcore.UnsupportedProtocol(f"unsupported URL protocol: {scheme!r}")
-        if self._closed:
-            raise RuntimeError("the connection pool has been closed")
+        self._raise_if_closed()
         origin = request.url.origin
         connection = await self._idle_connection(origin)
         if connection is not None:
             try:
-                return await self._send(connection, request)
-            except (httpcore.RemoteProtocolError, httpcore.ReadError, httpcore.WriteError) as error:
-                if not (_is_stale_connection_error(error) and _replayable(request)):
-                    raise
+                return await self._send(connection, _checked_before_writing(request, connection))
+            except _ClosedWhileIdle:
+                pass  # nothing was written: send it once on a new connection
+            self._raise_if_closed()
         connection = self._factory.create_connection(origin)
         self._open.add(connection)
         return await self._send(connection, request)
+
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise RuntimeError("the connection pool has been closed")
 
     async def _send(
         self, connection: httpcore.AsyncConnectionInterface, request: httpcore.Request
@@ -145,6 +187,7 @@ class KeepAlivePool:
         idle = self._idle.get(_key(origin))
         while idle:
             connection = idle.pop()
+            # has_expired() also covers an idle socket the server has closed.
             if connection.is_available() and not connection.has_expired():
                 return connection
             await self._discard(connection)
@@ -168,7 +211,7 @@ class KeepAlivePool:
         for key, idle in list(self._idle.items()):
             while idle and idle[0].has_expired():
                 await self._discard(idle.popleft())
-            if not idle:
+            if not idle and self._idle.get(key) is idle:
                 del self._idle[key]
 
     async def _discard(self, connection: httpcore.AsyncConnectionInterface) -> None:
@@ -180,9 +223,15 @@ class KeepAlivePool:
         self._closed = True
         connections, self._open = list(self._open), set()
         self._idle.clear()
+        interrupted: BaseException | None = None
         with anyio.CancelScope(shield=True):
             for connection in connections:
-                await connection.aclose()
+                try:  # an interruption must not leave the remaining sockets open
+                    await connection.aclose()
+                except BaseException as error:
+                    interrupted = interrupted or error
+        if interrupted is not None:
+            raise interrupted
 
     async def __aenter__(self) -> KeepAlivePool:
         return self

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmax.auth import ModelAuth, StaticBearerAuth
+import pytest
+
+from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs.base.env import BaseEnv, BaseRollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.shared_types import Example, RewardMap, RolloutRequest
@@ -90,12 +93,79 @@ def make_request(
     )
 
 
+def make_request_for_url(base_url: str) -> RolloutRequest[dict[str, Any]]:
+    """A request to any OpenAI-compatible ``base_url`` (e.g. a fixed_response_server)."""
+    return RolloutRequest(
+        rollout_id="rollout-0",
+        example=Example(id="e", payload=dict(PAYLOAD)),
+        model="test-model",
+        base_url=base_url,
+        model_auth=StaticBearerAuth("k"),
+    )
+
+
 def tool_reply(*calls: tuple[str, Any], content: Any = None) -> dict[str, Any]:
     """A scripted assistant reply calling ``(name, arguments)`` tools."""
     return {
         "content": content,
         "tool_calls": [{"name": name, "arguments": arguments} for name, arguments in calls],
     }
+
+
+class CountingAuth:
+    """Auth recording every context it is asked about; the n-th call's header is
+    ``Authorization: Bearer attempt-n``."""
+
+    def __init__(self) -> None:
+        self.contexts: list[ModelRequestContext] = []
+
+    async def headers_for_request(self, context: ModelRequestContext) -> dict[str, str]:
+        self.contexts.append(context)
+        return {"Authorization": f"Bearer attempt-{len(self.contexts)}"}
+
+
+class HoldUntilAll:
+    """A mock policy holding every request until ``count`` have arrived; then it
+    answers ``"ok"`` if ``release``, else keeps holding (until cancelled)."""
+
+    def __init__(self, count: int, *, release: bool) -> None:
+        self.count = count
+        self.release = release
+        self.arrived = 0
+        self.all_arrived = asyncio.Event()
+
+    async def __call__(self, body: dict[str, Any]) -> str:
+        self.arrived += 1
+        if self.arrived == self.count:
+            self.all_arrived.set()
+        await self.all_arrived.wait()
+        if not self.release:
+            await asyncio.sleep(60)
+        return "ok"
+
+
+def env_record(caplog: pytest.LogCaptureFixture) -> logging.LogRecord:
+    """The single record a rollout logged on ``benchmax.envs.base.env``."""
+    (record,) = [r for r in caplog.records if r.name == "benchmax.envs.base.env"]
+    return record
+
+
+def assert_env_record(
+    caplog: pytest.LogCaptureFixture,
+    message: str,
+    *,
+    level: int = logging.ERROR,
+    exc_type: type[BaseException] | None = None,
+) -> None:
+    """The rollout logged exactly ``message`` at ``level``, with a traceback of
+    ``exc_type`` (or none when ``exc_type`` is ``None``)."""
+    record = env_record(caplog)
+    assert record.getMessage() == message
+    assert record.levelno == level
+    if exc_type is None:
+        assert record.exc_info is None
+    else:
+        assert record.exc_info is not None and isinstance(record.exc_info[1], exc_type)
 
 
 def open_sockets() -> int:
@@ -111,9 +181,12 @@ def open_sockets() -> int:
 
 
 @asynccontextmanager
-async def fixed_response_server(status: int, body: bytes) -> AsyncIterator[str]:
-    """A minimal HTTP/1.1 server answering every request with ``status`` and a JSON
-    ``body`` (for response shapes MockModelServer does not produce); yields its origin."""
+async def fixed_response_server(
+    status: int, body: bytes, *, headers: bytes = b""
+) -> AsyncIterator[str]:
+    """A minimal HTTP/1.1 server answering every request with ``status``, a JSON
+    ``body`` and extra raw ``headers`` lines (for response shapes MockModelServer
+    does not produce); yields its origin."""
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -126,7 +199,8 @@ async def fixed_response_server(status: int, body: bytes) -> AsyncIterator[str]:
             await reader.readexactly(length)
             writer.write(
                 b"HTTP/1.1 %d Error\r\nContent-Type: application/json\r\n"
-                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body)
+                b"Content-Length: %d\r\nConnection: close\r\n%s\r\n%s"
+                % (status, len(body), headers, body)
             )
             await writer.drain()
         finally:

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from tests.envs.base.support import ToolEnv, make_request, open_sockets, tool_reply
+from tests.envs.base.support import HoldUntilAll, ToolEnv, make_request, open_sockets, tool_reply
 
 from benchmax.envs.shared_types import RolloutFailure
 from benchmax.testing import Fault, MockModelServer, RecordedRequest
@@ -78,17 +78,8 @@ async def test_thousand_rollouts_with_a_third_faulted(mock_server: MockModelServ
 def test_cancelling_run_group_cancels_every_rollout_and_leaks_nothing() -> None:
     async def scenario() -> tuple[int, int, int, int]:
         in_loop = open_sockets()
-        entered = 0
         released = 0
-        all_in = asyncio.Event()
-
-        async def hold(body: dict[str, Any]) -> str:
-            nonlocal entered
-            entered += 1
-            if entered == 20:
-                all_in.set()
-            await asyncio.sleep(30)
-            return "never"
+        hold = HoldUntilAll(20, release=False)
 
         class Tracked(GroupEnv):
             from contextlib import asynccontextmanager as _acm
@@ -106,7 +97,7 @@ def test_cancelling_run_group_cancels_every_rollout_and_leaks_nothing() -> None:
             group = asyncio.create_task(
                 env.run_group([make_request(server, f"r{i}") for i in range(20)])
             )
-            await asyncio.wait_for(all_in.wait(), 10)
+            await asyncio.wait_for(hold.all_arrived.wait(), 10)
             group.cancel()
             try:
                 await group

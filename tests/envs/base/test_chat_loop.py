@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-from tests.envs.base.support import PROMPT, AnswerEnv, ToolEnv, make_request, tool_reply
+from tests.envs.base.support import (
+    PROMPT,
+    AnswerEnv,
+    CountingAuth,
+    ToolEnv,
+    assert_env_record,
+    make_request,
+    tool_reply,
+)
 
 from benchmax.auth import InjectedAuth
 from benchmax.envs.base.env import BaseRollout
 from benchmax.envs.shared_types import RewardMap
 from benchmax.rewards import JudgeError
 from benchmax.testing import Fault, MockModelServer, scripted
+
+MODEL_FAILED = "base.rollout.model_failed rollout_id=rollout-0 termination_reason="
 
 
 async def test_siblings_post_to_their_own_urls_concurrently(mock_server: MockModelServer) -> None:
@@ -170,11 +179,7 @@ async def test_unbound_injected_auth_fails_only_its_rollout(
     assert outcomes["rollout-1"].rewards == {"correct": 1.0}
     assert mock_server.requests_for("rollout-0") == []
     assert "No runtime model-auth provider" in caplog.text
-    record = next(r for r in caplog.records if r.name == "benchmax.envs.base.env")
-    assert record.levelno == logging.ERROR
-    assert record.getMessage() == (
-        "base.rollout.model_failed rollout_id=rollout-0 termination_reason=model_error"
-    )
+    assert_env_record(caplog, f"{MODEL_FAILED}model_error", exc_type=RuntimeError)
     await env.aclose()
 
 
@@ -289,9 +294,11 @@ async def test_judge_failure_in_compute_reward_settles_only_that_rollout(
     assert outcomes["rollout-0"].rewards == {"correct": 0.0}
     assert outcomes["rollout-1"].rewards == {"correct": 1.0}
     assert "judge unavailable: 503" in caplog.text
-    assert (
+    assert_env_record(
+        caplog,
         "base.rollout.reward_failed rollout_id=rollout-0 termination_reason=judge_error: "
-        "judge unavailable: 503" in caplog.messages
+        "judge unavailable: 503",
+        exc_type=JudgeError,
     )
     await env.aclose()
 
@@ -308,9 +315,11 @@ async def test_reward_hook_exception_is_reward_error(
     outcomes = await env.run_group([make_request(mock_server)])
     assert outcomes["rollout-0"].termination_reason == "reward_error"
     assert outcomes["rollout-0"].rewards == {"correct": 0.0}
-    assert (
+    assert_env_record(
+        caplog,
         "base.rollout.reward_failed rollout_id=rollout-0 termination_reason=reward_error: "
-        "'missing'" in caplog.messages
+        "'missing'",
+        exc_type=KeyError,
     )
     await env.aclose()
 
@@ -406,4 +415,24 @@ async def test_wire_request_matches_the_sdk_create_call(mock_server: MockModelSe
     assert {k: v for k, v in ours.headers.items() if k not in volatile} == {
         k: v for k, v in reference.headers.items() if k not in volatile
     }
+    await env.aclose()
+
+
+async def test_auth_is_resolved_before_every_turn(mock_server: MockModelServer) -> None:
+    from benchmax.auth import ModelRequestContext
+
+    mock_server.policy = scripted([tool_reply(("multiply", {"left": 6, "right": 7})), "42"])
+    auth = CountingAuth()
+    request = make_request(mock_server, auth=auth)
+    env = ToolEnv()
+    rollout = await env.run_rollout(request)
+    assert rollout.termination_reason == "finished"
+    assert [r.headers["authorization"] for r in mock_server.requests] == [
+        "Bearer attempt-1",
+        "Bearer attempt-2",
+    ]
+    expected = ModelRequestContext(
+        base_url=request.base_url, model="test-model", rollout_id="rollout-0"
+    )
+    assert auth.contexts == [expected, expected]
     await env.aclose()

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
+import warnings
 from typing import Any
 
 import httpx
 import pytest
-from tests.envs.base.support import AnswerEnv, ToolEnv, make_request, open_sockets, tool_reply
+from tests.envs.base.support import (
+    AnswerEnv,
+    ToolEnv,
+    make_request,
+    make_request_for_url,
+    open_sockets,
+    tool_reply,
+)
 
 from benchmax.envs import _connection_pool
 from benchmax.envs._connection_pool import PoolLease, pooled_http_client
@@ -98,24 +107,35 @@ def test_threads_with_their_own_loops_get_their_own_transports() -> None:
     assert seen["a"] is not seen["b"]
 
 
-def test_loop_closed_without_shutdown_is_dropped_without_error() -> None:
+def test_loop_closed_without_shutdown_is_dropped_without_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unraisable: list[type[BaseException]] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: unraisable.append(info.exc_type))
+    env = AnswerEnv()
     loop = asyncio.new_event_loop()
 
     async def use_pool() -> Any:
-        pooled_http_client()
-        return shared_transport()
+        async with MockModelServer(echo) as server:
+            rollout = await env.run_rollout(make_request(server))
+            assert rollout.termination_reason == "finished"
+        return shared_transport()  # it still holds the (now server-closed) connection
 
     stale = loop.run_until_complete(use_pool())
     loop.close()  # no shutdown_asyncgens: the pool is never closed by the loop
     assert not stale.closed
 
-    async def next_use() -> None:
-        pooled_http_client()
+    async def next_use() -> str:
+        async with MockModelServer(echo) as server:
+            return (await env.run_rollout(make_request(server))).termination_reason
 
-    asyncio.run(next_use())
-    assert loop not in _connection_pool._REGISTRY
-    del loop, stale
-    gc.collect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # even as errors, warnings of the drop stay unraisable
+        assert asyncio.run(next_use()) == "finished"
+        assert loop not in _connection_pool._REGISTRY
+        del loop, stale
+        gc.collect()
+    assert set(unraisable) <= {ResourceWarning}
 
 
 def test_aclose_and_loop_end_leave_no_socket_open() -> None:
@@ -157,43 +177,21 @@ async def test_lease_keeps_pool_until_last_holder_and_open_clients_finish(
     assert shared_transport() is not transport
 
 
-async def test_stale_keep_alive_connection_is_resent_once(mock_server: MockModelServer) -> None:
-    # The second call arrives on the kept-alive connection and is dropped unanswered,
-    # as when a server closes an idle connection just as a request is written.
-    calls = 0
-
-    async def drop_second(body: dict[str, Any]) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            return Fault.drop()
-        return tool_reply(("multiply", {"left": 6, "right": 7})) if calls == 1 else "42"
-
-    mock_server.policy = drop_second
-    env = ToolEnv(model_retries=0)
-    rollout = await env.run_rollout(make_request(mock_server))
-    assert rollout.termination_reason == "finished"
-    first, dropped, resent = mock_server.requests
-    assert dropped.connection == first.connection
-    assert resent.connection != dropped.connection
-    assert resent.body == dropped.body
-    await env.aclose()
-
-
-async def test_resend_happens_only_once_and_only_for_reused_connections(
-    mock_server: MockModelServer,
-) -> None:
+async def test_a_request_the_server_dropped_is_never_resent(mock_server: MockModelServer) -> None:
+    # Dropped after the request arrived: resending would be a second model call.
     mock_server.inject(Fault.drop())
     env = AnswerEnv()
     rollout = await env.run_rollout(make_request(mock_server, "fresh"))
     assert rollout.termination_reason == "model_error"
-    assert len(mock_server.requests) == 1  # a new connection: never resent
+    assert len(mock_server.requests) == 1  # on a new connection
 
     await env.run_rollout(make_request(mock_server, "warm"))  # leaves a kept-alive connection
-    mock_server.inject(Fault.drop(), times=2)
+    mock_server.inject(Fault.drop())
     rollout = await env.run_rollout(make_request(mock_server, "reused"))
     assert rollout.termination_reason == "model_error"
-    assert len(mock_server.requests_for("reused")) == 2  # one resend, then the error
+    (dropped,) = mock_server.requests_for("reused")
+    assert dropped.connection == mock_server.requests_for("warm")[0].connection
+    assert len(mock_server.requests) == 3
     await env.aclose()
 
 
@@ -252,3 +250,37 @@ async def test_concurrent_groups_share_the_pool_and_env_works_after_aclose(
     assert rollout.termination_reason == "finished"
     assert shared_transport() is not transport
     await env.aclose()
+
+
+async def test_https_proxy_from_the_environment_tunnels_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    request_lines: list[bytes] = []
+
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        request_lines.append(head.split(b"\r\n", 1)[0])
+        writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    def reason_in_new_loop() -> str:
+        async def run() -> str:
+            request = make_request_for_url("https://127.0.0.1:9/v1")
+            return (await AnswerEnv().run_rollout(request)).termination_reason
+
+        return asyncio.run(run())
+
+    proxy = await asyncio.start_server(refuse, "127.0.0.1", 0)
+    async with proxy:
+        port = proxy.sockets[0].getsockname()[1]
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.delenv("https_proxy", raising=False)
+        assert await asyncio.to_thread(reason_in_new_loop) == "model_error"
+        assert request_lines == [b"CONNECT 127.0.0.1:9 HTTP/1.1"]
+
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        assert await asyncio.to_thread(reason_in_new_loop) == "model_error"  # direct: refused
+        assert len(request_lines) == 1

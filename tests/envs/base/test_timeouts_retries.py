@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import time
 from typing import Any
 
 import pytest
-from tests.envs.base.support import AnswerEnv, ToolEnv, make_request, tool_reply
+from tests.envs.base.support import (
+    AnswerEnv,
+    CountingAuth,
+    ToolEnv,
+    fixed_response_server,
+    make_request,
+    tool_reply,
+)
+from tests.envs.base.test_model_failures import make_request_for_url
 
-from benchmax.auth import ModelRequestContext
 from benchmax.envs.base import _model_call
 from benchmax.testing import Fault, MockModelServer, scripted
-
-
-class CountingAuth:
-    def __init__(self) -> None:
-        self.contexts: list[ModelRequestContext] = []
-
-    async def headers_for_request(self, context: ModelRequestContext) -> dict[str, str]:
-        self.contexts.append(context)
-        return {"Authorization": f"Bearer attempt-{len(self.contexts)}"}
 
 
 class SlowToolEnv(ToolEnv):
@@ -278,3 +277,27 @@ def test_retry_delay_is_exponential_with_jitter_and_capped() -> None:
     assert _model_call.retry_delay(1, 12.5) == 12.5
     assert _model_call.retry_delay(1, 0.0) == 0.0
     assert _model_call.retry_delay(4, 120.0) == 60.0
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "low", "high"),
+    [
+        (b"soon", 0.25, 0.5),  # unusable: ordinary backoff
+        (b"", 0.25, 0.5),
+        (b"Wed, 21 Oct 2015 07:28:00 GMT", 0.0, 0.0),  # a past date: at once
+        (None, 28.0, 30.5),  # an HTTP date 30 s ahead
+    ],
+)
+async def test_retry_after_forms(
+    backoff_waits: list[float], retry_after: bytes | None, low: float, high: float
+) -> None:
+    if retry_after is None:
+        retry_after = email.utils.formatdate(time.time() + 30, usegmt=True).encode()
+    body = b'{"error": {"message": "slow down"}}'
+    headers = b"Retry-After: %s\r\n" % retry_after
+    async with fixed_response_server(429, body, headers=headers) as origin:
+        request = make_request_for_url(f"{origin}/v1")
+        rollout = await AnswerEnv(model_retries=1).run_rollout(request)
+    assert rollout.termination_reason == "model_error"
+    (wait,) = backoff_waits
+    assert low <= wait <= high

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import pytest
-from tests.envs.base.support import MULTIPLY_TOOL, AnswerEnv, ToolEnv, make_request, tool_reply
+from tests.envs.base.support import (
+    MULTIPLY_TOOL,
+    AnswerEnv,
+    ToolEnv,
+    assert_env_record,
+    make_request,
+    tool_reply,
+)
 
 from benchmax.envs.shared_types import RolloutFailure
 from benchmax.testing import MockModelServer, scripted
@@ -76,11 +82,12 @@ async def test_tool_exception_is_tool_error_for_that_rollout_only(
     assert outcomes["rollout-0"].termination_reason == "tool_error"
     assert outcomes["rollout-0"].rewards == {"correct": 0.0}
     assert outcomes["rollout-1"].termination_reason == "finished"
-    assert "calculator exploded" in caplog.text
-    assert (
-        "base.rollout.tool_failed rollout_id=rollout-0 termination_reason=tool_error"
-        in caplog.messages
+    assert_env_record(
+        caplog,
+        "base.rollout.tool_failed rollout_id=rollout-0 termination_reason=tool_error",
+        exc_type=RuntimeError,
     )
+    assert "calculator exploded" in caplog.text
     await env.aclose()
 
 
@@ -109,11 +116,11 @@ async def test_rollout_failure_from_tool_uses_its_reason(
     outcomes = await env.run_group([make_request(mock_server)])
     assert outcomes["rollout-0"].termination_reason == "sandbox_error"
     assert outcomes["rollout-0"].rewards == {"correct": 0.0}
-    record = next(r for r in caplog.records if r.name == "benchmax.envs.base.env")
-    assert record.levelno == logging.ERROR and record.exc_info is not None
-    assert record.getMessage() == (
+    assert_env_record(
+        caplog,
         "base.rollout.tool_failed rollout_id=rollout-0 termination_reason=sandbox_error: "
-        "sandbox crashed"
+        "sandbox crashed",
+        exc_type=RolloutFailure,
     )
     await env.aclose()
 
@@ -260,4 +267,26 @@ async def test_default_run_tool_rejects_unknown_tools(mock_server: MockModelServ
     assert rollout.termination_reason == "tool_error"
     with pytest.raises(ValueError, match=r"^Unknown tool: multiply$"):
         await env.run_tool("r", "multiply")
+    await env.aclose()
+
+
+async def test_list_tools_runs_once_and_its_list_is_sent_every_turn(
+    mock_server: MockModelServer,
+) -> None:
+    class CountingTools(ToolEnv):
+        def __init__(self) -> None:
+            super().__init__()
+            self.list_calls = 0
+
+        async def list_tools(self) -> list[Any]:
+            self.list_calls += 1
+            return [MULTIPLY_TOOL]
+
+    call = ("multiply", {"left": 6, "right": 7})
+    mock_server.policy = scripted([tool_reply(call), tool_reply(call), "42"])
+    env = CountingTools()
+    rollout = await env.run_rollout(make_request(mock_server))
+    assert rollout.termination_reason == "finished"
+    assert env.list_calls == 1
+    assert [r.body["tools"] for r in mock_server.requests] == [[MULTIPLY_TOOL]] * 3
     await env.aclose()

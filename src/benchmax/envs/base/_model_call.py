@@ -14,6 +14,7 @@ import email.utils
 import logging
 import math
 import random
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ _BACKOFF_BASE = 0.5
 _BACKOFF_CAP = 30.0
 _RETRY_AFTER_CAP = 60.0
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
+_SERVER_TEXT_LIMIT = 2000
+# What HTTP/1.1 allows in a header (RFC 9110 token / field-value, as h11 checks it).
+_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
+_HEADER_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +48,8 @@ class ModelCallFailure:
     """Why a model call ended the rollout, and what to log about it."""
 
     termination_reason: str
-    error: BaseException | None
+    error: BaseException
     level: int
-    detail: str | None = None
 
 
 class _AttemptTimedOut(Exception):
@@ -73,25 +77,32 @@ def retry_delay(retry_number: int, retry_after: float | None) -> float:
 
 
 def _retry_after_seconds(error: BaseException) -> float | None:
+    """The wait a failed response asks for (``Retry-After-Ms``, ``Retry-After`` in
+    seconds or as an HTTP date), or ``None`` when it names none usable."""
     if not isinstance(error, openai.APIStatusError):
         return None
     headers = error.response.headers
     millis = headers.get("retry-after-ms")
     if millis is not None:
         try:
-            return max(0.0, float(millis) / 1000)
+            seconds = float(millis) / 1000
         except ValueError:
             pass
+        else:
+            return max(0.0, seconds) if math.isfinite(seconds) else None
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
         seconds = float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
-        if parsed is None or parsed.tzinfo is None:
+        date = email.utils.parsedate_tz(value)
+        if date is None:
             return None
-        seconds = parsed.timestamp() - time.time()
+        try:
+            seconds = email.utils.mktime_tz(date) - time.time()
+        except (OverflowError, ValueError):
+            return None
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
@@ -102,6 +113,46 @@ def _is_transient(error: BaseException) -> bool:
         status = error.status_code
         return status in _TRANSIENT_STATUSES or status >= 500
     return False
+
+
+def _sendable_headers(headers: Mapping[Any, Any]) -> dict[Any, Any]:
+    """The auth headers, refusing any that HTTP cannot carry.
+
+    The HTTP layer would reject them too, but with the offending value (usually a
+    credential, e.g. a token read with its trailing newline) in the exception
+    text, which then reaches the logs. This error names the header only.
+    """
+    checked = dict(headers)
+    for name, value in checked.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise ValueError("model auth returned an invalid header name")
+        if isinstance(value, str):
+            valid = value.isascii() and _HEADER_VALUE.fullmatch(value.encode()) is not None
+        elif isinstance(value, bytes):
+            valid = _HEADER_VALUE.fullmatch(value) is not None
+        else:
+            continue  # left to the SDK (e.g. its ``Omit`` marker)
+        if not valid:
+            raise ValueError(f"model auth returned an invalid value for header {name!r}")
+    return checked
+
+
+def _note_server_text(error: BaseException) -> None:
+    """Make sure a status error's traceback shows what the server said.
+
+    The SDK puts only an OpenAI-style ``message`` field into the error text; a
+    plain-text or differently shaped error body is added as a note instead.
+    """
+    if not isinstance(error, openai.APIStatusError) or str(error) != (
+        f"Error code: {error.status_code}"
+    ):
+        return
+    try:
+        text = error.response.text.strip()
+    except Exception:  # body not read (httpx or httpx2 ResponseNotRead): nothing to add
+        return
+    if text:
+        error.add_note(f"server response: {text[:_SERVER_TEXT_LIMIT]}")
 
 
 def _bad_request_code(error: openai.BadRequestError) -> object:
@@ -164,7 +215,9 @@ class ModelSession:
     async def _attempt(
         self, messages: list[dict[str, Any]], tools: Sequence[Any]
     ) -> ChatCompletion:
-        headers = dict(await self._request.model_auth.headers_for_request(self._context))
+        headers = _sendable_headers(
+            await self._request.model_auth.headers_for_request(self._context)
+        )
         body: dict[str, Any] = {"model": self._request.model, "messages": messages}
         if tools:
             body["tools"] = tools
@@ -187,6 +240,7 @@ class ModelSession:
             raise
 
     def _classify(self, error: Exception) -> ModelCallFailure:
+        _note_server_text(error)
         if isinstance(error, openai.BadRequestError):
             code = _bad_request_code(error)
             reason = "context_exceeded" if code == "context_budget_exceeded" else "model_error"
