@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
@@ -45,3 +48,43 @@ async def http_client() -> AsyncIterator[httpx.AsyncClient]:
     """A plain ``httpx.AsyncClient`` for http:// URLs (no TLS setup, so it is cheap)."""
     async with httpx.AsyncClient(verify=False, timeout=10) as client:
         yield client
+
+
+async def _raw_exchange(port: int, payload: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(payload)
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(), 5)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+@pytest.fixture
+def raw_http() -> Callable[[int, bytes], Awaitable[bytes]]:
+    """``await raw_http(port, payload)``: send raw bytes to ``127.0.0.1:port`` and return
+    everything the server sends until it closes the connection (5 s at most)."""
+    return _raw_exchange
+
+
+def _open_fds() -> int:
+    gc.collect()
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _other_tasks() -> set[asyncio.Task[object]]:
+    return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+
+@pytest.fixture
+async def assert_released() -> Callable[[], None]:
+    """Snapshot open file descriptors and asyncio tasks at test start; calling the
+    fixture's value later asserts both are back to that snapshot (nothing leaked)."""
+    fds, tasks = _open_fds(), _other_tasks()
+
+    def check() -> None:
+        assert _open_fds() == fds
+        assert _other_tasks() == tasks
+
+    return check

@@ -309,3 +309,59 @@ async def test_fault_can_be_raised_and_caught() -> None:
         raise Fault.status(418 + 82)
     assert caught.value.status_code == 500
     await asyncio.sleep(0)
+
+
+# -- every kind, per call and per session -----------------------------------------------------
+
+KINDS = {
+    "status": Fault.status(503, error_code="overloaded"),
+    "delay": Fault.delay(0.2),
+    "malformed": Fault.malformed(),
+    "drop": Fault.drop(),
+    "no_choices": Fault.no_choices(),
+}
+
+
+async def _outcome(server: MockModelServer, session: str) -> str:
+    """What one chat call of ``session`` saw, as a short label."""
+    started = time.monotonic()
+    try:
+        response = await _post(server, session)
+    except httpx.RemoteProtocolError:
+        return "drop"
+    if response.status_code != 200:
+        return f"status {response.status_code} {response.json()['error']['code']}"
+    try:
+        data = response.json()
+    except ValueError:
+        return "malformed"
+    if not data["choices"]:
+        return "no_choices"
+    return "delayed ok" if time.monotonic() - started >= 0.2 else "ok"
+
+
+EXPECTED = {
+    "status": "status 503 overloaded",
+    "delay": "delayed ok",
+    "malformed": "malformed",
+    "drop": "drop",
+    "no_choices": "no_choices",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+async def test_each_fault_kind_per_call(mock_server: MockModelServer, kind: str) -> None:
+    mock_server.inject(KINDS[kind])
+    assert await _outcome(mock_server, "") == EXPECTED[kind]
+    assert await _outcome(mock_server, "") == "ok"
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+async def test_each_fault_kind_per_session(mock_server: MockModelServer, kind: str) -> None:
+    mock_server.inject(KINDS[kind], session="victim", times=2)
+    assert await _outcome(mock_server, "bystander") == "ok"
+    assert await _outcome(mock_server, "victim") == EXPECTED[kind]
+    assert await _outcome(mock_server, "") == "ok"
+    assert await _outcome(mock_server, "victim") == EXPECTED[kind]
+    assert await _outcome(mock_server, "victim") == "ok"
+    assert mock_server.pending_faults == 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -43,12 +45,48 @@ async def test_standalone_server_serves_and_stops_on_sigterm() -> None:
             await process.wait()
 
 
-@pytest.mark.parametrize("policy", ["nonsense", "no_such_module_xyz:f"])
-def test_bad_policy_exits_2_with_one_line(policy: str, capsys: pytest.CaptureFixture) -> None:
+def test_help_describes_every_option() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmax.testing", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: python -m benchmax.testing")
+    for option in ("--host", "--port", "--policy", "--no-record"):
+        assert option in result.stdout
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "nonsense",
+        "no_such_module_xyz:f",
+        "benchmax.testing:missing",
+        "BROKEN_FILE:answer",
+        "BAD_SYNTAX:answer",
+    ],
+)
+def test_bad_policy_exits_2_with_one_line(
+    policy: str, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken_policy_module.py"
+    broken.write_text("raise RuntimeError('boom\\nsecond line')\n")
+    bad_syntax = tmp_path / "bad_syntax_policy.py"
+    bad_syntax.write_text("def answer(body:\n")
+    policy = policy.replace("BROKEN_FILE", str(broken)).replace("BAD_SYNTAX", str(bad_syntax))
     assert main(["--policy", policy]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ")
     assert err.count("\n") == 1
+    assert "broken_policy_module" not in sys.modules
+
+
+def test_invalid_port_exits_2(capsys: pytest.CaptureFixture) -> None:
+    assert main(["--port", "70000"]) == 2
+    assert capsys.readouterr().err == "error: mock server port must be an integer from 0 to 65535\n"
 
 
 def test_busy_port_exits_1(capsys: pytest.CaptureFixture) -> None:

@@ -290,7 +290,19 @@ async def test_policy_exception_is_a_500_and_logged(
     assert (await _chat(mock_server, USER)).status_code == 500  # server keeps serving
 
 
-@pytest.mark.parametrize("answer", [42, None, ["x"], {"tool_calls": "x"}, {"tool_calls": [5]}])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        42,
+        None,
+        ["x"],
+        {"tool_calls": "x"},
+        {"tool_calls": [5]},
+        {"content": "x", "score": float("nan")},  # would not be valid JSON
+        {"tool_calls": [{"name": "f", "arguments": {"x": float("inf")}}]},
+        {"content": object()},
+    ],
+)
 async def test_unusable_policy_answer_is_a_500(mock_server: MockModelServer, answer: Any) -> None:
     mock_server.policy = lambda body: answer
     response = await _chat(mock_server, USER)
@@ -397,6 +409,8 @@ async def test_tool_exerciser_one_per_turn(mock_server: MockModelServer) -> None
     assert names == ["search", "now", "pick"]
     final = _choice(await _chat(mock_server, messages, tools=TOOLS))
     assert final["message"]["content"] == "all done"
+    assert repr(mock_server.policy) == "ToolExerciser(one_per_turn=True, answer='all done')"
+    assert repr(tool_exerciser) == "ToolExerciser(one_per_turn=False)"
 
 
 async def test_tool_exerciser_without_tools_answers(mock_server: MockModelServer) -> None:
@@ -446,3 +460,22 @@ def test_load_policy_errors_are_one_line(spec: str, phrase: str) -> None:
     with pytest.raises(ValueError, match=phrase) as caught:
         load_policy(spec)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "parameters", [None, {}, {"type": "string"}, {"anyOf": [{"type": "null"}]}, "junk"]
+)
+def test_tool_exerciser_arguments_are_always_an_object(parameters: Any) -> None:
+    function: dict[str, Any] = {"name": "t"}
+    if parameters is not None:
+        function["parameters"] = parameters
+    reply = tool_exerciser({"messages": [], "tools": [{"type": "function", "function": function}]})
+    assert isinstance(reply, dict)
+    assert _arguments(reply["tool_calls"][0]) == {}
+
+
+def test_tool_exerciser_calls_a_repeated_tool_name_once() -> None:
+    tool = {"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}
+    reply = tool_exerciser({"messages": [], "tools": [tool, tool]})
+    assert isinstance(reply, dict)
+    assert [call["function"]["name"] for call in reply["tool_calls"]] == ["t"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -9,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from benchmax.testing import MockModelServer, RecordedRequest, mask_header_value
+from benchmax.testing import Fault, MockModelServer, RecordedRequest, mask_header_value
 
 SECRET = "sk-very-secret-token"
 
@@ -163,3 +164,42 @@ async def test_repeated_headers_are_joined(
         headers=[("X-Multi", "1"), ("X-Multi", "2")],
     )
     assert mock_server.requests[0].headers["x-multi"] == "1, 2"
+
+
+async def test_no_debug_log_record_carries_a_secret(
+    mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every record the server emits at DEBUG, message, arguments and traceback alike."""
+
+    def leaky(body: dict, request: RecordedRequest) -> str:
+        raise RuntimeError("policy broke")
+
+    auth = {"Authorization": f"Bearer {SECRET}", "Proxy-Authorization": f"Basic {SECRET}"}
+    url = f"{mock_server.base_url}/chat/completions"
+    with caplog.at_level(logging.DEBUG):
+        async with httpx.AsyncClient() as client:
+            await client.post(url, json={"messages": []}, headers=auth)
+            mock_server.inject(Fault.status(429, retry_after=1))
+            await client.post(url, json={"messages": []}, headers=auth)
+            mock_server.policy = leaky
+            await client.post(url, json={"messages": []}, headers=auth)
+            mock_server.policy = lambda body: 42
+            await client.post(url, json={"messages": []}, headers=auth)
+            await client.get(f"{mock_server.base_url}/models", headers=auth)
+        raw = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer "
+            + SECRET.encode()
+            + b"\x01\r\n\r\n"
+        )
+        reader, writer = await asyncio.open_connection("127.0.0.1", mock_server.port)
+        writer.write(raw)
+        await reader.read()
+        writer.close()
+        await writer.wait_closed()
+    records = [r for r in caplog.records if r.name.startswith("benchmax.testing")]
+    assert len(records) >= 7
+    formatter = logging.Formatter()
+    for record in records:
+        assert SECRET not in formatter.format(record)
+        assert SECRET not in repr(record.args)
+        assert SECRET not in repr(record.__dict__)

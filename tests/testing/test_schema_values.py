@@ -6,6 +6,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmax.testing import example_value
 
@@ -141,3 +143,179 @@ def test_recursive_reference_terminates() -> None:
 
 def test_unresolvable_reference_falls_back_to_a_string() -> None:
     assert example_value({"$ref": "#/$defs/missing"}) == "example"
+
+
+# -- edge cases the fixed table above once got wrong -------------------------------------------
+
+EDGE_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.1},
+    {"type": "number", "minimum": 2, "maximum": 2},
+    {"type": "number", "multipleOf": 0.1, "minimum": 0.25},
+    {"type": "number", "multipleOf": 0.01, "minimum": 0.3, "maximum": 0.4},
+    {"type": "integer", "minimum": 0, "exclusiveMinimum": True},  # draft-04 spelling
+    {
+        "type": "array",
+        "items": {"type": "integer", "multipleOf": 4},
+        "minItems": 3,
+        "uniqueItems": True,
+    },
+    {
+        "type": "array",
+        "items": {"type": "number", "multipleOf": 0.1},
+        "minItems": 5,
+        "uniqueItems": True,
+    },
+    {
+        "type": "array",
+        "items": {"type": "integer", "default": 2},
+        "minItems": 3,
+        "uniqueItems": True,
+    },
+    {"type": "array", "items": {"type": "object"}, "minItems": 3, "uniqueItems": True},
+    {
+        "type": "array",
+        "items": {"type": "array", "items": {"type": "string"}},
+        "minItems": 2,
+        "uniqueItems": True,
+    },
+    {"type": "array", "prefixItems": [{"type": "string"}], "items": False},
+    {"type": "array", "items": {"type": "string"}, "minItems": 0},
+    {"type": "string", "pattern": "^[a-z]+$"},
+    {"type": "string", "pattern": "^[0-9]{3}$"},
+    {"type": "string", "pattern": "^[A-Z][a-z]+$"},
+    {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+    {"type": "string", "maxLength": 0},
+    {"type": "object", "minProperties": 3, "properties": {"a": {"type": "integer"}}},
+    {"type": "object", "minProperties": 2, "additionalProperties": {"type": "boolean"}},
+    {
+        "type": "object",
+        "properties": {
+            "card": {"type": "string"},
+            "cvv": {"type": "string", "pattern": "^[0-9]{3}$"},
+        },
+        "required": ["card"],
+        "dependentRequired": {"card": ["cvv"]},
+    },
+]
+
+
+@pytest.mark.parametrize("schema", EDGE_SCHEMAS, ids=lambda s: str(s)[:60])
+def test_edge_case_values_are_valid(schema: dict[str, Any]) -> None:
+    draft4 = schema.get("exclusiveMinimum") is True
+    validator = jsonschema.Draft4Validator if draft4 else jsonschema.Draft202012Validator
+    jsonschema.validate(example_value(schema), schema, cls=validator)
+
+
+# -- generated schemas ---------------------------------------------------------------------------
+
+
+def _integers() -> st.SearchStrategy[dict[str, Any]]:
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "integer"}
+        step = draw(st.sampled_from([None, 1, 2, 5]))
+        if step is not None:
+            schema["multipleOf"] = step
+        low = draw(st.none() | st.integers(-1000, 1000))
+        if low is not None:
+            schema[draw(st.sampled_from(["minimum", "exclusiveMinimum"]))] = low
+        if draw(st.booleans()):
+            base = low if low is not None else draw(st.integers(-1000, 1000))
+            schema[draw(st.sampled_from(["maximum", "exclusiveMaximum"]))] = (
+                base + 2 * (step or 1) + draw(st.integers(0, 50))
+            )
+        return schema
+
+    return build()
+
+
+def _numbers() -> st.SearchStrategy[dict[str, Any]]:
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "number"}
+        step = draw(st.sampled_from([None, 0.1, 0.25, 0.5, 0.01, 3]))
+        if step is not None:
+            schema["multipleOf"] = step
+        low = draw(st.none() | st.floats(-1e6, 1e6))
+        if low is not None:
+            schema[draw(st.sampled_from(["minimum", "exclusiveMinimum"]))] = low
+        if draw(st.booleans()):
+            base = low if low is not None else draw(st.floats(-1e6, 1e6))
+            width = draw(st.floats(0.001, 1e3)) + 3 * (step or 0)
+            schema[draw(st.sampled_from(["maximum", "exclusiveMaximum"]))] = base + width
+        return schema
+
+    return build()
+
+
+def _strings() -> st.SearchStrategy[dict[str, Any]]:
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        schema: dict[str, Any] = {"type": "string"}
+        low = draw(st.none() | st.integers(0, 40))
+        if low is not None:
+            schema["minLength"] = low
+        if draw(st.booleans()):
+            schema["maxLength"] = (low or 0) + draw(st.integers(0, 10))
+        if draw(st.booleans()):
+            schema["pattern"] = draw(st.sampled_from(["^[a-z]+$", "[0-9]", "^[A-Za-z0-9_-]*$"]))
+            schema.pop("maxLength", None)
+            schema.pop("minLength", None)
+        return schema
+
+    return build()
+
+
+_LEAVES = st.one_of(
+    _integers(),
+    _numbers(),
+    _strings(),
+    st.just({"type": "boolean"}),
+    st.just({"type": "null"}),
+    st.builds(lambda v: {"const": v}, st.integers() | st.text(max_size=5)),
+    st.builds(
+        lambda vs: {"enum": vs},
+        st.lists(st.integers() | st.text(max_size=5), min_size=1, max_size=4),
+    ),
+    st.builds(lambda t: {"type": [t, "null"]}, st.sampled_from(["string", "integer", "number"])),
+)
+_UNIQUE_FRIENDLY = st.sampled_from(
+    [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "object"}]
+)
+
+
+def _containers(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    @st.composite
+    def obj(draw: st.DrawFn) -> dict[str, Any]:
+        properties = draw(st.dictionaries(st.from_regex(r"\A[a-z]{1,6}\Z"), children, max_size=4))
+        required = [name for name in properties if draw(st.booleans())]
+        schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+        if draw(st.booleans()):
+            schema["additionalProperties"] = False
+        return schema
+
+    @st.composite
+    def array(draw: st.DrawFn) -> dict[str, Any]:
+        unique = draw(st.booleans())
+        schema: dict[str, Any] = {
+            "type": "array",
+            "items": draw(_UNIQUE_FRIENDLY if unique else children),
+            "minItems": draw(st.integers(0, 4)),
+        }
+        if unique:
+            schema["uniqueItems"] = True
+        if draw(st.booleans()):
+            schema["maxItems"] = schema["minItems"] + draw(st.integers(0, 3))
+        return schema
+
+    return obj() | array() | st.builds(lambda b: {"anyOf": [{"type": "null"}, b]}, children)
+
+
+SIMPLE_SCHEMAS = st.recursive(_LEAVES, _containers, max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SIMPLE_SCHEMAS)
+def test_generated_schemas_get_valid_values(schema: dict[str, Any]) -> None:
+    value = example_value(schema)
+    jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)

@@ -1,20 +1,55 @@
 """Test environments without a GPU or an API key: a real OpenAI-compatible mock model server.
 
 ``MockModelServer`` serves ``POST /v1/chat/completions`` (and ``GET /v1/models``) over
-real HTTP on 127.0.0.1, answering from a *policy*, and records every request::
+real HTTP on 127.0.0.1, answers from a *policy* and records every request. A complete
+test of a tool-using environment (runs as is, e.g. under ``asyncio.run(main())``)::
 
+    from benchmax.envs import BaseEnv, Example, RolloutRequest, StaticBearerAuth
     from benchmax.testing import Fault, MockModelServer, scripted
 
-    async def test_my_env_finishes():
+    class Multiply(BaseEnv):
+        reward_keys = ("correct",)
+        max_turns = 3
+
+        async def create_dataset(self, split, base_dir, *, max_examples=None):
+            raise NotImplementedError("not needed to run one rollout")
+
+        async def list_tools(self):
+            schema = {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            }
+            return [{"type": "function", "function": {"name": "multiply", "parameters": schema}}]
+
+        async def run_tool(self, rollout_id, tool_name, **arguments):
+            return arguments["a"] * arguments["b"]
+
+        async def compute_reward(self, rollout):
+            return {"correct": float(rollout.messages[-1]["content"] == "<answer>42</answer>")}
+
+    async def main():
+        prompt = [{"role": "user", "content": "What is 6 * 7?"}]
         policy = scripted([
-            {"tool_calls": [{"name": "multiply", "arguments": {"left": 6, "right": 7}}]},
+            {"tool_calls": [{"name": "multiply", "arguments": {"a": 6, "b": 7}}]},
             "<answer>42</answer>",
         ])
         async with MockModelServer(policy) as server:
-            request = RolloutRequest(..., base_url=server.session_url("r1"), model="m")
-            rollout = await MyEnv().run_rollout(request)
-            assert rollout.termination_reason == "finished"
-            assert len(server.requests_for("r1")) == 2
+            server.inject(Fault.status(503, retry_after=0), session="r1")  # fails once
+            request = RolloutRequest(
+                rollout_id="r1",
+                example=Example(id="ex-1", payload={"prompt_messages": prompt}),
+                model="any-model",
+                base_url=server.session_url("r1"),
+                model_auth=StaticBearerAuth("sk-test"),
+            )
+            rollout = await Multiply(model_retries=1).run_rollout(request)
+        assert rollout.termination_reason == "finished"
+        assert rollout.rewards == {"correct": 1.0}
+        calls = server.requests_for("r1")
+        assert len(calls) == 3  # the 503, the tool call, the answer
+        assert calls[2].messages[-1]["role"] == "tool"  # the env sent the tool result back
+        assert "sk-test" not in repr(calls[0])  # Authorization is masked: 'Bearer ***'
 
 * **Policies** take the request body (``dict``) — and, if they accept a second
   positional argument, the ``RecordedRequest`` (session, headers, path) — and return
@@ -24,28 +59,36 @@ real HTTP on 127.0.0.1, answering from a *policy*, and records every request::
   (in order, per session; HTTP 500 ``script_exhausted`` when the script runs out unless
   ``when_exhausted="repeat_last"`` or ``"cycle"``), ``tool_exerciser`` (calls every
   advertised tool once, in one turn, with arguments valid for its JSON Schema, then
-  answers; ``ToolExerciser(one_per_turn=True)`` calls one tool per turn). A policy
-  that raises another exception yields HTTP 500 with code ``mock_policy_error``.
-* **Sessions** come from the URL: ``session_url(name)`` is
+  answers; ``ToolExerciser(one_per_turn=True)`` calls one tool per turn;
+  ``example_value(schema)`` gives such a value). A policy that raises another exception
+  yields HTTP 500 with code ``mock_policy_error``.
+* **Sessions** come from the URL: any path ending in ``/chat/completions`` is served and
+  the part before it names the session; ``session_url(name)`` is
   ``http://127.0.0.1:PORT/sessions/<name>/v1`` and its requests are recorded with
   ``.session == name``; ``base_url`` (``.../v1``) is session ``""``.
 * **Faults**: ``server.inject(Fault.status(400, error_code="context_budget_exceeded"))``,
   ``Fault.status(429, retry_after=1)``, ``Fault.status(500)``, ``Fault.delay(2.0)``,
   ``Fault.malformed()``, ``Fault.drop()``, ``Fault.no_choices()``; per session with
   ``session=...``; for several calls with ``times=N`` or every call with ``times=None``.
+  Session faults fire before faults for any session; each queue is first in, first out.
 * **Recording**: ``server.requests`` / ``server.requests_for(session)`` hold
   ``RecordedRequest`` values (``session``, ``method``, ``path``, ``headers``, ``body``,
   ``time``, ``connection``); their ``repr`` and the server's log records (logger
-  ``benchmax.testing``) mask ``Authorization``. ``clear_requests()`` forgets them;
-  ``record=False`` keeps none (long benchmark runs).
+  ``benchmax.testing``) mask ``Authorization`` and other credential headers.
+  ``clear_requests()`` forgets them; ``record=False`` keeps none (long benchmark runs).
+* **Limits**: the server does not stream (``stream: true`` gets HTTP 400); request
+  bodies over ``max_body_size`` (64 MiB by default) get HTTP 413, header blocks over
+  64 KiB get HTTP 431, and bytes that are not HTTP get HTTP 400; the connection closes.
 * **Connections**: HTTP/1.1 keep-alive by default; ``keep_alive=False`` closes after
   every response, and ``await server.close_idle_connections()`` closes pooled idle
   connections on demand. ``RecordedRequest.connection`` numbers the TCP connection.
+  ``stop()`` (or leaving the ``async with``) closes every connection, busy or idle.
 
 Standalone: ``python -m benchmax.testing --port 8000 --policy package.module:function``
-(or ``path/to/file.py:function``, ``echo``, ``tool_exerciser``); from Python::
+(or ``path/to/file.py:function``, ``echo``, ``tool_exerciser``); it prints the base URL
+and serves until interrupted. The same from Python::
 
-    async with MockModelServer(load_policy(spec), port=8000) as server:
+    async with MockModelServer(load_policy("echo"), port=8000) as server:
         print(server.base_url)
         await server.serve_forever()  # until cancelled
 """

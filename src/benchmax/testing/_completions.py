@@ -1,27 +1,30 @@
-"""OpenAI-shaped response bodies: chat completions, model lists and errors."""
+"""OpenAI-shaped replies: chat completions, model lists, errors and injected faults."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from benchmax.testing._faults import Fault
+from benchmax.testing._http import Reply
 
 __all__ = [
     "DEFAULT_MODEL",
     "PolicyResultError",
-    "completion_body",
-    "error_body",
-    "models_body",
+    "completion_reply",
+    "error_reply",
+    "fault_reply",
+    "models_reply",
 ]
 
 DEFAULT_MODEL: Final = "mock-model"
 MALFORMED_BODY: Final = b'{"id": "chatcmpl-mock", "object": "chat.completion", "choices": [{'
 
 _ids = itertools.count(1)
+_JSON_HEADERS: Final = ((b"content-type", b"application/json"),)
 
 
 class PolicyResultError(TypeError):
@@ -29,32 +32,68 @@ class PolicyResultError(TypeError):
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
-def error_body(message: str, *, error_type: str, code: str | None) -> bytes:
-    return _dumps({"error": {"message": message, "type": error_type, "param": None, "code": code}})
+def error_reply(
+    status: int,
+    message: str,
+    *,
+    error_type: str = "invalid_request_error",
+    code: str | None = None,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> Reply:
+    """HTTP ``status`` with an OpenAI-style ``{"error": {...}}`` body."""
+    error = {"message": message, "type": error_type, "param": None, "code": code}
+    return Reply(status, _dumps({"error": error}), (*_JSON_HEADERS, *headers))
 
 
-def fault_error_body(fault: Fault) -> bytes:
-    return error_body(fault.message or "", error_type=fault.error_type or "", code=fault.error_code)
+def fault_reply(fault: Fault, request_body: Any) -> Reply:
+    """What the server sends for ``fault`` (a delay is not a reply: the caller waits)."""
+    match fault.kind:
+        case "drop":
+            return Reply(None)
+        case "malformed":
+            return Reply(200, MALFORMED_BODY, _JSON_HEADERS)
+        case "no_choices":
+            body = request_body if isinstance(request_body, Mapping) else {}
+            return completion_reply(body, None, 0, with_choice=False)
+        case "status":
+            assert fault.status_code is not None and fault.error_type is not None
+            headers = []
+            if fault.retry_after is not None:
+                seconds = float(fault.retry_after)
+                text = str(int(seconds)) if seconds.is_integer() else repr(seconds)
+                headers.append((b"retry-after", text.encode()))
+            return error_reply(
+                fault.status_code,
+                fault.message or "",
+                error_type=fault.error_type,
+                code=fault.error_code,
+                headers=headers,
+            )
+        case _:
+            return error_reply(
+                500,
+                "a mock policy cannot return a delay fault; await asyncio.sleep() in the policy",
+                error_type="server_error",
+                code="mock_policy_error",
+            )
 
 
-def models_body(model: str) -> bytes:
-    return _dumps(
-        {
-            "object": "list",
-            "data": [{"id": model, "object": "model", "created": 0, "owned_by": "benchmax"}],
-        }
-    )
+def models_reply(model: str) -> Reply:
+    """The ``GET /v1/models`` list, holding one model."""
+    data = [{"id": model, "object": "model", "created": 0, "owned_by": "benchmax"}]
+    return Reply(200, _dumps({"object": "list", "data": data}), _JSON_HEADERS)
 
 
-def completion_body(
+def completion_reply(
     request_body: Mapping[str, Any], reply: Any, prompt_bytes: int, *, with_choice: bool = True
-) -> bytes:
+) -> Reply:
     """A ``chat.completion`` answering ``request_body`` with the policy's ``reply``.
 
     ``reply`` is text or a message dict; ``with_choice=False`` gives ``"choices": []``.
+    Raises ``PolicyResultError`` when ``reply`` is neither.
     """
     model = request_body.get("model")
     choices: list[dict[str, Any]] = []
@@ -66,7 +105,7 @@ def completion_body(
         )
         completion_tokens = _token_estimate(message)
     prompt_tokens = max(1, prompt_bytes // 4)
-    return _dumps(
+    body = _dumps(
         {
             "id": f"chatcmpl-mock-{next(_ids)}",
             "object": "chat.completion",
@@ -80,6 +119,7 @@ def completion_body(
             },
         }
     )
+    return Reply(200, body, _JSON_HEADERS)
 
 
 def _assistant_message(reply: Any) -> tuple[dict[str, Any], str | None]:
@@ -114,7 +154,7 @@ def _tool_call(call: Any, index: int) -> dict[str, Any]:
         raise PolicyResultError(f"mock policy tool_calls[{index}].function must be a dict")
     arguments = function.get("arguments", "{}")
     if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
+        arguments = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
     shaped = dict(call)
     shaped.pop("name", None)
     shaped.pop("arguments", None)

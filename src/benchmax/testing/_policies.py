@@ -100,6 +100,7 @@ class ScriptedPolicy:
 
     @property
     def replies(self) -> tuple[ScriptReply, ...]:
+        """The script, in order."""
         return self._replies
 
     def position(self, session: str = "") -> int:
@@ -179,7 +180,7 @@ class ToolExerciser:
                     "type": "function",
                     "function": {
                         "name": name,
-                        "arguments": json.dumps(example_value(params), ensure_ascii=False),
+                        "arguments": json.dumps(_arguments(params), ensure_ascii=False),
                     },
                 }
                 for index, (name, params) in enumerate(pending)
@@ -187,7 +188,8 @@ class ToolExerciser:
         }
 
     def __repr__(self) -> str:
-        return f"ToolExerciser(one_per_turn={self._one_per_turn!r})"
+        answer = "" if self._answer is None else f", answer={self._answer!r}"
+        return f"ToolExerciser(one_per_turn={self._one_per_turn!r}{answer})"
 
 
 tool_exerciser = ToolExerciser()
@@ -195,15 +197,22 @@ tool_exerciser = ToolExerciser()
 
 
 def _advertised_tools(tools: Any) -> list[tuple[str, Any]]:
-    found: list[tuple[str, Any]] = []
+    found: dict[str, Any] = {}
     if not isinstance(tools, list):
-        return found
+        return []
     for tool in tools:
         function = tool.get("function") if isinstance(tool, Mapping) else None
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            params = function.get("parameters")
-            found.append((function["name"], params if params is not None else {"type": "object"}))
-    return found
+            found.setdefault(function["name"], function.get("parameters"))
+    return list(found.items())
+
+
+def _arguments(parameters: Any) -> dict[str, Any]:
+    """Schema-valid arguments; tool arguments are always a JSON object."""
+    if isinstance(parameters, Mapping) and "type" not in parameters:
+        parameters = {"type": "object", **parameters}
+    value = example_value(parameters if parameters is not None else {"type": "object"})
+    return value if isinstance(value, dict) else {}
 
 
 def _requested_tool_names(messages: Sequence[Any]) -> set[str]:
@@ -266,8 +275,9 @@ def load_policy(spec: str) -> Policy:
             module = _import_file(Path(module_name))
         else:
             module = importlib.import_module(module_name)
-    except (ImportError, OSError, SyntaxError) as error:
-        raise ValueError(f"cannot import mock policy module {module_name!r}: {error}") from error
+    except Exception as error:  # the module's own code may raise anything while importing
+        reason = " ".join(f"{type(error).__name__}: {error}".split())
+        raise ValueError(f"cannot import mock policy module {module_name!r}: {reason}") from error
     policy = module
     for part in attribute.split("."):
         try:
@@ -287,6 +297,11 @@ def _import_file(path: Path) -> Any:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
+    registered = sys.modules.setdefault(name, module) is module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        if registered:
+            del sys.modules[name]
+        raise
     return module

@@ -36,10 +36,10 @@ class RecordedRequest:
 
     ``session`` names the URL prefix the request came through (``""`` for the plain
     ``/v1`` base URL; see ``MockModelServer.session_url``). ``headers`` has lower-case
-    names. ``body`` is the parsed JSON body (``None`` when the body was empty or not
-    JSON; ``raw_body`` keeps the bytes). ``time`` is ``time.time()`` at arrival;
-    ``connection`` numbers the TCP connection it came on (from 1, per server), so
-    keep-alive reuse is visible.
+    names. ``body`` is the parsed JSON body (``None`` when the body was empty, not
+    JSON or refused as too large; ``raw_body`` keeps the bytes received). ``time`` is
+    ``time.time()`` at arrival; ``connection`` numbers the TCP connection it came on
+    (from 1, per server), so keep-alive reuse is visible.
     Its ``repr`` masks credential headers; the real values stay readable in ``headers``.
     """
 

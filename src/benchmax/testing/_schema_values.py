@@ -1,16 +1,20 @@
 """Deterministic example values that satisfy a (JSON Schema) tool parameter schema.
 
 Covers what tool schemas use in practice: ``type`` (also lists of types), ``const``,
-``enum``, ``default``, required object properties (nested), arrays (``items``,
-``prefixItems``, ``minItems``/``maxItems``), string lengths and common formats, numeric
-bounds and ``multipleOf``, ``anyOf``/``oneOf`` (first usable branch), ``allOf`` (merged)
-and local ``$ref`` (``#/$defs/...``, ``#/definitions/...``). Regex ``pattern`` is not
-solved.
+``enum``, ``default``, required object properties (nested), ``minProperties``,
+``dependentRequired``, arrays (``items``, ``prefixItems``, ``minItems``/``maxItems``,
+``uniqueItems``), string lengths, common formats and simple ``pattern`` regexes (a few
+candidate strings are tried), numeric bounds (also draft-04 boolean exclusive bounds)
+and ``multipleOf``, ``anyOf``/``oneOf`` (first usable branch), ``allOf`` (merged) and
+local ``$ref`` (``#/$defs/...``, ``#/definitions/...``). ``not``, ``if``/``then`` and
+``patternProperties`` are ignored.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -32,6 +36,25 @@ _FORMAT_EXAMPLES: Final[dict[str, str]] = {
     "uuid": "00000000-0000-4000-8000-000000000000",
     "duration": "PT1S",
 }
+_PATTERN_CANDIDATES: Final = (
+    "a",
+    "abc",
+    "A",
+    "ABC",
+    "Abc",
+    "1",
+    "123",
+    "a1",
+    "abc123",
+    "abc_123",
+    "abc-123",
+    "a.b",
+    "2024-01-01",
+    "12:00",
+    "+15555550123",
+    "user@example.com",
+    "https://example.com/",
+)
 
 
 def example_value(schema: Any, *, root: Any = None) -> Any:
@@ -66,9 +89,9 @@ class _Generator:
                 return self.value(_pick_branch(branches, schema), variant, depth + 1)
         match _schema_type(schema):
             case "object":
-                return self._object(schema, depth)
+                return self._object(schema, variant, depth)
             case "array":
-                return self._array(schema, depth)
+                return self._array(schema, variant, depth)
             case "integer":
                 return _integer(schema, variant)
             case "number":
@@ -110,7 +133,7 @@ class _Generator:
                 return None
         return node
 
-    def _object(self, schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
+    def _object(self, schema: Mapping[str, Any], variant: int, depth: int) -> dict[str, Any]:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         required = schema.get("required")
@@ -119,31 +142,53 @@ class _Generator:
             if isinstance(required, list)
             else []
         )
-        minimum = schema.get("minProperties")
-        if isinstance(minimum, int) and minimum > len(names):
-            names += [name for name in properties if name not in names][: minimum - len(names)]
         extra = schema.get("additionalProperties", True)
+        optional = [name for name in properties if name not in names]
+        minimum = schema.get("minProperties")
+        wanted = max(minimum if isinstance(minimum, int) else 0, 1 if variant else 0)
+        while len(names) < wanted and (optional or extra is not False):
+            names.append(optional.pop(0) if optional else f"key{len(names) + 1}")
+        dependent = schema.get("dependentRequired")
+        if isinstance(dependent, Mapping):
+            for name in list(names):
+                for needed in dependent.get(name) or ():
+                    if isinstance(needed, str) and needed not in names:
+                        names.append(needed)
         result: dict[str, Any] = {}
-        for name in names:
+        for index, name in enumerate(names):
             subschema = properties.get(name, extra if isinstance(extra, Mapping) else True)
-            result[name] = self.value(subschema, 0, depth + 1)
+            result[name] = self.value(subschema, variant if index == 0 else 0, depth + 1)
         return result
 
-    def _array(self, schema: Mapping[str, Any], depth: int) -> list[Any]:
+    def _array(self, schema: Mapping[str, Any], variant: int, depth: int) -> list[Any]:
         prefix = schema.get("prefixItems")
         prefix = prefix if isinstance(prefix, list) else []
         items = schema.get("items", True)
         if isinstance(items, list):  # draft-04..07 tuple form
             prefix, items = items, schema.get("additionalItems", True)
-        low = schema.get("minItems", 1)
+        low = schema.get("minItems")
         high = schema.get("maxItems")
-        count = max(low if isinstance(low, int) else 1, len(prefix), 1)
+        count = max(low if isinstance(low, int) else 1, len(prefix))
+        if items is False:
+            count = len(prefix)
         if isinstance(high, int):
             count = min(count, high)
-        values = []
-        for index in range(count):
-            subschema = prefix[index] if index < len(prefix) else items
-            values.append(self.value(subschema, index, depth + 1))
+        unique = schema.get("uniqueItems") is True
+        values: list[Any] = []
+        seen: set[str] = set()
+        candidate = variant
+        while len(values) < count:
+            index = len(values)
+            if index < len(prefix):
+                value = self.value(prefix[index], variant, depth + 1)
+            else:
+                value = self.value(items, candidate, depth + 1)
+                candidate += 1
+                key = json.dumps(value, sort_keys=True, default=repr)
+                if unique and key in seen and candidate < variant + 4 * count + 8:
+                    continue
+                seen.add(key)
+            values.append(value)
         return values
 
 
@@ -185,51 +230,89 @@ def _merge_into(target: dict[str, Any], part: Mapping[str, Any]) -> None:
             target.setdefault(key, value)
 
 
-def _bounds(schema: Mapping[str, Any], step: float) -> tuple[float, float]:
-    low, high = -math.inf, math.inf
-    if _is_number(schema.get("minimum")):
-        low = schema["minimum"]
-    if _is_number(schema.get("exclusiveMinimum")):
-        low = max(low, schema["exclusiveMinimum"] + step)
-    if _is_number(schema.get("maximum")):
-        high = schema["maximum"]
-    if _is_number(schema.get("exclusiveMaximum")):
-        high = min(high, schema["exclusiveMaximum"] - step)
-    return low, high
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _limits(schema: Mapping[str, Any]) -> tuple[float | None, bool, float | None, bool]:
+    """``(low, low_is_exclusive, high, high_is_exclusive)``; ``None`` for no bound."""
+    low: float | None = None
+    high: float | None = None
+    low_open = high_open = False
+    minimum, maximum = schema.get("minimum"), schema.get("maximum")
+    if _is_number(minimum):
+        low, low_open = minimum, schema.get("exclusiveMinimum") is True  # draft-04 form
+    if _is_number(maximum):
+        high, high_open = maximum, schema.get("exclusiveMaximum") is True
+    exclusive_low, exclusive_high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if _is_number(exclusive_low) and (low is None or exclusive_low >= low):
+        low, low_open = exclusive_low, True
+    if _is_number(exclusive_high) and (high is None or exclusive_high <= high):
+        high, high_open = exclusive_high, True
+    return low, low_open, high, high_open
+
+
 def _integer(schema: Mapping[str, Any], variant: int) -> int:
-    low, high = _bounds(schema, 1)
-    start = math.ceil(low) if low > -math.inf else (min(1, math.floor(high)) if high < 1 else 1)
-    value = start + variant
+    low, low_open, high, high_open = _limits(schema)
+    first = None if low is None else (math.floor(low) + 1 if low_open else math.ceil(low))
+    last = None if high is None else (math.ceil(high) - 1 if high_open else math.floor(high))
     multiple = schema.get("multipleOf")
-    if _is_number(multiple) and multiple > 0:
-        value = math.ceil(value / multiple) * multiple
-        value = int(value)
-    if value > high:
-        value = math.floor(high)
+    step = 1
+    if _is_number(multiple) and multiple >= 1 and float(multiple).is_integer():
+        step = int(multiple)
+    if first is not None:
+        value = -(-first // step) * step + variant * step
+    elif last is not None and last < step:
+        value = (last // step) * step - variant * step
+    else:
+        value = step * (1 + variant)
+    if last is not None and value > last:
+        value = (last // step) * step
     return int(value)
 
 
 def _number(schema: Mapping[str, Any], variant: int) -> float | int:
     multiple = schema.get("multipleOf")
     if _is_number(multiple) and multiple > 0:
-        low, high = _bounds(schema, multiple)
-        start = low if low > -math.inf else (high if high < multiple else multiple)
-        count = math.ceil(start / multiple) + variant
-        value = count * multiple
-        return int(value) if float(value).is_integer() else value
-    low, high = _bounds(schema, 0.5)
-    value = 1.5 + variant
-    if value < low:
-        value = low + variant
-    if value > high:
-        value = high
+        return _multiple(schema, multiple, variant)
+    low, low_open, high, high_open = _limits(schema)
+    if low is not None and high is not None:
+        if low == high:
+            return low
+        return low + (high - low) * (1 - 1 / (variant + 2))  # strictly inside
+    value: float = 1.5 + variant
+    if low is not None and (value < low or (low_open and value == low)):
+        value = low + variant + (0.5 if low_open else 0)
+    if high is not None and (value > high or (high_open and value == high)):
+        value = high - variant - (0.5 if high_open else 0)
     return value
+
+
+def _multiple(schema: Mapping[str, Any], multiple: float, variant: int) -> float | int:
+    """A multiple of ``multiple`` within bounds whose quotient is exact in floating point."""
+    low, low_open, high, high_open = _limits(schema)
+    direction = 1
+    if low is not None:
+        count = math.ceil(low / multiple)
+        if low_open and count * multiple <= low:
+            count += 1
+    elif high is not None and high < multiple:
+        count, direction = math.floor(high / multiple), -1
+        if high_open and count * multiple >= high:
+            count -= 1
+    else:
+        count = 1
+    count += variant * direction
+    value: float | int = count * multiple
+    for _ in range(64):
+        value = count * multiple
+        quotient = value / multiple
+        if (not isinstance(multiple, float) or quotient == int(quotient)) and (
+            high is None or value < high or (value == high and not high_open)
+        ):
+            break
+        count += direction
+    return int(value) if float(value).is_integer() else value
 
 
 def _string(schema: Mapping[str, Any], variant: int) -> str:
@@ -238,8 +321,24 @@ def _string(schema: Mapping[str, Any], variant: int) -> str:
         text = f"{text}-{variant + 1}" if text == "example" else text
     low = schema.get("minLength")
     high = schema.get("maxLength")
-    if isinstance(low, int) and len(text) < low:
+    low = low if isinstance(low, int) else 0
+    high = high if isinstance(high, int) else None
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        suffix = str(variant + 1) if variant else ""
+        for candidate in (text, *(c + suffix for c in _PATTERN_CANDIDATES), *_PATTERN_CANDIDATES):
+            fits = low <= len(candidate) and (high is None or len(candidate) <= high)
+            if fits and _matches(pattern, candidate):
+                return candidate
+    if len(text) < low:
         text += "x" * (low - len(text))
-    if isinstance(high, int) and len(text) > high:
+    if high is not None and len(text) > high:
         text = text[:high]
     return text
+
+
+def _matches(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False

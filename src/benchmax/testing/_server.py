@@ -1,4 +1,4 @@
-"""``MockModelServer``: an OpenAI-compatible HTTP/1.1 server on asyncio streams and h11."""
+"""``MockModelServer``: lifecycle, routing, recording and fault injection of the mock API."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final, Self
 from urllib.parse import quote, unquote
@@ -16,26 +15,25 @@ import h11
 
 from benchmax.testing._completions import (
     DEFAULT_MODEL,
-    MALFORMED_BODY,
     PolicyResultError,
-    completion_body,
-    error_body,
-    fault_error_body,
-    models_body,
+    completion_reply,
+    error_reply,
+    fault_reply,
+    models_reply,
 )
 from benchmax.testing._faults import Fault, FaultSchedule
+from benchmax.testing._http import HttpConnection, IncomingRequest, MalformedRequest, Reply
 from benchmax.testing._policies import BoundPolicy, Policy, bind_policy, echo
 from benchmax.testing._recording import RecordedRequest
 
-__all__ = ["MockModelServer", "session_of_path"]
+__all__ = ["DEFAULT_MAX_BODY_SIZE", "MockModelServer", "session_of_path"]
 
 logger = logging.getLogger("benchmax.testing")
 
+DEFAULT_MAX_BODY_SIZE: Final = 64 * 1024 * 1024
 _CHAT_SUFFIX: Final = "/chat/completions"
 _MODELS_SUFFIX: Final = "/models"
 _SESSIONS_PREFIX: Final = "/sessions/"
-_READ_SIZE: Final = 65536
-_JSON_HEADERS: Final = ((b"content-type", b"application/json"),)
 
 
 def session_of_path(path: str) -> str:
@@ -59,54 +57,6 @@ def session_of_path(path: str) -> str:
     return unquote(prefix.strip("/"))
 
 
-class _Reply:
-    """One HTTP response to send (``status`` ``None`` means: drop the connection)."""
-
-    __slots__ = ("body", "headers", "status")
-
-    def __init__(
-        self,
-        status: int | None,
-        body: bytes = b"",
-        headers: Sequence[tuple[bytes, bytes]] = (),
-    ) -> None:
-        self.status = status
-        self.body = body
-        self.headers = headers
-
-
-_DROP: Final = _Reply(None)
-
-
-def _error(status: int, message: str, *, error_type: str, code: str | None) -> _Reply:
-    return _Reply(status, error_body(message, error_type=error_type, code=code), _JSON_HEADERS)
-
-
-def _fault_reply(fault: Fault, request_body: Any) -> _Reply:
-    match fault.kind:
-        case "drop":
-            return _DROP
-        case "malformed":
-            return _Reply(200, MALFORMED_BODY, _JSON_HEADERS)
-        case "no_choices":
-            body = request_body if isinstance(request_body, dict) else {}
-            return _Reply(200, completion_body(body, None, 0, with_choice=False), _JSON_HEADERS)
-        case "status":
-            headers = list(_JSON_HEADERS)
-            if fault.retry_after is not None:
-                seconds = fault.retry_after
-                text = str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
-                headers.append((b"retry-after", text.encode()))
-            return _Reply(fault.status_code, fault_error_body(fault), headers)
-        case _:
-            return _error(
-                500,
-                "a mock policy cannot return a delay fault; await asyncio.sleep() in the policy",
-                error_type="server_error",
-                code="mock_policy_error",
-            )
-
-
 class MockModelServer:
     """An OpenAI-compatible chat-completions server on 127.0.0.1 answering from a policy.
 
@@ -119,6 +69,9 @@ class MockModelServer:
     ``keep_alive=False`` every response carries ``Connection: close`` and the server
     closes the connection after it; ``close_idle_connections()`` closes kept-alive
     connections on demand (to exercise a client's handling of stale pooled connections).
+    A request body over ``max_body_size`` bytes (default 64 MiB) is refused with HTTP
+    413 (code ``request_too_large``) without being buffered; a header block over 64 KiB
+    gets HTTP 431.
     """
 
     def __init__(
@@ -130,9 +83,19 @@ class MockModelServer:
         record: bool = True,
         model: str = DEFAULT_MODEL,
         keep_alive: bool = True,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     ) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError("mock server port must be an integer from 0 to 65535")
+        if (
+            isinstance(max_body_size, bool)
+            or not isinstance(max_body_size, int)
+            or max_body_size < 1
+        ):
+            raise ValueError("mock server max_body_size must be a positive integer")
+        if not isinstance(model, str) or not model:
+            raise ValueError("mock server model must be a non-empty string")
+        self._max_body_size = max_body_size
         self._policy = policy
         self._bound: BoundPolicy = bind_policy(policy)
         self._host = host
@@ -152,6 +115,7 @@ class MockModelServer:
 
     @property
     def policy(self) -> Policy:
+        """The policy answering chat completions; assign to swap it (also while serving)."""
         return self._policy
 
     @policy.setter
@@ -161,6 +125,7 @@ class MockModelServer:
 
     @property
     def port(self) -> int:
+        """The bound TCP port (``RuntimeError`` before ``start()``)."""
         if self._bound_port is None:
             raise RuntimeError("MockModelServer is not started")
         return self._bound_port
@@ -199,6 +164,7 @@ class MockModelServer:
         return [request for request in self._requests if request.session == session]
 
     def clear_requests(self) -> None:
+        """Forget every recorded request."""
         self._requests.clear()
 
     def inject(self, fault: Fault, *, session: str | None = None, times: int | None = 1) -> None:
@@ -212,6 +178,7 @@ class MockModelServer:
         self._faults.add(fault, session=session, times=times)
 
     def clear_faults(self) -> None:
+        """Drop every queued fault, including ``times=None`` ones."""
         self._faults.clear()
 
     @property
@@ -223,9 +190,11 @@ class MockModelServer:
 
     @property
     def started(self) -> bool:
+        """Whether the server is listening."""
         return self._server is not None
 
     async def start(self) -> Self:
+        """Bind and start listening (``RuntimeError`` if already started); returns ``self``."""
         if self._server is not None:
             raise RuntimeError("MockModelServer is already started")
         self._server = await asyncio.start_server(
@@ -299,29 +268,33 @@ class MockModelServer:
         self._connections[task] = writer
         self._connection_count += 1
         connection_id = self._connection_count
-        connection = h11.Connection(h11.SERVER)
+        http = HttpConnection(
+            reader,
+            writer,
+            max_body_size=self._max_body_size,
+            on_busy=lambda: self._idle.discard(task),
+        )
         abort = True
         try:
             while True:
                 self._idle.add(task)
-                received = await self._read_request(connection, reader, writer, task)
+                received = await http.next_request()
                 if received is None:
                     break
-                reply = await self._answer(*received, connection_id)
+                if isinstance(received, MalformedRequest):
+                    logger.debug(
+                        "mock server connection %d: malformed request (%d %s)",
+                        connection_id,
+                        received.status,
+                        received.message,
+                    )
+                    await http.respond(error_reply(received.status, received.message))
+                    break
+                reply = await self._answer(received, connection_id)
                 if reply.status is None:  # drop fault: no response at all
                     return
-                headers = [*reply.headers, (b"content-length", str(len(reply.body)).encode())]
-                if not self._keep_alive:
-                    headers.append((b"connection", b"close"))
-                writer.write(
-                    connection.send(h11.Response(status_code=reply.status, headers=headers))
-                    + connection.send(h11.Data(data=reply.body))
-                    + connection.send(h11.EndOfMessage())
-                )
-                await writer.drain()
-                if connection.our_state is not h11.DONE or connection.their_state is not h11.DONE:
-                    break  # Connection: close (either side) or HTTP/1.0
-                connection.start_next_cycle()
+                if not await http.respond(reply, keep_alive=self._keep_alive):
+                    break
             abort = False
         except (ConnectionError, h11.ProtocolError) as error:
             logger.debug("mock server connection %d ended: %s", connection_id, error)
@@ -334,126 +307,64 @@ class MockModelServer:
         finally:
             self._connections.pop(task, None)
             self._idle.discard(task)
-            if abort or writer.transport.is_closing():
-                writer.transport.abort()
+            if abort:
+                http.abort()
             else:
-                await self._close_gracefully(writer)
+                await http.close()
 
-    @staticmethod
-    async def _close_gracefully(writer: asyncio.StreamWriter) -> None:
-        """Flush what is buffered, then close (an abort could lose the last response)."""
-        writer.close()
-        try:
-            await writer.wait_closed()
-        except (ConnectionError, OSError, asyncio.CancelledError):
-            writer.transport.abort()
-
-    async def _read_request(
-        self,
-        connection: h11.Connection,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        task: asyncio.Task[None],
-    ) -> tuple[h11.Request, bytes] | None:
-        request: h11.Request | None = None
-        chunks: list[bytes] = []
-        while True:
-            try:
-                event = connection.next_event()
-            except h11.RemoteProtocolError as error:
-                if connection.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    body = error_body(str(error), error_type="invalid_request_error", code=None)
-                    writer.write(
-                        connection.send(
-                            h11.Response(
-                                status_code=error.error_status_hint,
-                                headers=[
-                                    *_JSON_HEADERS,
-                                    (b"content-length", str(len(body)).encode()),
-                                    (b"connection", b"close"),
-                                ],
-                            )
-                        )
-                        + connection.send(h11.Data(data=body))
-                        + connection.send(h11.EndOfMessage())
-                    )
-                    await writer.drain()
-                return None
-            if event is h11.NEED_DATA:
-                if connection.they_are_waiting_for_100_continue:
-                    writer.write(
-                        connection.send(h11.InformationalResponse(status_code=100, headers=[]))
-                    )
-                data = await reader.read(_READ_SIZE)
-                self._idle.discard(task)
-                connection.receive_data(data)
-            elif isinstance(event, h11.Data):
-                chunks.append(event.data)
-            elif isinstance(event, h11.Request):
-                self._idle.discard(task)  # (a pipelined request arrives without a read)
-                request = event
-            elif isinstance(event, h11.EndOfMessage):
-                assert request is not None
-                return request, b"".join(chunks)
-            else:  # ConnectionClosed (client closed an idle connection), PAUSED
-                return None
-
-    async def _answer(self, request: h11.Request, raw_body: bytes, connection_id: int) -> _Reply:
-        target = request.target.decode("latin-1")
-        path = target.partition("?")[0]
-        method = request.method.decode("latin-1")
-        headers: dict[str, str] = {}
-        for name, value in request.headers:
-            key = name.decode("latin-1")
-            text = value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    async def _answer(self, incoming: IncomingRequest, connection_id: int) -> Reply:
+        path = incoming.target.partition("?")[0]
         body: Any = None
-        if raw_body:
+        if incoming.body:
             try:
-                body = json.loads(raw_body)
-            except ValueError:
+                body = json.loads(incoming.body)
+            except (ValueError, RecursionError):
                 body = None
         record = RecordedRequest(
             session=session_of_path(path),
-            method=method,
+            method=incoming.method,
             path=path,
-            headers=headers,
+            headers=incoming.headers,
             body=body,
             time=time.time(),
-            raw_body=raw_body,
+            raw_body=incoming.body,
             connection=connection_id,
         )
         if self._record:
             self._requests.append(record)
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("mock server received %r", record)
+            logger.debug("mock server received %s", repr(record))
 
+        if incoming.oversized:
+            return error_reply(
+                413,
+                f"request body is larger than the mock server's limit of "
+                f"{self._max_body_size} bytes (max_body_size)",
+                code="request_too_large",
+            )
         if path.endswith(_CHAT_SUFFIX):
-            if method != "POST":
-                return _error(
-                    405, f"use POST for {path}", error_type="invalid_request_error", code=None
-                )
-            return await self._chat_completion(record, len(raw_body))
-        if path.endswith(_MODELS_SUFFIX) and method == "GET":
-            return _Reply(200, models_body(self._model), _JSON_HEADERS)
-        return _error(
-            404, f"unknown path {path}", error_type="invalid_request_error", code="unknown_url"
-        )
+            if incoming.method != "POST":
+                return error_reply(405, f"use POST for {path}")
+            return await self._chat_completion(record, len(incoming.body))
+        if path.endswith(_MODELS_SUFFIX) and incoming.method in ("GET", "HEAD"):
+            return models_reply(self._model)
+        return error_reply(404, f"unknown path {path}", code="unknown_url")
 
-    async def _chat_completion(self, record: RecordedRequest, size: int) -> _Reply:
+    async def _chat_completion(self, record: RecordedRequest, size: int) -> Reply:
         fault = self._faults.take(record.session)
         if fault is not None:
             if fault.kind != "delay":
                 logger.debug("mock server injects %r into session %r", fault, record.session)
-                return _fault_reply(fault, record.body)
+                return fault_reply(fault, record.body)
             await asyncio.sleep(fault.seconds or 0.0)
         body = record.body
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error(
+            return error_reply(400, "request body must be a JSON object with a 'messages' list")
+        if body.get("stream"):
+            return error_reply(
                 400,
-                "request body must be a JSON object with a 'messages' list",
-                error_type="invalid_request_error",
-                code=None,
+                "the mock server does not stream responses; send stream=false",
+                code="unsupported_parameter",
             )
         try:
             result = self._bound(body, record)
@@ -462,17 +373,17 @@ class MockModelServer:
         except Fault as raised:
             result = raised
         except Exception as error:
-            logger.exception("mock policy %r failed on %r", self._policy, record)
-            return _error(
+            logger.exception("mock policy %r failed on %s", self._policy, repr(record))
+            return error_reply(
                 500,
                 f"mock policy raised {type(error).__name__}: {error}",
                 error_type="server_error",
                 code="mock_policy_error",
             )
         if isinstance(result, Fault):
-            return _fault_reply(result, body)
+            return fault_reply(result, body)
         try:
-            return _Reply(200, completion_body(body, result, size), _JSON_HEADERS)
+            return completion_reply(body, result, size)
         except (PolicyResultError, TypeError, ValueError) as error:
             logger.error("mock policy %r gave an unusable answer: %s", self._policy, error)
-            return _error(500, str(error), error_type="server_error", code="mock_policy_error")
+            return error_reply(500, str(error), error_type="server_error", code="mock_policy_error")
