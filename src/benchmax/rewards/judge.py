@@ -21,6 +21,7 @@ from openai import AsyncOpenAI, AuthenticationError, PermissionDeniedError
 
 from benchmax.auth import ModelAuth, ModelRequestContext
 from benchmax.envs._connection_pool import pooled_http_client
+from benchmax.envs._sdk_platform import share_platform_probe
 from benchmax.envs.shared_types import RolloutFailure
 from benchmax.rewards._validation import (
     is_finite_number,
@@ -161,6 +162,7 @@ class Judge:
                 http_client=http_client,
                 max_retries=self.max_retries,
             )
+            share_platform_probe(client)
         except BaseException:
             await http_client.aclose()
             raise

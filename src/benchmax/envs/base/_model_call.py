@@ -26,6 +26,7 @@ from openai.types.chat import ChatCompletion
 
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._connection_pool import PoolLease
+from benchmax.envs._sdk_platform import share_platform_probe
 from benchmax.envs.shared_types import RolloutRequest
 
 __all__ = ["ModelCallFailure", "ModelSession", "backoff_sleep", "retry_delay"]
@@ -186,6 +187,7 @@ class ModelSession:
             max_retries=0,
             http_client=lease.client(timeout=http_timeout),
         )
+        share_platform_probe(self._client)
 
     async def aclose(self) -> None:
         await self._client.close()
