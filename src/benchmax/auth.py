@@ -13,6 +13,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from benchmax._value_checks import is_non_empty_str
+
 __all__ = [
     "InjectedAuth",
     "ModelAuth",
@@ -36,10 +38,6 @@ class ModelAuth(Protocol):
     """Anything that returns the HTTP headers for one model request."""
 
     async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]: ...
-
-
-def _is_non_empty_str(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +72,7 @@ class InjectedAuth:
     name: str
 
     def __post_init__(self) -> None:
-        if not _is_non_empty_str(self.name):
+        if not is_non_empty_str(self.name):
             raise ValueError("injected auth name must be a non-empty string")
 
     async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]:
@@ -94,7 +92,7 @@ def bind_model_auth(providers: Mapping[str, ModelAuth]) -> Iterator[None]:
     """Bind named auth providers for ``InjectedAuth`` lookups inside the block."""
     bound = dict(providers)
     for name, provider in bound.items():
-        if not _is_non_empty_str(name):
+        if not is_non_empty_str(name):
             raise ValueError("model-auth provider names must be non-empty strings")
         if not isinstance(provider, ModelAuth):
             raise TypeError(f"model-auth provider {name!r} does not implement ModelAuth")

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from benchmax._value_checks import is_non_empty_str
 from benchmax.bundle._dependencies import normalize_dependencies
 
 __all__ = ["Bundle", "BundleMetadata", "bundle_digest"]
@@ -34,7 +35,7 @@ class BundleMetadata:
         object.__setattr__(self, "pip_dependencies", normalize_dependencies(self.pip_dependencies))
         for field_name in ("python_version", "benchmax_version"):
             value = getattr(self, field_name)
-            if not isinstance(value, str) or not value.strip():
+            if not is_non_empty_str(value):
                 raise ValueError(f"{field_name} must be a non-empty string")
         if self.env_class_source is not None and not isinstance(self.env_class_source, str):
             raise TypeError("env_class_source must be a string or None")

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from benchmax._value_checks import is_non_empty_str
+
 __all__ = ["declared_distributions", "normalize_dependencies"]
 
 
@@ -21,7 +23,7 @@ def normalize_dependencies(value: object) -> tuple[str, ...]:
     first_index: dict[str, int] = {}
     rendered: list[str] = []
     for index, item in enumerate(value):
-        if not isinstance(item, str) or not item.strip():
+        if not is_non_empty_str(item):
             raise ValueError(f"dependency at index {index} must be a non-empty string")
         try:
             requirement = Requirement(item.strip())

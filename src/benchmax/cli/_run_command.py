@@ -45,6 +45,7 @@ from benchmax.runner import (
     read_results,
     run_environment,
 )
+from benchmax.runner._config import mask_secrets
 
 __all__ = ["load_mock_policy", "run_command"]
 
@@ -438,9 +439,7 @@ def _plan(
 
 def _masked(text: str, plan: _Plan) -> str:
     """``text`` with every credential of the run replaced by ``***``."""
-    for secret in plan.config.secrets():
-        text = text.replace(secret, "***")
-    return text
+    return mask_secrets(text, plan.config.secrets())
 
 
 def _env_definition(target: EnvTarget, env_args: dict[str, Any]) -> dict[str, Any]:

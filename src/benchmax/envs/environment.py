@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.logging import group_context, rollout_context
 from benchmax.envs.shared_types import (
@@ -67,7 +68,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
         """Run, score and validate one complete rollout group."""
         group = tuple(requests)
         _validate_group(group)
-        declared = _declared_reward_keys(self.reward_keys)
+        declared = declared_reward_keys(self.reward_keys)
 
         tasks = [
             asyncio.create_task(
@@ -185,19 +186,6 @@ def _validate_group(group: tuple[RolloutRequest[object], ...]) -> None:
         raise ValueError("all rollout requests in a group must use one example")
     if len({request.split for request in group}) > 1:
         raise ValueError("all rollout requests in a group must use one split")
-
-
-def _declared_reward_keys(reward_keys: object) -> tuple[str, ...]:
-    if isinstance(reward_keys, str | bytes) or not isinstance(reward_keys, Sequence):
-        raise TypeError("reward_keys must be a sequence of strings")
-    declared = tuple(reward_keys)
-    if not declared:
-        raise ValueError("reward_keys must declare at least one reward")
-    if any(not isinstance(key, str) or not key.strip() for key in declared):
-        raise ValueError("reward_keys must contain non-empty strings")
-    if len(set(declared)) != len(declared):
-        raise ValueError("reward_keys must not contain duplicates")
-    return declared
 
 
 def _zero_outcome(declared: tuple[str, ...], reason: str) -> RolloutOutcome:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmax._value_checks import is_non_empty_str, is_numeric
 from benchmax.auth import ModelAuth
 
 __all__ = [
@@ -24,23 +25,15 @@ DatasetSplit = Literal["train", "eval"]
 type RewardMap = Mapping[str, float]
 
 
-def _is_non_empty_str(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
-
-
-def _is_numeric(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _validate_reward_map(rewards: object) -> None:
     if not isinstance(rewards, Mapping):
         raise TypeError("rewards must be a mapping")
     if not rewards:
         raise ValueError("rewards must contain the env's reward keys")
     for key, value in rewards.items():
-        if not _is_non_empty_str(key):
+        if not is_non_empty_str(key):
             raise ValueError("reward keys must be non-empty strings")
-        if not _is_numeric(value):
+        if not is_numeric(value):
             raise ValueError(f"reward {key!r} must be numeric")
         # Integers are always finite (and may be too large for ``math.isfinite``).
         if isinstance(value, float) and not math.isfinite(value):
@@ -48,7 +41,7 @@ def _validate_reward_map(rewards: object) -> None:
 
 
 def _validate_termination_reason(reason: object) -> None:
-    if not _is_non_empty_str(reason):
+    if not is_non_empty_str(reason):
         raise ValueError("termination_reason must be a non-empty string")
 
 
@@ -89,7 +82,7 @@ class Example[Payload]:
     payload: Payload
 
     def __post_init__(self) -> None:
-        if not _is_non_empty_str(self.id):
+        if not is_non_empty_str(self.id):
             raise ValueError("example id must be a non-empty string")
 
 
@@ -105,11 +98,11 @@ class RolloutRequest[Payload]:
     split: DatasetSplit = "train"
 
     def __post_init__(self) -> None:
-        if not _is_non_empty_str(self.rollout_id):
+        if not is_non_empty_str(self.rollout_id):
             raise ValueError("rollout_id must be a non-empty string")
-        if not _is_non_empty_str(self.model):
+        if not is_non_empty_str(self.model):
             raise ValueError("model must be a non-empty string")
-        if not _is_non_empty_str(self.base_url):
+        if not is_non_empty_str(self.base_url):
             raise ValueError("base_url must be a non-empty string")
         if not isinstance(self.model_auth, ModelAuth):
             raise TypeError("model_auth must implement ModelAuth")
@@ -126,7 +119,7 @@ class RolloutAttempt:
     rewards: RewardMap | None = None
 
     def __post_init__(self) -> None:
-        if not _is_non_empty_str(self.rollout_id):
+        if not is_non_empty_str(self.rollout_id):
             raise ValueError("rollout_id must be a non-empty string")
         _validate_termination_reason(self.termination_reason)
         if self.rewards is not None:

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from benchmax._value_checks import is_int_at_least, is_non_empty_str
 from benchmax.rewards._concurrency import evaluate_concurrently
-from benchmax.rewards._validation import is_int_at_least, is_non_empty_str
 from benchmax.rewards.judge import Judge, JudgeError
 from benchmax.rewards.prompts import build_adaptive_rubric_prompt
 from benchmax.rewards.rubric import Rubric, RubricPolarity

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from benchmax.rewards._validation import is_non_empty_str
+from benchmax._value_checks import is_non_empty_str
 from benchmax.rewards.judge import Judge, JudgeError
 from benchmax.rewards.prompts import DEFAULT_DIVERSITY_INSTRUCTIONS, build_diversity_prompt
 

@@ -19,16 +19,16 @@ from typing import Any
 import httpx
 from openai import AsyncOpenAI, AuthenticationError, PermissionDeniedError
 
-from benchmax.auth import ModelAuth, ModelRequestContext
-from benchmax.envs._connection_pool import pooled_http_client
-from benchmax.envs._sdk_platform import share_platform_probe
-from benchmax.envs.shared_types import RolloutFailure
-from benchmax.rewards._validation import (
+from benchmax._value_checks import (
     is_finite_number,
     is_int_at_least,
     is_non_empty_str,
     is_numeric,
 )
+from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.envs._connection_pool import pooled_http_client
+from benchmax.envs._sdk_platform import share_platform_probe
+from benchmax.envs.shared_types import RolloutFailure
 
 __all__ = ["Judge", "JudgeError"]
 

@@ -8,13 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from benchmax._value_checks import is_finite_number, is_non_empty_str, is_numeric
 from benchmax.rewards import _ranking
-from benchmax.rewards._validation import (
-    is_finite_number,
-    is_non_empty_str,
-    is_numeric,
-    slug_title,
-)
 from benchmax.rewards.judge import Judge, JudgeError
 from benchmax.rewards.prompts import (
     build_rubric_evaluation_prompt,
@@ -166,7 +161,7 @@ async def evaluate_single_rubric(
     )
     try:
         payload, raw = await judge.request_json(
-            prompt, request_id=f"rubric:{slug_title(rubric.title)}"
+            prompt, request_id=f"rubric:{_slug_title(rubric.title)}"
         )
         score = _payload_score(payload, rubric)
         reasoning = _payload_reasoning(payload)
@@ -242,7 +237,7 @@ async def evaluate_rubric_ranking(
     prompt = build_rubric_ranking_prompt(rubric, question=question, responses=judged)
     try:
         payload, raw = await judge.request_json(
-            prompt, request_id=f"rubric-ranking:{slug_title(rubric.title)}"
+            prompt, request_id=f"rubric-ranking:{_slug_title(rubric.title)}"
         )
         tiers = _ranking.parse_ranking(payload.get("ranking"), len(judged))
         positions = _ranking.tier_positions(tiers)
@@ -281,3 +276,8 @@ async def evaluate_rubric_ranking(
             reasoning,
         )
     return RubricRanking(tuple(scores), tiers, reasoning, raw)
+
+
+def _slug_title(title: str) -> str:
+    """A rubric title lower-cased with whitespace runs joined by hyphens (request ids)."""
+    return "-".join(title.lower().split())

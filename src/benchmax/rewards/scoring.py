@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from benchmax._value_checks import is_non_empty_str
 from benchmax.rewards._concurrency import evaluate_concurrently, gather_or_cancel
-from benchmax.rewards._validation import is_non_empty_str
 from benchmax.rewards.adaptive import RubricCache, generate_and_cache_adaptive_rubrics
 from benchmax.rewards.deterministic import Completion, extract_completion_text
 from benchmax.rewards.judge import Judge

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from benchmax._value_checks import is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs.shared_types import DatasetSplit
 
@@ -24,14 +25,6 @@ class NoModelAuth:
 
     async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]:
         return {}
-
-
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _non_empty(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,9 +57,9 @@ class RunConfig:
     log_level: int = logging.WARNING
 
     def __post_init__(self) -> None:
-        if not _non_empty(self.model):
+        if not is_non_empty_str(self.model):
             raise ValueError("model must be a non-empty string")
-        if not _non_empty(self.base_url):
+        if not is_non_empty_str(self.base_url):
             raise ValueError("base_url must be a non-empty string")
         if not isinstance(self.model_auth, ModelAuth):
             raise TypeError("model_auth must implement ModelAuth")
@@ -74,11 +67,11 @@ class RunConfig:
             raise TypeError("auth_providers must be a mapping of names to ModelAuth")
         if self.split not in ("train", "eval"):
             raise ValueError("split must be 'train' or 'eval'")
-        if not _positive_int(self.group_size):
+        if not is_int_at_least(self.group_size, 1):
             raise ValueError("group_size must be a positive integer")
-        if self.max_examples is not None and not _positive_int(self.max_examples):
+        if self.max_examples is not None and not is_int_at_least(self.max_examples, 1):
             raise ValueError("max_examples must be a positive integer or None")
-        if not _positive_int(self.max_concurrent_groups):
+        if not is_int_at_least(self.max_concurrent_groups, 1):
             raise ValueError("max_concurrent_groups must be a positive integer")
         object.__setattr__(self, "base_dir", Path(self.base_dir))
         if self.output is not None:
@@ -105,6 +98,14 @@ class RunConfig:
         found = [self.model_auth, *self.auth_providers.values()]
         tokens = [auth.token for auth in found if isinstance(auth, StaticBearerAuth)]
         return tuple(t for t in (*tokens, _url_password(self.base_url)) if t)
+
+
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every (non-empty) secret replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _url_password(url: str) -> str | None:

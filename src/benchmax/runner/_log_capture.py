@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchmax.envs.logging import _CURRENT_GROUP_RIDS, _CURRENT_ROLLOUT_ID
+from benchmax.runner._config import mask_secrets
 
 __all__ = ["RolloutLogCapture", "running_group"]
 
@@ -47,7 +48,7 @@ class RolloutLogCapture(logging.Handler):
 
     def __init__(self, level: int, secrets: Sequence[str] = ()) -> None:
         super().__init__(level)
-        self._secrets = tuple(s for s in secrets if s)
+        self._secrets = tuple(secrets)
         self._records: dict[str, list[dict[str, Any]]] = {}
         self.setFormatter(logging.Formatter())
 
@@ -116,9 +117,7 @@ class RolloutLogCapture(logging.Handler):
         return entry
 
     def _mask(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return mask_secrets(text, self._secrets)
 
     @contextlib.contextmanager
     def attached(self) -> Iterator[RolloutLogCapture]:

@@ -6,6 +6,8 @@ import math
 from collections import deque
 from typing import Final, Literal
 
+from benchmax._value_checks import is_numeric
+
 __all__ = ["Fault", "FaultKind", "FaultSchedule"]
 
 FaultKind = Literal["status", "delay", "malformed", "drop", "no_choices"]
@@ -207,7 +209,7 @@ def _rebuild_fault(
 
 
 def _non_negative(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not is_numeric(value):
         raise TypeError(f"{what} must be a number of seconds")
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{what} must be a finite number of seconds >= 0")

@@ -18,6 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from benchmax._value_checks import is_numeric
+
 __all__ = ["example_value"]
 
 _MAX_DEPTH: Final = 32
@@ -230,24 +232,20 @@ def _merge_into(target: dict[str, Any], part: Mapping[str, Any]) -> None:
             target.setdefault(key, value)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _limits(schema: Mapping[str, Any]) -> tuple[float | None, bool, float | None, bool]:
     """``(low, low_is_exclusive, high, high_is_exclusive)``; ``None`` for no bound."""
     low: float | None = None
     high: float | None = None
     low_open = high_open = False
     minimum, maximum = schema.get("minimum"), schema.get("maximum")
-    if _is_number(minimum):
+    if is_numeric(minimum):
         low, low_open = minimum, schema.get("exclusiveMinimum") is True  # draft-04 form
-    if _is_number(maximum):
+    if is_numeric(maximum):
         high, high_open = maximum, schema.get("exclusiveMaximum") is True
     exclusive_low, exclusive_high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    if _is_number(exclusive_low) and (low is None or exclusive_low >= low):
+    if is_numeric(exclusive_low) and (low is None or exclusive_low >= low):
         low, low_open = exclusive_low, True
-    if _is_number(exclusive_high) and (high is None or exclusive_high <= high):
+    if is_numeric(exclusive_high) and (high is None or exclusive_high <= high):
         high, high_open = exclusive_high, True
     return low, low_open, high, high_open
 
@@ -258,7 +256,7 @@ def _integer(schema: Mapping[str, Any], variant: int) -> int:
     last = None if high is None else (math.ceil(high) - 1 if high_open else math.floor(high))
     multiple = schema.get("multipleOf")
     step = 1
-    if _is_number(multiple) and multiple >= 1 and float(multiple).is_integer():
+    if is_numeric(multiple) and multiple >= 1 and float(multiple).is_integer():
         step = int(multiple)
     if first is not None:
         value = -(-first // step) * step + variant * step
@@ -273,7 +271,7 @@ def _integer(schema: Mapping[str, Any], variant: int) -> int:
 
 def _number(schema: Mapping[str, Any], variant: int) -> float | int:
     multiple = schema.get("multipleOf")
-    if _is_number(multiple) and multiple > 0:
+    if is_numeric(multiple) and multiple > 0:
         return _multiple(schema, multiple, variant)
     low, low_open, high, high_open = _limits(schema)
     if low is not None and high is not None:

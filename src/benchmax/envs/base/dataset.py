@@ -8,6 +8,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from benchmax._value_checks import is_int_at_least
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.shared_types import Example
 
@@ -49,9 +50,7 @@ class JsonlDataset[Payload](Dataset[Payload]):
         row_to_example: Callable[[JsonRow], Example[Payload]],
         max_examples: int | None = None,
     ) -> None:
-        if max_examples is not None and (
-            isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1
-        ):
+        if max_examples is not None and not is_int_at_least(max_examples, 1):
             raise ValueError("max_examples must be a positive integer or None")
         data_path = Path(path)
         examples: list[Example[Payload]] = []

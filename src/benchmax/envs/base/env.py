@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmax._value_checks import is_int_at_least
 from benchmax.envs._connection_pool import PoolLease
 from benchmax.envs._observer import RolloutReport, observing, report_rollout
 from benchmax.envs.base._model_call import ModelCallFailure, ModelSession
@@ -126,16 +127,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
     def _validate_limits(self) -> None:
         max_turns = self.max_turns
-        if max_turns is not None and (
-            isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
-        ):
+        if max_turns is not None and not is_int_at_least(max_turns, 1):
             raise ValueError("max_turns must be a positive integer")
         max_tool_calls = self.max_tool_calls
-        if max_tool_calls is not None and (
-            isinstance(max_tool_calls, bool)
-            or not isinstance(max_tool_calls, int)
-            or max_tool_calls < 0
-        ):
+        if max_tool_calls is not None and not is_int_at_least(max_tool_calls, 0):
             raise ValueError("max_tool_calls must be a non-negative integer")
         for name in _TIMEOUT_NAMES:
             value = getattr(self, name)
@@ -147,7 +142,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             ):
                 raise ValueError(f"{name} must be a positive number or None")
         retries = self.model_retries
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        if not is_int_at_least(retries, 0):
             raise ValueError("model_retries must be a non-negative integer")
 
     @abstractmethod

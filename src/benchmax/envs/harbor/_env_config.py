@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from benchmax._value_checks import is_int_at_least
+from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.harbor.bundled_agent import BundledHarborAgent
 from benchmax.envs.harbor.credentials import SandboxCredentials
 from benchmax.envs.harbor.types import HarborTrialTemplate
@@ -72,7 +73,7 @@ def check_max_concurrent_trials(limit: object) -> int | None:
     """Return the positive trial cap, or ``None`` for no cap."""
     if limit is None:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+    if not is_int_at_least(limit, 1):
         raise ValueError("max_concurrent_trials must be a positive integer or None")
     return limit
 
@@ -108,16 +109,7 @@ def check_sandbox_credentials(
 
 def normalize_reward_keys(reward_keys: object) -> tuple[str, ...]:
     """Return the declared verifier reward keys as a validated tuple."""
-    if isinstance(reward_keys, str | bytes) or not isinstance(reward_keys, Sequence):
-        raise TypeError("reward_keys must be a sequence of strings")
-    keys = tuple(reward_keys)
-    if not keys:
-        raise ValueError("reward_keys must declare at least one verifier reward")
-    if any(not isinstance(key, str) or not key.strip() for key in keys):
-        raise ValueError("reward_keys must contain non-empty strings")
-    if len(set(keys)) != len(keys):
-        raise ValueError("reward_keys must not contain duplicates")
-    return keys
+    return declared_reward_keys(reward_keys, kind="verifier reward")
 
 
 def with_provider_defaults(trial: HarborTrialTemplate) -> HarborTrialTemplate:

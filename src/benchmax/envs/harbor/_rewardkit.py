@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import math
+from benchmax._value_checks import is_finite_number
 
 __all__ = ["criteria_credit"]
 
 
 def _finite_number(value: object) -> float | None:
     """``value`` as a finite float; ``None`` for booleans, non-numbers and non-finite values."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # a JSON integer too large for a float is not a usable number
-        return None
-    return number if math.isfinite(number) else None
+    # A JSON integer too large for a float is not finite here, so it is not a usable number.
+    return float(value) if is_finite_number(value) else None
 
 
 def criteria_credit(document: object) -> float | None:

@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from benchmax._value_checks import is_int_at_least, is_non_empty_str
 from benchmax.envs.harbor._process_environment import PROCESS_ENVIRONMENT
 
 __all__ = [
@@ -70,7 +71,7 @@ class ModalCredentials:
         _require_secret(self.token_id, "Modal token_id")
         _require_secret(self.token_secret, "Modal token_secret")
         wait = self.max_throttle_wait_seconds
-        if not isinstance(wait, int) or isinstance(wait, bool) or wait < 0:
+        if not is_int_at_least(wait, 0):
             raise ValueError("Modal max_throttle_wait_seconds must be a non-negative integer")
 
     def host_environment(self) -> Mapping[str, str]:
@@ -131,9 +132,7 @@ class CustomSandboxCredentials:
     provider: str | None = None
 
     def __post_init__(self) -> None:
-        if self.provider is not None and (
-            not isinstance(self.provider, str) or not self.provider.strip()
-        ):
+        if self.provider is not None and not is_non_empty_str(self.provider):
             raise ValueError("custom sandbox credential provider must be non-empty")
         object.__setattr__(self, "values", _validated_environment(self.values))
 

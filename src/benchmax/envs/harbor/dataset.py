@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from benchmax._value_checks import is_numeric
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.harbor._snapshot import snapshot_task, task_content_hash
 from benchmax.envs.harbor.dep_check import require_harbor
@@ -26,11 +27,7 @@ def check_eval_ratio(eval_ratio: object) -> float:
     The range check also rejects NaN and infinities (every comparison with NaN is
     false), and unlike ``math.isfinite`` it cannot overflow on a huge integer.
     """
-    if (
-        isinstance(eval_ratio, bool)
-        or not isinstance(eval_ratio, int | float)
-        or not 0 <= eval_ratio < 1
-    ):
+    if not is_numeric(eval_ratio) or not 0 <= eval_ratio < 1:
         raise ValueError(_EVAL_RATIO_MESSAGE)
     return float(eval_ratio)
 

@@ -1,17 +1,11 @@
-"""Value checks shared by the reward modules."""
+"""Value predicates shared by every layer's validation (auth, envs, rewards, runner, ...)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any, TypeGuard
 
-__all__ = [
-    "is_finite_number",
-    "is_int_at_least",
-    "is_non_empty_str",
-    "is_numeric",
-    "slug_title",
-]
+__all__ = ["is_finite_number", "is_int_at_least", "is_non_empty_str", "is_numeric"]
 
 
 def is_non_empty_str(value: object) -> TypeGuard[str]:
@@ -30,15 +24,10 @@ def is_int_at_least(value: object, minimum: int) -> bool:
 
 
 def is_finite_number(value: Any) -> bool:
-    """Whether ``value`` is numeric and finite."""
+    """Whether ``value`` is numeric and finite (a huge ``int`` that overflows a float is not)."""
     if not is_numeric(value):
         return False
     try:
         return math.isfinite(value)
     except OverflowError:  # an int too large for a float
         return False
-
-
-def slug_title(title: str) -> str:
-    """A rubric title lower-cased with whitespace runs joined by hyphens (request ids)."""
-    return "-".join(title.lower().split())
