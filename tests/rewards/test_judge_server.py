@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -116,6 +117,20 @@ async def test_persistent_auth_rejection_becomes_judge_error(
     assert "judge-secret" not in repr(judge)
     assert caplog.records and "judge-secret" not in caplog.text
     assert len(mock_server.requests) == 2  # 401s are not retried by the SDK itself
+
+
+@pytest.mark.parametrize("token", ["judge-secret\n", "judge-secret ", "judge\x00secret"])
+async def test_unsendable_token_is_a_judge_error_that_never_shows_it(
+    mock_server: MockModelServer, caplog: pytest.LogCaptureFixture, token: str
+):
+    caplog.set_level(logging.DEBUG)
+    mock_server.policy = answer('{"score": 1}')
+    judge = server_judge(mock_server, auth=StaticBearerAuth(token))
+    with pytest.raises(JudgeError, match="invalid value for header 'Authorization'") as raised:
+        await judge.request_json("p", request_id="r")
+    assert "secret" not in str(raised.value)
+    assert "secret" not in caplog.text
+    assert mock_server.requests == []
 
 
 async def test_server_error_is_a_judge_error(mock_server: MockModelServer):

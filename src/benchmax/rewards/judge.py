@@ -26,6 +26,7 @@ from benchmax._value_checks import (
     is_numeric,
 )
 from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.envs._auth_headers import sendable_auth_headers
 from benchmax.envs._connection_pool import pooled_http_client
 from benchmax.envs._sdk_platform import share_platform_probe
 from benchmax.envs.shared_types import RolloutFailure
@@ -199,7 +200,7 @@ class _RequestModelAuth(httpx.Auth):
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
         """Set freshly resolved auth headers on ``request`` (never cached), then send it."""
-        headers = await self._auth.headers_for_request(self._context)
+        headers = sendable_auth_headers(await self._auth.headers_for_request(self._context))
         for name, value in headers.items():
             request.headers[name] = value
         yield request

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import Final, Literal
 
-from benchmax._value_checks import is_numeric
+from benchmax._value_checks import is_finite_number, is_numeric
 
 __all__ = ["Fault", "FaultKind", "FaultSchedule"]
 
@@ -211,7 +210,7 @@ def _rebuild_fault(
 def _non_negative(value: float, what: str) -> float:
     if not is_numeric(value):
         raise TypeError(f"{what} must be a number of seconds")
-    if not math.isfinite(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         raise ValueError(f"{what} must be a finite number of seconds >= 0")
     return value
 

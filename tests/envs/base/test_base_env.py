@@ -137,6 +137,7 @@ def test_construct_without_max_turns_is_valid() -> None:
         ({"model_timeout": True}, "model_timeout must be a positive number or None"),
         ({"model_timeout": float("inf")}, "model_timeout must be a positive number or None"),
         ({"model_timeout": float("nan")}, "model_timeout must be a positive number or None"),
+        ({"model_timeout": 10**400}, "model_timeout must be a positive number or None"),
         ({"tool_timeout": "5"}, "tool_timeout must be a positive number or None"),
         ({"tool_timeout": 0.0}, "tool_timeout must be a positive number or None"),
         ({"rollout_timeout": -3}, "rollout_timeout must be a positive number or None"),

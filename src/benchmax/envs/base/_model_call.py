@@ -14,7 +14,6 @@ import email.utils
 import logging
 import math
 import random
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from benchmax.auth import ModelRequestContext
+from benchmax.envs._auth_headers import sendable_auth_headers
 from benchmax.envs._connection_pool import PoolLease
 from benchmax.envs._sdk_platform import share_platform_probe
 from benchmax.envs.shared_types import RolloutRequest
@@ -39,9 +39,6 @@ _BACKOFF_CAP = 30.0
 _RETRY_AFTER_CAP = 60.0
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
 _SERVER_TEXT_LIMIT = 2000
-# What HTTP/1.1 allows in a header (RFC 9110 token / field-value, as h11 checks it).
-_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
-_HEADER_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,28 +111,6 @@ def _is_transient(error: BaseException) -> bool:
         status = error.status_code
         return status in _TRANSIENT_STATUSES or status >= 500
     return False
-
-
-def _sendable_headers(headers: Mapping[Any, Any]) -> dict[Any, Any]:
-    """The auth headers, refusing any that HTTP cannot carry.
-
-    The HTTP layer would reject them too, but with the offending value (usually a
-    credential, e.g. a token read with its trailing newline) in the exception
-    text, which then reaches the logs. This error names the header only.
-    """
-    checked = dict(headers)
-    for name, value in checked.items():
-        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
-            raise ValueError("model auth returned an invalid header name")
-        if isinstance(value, str):
-            valid = value.isascii() and _HEADER_VALUE.fullmatch(value.encode()) is not None
-        elif isinstance(value, bytes):
-            valid = _HEADER_VALUE.fullmatch(value) is not None
-        else:
-            continue  # left to the SDK (e.g. its ``Omit`` marker)
-        if not valid:
-            raise ValueError(f"model auth returned an invalid value for header {name!r}")
-    return checked
 
 
 def _note_server_text(error: BaseException) -> None:
@@ -217,7 +192,7 @@ class ModelSession:
     async def _attempt(
         self, messages: list[dict[str, Any]], tools: Sequence[Any]
     ) -> ChatCompletion:
-        headers = _sendable_headers(
+        headers = sendable_auth_headers(
             await self._request.model_auth.headers_for_request(self._context)
         )
         body: dict[str, Any] = {"model": self._request.model, "messages": messages}

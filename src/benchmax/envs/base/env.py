@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -13,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmax._value_checks import is_int_at_least
+from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.envs._connection_pool import PoolLease
 from benchmax.envs._observer import RolloutReport, observing, report_rollout
 from benchmax.envs.base._model_call import ModelCallFailure, ModelSession
@@ -134,12 +133,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             raise ValueError("max_tool_calls must be a non-negative integer")
         for name in _TIMEOUT_NAMES:
             value = getattr(self, name)
-            if value is not None and not (
-                isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-                and value > 0
-            ):
+            if value is not None and not (is_finite_number(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number or None")
         retries = self.model_retries
         if not is_int_at_least(retries, 0):
