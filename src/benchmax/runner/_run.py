@@ -113,6 +113,7 @@ class _Run:
         config: RunConfig,
         store: ResultsStore,
         examples: Sequence[Example[Any]],
+        resumed: Sequence[CompletedGroup],
         on_progress: Callable[[Progress], None] | None,
     ) -> None:
         self.env = env
@@ -128,11 +129,9 @@ class _Run:
         self.first_key = _first_reward_key(env)
         self.first_sum = 0.0
         self.first_count = 0
-        self.done = 0
-        for i, example in enumerate(examples):
-            if store.is_complete(i, example.id):
-                self.done += 1
-                self._tally(store.groups[i])
+        self.done = len(resumed)
+        for group in resumed:
+            self._tally(group)
 
     def _tally(self, group: CompletedGroup) -> None:
         for rewards in group.rewards:
@@ -290,9 +289,14 @@ async def run_environment(
         config.output, _definition(env, config), group_size=config.group_size, force=config.force
     )
     try:
-        pending = [(i, ex) for i, ex in enumerate(examples) if not store.is_complete(i, ex.id)]
-        resumed = len(examples) - len(pending)
-        run = _Run(env, config, store, examples, on_progress)
+        pending: list[tuple[int, Example[Any]]] = []
+        resumed: list[CompletedGroup] = []
+        for i, ex in enumerate(examples):
+            if store.is_complete(i, ex.id):
+                resumed.append(store.groups[i])
+            else:
+                pending.append((i, ex))
+        run = _Run(env, config, store, examples, resumed, on_progress)
         run.progress()
         with (
             run.capture.attached(),
@@ -307,7 +311,7 @@ async def run_environment(
         results_path=config.output,
         examples=len(examples),
         groups=(store.groups[i] for i, ex in enumerate(examples) if store.is_complete(i, ex.id)),
-        groups_resumed=resumed,
+        groups_resumed=len(resumed),
         rollouts_run=run.rollouts_run,
         wall_seconds=time.monotonic() - started,
     )
