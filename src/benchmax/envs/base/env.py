@@ -6,8 +6,8 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,20 @@ class _Stopwatch:
         self.model = 0.0
         self.tool = 0.0
         self.reward = 0.0
+
+    @contextmanager
+    def timing(self, part: str) -> Iterator[None]:
+        """Add the time spent in the ``with`` block to ``part``."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            setattr(self, part, getattr(self, part) + time.perf_counter() - started)
+
+
+def _timed(stopwatch: _Stopwatch | None, part: str) -> AbstractContextManager[None]:
+    """Time ``part`` when a runner observes rollouts; nothing otherwise."""
+    return nullcontext() if stopwatch is None else stopwatch.timing(part)
 
 
 class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
@@ -268,10 +282,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         advertised = advertised_tool_names(tools)
         tool_calls_used = 0
         for _ in range(settings.max_turns):
-            started = time.perf_counter() if stopwatch is not None else 0.0
-            completion = await session.complete(transcript, tools)
-            if stopwatch is not None:
-                stopwatch.model += time.perf_counter() - started
+            with _timed(stopwatch, "model"):
+                completion = await session.complete(transcript, tools)
             if isinstance(completion, ModelCallFailure):
                 logger.log(
                     completion.level,
@@ -349,12 +361,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 if isinstance(arguments, str):
                     content = arguments
                 else:
-                    started = time.perf_counter() if stopwatch is not None else 0.0
-                    try:
+                    with _timed(stopwatch, "tool"):
                         result = await self._call_tool(rollout_id, name, arguments, timeout)
-                    finally:
-                        if stopwatch is not None:
-                            stopwatch.tool += time.perf_counter() - started
                     content = tool_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         return messages
@@ -393,9 +401,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
         if reason != "finished":
             return settle(reason, dict.fromkeys(self.reward_keys, 0.0))
-        started = time.perf_counter() if stopwatch is not None else 0.0
         try:
-            rewards = await self.compute_reward(settle(reason, None))
+            with _timed(stopwatch, "reward"):
+                rewards = await self.compute_reward(settle(reason, None))
         except RolloutFailure as failure:
             logger.error(
                 "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
@@ -413,9 +421,6 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 exc_info=error,
             )
             return settle("reward_error", dict.fromkeys(self.reward_keys, 0.0))
-        finally:
-            if stopwatch is not None:
-                stopwatch.reward += time.perf_counter() - started
         return settle(reason, rewards)
 
 
