@@ -106,6 +106,12 @@ def test_repeated_targets_are_rejected(given: list[str]) -> None:
     assert "dependenc" in str(caught.value)
 
 
+def test_extras_equal_after_canonicalization_are_stored_once() -> None:
+    (stored,) = metadata(["Foo[Bar_Baz,bar.baz,BAR-BAZ,qux]>=1"]).pip_dependencies
+    assert stored == "foo[bar-baz,qux]>=1"
+    assert metadata([stored]).pip_dependencies == (stored,)
+
+
 _NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9._-]{0,8}[A-Za-z0-9]", fullmatch=True)
 _VERSIONS = st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True)
 _SPECIFIERS = st.lists(

@@ -44,7 +44,7 @@ def normalize_dependencies(value: object) -> tuple[str, ...]:
 def _render(requirement: Requirement, name: str) -> str:
     text = name
     if requirement.extras:
-        text += "[" + ",".join(sorted(canonicalize_name(e) for e in requirement.extras)) + "]"
+        text += "[" + ",".join(sorted({canonicalize_name(e) for e in requirement.extras})) + "]"
     if requirement.url:
         text += f" @ {requirement.url}"
     else:
