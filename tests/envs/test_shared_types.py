@@ -110,6 +110,7 @@ def test_request_field_order_and_split_default() -> None:
         "base_url",
         "model_auth",
         "split",
+        "sampling_args",
     ]
     assert make_request().split == "train"
     assert make_request(split="eval").split == "eval"
@@ -290,3 +291,23 @@ def test_module_all() -> None:
         "RolloutOutcome",
         "RolloutRequest",
     ]
+
+
+def test_request_sampling_args_are_validated_copied_and_shown_in_repr() -> None:
+    args = {"temperature": 0.7, "chat_template_kwargs": {"enable_thinking": False}}
+    request = make_request(base_url="u", sampling_args=args)
+    assert request.sampling_args == args and request.sampling_args is not args
+    assert repr(request).endswith(
+        "split='train', sampling_args={'temperature': 0.7, "
+        "'chat_template_kwargs': {'enable_thinking': False}})"
+    )
+    for key in ("model", "messages", "tools"):
+        with pytest.raises(ValueError, match=f"must not set '{key}'"):
+            make_request(sampling_args={key: 1})
+    with pytest.raises(ValueError, match=r"sampling_args\['seed'\] must be JSON-serializable"):
+        make_request(sampling_args={"seed": object()})
+    with pytest.raises(ValueError, match="JSON-serializable"):
+        make_request(sampling_args={"temperature": float("nan")})
+    with pytest.raises(TypeError, match="must be a mapping"):
+        make_request(sampling_args=[("temperature", 1)])
+    assert cloudpickle.loads(cloudpickle.dumps(request)).sampling_args == args

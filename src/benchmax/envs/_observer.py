@@ -7,7 +7,7 @@ unchanged. The local runner binds one for the duration of a run.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,6 +25,8 @@ class RolloutReport:
     model_seconds: float
     tool_seconds: float
     reward_seconds: float
+    usage: Mapping[str, int] | None = None
+    """Token usage summed over the rollout's model calls (``None``: none reported)."""
 
 
 class RolloutObserver(Protocol):

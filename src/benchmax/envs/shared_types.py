@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from benchmax._value_checks import is_non_empty_str, is_numeric
 from benchmax.auth import ModelAuth
+from benchmax.envs._sampling_args import validated_sampling_args
 
 __all__ = [
     "DatasetSplit",
@@ -86,16 +87,33 @@ class Example[Payload]:
             raise ValueError("example id must be a non-empty string")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class RolloutRequest[Payload]:
-    """Everything one rollout needs: the example, the model endpoint and its auth."""
+    """Everything one rollout needs: the example, the model endpoint and its auth.
+
+    ``sampling_args`` (beyond 0.2) are extra chat-completions body fields for this
+    rollout (``temperature``, ``max_tokens``, ``seed``, server-specific fields);
+    they override the run's and the environment's. The repr never shows
+    ``model_auth``, and shows ``sampling_args`` only when some are set.
+    """
 
     rollout_id: str
     example: Example[Payload]
     model: str
     base_url: str
-    model_auth: ModelAuth = field(repr=False)
+    model_auth: ModelAuth
     split: DatasetSplit = "train"
+    sampling_args: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        text = (
+            f"{type(self).__qualname__}(rollout_id={self.rollout_id!r}, "
+            f"example={self.example!r}, model={self.model!r}, base_url={self.base_url!r}, "
+            f"split={self.split!r}"
+        )
+        if self.sampling_args:
+            text += f", sampling_args={self.sampling_args!r}"
+        return text + ")"
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.rollout_id):
@@ -108,6 +126,7 @@ class RolloutRequest[Payload]:
             raise TypeError("model_auth must implement ModelAuth")
         if self.split not in ("train", "eval"):
             raise ValueError("split must be 'train' or 'eval'")
+        object.__setattr__(self, "sampling_args", validated_sampling_args(self.sampling_args))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
