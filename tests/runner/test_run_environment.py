@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 from pathlib import Path
 
 import pytest
+from tests.runner import sample_envs
 from tests.runner.sample_envs import (
     AnswerEnv,
     NoCapEnv,
@@ -29,6 +31,10 @@ from benchmax.testing import MockModelServer, RecordedRequest
 HARBOR_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def source_digest(path: str) -> str:
+    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -41,6 +47,7 @@ async def test_runs_every_example_as_one_group(tmp_path: Path) -> None:
     assert header["type"] == "header"
     assert header["definition"] == {
         "env": {"class": f"{NumberEnv.__module__}:NumberEnv"},
+        "env_source": {NumberEnv.__module__: source_digest(sample_envs.__file__)},
         "split": "eval",
         "model": "m",
         "base_url": "http://unused.invalid/v1",

@@ -26,6 +26,7 @@ __all__ = [
     "_module_is_project_local",
     "_project_root_for_module",
     "find_module",
+    "local_source_paths",
     "source_paths",
 ]
 
@@ -104,7 +105,7 @@ def _nearest_project_root(path: Path) -> Path | None:
     return None
 
 
-def _local_source_paths(module_name: str) -> list[Path]:
+def local_source_paths(module_name: str) -> list[Path]:
     """Source paths outside site-packages of a findable module that is not stdlib/benchmax."""
     if module_name.partition(".")[0] in _EXCLUDED_TOP_LEVEL:
         return []
@@ -131,7 +132,7 @@ def _module_is_project_local(module_name: str, project_roots: tuple[Path, ...]) 
     """Whether ``module_name`` has source outside site-packages under one of ``project_roots``."""
     if not project_roots:
         return False
-    return any(_under_any(path, project_roots) for path in _local_source_paths(module_name))
+    return any(_under_any(path, project_roots) for path in local_source_paths(module_name))
 
 
 class ModuleClassifier:
@@ -153,7 +154,7 @@ class ModuleClassifier:
     def is_external_source(self, module_name: str) -> bool:
         """Whether the module has source outside site-packages and outside every project root."""
         return any(
-            not _under_any(path, self.project_roots) for path in _local_source_paths(module_name)
+            not _under_any(path, self.project_roots) for path in local_source_paths(module_name)
         )
 
     def has_declared_distribution(self, module_name: str) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 
 import cloudpickle
 
-from benchmax.bundle._classification import ModuleClassifier, find_module
+from benchmax.bundle._classification import ModuleClassifier, find_module, local_source_paths
 from benchmax.bundle._delayed_imports import delayed_import_names
 from benchmax.bundle._errors import BundlingError
 from benchmax.bundle._references import referenced_modules
@@ -30,7 +30,13 @@ from benchmax.bundle._seams import seams
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import RolloutAttempt
 
-__all__ = ["_get_source", "capture_env_class", "project_roots", "unregistered_local_refs"]
+__all__ = [
+    "_get_source",
+    "capture_env_class",
+    "local_source_modules",
+    "project_roots",
+    "unregistered_local_refs",
+]
 
 logger = logging.getLogger("benchmax.bundle")
 
@@ -125,6 +131,8 @@ def _serialize_with_local_source(
     local_modules: Sequence[object],
     classifier: ModuleClassifier,
     auto_local_modules: bool,
+    *,
+    announce: bool = True,
 ) -> _Capture:
     captured: list[str] = []
     with _BUNDLE_LOCK, _ByValueRegistration() as registration:
@@ -149,12 +157,13 @@ def _serialize_with_local_source(
                 imported = _import_all(pending)
                 if not imported:
                     break
-                logger.warning(
-                    "[bundle] %s: auto-bundling local module(s): %s "
-                    "(pass them in local_modules to silence this warning)",
-                    env_class.__name__,
-                    ", ".join(sorted(module.__name__ for module in imported)),
-                )
+                if announce:
+                    logger.warning(
+                        "[bundle] %s: auto-bundling local module(s): %s "
+                        "(pass them in local_modules to silence this warning)",
+                        env_class.__name__,
+                        ", ".join(sorted(module.__name__ for module in imported)),
+                    )
                 for module in imported:
                     registration.register(module)
                     captured.append(module.__name__)
@@ -208,6 +217,29 @@ class _ByValueRegistration:
                 cloudpickle.unregister_pickle_by_value(module)
             except Exception:  # already unregistered (a duplicate entry)
                 continue
+
+
+def local_source_modules(
+    env_class: type, local_modules: Sequence[ModuleType] = ()
+) -> tuple[ModuleType, ...]:
+    """The modules whose source a bundle of ``env_class`` would carry, sorted by name.
+
+    That is ``local_modules``, the modules auto-capture finds (project-local modules the
+    pickled class refers to, found exactly as ``dump_bundle`` finds them), and the env
+    class's own module when its file is local source (outside site-packages, not the
+    standard library or benchmax) even if nothing refers to it by name (``__main__``, a
+    single file outside any project). Nothing is logged; raises ``BundlingError`` when the
+    class cannot be serialized.
+    """
+    classifier = ModuleClassifier(project_roots(env_class, local_modules), ())
+    capture = _serialize_with_local_source(
+        env_class, {}, local_modules, classifier, True, announce=False
+    )
+    modules = {name: sys.modules[name] for name in capture.captured_names if name in sys.modules}
+    own = _loaded_module(env_class.__module__)
+    if own is not None and local_source_paths(own.__name__):
+        modules.setdefault(own.__name__, own)
+    return tuple(modules[name] for name in sorted(modules))
 
 
 def unregistered_local_refs(pickled: bytes) -> list[str]:

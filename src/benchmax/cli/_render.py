@@ -100,24 +100,14 @@ def render_report(report: RunReport, console: Console) -> None:
             soft_wrap=True,
         )
 
-    rewards = Table(title="rewards", title_justify="left")
-    for column in ("key", "mean", "std", "min", "max"):
-        rewards.add_column(column, justify="left" if column == "key" else "right")
-    for key, stats in report.reward_stats.items():
-        rewards.add_row(
-            escape(key),
-            f"{stats.mean:.3f}",
-            f"{stats.std:.3f}",
-            f"{stats.min:.3f}",
-            f"{stats.max:.3f}",
-        )
-    console.print(rewards)
+    console.print(_rewards_table(report))
 
     console.print(
         f"groups: {report.groups} of {report.examples} examples"
         + (f" ({report.groups_resumed} resumed)" if report.groups_resumed else "")
         + f"; groups with no reward variance: {report.no_variance_group_share:.0%}"
     )
+    console.print(_tokens_line(report), soft_wrap=True)
     console.print(
         f"ran {report.rollouts_run} rollouts in {report.wall_seconds:.1f} s "
         f"({report.rollouts_per_second:.1f} rollouts/s)"
@@ -125,3 +115,55 @@ def render_report(report: RunReport, console: Console) -> None:
     if report.results_path is not None:
         console.print(f"results: {escape(str(report.results_path))}", soft_wrap=True)
         console.print(f"report:  {escape(str(report.report_path))}", soft_wrap=True)
+
+
+def _rewards_table(report: RunReport) -> Table:
+    """Per reward key: mean, std, min, max, and for 0/1 keys pass@1, pass@k and the share
+    of groups with at least one success."""
+    rewards = Table(title="rewards", title_justify="left")
+    ks = sorted({metrics.k for metrics in report.pass_at_k.values()})
+    pass_k = f"pass@{ks[0]}" if len(ks) == 1 else "pass@k"
+    columns = ["key", "mean", "std", "min", "max"]
+    if report.pass_at_k:
+        columns += ["pass@1", pass_k, "groups solved"]
+    for column in columns:
+        rewards.add_column(column, justify="left" if column == "key" else "right")
+    for key, stats in report.reward_stats.items():
+        row = [escape(key), *(f"{v:.3f}" for v in (stats.mean, stats.std, stats.min, stats.max))]
+        if report.pass_at_k:
+            metrics = report.pass_at_k.get(key)
+            if metrics is None:
+                row += ["", "", ""]
+            else:
+                row.append(f"{metrics.pass_at_1:.3f}")
+                row.append(f"{metrics.pass_at_k:.3f}")
+                row.append(f"{metrics.any_success_share:.0%}")
+        rewards.add_row(*row)
+    return rewards
+
+
+def _tokens_line(report: RunReport) -> str:
+    """Token totals and completion tokens per rollout, plus the output_exceeded share."""
+    exceeded = f"ended output_exceeded: {report.output_exceeded_share:.0%} of rollouts"
+    usage = report.usage
+    if usage is None:
+        return f"tokens: not reported by the model server; {exceeded}"
+    totals = ", ".join(
+        f"{name} {value:,}"
+        for name, value in (
+            ("prompt", usage.prompt_tokens),
+            ("completion", usage.completion_tokens),
+            ("total", usage.total_tokens),
+            ("reasoning", usage.reasoning_tokens),
+            ("cached", usage.cached_tokens),
+        )
+        if value is not None
+    )
+    per_rollout = (
+        f"; completion tokens per rollout: mean {usage.completion_tokens_mean:,.1f}, "
+        f"max {usage.completion_tokens_max:,}"
+        if usage.completion_tokens_mean is not None and usage.completion_tokens_max is not None
+        else ""
+    )
+    reported = "" if usage.rollouts == report.rollouts else f" ({usage.rollouts} rollouts reported)"
+    return f"tokens{reported}: {totals or 'none'}{per_rollout}; {exceeded}"

@@ -11,7 +11,8 @@ from benchmax.runner._errors import (
     ResumeMismatchError,
     RunError,
 )
-from benchmax.runner._report import RewardStats, RunReport
+from benchmax.runner._metrics import PassAtK
+from benchmax.runner._report import RewardStats, RunReport, UsageStats
 from benchmax.runner._results import RESULTS_FORMAT, Results, read_results
 from benchmax.runner._run import Progress, run_environment
 
@@ -19,6 +20,7 @@ __all__ = [
     "RESULTS_FORMAT",
     "GroupContractError",
     "NoModelAuth",
+    "PassAtK",
     "Progress",
     "Results",
     "ResultsFileError",
@@ -27,6 +29,7 @@ __all__ = [
     "RunConfig",
     "RunError",
     "RunReport",
+    "UsageStats",
     "read_results",
     "run_environment",
 ]

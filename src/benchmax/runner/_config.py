@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from benchmax._value_checks import is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
+from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
 
 __all__ = ["ROLLOUT_ID_PLACEHOLDER", "NoModelAuth", "RunConfig"]
@@ -33,11 +34,21 @@ class RunConfig:
 
     ``base_url`` may contain ``{rollout_id}`` to give every rollout its own endpoint root.
     ``auth_providers`` are bound with ``bind_model_auth`` for the run (names used by
-    ``InjectedAuth`` inside the environment, e.g. a judge). ``output`` is the results JSONL
-    file (``None`` keeps results in memory only); an existing file is resumed.
-    ``env_definition`` and ``definition_extras`` describe the run in the results header
-    (by default the environment's class path); ``recorded_base_url`` replaces ``base_url``
-    there when the real URL is not stable across runs (an embedded mock server's port).
+    ``InjectedAuth`` inside the environment, e.g. a judge). ``sampling_args`` are extra
+    chat-completions body fields (``temperature``, ``max_tokens``, ``top_p``, ``seed``,
+    server-specific ones such as ``top_k``) put into every ``RolloutRequest``; they override
+    the environment's and may not set ``model``, ``messages`` or ``tools``. ``output`` is
+    the results JSONL file (``None`` keeps results in memory only); an existing file is
+    resumed.
+
+    The results header records the run definition: the environment's class path with
+    ``constructor_args`` (the keyword arguments the environment was built with: the runner
+    cannot see them, so pass them to have a resume with other arguments refused), a digest
+    of its source, its limits, the sampling args, split, model, base URL, group size and
+    ``max_examples``. ``env_definition`` replaces the class path and arguments (e.g.
+    ``{"bundle_digest": ...}`` for an environment loaded from a bundle; no source digest is
+    then taken), ``definition_extras`` adds fields, and ``recorded_base_url`` replaces
+    ``base_url`` there when the real URL is not stable across runs (a mock server's port).
     """
 
     model: str
@@ -49,8 +60,10 @@ class RunConfig:
     group_size: int = 4
     max_examples: int | None = None
     max_concurrent_groups: int = 8
+    sampling_args: Mapping[str, Any] = field(default_factory=dict)
     output: Path | None = None
     force: bool = False
+    constructor_args: Mapping[str, Any] = field(default_factory=dict)
     env_definition: Mapping[str, Any] | None = None
     definition_extras: Mapping[str, Any] = field(default_factory=dict)
     recorded_base_url: str | None = None
@@ -73,6 +86,12 @@ class RunConfig:
             raise ValueError("max_examples must be a positive integer or None")
         if not is_int_at_least(self.max_concurrent_groups, 1):
             raise ValueError("max_concurrent_groups must be a positive integer")
+        object.__setattr__(
+            self, "sampling_args", validated_sampling_args(self.sampling_args, "sampling_args")
+        )
+        if not isinstance(self.constructor_args, Mapping):
+            raise TypeError("constructor_args must be a mapping of argument names to values")
+        object.__setattr__(self, "constructor_args", dict(self.constructor_args))
         object.__setattr__(self, "base_dir", Path(self.base_dir))
         if self.output is not None:
             object.__setattr__(self, "output", Path(self.output))

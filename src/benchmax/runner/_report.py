@@ -6,13 +6,22 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_metrics
 from benchmax.runner._results import CompletedGroup
 
-__all__ = ["RewardStats", "RunReport", "summarize"]
+__all__ = ["RewardStats", "RunReport", "UsageStats", "summarize"]
+
+_TOKEN_KEYS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +41,51 @@ class RewardStats:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageStats:
+    """Token usage of the rollouts whose model replies reported it.
+
+    ``rollouts`` counts them; each total is the sum over those rollouts of the field (as
+    reported by the server: ``None`` when no rollout reported it, never a made-up 0).
+    ``completion_tokens_mean`` and ``completion_tokens_max`` are per rollout, over the
+    rollouts that reported completion tokens.
+    """
+
+    rollouts: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    reasoning_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens_mean: float | None
+    completion_tokens_max: int | None
+
+    @classmethod
+    def of(cls, usages: list[Mapping[str, int]]) -> UsageStats | None:
+        """Stats of the given per-rollout usages (``None`` when the list is empty)."""
+        if not usages:
+            return None
+        totals: dict[str, int | None] = {}
+        for key in _TOKEN_KEYS:
+            values = [int(u[key]) for u in usages if isinstance(u.get(key), int)]
+            totals[key] = sum(values) if values else None
+        completions = [
+            int(u["completion_tokens"])
+            for u in usages
+            if isinstance(u.get("completion_tokens"), int)
+        ]
+        return cls(
+            rollouts=len(usages),
+            prompt_tokens=totals["prompt_tokens"],
+            completion_tokens=totals["completion_tokens"],
+            total_tokens=totals["total_tokens"],
+            reasoning_tokens=totals["reasoning_tokens"],
+            cached_tokens=totals["cached_tokens"],
+            completion_tokens_mean=(sum(completions) / len(completions)) if completions else None,
+            completion_tokens_max=max(completions) if completions else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class RunReport:
     """What a run produced.
 
@@ -39,7 +93,12 @@ class RunReport:
     ``rollouts_per_second`` covers the rollouts this invocation ran, over ``wall_seconds``.
     ``groups_by_reason`` counts the groups in which a termination reason occurs at least once.
     ``no_variance_group_share`` is the share of groups whose rollouts all got the same rewards
-    (no learning signal for group-relative training).
+    (no learning signal for group-relative training). ``pass_at_k`` has, for every reward
+    key whose values are all 0 or 1, pass@1, pass@k (k = the group size; the unbiased
+    estimator of Chen et al. 2021, averaged over groups) and the share of groups with at
+    least one success. ``usage`` sums token usage over the rollouts that reported it
+    (``None`` when none did, or the results predate usage recording);
+    ``output_exceeded_share`` is the share of rollouts that ended ``output_exceeded``.
     """
 
     run_id: str
@@ -55,6 +114,9 @@ class RunReport:
     rollouts_run: int
     rollouts_per_second: float
     wall_seconds: float
+    pass_at_k: Mapping[str, PassAtK] = field(default_factory=dict)
+    usage: UsageStats | None = None
+    output_exceeded_share: float = 0.0
 
     @property
     def report_path(self) -> Path | None:
@@ -69,6 +131,8 @@ class RunReport:
         data["rollouts_by_reason"] = dict(self.rollouts_by_reason)
         data["groups_by_reason"] = dict(self.groups_by_reason)
         data["reward_stats"] = {k: asdict(v) for k, v in self.reward_stats.items()}
+        data["pass_at_k"] = {k: asdict(v) for k, v in self.pass_at_k.items()}
+        data["usage"] = None if self.usage is None else asdict(self.usage)
         return data
 
     def write_json(self) -> Path | None:
@@ -95,7 +159,9 @@ def summarize(
     group_reasons: Counter[str] = Counter()
     values: dict[str, list[float]] = {}
     flat_groups = 0
+    usages: list[Mapping[str, int]] = []
     for group in groups:
+        usages.extend(usage for usage in group.usage or () if usage)
         rollout_reasons.update(group.termination_reasons)
         group_reasons.update(set(group.termination_reasons))
         for rewards in group.rewards:
@@ -117,4 +183,26 @@ def summarize(
         rollouts_run=rollouts_run,
         rollouts_per_second=rollouts_run / wall_seconds if wall_seconds > 0 else 0.0,
         wall_seconds=wall_seconds,
+        pass_at_k=_pass_at_k(groups, values),
+        usage=UsageStats.of(usages),
+        output_exceeded_share=(
+            rollout_reasons["output_exceeded"] / rollout_reasons.total() if rollout_reasons else 0.0
+        ),
     )
+
+
+def _pass_at_k(
+    groups: list[CompletedGroup], values: Mapping[str, list[float]]
+) -> dict[str, PassAtK]:
+    """Group metrics (pass@1, pass@k, any-success share) of every 0/1 reward key."""
+    metrics: dict[str, PassAtK] = {}
+    for key, key_values in values.items():
+        if not is_binary(key_values):
+            continue
+        # A rollout without the key (e.g. one that failed before scoring) did not pass.
+        found = pass_at_k_metrics(
+            [[float(rewards.get(key, 0.0)) for rewards in group.rewards] for group in groups]
+        )
+        if found is not None:
+            metrics[key] = found
+    return metrics

@@ -46,14 +46,47 @@ def _normalized(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
+_ADDED_LATER = frozenset({"env_source", "limits"})
+"""Definition keys that headers written before they existed lack: not compared then."""
+
+
 def definition_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """Human-readable differences between two run definitions (``[]`` when equal)."""
+    """Human-readable differences between two run definitions (``[]`` when equal).
+
+    A change of the environment's source names the modules that changed. Keys that older
+    headers lack (``env_source``, ``limits``) are compared only when recorded, and an
+    empty ``constructor_args`` equals none.
+    """
+    recorded, current = _comparable(recorded), _comparable(current)
     differences = []
     for key in dict.fromkeys([*current, *recorded]):
+        if key in _ADDED_LATER and key not in recorded:
+            continue
         old, new = _normalized(recorded.get(key)), _normalized(current.get(key))
-        if old != new:
+        if old == new:
+            continue
+        if key == "env_source" and isinstance(old, dict) and isinstance(new, dict):
+            differences.append(_source_difference(old, new))
+        else:
             differences.append(f"{key} was {_short(old)}, now {_short(new)}")
     return differences
+
+
+def _comparable(definition: Mapping[str, Any]) -> dict[str, Any]:
+    comparable = dict(definition)
+    env = comparable.get("env")
+    if isinstance(env, Mapping) and env.get("constructor_args") == {}:
+        comparable["env"] = {k: v for k, v in env.items() if k != "constructor_args"}
+    return comparable
+
+
+def _source_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    changes = [
+        f"{name} ({'new' if name not in old else 'gone' if name not in new else 'edited'})"
+        for name in sorted({*old, *new})
+        if old.get(name) != new.get(name)
+    ]
+    return f"the environment's source changed: {', '.join(changes)}"
 
 
 def _short(value: Any) -> str:
@@ -69,6 +102,8 @@ class CompletedGroup:
     example_id: str
     termination_reasons: tuple[str, ...]
     rewards: tuple[Mapping[str, float], ...]
+    usage: tuple[Mapping[str, int] | None, ...] | None = None
+    """Each rollout's token usage; ``None`` for lines written before usage was recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +169,15 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
                 example_id=records[0]["example_id"],
                 termination_reasons=tuple(r["termination_reason"] for r in records),
                 rewards=tuple(r["rewards"] for r in records),
+                usage=_usage_of(records),
             )
     return scan
+
+
+def _usage_of(records: Sequence[Mapping[str, Any]]) -> tuple[Any, ...] | None:
+    if not all("usage" in record for record in records):
+        return None
+    return tuple(r["usage"] if isinstance(r["usage"], Mapping) else None for r in records)
 
 
 def _is_complete(records: Sequence[Mapping[str, Any]], group_size: object) -> bool:

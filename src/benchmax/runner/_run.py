@@ -16,6 +16,7 @@ from benchmax.envs._observer import RolloutReport, observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
 from benchmax.runner._config import RunConfig
+from benchmax.runner._definition import run_definition
 from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture, running_group
 from benchmax.runner._report import RunReport, summarize
@@ -88,20 +89,6 @@ def _accepts_max_examples(method: Callable[..., Any]) -> bool:
     if parameter is not None:
         return parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)
     return any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-
-
-def _definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, Any]:
-    cls = type(env)
-    env_definition = config.env_definition or {"class": f"{cls.__module__}:{cls.__qualname__}"}
-    return {
-        "env": dict(env_definition),
-        "split": config.split,
-        "model": config.model,
-        "base_url": config.public_base_url,
-        "group_size": config.group_size,
-        "max_examples": config.max_examples,
-        **config.definition_extras,
-    }
 
 
 class _Run:
@@ -187,6 +174,7 @@ class _Run:
                 base_url=config.base_url_for(rollout_id),
                 model_auth=config.model_auth,
                 split=config.split,
+                sampling_args=config.sampling_args,
             )
             for rollout_id in ids
         ]
@@ -213,6 +201,7 @@ class _Run:
             example_id=example.id,
             termination_reasons=tuple(outcomes[r].termination_reason for r in ids),
             rewards=tuple(dict(outcomes[r].rewards) for r in ids),
+            usage=tuple(record["usage"] for record in records),
         )
         self.store.append_group(group, records)
         self.rollouts_run += len(ids)
@@ -248,9 +237,17 @@ class _Run:
             "termination_reason": outcome.termination_reason,
             "rewards": dict(outcome.rewards),
             "timings": timings,
+            "usage": _usage(report),
             "transcript": None if report is None else list(report.messages),
             "logs": self.capture.take(rollout_id),
         }
+
+
+def _usage(report: RolloutReport | None) -> dict[str, int] | None:
+    """The rollout's token usage as BaseEnv reported it (``None``: none reported)."""
+    if report is None or not report.usage:
+        return None
+    return dict(report.usage)
 
 
 def _first_reward_key(env: Environment[Any, Any]) -> str | None:
@@ -286,7 +283,7 @@ async def run_environment(
     started = time.monotonic()
     examples = await _load_examples(env, config)
     store = ResultsStore.open(
-        config.output, _definition(env, config), group_size=config.group_size, force=config.force
+        config.output, run_definition(env, config), group_size=config.group_size, force=config.force
     )
     try:
         pending: list[tuple[int, Example[Any]]] = []
