@@ -55,8 +55,8 @@ def answer_data(tmp_path: Path) -> Path:
 class ThreadedServer:
     """A ``MockModelServer`` serving from its own event loop in a background thread."""
 
-    def __init__(self, policy: Policy) -> None:
-        self.server = MockModelServer(policy)
+    def __init__(self, policy: Policy, model: str) -> None:
+        self.server = MockModelServer(policy, model=model)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
@@ -74,5 +74,6 @@ class ThreadedServer:
 
 @pytest.fixture
 def threaded_server() -> Callable[[Policy], ThreadedServer]:
-    """``with threaded_server(policy) as server:`` a mock server the CLI can reach."""
-    return lambda policy=echo: ThreadedServer(policy)
+    """``with threaded_server(policy) as server:`` a mock server the CLI can reach; its
+    ``/models`` lists one model, ``m`` unless ``model=`` says otherwise."""
+    return lambda policy=echo, model="m": ThreadedServer(policy, model)

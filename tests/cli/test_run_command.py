@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,10 @@ from benchmax.cli._run_command import free_path
 from benchmax.testing import Fault
 
 ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"
+
+
+def source_digest(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def lines(path: Path) -> list[dict]:
@@ -41,7 +46,9 @@ def test_run_help_lists_every_option(invoke: Callable[..., Result]) -> None:
     for option in (
         "--split", "--data", "--env-arg", "--model", "--base-url", "--api-key-env", "--auth",
         "-n, --max-examples", "-k, --group-size", "--concurrency", "-o, --output", "--force",
-        "--model-timeout", "--mock-policy",
+        "--model-timeout", "--mock-policy", "--limit", "--temperature", "--top-p",
+        "--max-tokens", "--seed", "--sampling-arg", "--model-retries", "--tool-timeout",
+        "--rollout-timeout", "--reward-timeout", "--no-model-check",
     ):  # fmt: skip
         assert option in text, option
 
@@ -65,11 +72,21 @@ def test_run_options_have_the_documented_defaults() -> None:
         "concurrency": 8,
         "output": None,  # then runs/<env>-<timestamp>.jsonl
         "force": False,
+        "temperature": None,
+        "top_p": None,
+        "max_tokens": None,
+        "seed": None,
+        "sampling_arg_pairs": (),
         "model_timeout": None,
+        "model_retries": None,
+        "tool_timeout": None,
+        "rollout_timeout": None,
+        "reward_timeout": None,
+        "no_model_check": False,
         "mock_policy": "echo",
     }
     options = {param.name: set(param.opts) for param in command.params}
-    assert options["max_examples"] == {"-n", "--max-examples"}
+    assert options["max_examples"] == {"-n", "--max-examples", "--limit"}
     assert options["group_size"] == {"-k", "--group-size"}
     assert options["output"] == {"-o", "--output"}
 
@@ -84,8 +101,12 @@ def test_run_on_the_mock_model(
     assert "termination reasons" in result.output and "finished" in result.output
     assert "correct" in result.output
     records = lines(output)
-    assert records[0]["definition"] == {
-        "env": {"class": "sample_envs:AnswerEnv", "constructor_args": {}},
+    definition = records[0]["definition"]
+    limits = definition.pop("limits")  # BaseEnv's limits as the environment has them
+    assert limits["max_turns"] == 1 and limits["model_timeout"] is None
+    assert definition == {
+        "env": {"class": "sample_envs:AnswerEnv"},
+        "env_source": {"sample_envs": source_digest(SAMPLE_ENVS)},
         "split": "eval",
         "model": "mock-model",
         "base_url": "@mock",
@@ -205,7 +226,7 @@ def test_real_endpoint_with_keys_from_variables(
     invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, threaded_server
 ) -> None:
     output = tmp_path / "out.jsonl"
-    with threaded_server() as server:
+    with threaded_server(model="served-model") as server:
         result = invoke(
             "run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "2",
             "--base-url", server.base_url, "--model", "served-model",

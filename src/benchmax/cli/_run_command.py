@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import difflib
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +19,7 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 
-from benchmax.auth import ModelAuth, StaticBearerAuth
+from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.cli._credentials import (
     MOCK_KEY,
     auth_variables,
@@ -35,6 +37,7 @@ from benchmax.cli._targets import (
     substitute_mock,
     uses_mock,
 )
+from benchmax.envs._sampling_args import RESERVED_BODY_KEYS
 from benchmax.envs.environment import Environment
 from benchmax.runner import (
     NoModelAuth,
@@ -89,16 +92,63 @@ async def _endpoint(base_url: str | None, policy: Any) -> AsyncIterator[_Endpoin
         )
 
 
-def _check_reachable(base_url: str, shown_url: str) -> None:
+def _check_endpoint(
+    base_url: str, shown_url: str, model: str, model_auth: ModelAuth, *, check_model: bool
+) -> str | None:
+    """Preflight ``GET {base_url}/models`` with the run's own credentials.
+
+    Raises ``TargetError`` when the endpoint cannot be reached, refuses the credentials
+    (HTTP 401/403) or, with ``check_model``, lists models of which none is ``model``
+    (naming the closest ones).
+    Returns a note when the check could not be made (no usable model list: the run goes on).
+    """
     if "{" in base_url:
-        return
+        return "endpoint check skipped: the base URL changes per rollout ({rollout_id})"
+    url = base_url.rstrip("/") + "/models"
+    context = ModelRequestContext(base_url=base_url, model=model, rollout_id="preflight")
     try:
-        httpx.get(base_url.rstrip("/") + "/models", timeout=10.0)
+        headers = dict(asyncio.run(model_auth.headers_for_request(context)))
+    except Exception as error:
+        raise TargetError(f"cannot get the model credentials: {type(error).__name__}") from None
+    try:
+        response = httpx.get(url, headers=headers, timeout=10.0)
     except (httpx.TransportError, httpx.InvalidURL) as error:
         reason = str(error) or type(error).__name__
         if shown_url != base_url:
             reason = reason.replace(base_url, shown_url)
         raise TargetError(f"cannot reach the model endpoint {shown_url}: {reason}") from None
+    if response.status_code in (401, 403):
+        raise TargetError(
+            f"the model endpoint {shown_url} refused the credentials (HTTP "
+            f"{response.status_code} on GET /models); check the key in --api-key-env"
+        )
+    if not check_model:
+        return None
+    skipped = f"model check skipped: {shown_url} has no usable /models"
+    if response.status_code != 200:
+        return f"{skipped} (HTTP {response.status_code})"
+    try:
+        names = _served_models(response.json())
+    except ValueError:
+        names = None
+    if not names:
+        return f"{skipped} (not an OpenAI model list)"
+    if model not in names:
+        close = difflib.get_close_matches(model, names, n=3, cutoff=0.3)
+        hint = f"closest: {', '.join(close)}" if close else f"it serves {', '.join(names[:5])}"
+        raise TargetError(
+            f"model {model!r} is not served by {shown_url} ({hint}); "
+            "pass --no-model-check if the endpoint accepts models it does not list"
+        )
+    return None
+
+
+def _served_models(data: Any) -> list[str] | None:
+    """The ``id`` of every model in an OpenAI ``/models`` answer; ``None`` for another shape."""
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        return None
+    names = [m.get("id") for m in data["data"] if isinstance(m, dict)]
+    return [name for name in names if isinstance(name, str)] or None
 
 
 def _construct(target: EnvTarget, args: Mapping[str, Any]) -> Environment[Any, Any]:
@@ -121,7 +171,8 @@ class _Plan:
     mock_policy: str
     policy: Any
     auth_names: frozenset[str]
-    model_timeout: float | None
+    limits: dict[str, float | int]
+    endpoint_note: str | None = None
 
     @property
     def output(self) -> Path:
@@ -135,10 +186,11 @@ def _prepare(plan: _Plan, endpoint: _Endpoint) -> Environment[Any, Any]:
     if endpoint.mock_url is not None:
         args = substitute_mock(args, endpoint.mock_url)
     env = _construct(plan.target, args)
-    if plan.model_timeout is not None:
-        if not hasattr(env, "model_timeout"):
-            raise TargetError("--model-timeout applies to BaseEnv environments only")
-        env.model_timeout = plan.model_timeout  # type: ignore[attr-defined]
+    for name, value in plan.limits.items():
+        if not hasattr(env, name):
+            option = "--" + name.replace("_", "-")
+            raise TargetError(f"{option} applies to BaseEnv environments only")
+        setattr(env, name, value)
     return env
 
 
@@ -259,6 +311,8 @@ def _given(parameter: str) -> bool:
 @click.option(
     "-n",
     "--max-examples",
+    "--limit",
+    "max_examples",
     type=click.IntRange(min=1),
     metavar="N",
     help="Run only the first N examples.",
@@ -288,10 +342,66 @@ def _given(parameter: str) -> bool:
 )
 @click.option("--force", is_flag=True, help="Resume a results file even if its run differs.")
 @click.option(
+    "--temperature",
+    type=click.FloatRange(min=0),
+    metavar="T",
+    help="Sampling temperature sent with every model request.",
+)
+@click.option(
+    "--top-p",
+    type=click.FloatRange(min=0, max=1),
+    metavar="P",
+    help="Nucleus sampling top_p sent with every model request.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="max_tokens: the cap on tokens generated per model call.",
+)
+@click.option("--seed", type=int, metavar="N", help="Sampling seed sent with every model request.")
+@click.option(
+    "--sampling-arg",
+    "sampling_arg_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any other request body field (value parsed as JSON, else a string), e.g. top_k=20 "
+    "or chat_template_kwargs='{\"enable_thinking\": false}'. Repeatable.",
+)
+@click.option(
     "--model-timeout",
     metavar="SECONDS",
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds for one model call attempt (BaseEnv).",
+)
+@click.option(
+    "--model-retries",
+    metavar="N",
+    type=click.IntRange(min=0),
+    help="Retries of a model call after a transient failure (BaseEnv).",
+)
+@click.option(
+    "--tool-timeout",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds for one tool call (BaseEnv).",
+)
+@click.option(
+    "--rollout-timeout",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds for a whole rollout (BaseEnv).",
+)
+@click.option(
+    "--reward-timeout",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds for scoring one rollout (BaseEnv).",
+)
+@click.option(
+    "--no-model-check",
+    is_flag=True,
+    help="Do not stop when the endpoint's /models list lacks --model.",
 )
 @click.option(
     "--mock-policy",
@@ -314,7 +424,17 @@ def run_command(
     concurrency: int,
     output: Path | None,
     force: bool,
+    temperature: float | None,
+    top_p: float | None,
+    max_tokens: int | None,
+    seed: int | None,
+    sampling_arg_pairs: tuple[str, ...],
     model_timeout: float | None,
+    model_retries: int | None,
+    tool_timeout: float | None,
+    rollout_timeout: float | None,
+    reward_timeout: float | None,
+    no_model_check: bool,
     mock_policy: str,
 ) -> None:
     """Run TARGET's examples as rollout groups and summarize the rewards.
@@ -333,7 +453,14 @@ def run_command(
             api_key_env=api_key_env,
             mock_policy=mock_policy,
             mock_policy_given=_given("mock_policy"),
-            model_timeout=model_timeout,
+            limits=_given_values(
+                model_timeout=model_timeout,
+                model_retries=model_retries,
+                tool_timeout=tool_timeout,
+                rollout_timeout=rollout_timeout,
+                reward_timeout=reward_timeout,
+            ),
+            model_check=not no_model_check,
             output=output,
             options={
                 "split": split,
@@ -342,10 +469,18 @@ def run_command(
                 "max_examples": max_examples,
                 "max_concurrent_groups": concurrency,
                 "force": force,
+                "sampling_args": parse_sampling_args(
+                    sampling_arg_pairs,
+                    _given_values(
+                        temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed
+                    ),
+                ),
             },
         )
     except TargetError as error:
         raise click.ClickException(str(error)) from None
+    if plan.endpoint_note is not None:
+        console.print(f"[yellow]note:[/] {escape(plan.endpoint_note)}", soft_wrap=True)
     try:
         report = asyncio.run(_execute(plan, console))
     except KeyboardInterrupt:
@@ -378,7 +513,8 @@ def _plan(
     api_key_env: str | None,
     mock_policy: str,
     mock_policy_given: bool,
-    model_timeout: float | None,
+    limits: dict[str, float | int],
+    model_check: bool,
     output: Path | None,
     options: dict[str, Any],
 ) -> _Plan:
@@ -416,15 +552,19 @@ def _plan(
             model_auth=model_auth,
             auth_providers=providers,
             output=output or _default_output(env_target),
-            env_definition=_env_definition(env_target, env_args),
+            constructor_args=env_args,
+            env_definition=_bundle_definition(env_target, env_args),
             definition_extras={"mock_policy": mock_policy} if mock else {},
             recorded_base_url=MOCK_URL_MARKER if mock else None,
             **options,
         )
     except ValueError as error:
         raise TargetError(str(error)) from None
+    note = None
     if base_url is not None:
-        _check_reachable(base_url, config.public_base_url)
+        note = _check_endpoint(
+            base_url, config.public_base_url, config.model, model_auth, check_model=model_check
+        )
     return _Plan(
         target=env_target,
         env_args=env_args,
@@ -433,7 +573,8 @@ def _plan(
         mock_policy=mock_policy,
         policy=policy,
         auth_names=frozenset(auth_vars),
-        model_timeout=model_timeout,
+        limits=limits,
+        endpoint_note=note,
     )
 
 
@@ -442,15 +583,49 @@ def _masked(text: str, plan: _Plan) -> str:
     return mask_secrets(text, plan.config.secrets())
 
 
-def _env_definition(target: EnvTarget, env_args: dict[str, Any]) -> dict[str, Any]:
-    """How the results header names the environment: class and arguments, or bundle digest."""
-    if target.bundle_digest is not None:
-        definition: dict[str, Any] = {"bundle_digest": target.bundle_digest}
-        if env_args:
-            definition["constructor_args"] = env_args
-        return definition
-    cls = target.env_class
-    return {"class": f"{cls.__module__}:{cls.__qualname__}", "constructor_args": env_args}
+def _bundle_definition(target: EnvTarget, env_args: dict[str, Any]) -> dict[str, Any] | None:
+    """How the results header names an environment from a bundle: its digest (and the
+    ``--env-arg`` overrides). ``None`` for a class target: the runner records its class
+    path, ``constructor_args`` and source digest, as ``run_environment`` does."""
+    if target.bundle_digest is None:
+        return None
+    definition: dict[str, Any] = {"bundle_digest": target.bundle_digest}
+    if env_args:
+        definition["constructor_args"] = env_args
+    return definition
+
+
+def _given_values(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that are not ``None``."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def parse_sampling_args(pairs: tuple[str, ...], named: dict[str, Any]) -> dict[str, Any]:
+    """``--temperature``-style values plus ``--sampling-arg KEY=VALUE`` pairs (each value
+    parsed as JSON, else kept as a string); raises ``TargetError`` for a malformed pair, a
+    key given twice, or a key the chat loop sets itself (model, messages, tools)."""
+    args = dict(named)
+    for pair in pairs:
+        key, equals, raw = pair.partition("=")
+        key = key.strip()
+        if not equals or not key or any(c.isspace() for c in key):
+            raise TargetError(f"invalid --sampling-arg {pair!r}: expected KEY=VALUE")
+        if key in RESERVED_BODY_KEYS:
+            raise TargetError(
+                f"--sampling-arg cannot set {key!r}: the chat loop sets it "
+                "(use --model for the model)"
+            )
+        if key in args:
+            raise TargetError(f"sampling arg {key!r} is given twice")
+        try:
+            args[key] = json.loads(raw, parse_constant=_refuse_constant)
+        except ValueError:
+            args[key] = raw
+    return args
+
+
+def _refuse_constant(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def _report_interruption(console: Console, output: Path) -> None:
