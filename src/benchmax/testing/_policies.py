@@ -236,6 +236,15 @@ def bind_policy(policy: Policy) -> BoundPolicy:
     return lambda body, _request: policy(body)
 
 
+def runs_inline(policy: Policy) -> bool:
+    """Whether the server may call ``policy`` on its event loop: async policies and the
+    cheap built-ins (``echo``, ``scripted``, ``tool_exerciser``). Any other sync policy may
+    block (slow work, ``time.sleep``), so the server calls it in a worker thread."""
+    if policy is echo or isinstance(policy, ScriptedPolicy | ToolExerciser):
+        return True
+    return inspect.iscoroutinefunction(policy) or inspect.iscoroutinefunction(type(policy).__call__)
+
+
 def _accepts_two_arguments(policy: Policy) -> bool:
     try:
         signature = inspect.signature(policy)

@@ -7,6 +7,7 @@ import inspect
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Final, Self
 from urllib.parse import quote, unquote
@@ -23,7 +24,7 @@ from benchmax.testing._completions import (
 )
 from benchmax.testing._faults import Fault, FaultSchedule
 from benchmax.testing._http import HttpConnection, IncomingRequest, MalformedRequest, Reply
-from benchmax.testing._policies import BoundPolicy, Policy, bind_policy, echo
+from benchmax.testing._policies import BoundPolicy, Policy, bind_policy, echo, runs_inline
 from benchmax.testing._recording import RecordedRequest
 
 __all__ = ["DEFAULT_MAX_BODY_SIZE", "MockModelServer", "session_of_path"]
@@ -31,6 +32,7 @@ __all__ = ["DEFAULT_MAX_BODY_SIZE", "MockModelServer", "session_of_path"]
 logger = logging.getLogger("benchmax.testing")
 
 DEFAULT_MAX_BODY_SIZE: Final = 64 * 1024 * 1024
+_POLICY_THREADS: Final = 64  # sync user policies answer in parallel up to this many
 _CHAT_SUFFIX: Final = "/chat/completions"
 _MODELS_SUFFIX: Final = "/models"
 _SESSIONS_PREFIX: Final = "/sessions/"
@@ -72,6 +74,10 @@ class MockModelServer:
     A request body over ``max_body_size`` bytes (default 64 MiB) is refused with HTTP
     413 (code ``request_too_large``) without being buffered; a header block over 64 KiB
     gets HTTP 431.
+
+    Async policies and the built-in ones run on the server's event loop; any other sync
+    policy (a plain ``def`` that may block) runs in a worker thread, so a slow one does not
+    hold up other requests (it must then be safe to call from several threads at once).
     """
 
     def __init__(
@@ -98,6 +104,8 @@ class MockModelServer:
         self._max_body_size = max_body_size
         self._policy = policy
         self._bound: BoundPolicy = bind_policy(policy)
+        self._inline = runs_inline(policy)
+        self._threads: ThreadPoolExecutor | None = None
         self._host = host
         self._port = port
         self._record = record
@@ -121,6 +129,7 @@ class MockModelServer:
     @policy.setter
     def policy(self, policy: Policy) -> None:
         self._bound = bind_policy(policy)
+        self._inline = runs_inline(policy)
         self._policy = policy
 
     @property
@@ -217,6 +226,9 @@ class MockModelServer:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await server.wait_closed()
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=False, cancel_futures=True)
         logger.debug("mock model server on port %s stopped", self._bound_port)
 
     aclose = stop
@@ -367,7 +379,7 @@ class MockModelServer:
                 code="unsupported_parameter",
             )
         try:
-            result = self._bound(body, record)
+            result = await self._call_policy(body, record)
             if inspect.isawaitable(result):
                 result = await result
         except Fault as raised:
@@ -387,3 +399,12 @@ class MockModelServer:
         except (PolicyResultError, TypeError, ValueError) as error:
             logger.error("mock policy %r gave an unusable answer: %s", self._policy, error)
             return error_reply(500, str(error), error_type="server_error", code="mock_policy_error")
+
+    async def _call_policy(self, body: dict[str, Any], record: RecordedRequest) -> Any:
+        """The policy's answer: inline for async and built-in policies, else in a thread."""
+        bound = self._bound
+        if self._inline:
+            return bound(body, record)
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(_POLICY_THREADS, thread_name_prefix="mock-policy")
+        return await asyncio.get_running_loop().run_in_executor(self._threads, bound, body, record)
