@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
 import logging
 import re
 import site
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import click
 from rich.console import Console
@@ -64,6 +67,14 @@ def _auto_captured() -> Iterator[_CapturedModules]:
     help="PEP 508 requirement the runtime must install. Repeatable.",
 )
 @click.option(
+    "--local-module",
+    "local_module_names",
+    multiple=True,
+    metavar="NAME",
+    help="Importable module whose source travels in the bundle, e.g. a helper module beside "
+    "a single-file environment outside any pyproject.toml project. Repeatable.",
+)
+@click.option(
     "-o",
     "--output",
     required=True,
@@ -74,9 +85,14 @@ def bundle_command(
     target: str,
     env_arg_pairs: tuple[str, ...],
     pip_dependencies: tuple[str, ...],
+    local_module_names: tuple[str, ...],
     output: Path,
 ) -> None:
-    """Bundle the environment class TARGET (file.py:Class or package.module:Class) into a file."""
+    """Bundle the environment class TARGET (file.py:Class or package.module:Class) into a file.
+
+    Modules of TARGET's project (the directory of the nearest pyproject.toml above its
+    file) are captured automatically; name other local modules with --local-module.
+    """
     from benchmax.bundle import (
         BundlingError,
         _project_root_for_module,
@@ -88,6 +104,8 @@ def bundle_command(
     try:
         env_target = load_class_target(target)
         env_args = parse_env_args(env_arg_pairs)
+        _check_constructor_args(env_target.env_class, env_args)
+        named_modules = [_import_local_module(name) for name in local_module_names]
     except TargetError as error:
         raise click.ClickException(str(error)) from None
     # A target module outside any pyproject project is not captured automatically (capture
@@ -101,6 +119,7 @@ def bundle_command(
         and not _installed(module)
         else []
     )
+    local_modules += [m for m in named_modules if m not in local_modules]
     try:
         with _auto_captured() as captured:
             bundle = dump_bundle(
@@ -124,6 +143,29 @@ def bundle_command(
             ("local modules", ", ".join(modules) or "(none)"),
         ],
     )
+
+
+def _check_constructor_args(env_class: type, env_args: Mapping[str, Any]) -> None:
+    """Refuse, now rather than when the bundle is run, arguments the class cannot take."""
+    try:
+        signature = inspect.signature(env_class)
+    except (TypeError, ValueError):
+        return  # no introspectable signature: nothing to check against
+    try:
+        signature.bind_partial(**env_args)
+    except TypeError as error:
+        raise TargetError(
+            f"{env_class.__name__} does not accept these constructor arguments: {error}"
+        ) from None
+
+
+def _import_local_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except Exception as error:
+        raise TargetError(
+            f"cannot import --local-module {name!r}: {type(error).__name__}: {error}"
+        ) from None
 
 
 def _print_facts(console: Console, facts: list[tuple[str, str]]) -> None:
