@@ -189,7 +189,10 @@ async def test_sampling_args_arrive_in_the_request_bodies(tmp_path: Path) -> Non
 USAGE_GROUPS = [
     [
         {"solved": 1, "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}},
-        {"usage": {"prompt_tokens": 10, "completion_tokens": 40, "total_tokens": 50}, "reason": "output_exceeded"},
+        {
+            "usage": {"prompt_tokens": 10, "completion_tokens": 40, "total_tokens": 50},
+            "reason": "output_exceeded",
+        },
     ],
     [
         {"usage": {"prompt_tokens": 12, "completion_tokens": 3, "reasoning_tokens": 2}},
