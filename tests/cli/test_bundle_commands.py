@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +216,127 @@ def test_mock_marker_in_bundled_arguments(invoke: Callable[..., Result], tmp_pat
         "run", bundle_file, "--data", judge, "--base-url", "http://127.0.0.1:9/v1", "--model", "m"
     )
     assert "'@mock' in --env-arg needs the embedded mock" in error_line(refused)
+
+
+LONELY_ENV = """\
+import lonely_helpers
+from benchmax.envs import Dataset, Environment, Example, RolloutAttempt
+
+
+class LonelyEnv(Environment):
+    reward_keys = ("bonus",)
+
+    def __init__(self, scale=1.0):
+        self.scale = scale
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return Dataset([Example(id="ex-0", payload={})])
+
+    async def run_rollout(self, request):
+        return RolloutAttempt(
+            rollout_id=request.rollout_id,
+            termination_reason="finished",
+            rewards={"bonus": lonely_helpers.bonus() * self.scale},
+        )
+"""
+
+
+@pytest.fixture
+def lonely_env(tmp_path: Path) -> Iterator[Path]:
+    """A single-file environment outside any project, with a sibling helper module."""
+    directory = tmp_path / "lonely"
+    directory.mkdir()
+    (directory / "lonely_env_file.py").write_text(LONELY_ENV)
+    (directory / "lonely_helpers.py").write_text("def bonus():\n    return 0.25\n")
+    yield directory / "lonely_env_file.py"
+    for name in ("lonely_env_file", "lonely_helpers"):
+        sys.modules.pop(name, None)
+
+
+def test_local_module_carries_a_sibling_module_of_a_single_file_env(
+    invoke: Callable[..., Result], tmp_path: Path, lonely_env: Path
+) -> None:
+    refused = invoke("bundle", f"{lonely_env}:LonelyEnv", "-o", tmp_path / "no.bundle")
+    assert "referenced source outside the environment project: lonely_helpers" in error_line(
+        refused
+    )
+    bundle_file = tmp_path / "lonely.bundle"
+    made = invoke(
+        "bundle", f"{lonely_env}:LonelyEnv", "--local-module", "lonely_helpers",
+        "-o", bundle_file,
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert "local modules: lonely_env_file, lonely_helpers" in made.output
+    # The bundle loads where neither module is importable (an empty directory, no path).
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    script = (
+        "import asyncio, sys\n"
+        "from benchmax.bundle import load_bundle, read_bundle\n"
+        "from benchmax.envs import Example, RolloutRequest, StaticBearerAuth\n"
+        "env = load_bundle(read_bundle(sys.argv[1]))\n"
+        "request = RolloutRequest(rollout_id='r0', example=Example(id='e', payload={}),\n"
+        "    model='m', base_url='http://x.invalid/v1', model_auth=StaticBearerAuth('k'))\n"
+        "print(asyncio.run(env.run_rollout(request)).rewards['bonus'])\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    finished = subprocess.run(
+        [sys.executable, "-c", script, str(bundle_file)],
+        cwd=empty,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "0.25"
+
+
+def test_local_module_that_cannot_be_imported(
+    invoke: Callable[..., Result], tmp_path: Path, lonely_env: Path
+) -> None:
+    target = f"{lonely_env}:LonelyEnv"
+    result = invoke(
+        "bundle", target, "--local-module", "no_such_module_xyz", "-o", tmp_path / "x.bundle"
+    )
+    assert "cannot import --local-module 'no_such_module_xyz'" in error_line(result)
+    assert not (tmp_path / "x.bundle").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--env-arg", "bogus=1"], "unexpected keyword argument 'bogus'"),
+        (["--env-arg", "scale=2", "--env-arg", "other=3"], "unexpected keyword argument 'other'"),
+    ],
+)
+def test_constructor_arguments_the_class_refuses_fail_at_bundle_time(
+    invoke: Callable[..., Result],
+    tmp_path: Path,
+    lonely_env: Path,
+    args: list[str],
+    expected: str,
+) -> None:
+    bundle_file = tmp_path / "x.bundle"
+    target = f"{lonely_env}:LonelyEnv"
+    result = invoke("bundle", target, "--local-module", "lonely_helpers", *args, "-o", bundle_file)
+    message = error_line(result)
+    assert "LonelyEnv does not accept these constructor arguments" in message
+    assert expected in message
+    assert not bundle_file.exists()
+
+
+def test_accepted_constructor_arguments_are_stored(
+    invoke: Callable[..., Result], tmp_path: Path, lonely_env: Path
+) -> None:
+    bundle_file = tmp_path / "x.bundle"
+    target = f"{lonely_env}:LonelyEnv"
+    result = invoke(
+        "bundle", target, "--local-module", "lonely_helpers", "--env-arg", "scale=2",
+        "-o", bundle_file,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    from benchmax.bundle import load_bundle
+
+    _env_class, args = load_bundle(read_bundle(bundle_file), instantiate=False)
+    assert args == {"scale": 2}

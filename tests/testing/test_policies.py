@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -479,3 +481,68 @@ def test_tool_exerciser_calls_a_repeated_tool_name_once() -> None:
     reply = tool_exerciser({"messages": [], "tools": [tool, tool]})
     assert isinstance(reply, dict)
     assert [call["function"]["name"] for call in reply["tool_calls"]] == ["t"]
+
+
+# -- sync policies run off the event loop ---------------------------------------------------------
+
+
+async def test_a_blocking_sync_policy_does_not_serialize_the_server(
+    mock_server: MockModelServer,
+) -> None:
+    # Each call blocks until both have arrived: served one after the other, the first
+    # would wait in vain and the barrier would break (HTTP 500).
+    barrier = threading.Barrier(2, timeout=30)
+
+    def blocking(body: dict[str, Any]) -> str:
+        barrier.wait()
+        time.sleep(0.01)
+        return "both arrived"
+
+    mock_server.policy = blocking
+    first, second = await asyncio.gather(_chat(mock_server, USER), _chat(mock_server, USER))
+    assert _choice(first)["message"]["content"] == "both arrived"
+    assert _choice(second)["message"]["content"] == "both arrived"
+
+
+async def test_a_sync_policy_in_a_thread_may_still_raise_a_fault(
+    mock_server: MockModelServer,
+) -> None:
+    def failing(body: dict[str, Any]) -> str:
+        raise Fault.status(429)
+
+    mock_server.policy = failing
+    assert (await _chat(mock_server, USER)).status_code == 429
+
+
+class _AsyncCallable:
+    async def __call__(self, body: dict[str, Any]) -> str:
+        return "ok"
+
+
+class _SyncCallable:
+    def __call__(self, body: dict[str, Any]) -> str:
+        return "ok"
+
+
+async def _async_policy(body: dict[str, Any]) -> str:
+    return "ok"
+
+
+@pytest.mark.parametrize(
+    ("policy", "inline"),
+    [
+        (echo, True),
+        (scripted(["a"]), True),
+        (tool_exerciser, True),
+        (ToolExerciser(one_per_turn=True), True),
+        (_async_policy, True),
+        (_AsyncCallable(), True),
+        (lambda body: "ok", False),
+        (_SyncCallable(), False),
+        (message_text, False),
+    ],
+)
+def test_which_policies_run_on_the_event_loop(policy: Any, inline: bool) -> None:
+    from benchmax.testing._policies import runs_inline
+
+    assert runs_inline(policy) is inline
