@@ -70,3 +70,39 @@ def test_the_rewards_sample_builds_its_judge_and_rubrics() -> None:
     namespace: dict[str, object] = {}
     exec(compile(ast.Module(setup, type_ignores=[]), "README.md", "exec"), namespace)
     assert len(namespace["rubrics"]) == 2  # type: ignore[arg-type]
+
+
+def test_the_run_config_sample_uses_every_field_by_its_real_name() -> None:
+    import dataclasses
+
+    from benchmax.runner import RunConfig
+
+    sample = next(block for block in blocks("python") if "RunConfig(" in block)
+    call = next(
+        node
+        for node in ast.walk(ast.parse(sample))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RunConfig"
+    )
+    used = {keyword.arg for keyword in call.keywords}
+    fields = {field.name for field in dataclasses.fields(RunConfig)}
+    assert used <= fields
+    described = used | {"env_definition", "definition_extras", "recorded_base_url", "log_level"}
+    assert described == fields  # the sample and the text after it name every field
+    assert all(f"`{name}`" in README for name in fields - used)
+    assert "await run_environment(" in sample
+
+
+def test_every_run_option_is_documented() -> None:
+    command = cli.commands["run"]
+    options = [opt for param in command.params for opt in param.opts if opt.startswith("--")]
+    assert [option for option in options if not documented(option)] == []
+
+
+def documented(option: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", README) is not None
+
+
+def test_every_bundle_option_is_documented() -> None:
+    command = cli.commands["bundle"]
+    options = [opt for param in command.params for opt in param.opts if opt.startswith("--")]
+    assert [option for option in options if not documented(option)] == []
