@@ -55,7 +55,7 @@ def answer_data(tmp_path: Path) -> Path:
 class ThreadedServer:
     """A ``MockModelServer`` serving from its own event loop in a background thread."""
 
-    def __init__(self, policy: Policy, model: str) -> None:
+    def __init__(self, policy: Policy, model: str = "m") -> None:
         self.server = MockModelServer(policy, model=model)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)

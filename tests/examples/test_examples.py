@@ -121,7 +121,7 @@ def test_rubric_judge_against_real_endpoints_uses_the_bound_judge_key(
     from rubric_judge.policy import respond
 
     output = tmp_path / "judge.jsonl"
-    with ThreadedServer(respond) as server:
+    with ThreadedServer(respond, model="policy-model") as server:
         run(
             "run", f"{EXAMPLES}/rubric_judge/env.py:RubricJudgeEnv", "--data",
             EXAMPLES / "rubric_judge", "-n", "3", "-k", "2", "--base-url", server.base_url,
