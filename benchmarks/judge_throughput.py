@@ -38,8 +38,9 @@ JUDGE_BODY = {
 }
 
 
-def score_one(body: dict[str, Any]) -> str:
-    """Mock-server policy: a judge that always answers a valid binary score."""
+async def score_one(body: dict[str, Any]) -> str:
+    """Mock-server policy: a judge that always answers a valid binary score (``async``, so
+    the server answers it on its loop instead of in a worker thread)."""
     return '{"score": 1, "reasoning": "ok"}'
 
 
