@@ -472,3 +472,27 @@ async def test_constructor_args_and_limits_are_recorded(tmp_path: Path) -> None:
 async def test_environments_without_limits_record_none(tmp_path: Path) -> None:
     await run_environment(NumberEnv(1), number_config(tmp_path))
     assert "limits" not in lines(tmp_path / "results.jsonl")[0]["definition"]
+
+
+def test_definition_differences_name_modules_and_tolerate_older_headers() -> None:
+    from benchmax.runner._results import definition_differences
+
+    old = {"env": {"class": "m:E", "constructor_args": {}}, "env_source": {"a": "1", "b": "2"}}
+    new = {"env": {"class": "m:E"}, "env_source": {"a": "1", "c": "3"}, "limits": {"x": 1}}
+    assert definition_differences(old, new) == [
+        "the environment's source changed: b (gone), c (new)"
+    ]
+    assert definition_differences({"env": {"class": "m:E"}}, new) == []  # written before
+    assert definition_differences({**new, "limits": {"x": 2}}, new) == [
+        'limits was {"x": 2}, now {"x": 1}'
+    ]
+    assert definition_differences({**new, "env_source": None}, new) == [
+        'env_source was null, now {"a": "1", "c": "3"}'
+    ]
+
+
+def test_run_config_repr_leaves_out_constructor_args() -> None:
+    config = RunConfig(
+        model="m", base_url="http://x.invalid/v1", constructor_args={"api_key": "sk-hidden"}
+    )
+    assert "sk-hidden" not in repr(config)

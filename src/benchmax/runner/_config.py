@@ -63,7 +63,7 @@ class RunConfig:
     sampling_args: Mapping[str, Any] = field(default_factory=dict)
     output: Path | None = None
     force: bool = False
-    constructor_args: Mapping[str, Any] = field(default_factory=dict)
+    constructor_args: Mapping[str, Any] = field(default_factory=dict, repr=False)
     env_definition: Mapping[str, Any] | None = None
     definition_extras: Mapping[str, Any] = field(default_factory=dict)
     recorded_base_url: str | None = None
