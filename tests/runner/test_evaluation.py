@@ -496,3 +496,11 @@ def test_run_config_repr_leaves_out_constructor_args() -> None:
         model="m", base_url="http://x.invalid/v1", constructor_args={"api_key": "sk-hidden"}
     )
     assert "sk-hidden" not in repr(config)
+
+
+async def test_taking_the_source_digest_logs_nothing(
+    edit_project: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("DEBUG", logger="benchmax.bundle"):
+        await run_environment(edit_env(), number_config(tmp_path, group_size=1))
+    assert [r for r in caplog.records if r.name == "benchmax.bundle"] == []
