@@ -128,6 +128,12 @@ def render_validation(report: Any, console: Console) -> None:
     show_default=True,
     help="Rollouts per example.",
 )
+@click.option(
+    "--no-fresh-interpreter",
+    "skip_fresh",
+    is_flag=True,
+    help="Skip running the bundle in a fresh interpreter (faster, proves less).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for CI).")
 def validate_command(
     target: str,
@@ -141,6 +147,7 @@ def validate_command(
     pip_dependencies: tuple[str, ...],
     examples: int,
     group_size: int,
+    skip_fresh: bool,
     as_json: bool,
 ) -> None:
     """Check TARGET before a training run; exit status 1 when a check fails.
@@ -199,6 +206,7 @@ def validate_command(
                 examples=examples,
                 group_size=group_size,
                 pip_dependencies=pip_dependencies,
+                fresh_interpreter=not skip_fresh,
                 **extra,
             )
         except (TypeError, ValueError) as error:

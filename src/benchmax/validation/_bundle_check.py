@@ -141,10 +141,13 @@ def _check_size(validation: _Validation, bundle: Bundle, path: Path) -> None:
 
 async def _fresh_rollout(validation: _Validation, path: Path, split: DatasetSplit | None) -> None:
     name = "bundle: fresh interpreter"
+    config = validation.config
+    if not config.fresh_interpreter:
+        validation.add(name, "skipped", "turned off (fresh_interpreter=False)")
+        return
     if split is None:
         validation.add(name, "skipped", "needs a split that loads")
         return
-    config = validation.config
     session = "validate-bundle.r0"
     arguments = [
         str(path),

@@ -34,7 +34,8 @@ class ValidationConfig:
     placeholder key). ``examples`` groups of ``group_size`` rollouts run; the bundle
     declares ``pip_dependencies`` and captures ``local_modules``. A bundle pickle larger
     than ``bundle_size_warning`` bytes is a warning. ``rollout_timeout`` and
-    ``subprocess_timeout`` bound the rollouts and the fresh interpreter (seconds).
+    ``subprocess_timeout`` bound the rollouts and the fresh interpreter (seconds);
+    ``fresh_interpreter=False`` skips that bundled rollout (a check reported as skipped).
     """
 
     base_dir: Path = Path(".")
@@ -51,6 +52,7 @@ class ValidationConfig:
     bundle_size_warning: int = _DEFAULT_SIZE_WARNING
     rollout_timeout: float = 300.0
     subprocess_timeout: float = 120.0
+    fresh_interpreter: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_dir", Path(self.base_dir))
@@ -84,6 +86,8 @@ class ValidationConfig:
         object.__setattr__(self, "local_modules", modules)
         if not is_int_at_least(self.bundle_size_warning, 1):
             raise ValueError("bundle_size_warning must be a positive number of bytes")
+        if not isinstance(self.fresh_interpreter, bool):
+            raise TypeError("fresh_interpreter must be a bool")
         for name in ("rollout_timeout", "subprocess_timeout"):
             value = getattr(self, name)
             if not (is_finite_number(value) and value > 0):
