@@ -54,7 +54,7 @@ def _sentences(passage: str) -> Iterator[str]:
             yield from _SENTENCE.split(text)
 
 
-def _pairs(passage: str) -> Iterator[dict[str, str]]:
+def pairs_in(passage: str) -> Iterator[dict[str, str]]:
     for sentence in _sentences(passage):
         if match := _SYMBOL.match(sentence):
             element, symbol = match["element"], match["symbol"]
@@ -83,5 +83,5 @@ def reply(body: dict[str, Any]) -> str:
     limit = int(wanted.group(1)) if wanted else 3
     if _RETRY not in prompt and hashlib.sha256(passage.encode()).digest()[0] % 5 == 0:
         return "Sure! Here are a few questions about the passage you gave me."
-    pairs = list(_pairs(passage))[:limit]
+    pairs = list(pairs_in(passage))[:limit]
     return json.dumps({"pairs": pairs})
