@@ -262,22 +262,24 @@ async def _dedupe(rows: list[GeneratedRow], config: GenerationConfig) -> list[Ge
 def split_by_document(
     rows: Sequence[GeneratedRow], *, eval_fraction: float, seed: int
 ) -> tuple[list[GeneratedRow], list[GeneratedRow]]:
-    """``(train, eval)``: whole documents, shuffled with ``seed``, go to eval until it holds
-    about ``eval_fraction`` of the rows; at least one document stays in train. Rows keep
-    their order; no document is in both."""
+    """``(train, eval)``: whole documents, in an order shuffled with ``seed``, go to eval when
+    they bring its share of the rows closer to ``eval_fraction``. With a positive fraction and
+    two or more documents, eval gets at least one document and train keeps at least one.
+    Rows keep their order; no document is in both."""
     per_document = Counter(row.document.name for row in rows)
     names = sorted(per_document)
     random.Random(seed).shuffle(names)
     target = eval_fraction * len(rows)
     chosen: set[str] = set()
     held = 0
-    for name in names[:-1]:
-        if held >= target or eval_fraction == 0:
+    for name in names:
+        if len(chosen) >= len(names) - 1:
             break
-        if held and abs(held + per_document[name] - target) > abs(held - target):
-            continue  # this document would overshoot more than it helps
-        chosen.add(name)
-        held += per_document[name]
+        if abs(held + per_document[name] - target) < abs(held - target):
+            chosen.add(name)
+            held += per_document[name]
+    if not chosen and eval_fraction > 0 and len(names) > 1:
+        chosen.add(min(names, key=per_document.__getitem__))  # the smallest, in shuffled order
     train = [row for row in rows if row.document.name not in chosen]
     evaluation = [row for row in rows if row.document.name in chosen]
     return train, evaluation
