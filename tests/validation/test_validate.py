@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -306,3 +307,19 @@ def test_config_validates_its_fields() -> None:
         ValidationConfig(rollout_timeout=0)
     with pytest.raises(ValueError, match="status"):
         CheckResult("x", "fine")  # type: ignore[arg-type]
+
+
+async def test_credentials_never_appear_in_the_report(data: Path) -> None:
+    from benchmax.auth import StaticBearerAuth
+
+    report = await validate(
+        envs.GoodEnv,
+        data,
+        policy=None,
+        base_url="http://user:url-password@127.0.0.1:9/v1",
+        model="m",
+        model_auth=StaticBearerAuth("sk-validate-secret"),
+    )
+    text = json.dumps(report.to_json())
+    assert "url-password" not in text and "sk-validate-secret" not in text
+    assert "http://user:***@127.0.0.1:9/v1" in detail(report, "rollouts")

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from benchmax._value_checks import is_non_empty_str
 from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
@@ -114,9 +115,20 @@ class _Validation:
     checks: list[CheckResult] = field(default_factory=list)
 
     def add(self, name: str, status: CheckStatus, detail: str = "") -> CheckResult:
+        for secret in self._secrets():
+            detail = detail.replace(secret, "***")
         check = CheckResult(name=name, status=status, detail=detail)
         self.checks.append(check)
         return check
+
+    def _secrets(self) -> list[str]:
+        """Credentials that must never appear in a check's detail."""
+        config = self.config
+        auths = [config.model_auth, *config.auth_providers.values()]
+        found = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
+        with contextlib.suppress(ValueError):
+            found.append(urlsplit(config.base_url or "").password or "")
+        return [secret for secret in found if secret]
 
     @property
     def constructor_args(self) -> dict[str, Any]:
