@@ -8,7 +8,6 @@ import logging
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from benchmax.bundle import (
     Bundle,
@@ -23,9 +22,7 @@ from benchmax.bundle import (
 )
 from benchmax.envs.shared_types import DatasetSplit
 from benchmax.validation._imports import is_installed
-
-if TYPE_CHECKING:
-    from benchmax.validation._validate import _Validation
+from benchmax.validation._state import Validation
 
 __all__ = ["check_bundle"]
 
@@ -33,7 +30,7 @@ _AUTO_CAPTURE_MARK = "auto-bundling local module(s): "
 _STDERR_TAIL = 600
 
 
-def _local_modules(validation: _Validation) -> list:  # type: ignore[type-arg]
+def _local_modules(validation: Validation) -> list:  # type: ignore[type-arg]
     """The env's module when it lies outside any project and is not installed (as ``bundle``)."""
     modules = list(validation.config.local_modules)
     module = sys.modules.get(validation.env_class.__module__)
@@ -48,7 +45,7 @@ def _local_modules(validation: _Validation) -> list:  # type: ignore[type-arg]
     return modules
 
 
-def _captured(validation: _Validation, start: int) -> list[str]:
+def _captured(validation: Validation, start: int) -> list[str]:
     names: list[str] = []
     for record in validation.logs.records[start:]:
         message = record.getMessage()
@@ -58,7 +55,7 @@ def _captured(validation: _Validation, start: int) -> list[str]:
     return names
 
 
-def _dump(validation: _Validation) -> Bundle | None:
+def _dump(validation: Validation) -> Bundle | None:
     config = validation.config
     modules = _local_modules(validation)
     start = len(validation.logs.records)
@@ -86,7 +83,7 @@ def _dump(validation: _Validation) -> Bundle | None:
     return bundle
 
 
-async def check_bundle(validation: _Validation, split: DatasetSplit | None) -> None:
+async def check_bundle(validation: Validation, split: DatasetSplit | None) -> None:
     """Add the bundle checks to ``validation``; the rollout uses the first example of ``split``."""
     bundle = _dump(validation)
     if bundle is None:
@@ -124,7 +121,7 @@ async def check_bundle(validation: _Validation, split: DatasetSplit | None) -> N
         _check_size(validation, bundle, path)
 
 
-def _check_size(validation: _Validation, bundle: Bundle, path: Path) -> None:
+def _check_size(validation: Validation, bundle: Bundle, path: Path) -> None:
     size = path.stat().st_size
     limit = validation.config.bundle_size_warning
     shown = f"{size / 1024:.1f} KiB file ({len(bundle.pickled) / 1024:.1f} KiB pickle)"
@@ -139,7 +136,7 @@ def _check_size(validation: _Validation, bundle: Bundle, path: Path) -> None:
         validation.add("bundle: size", "passed", shown)
 
 
-async def _fresh_rollout(validation: _Validation, path: Path, split: DatasetSplit | None) -> None:
+async def _fresh_rollout(validation: Validation, path: Path, split: DatasetSplit | None) -> None:
     name = "bundle: fresh interpreter"
     config = validation.config
     if not config.fresh_interpreter:
