@@ -175,13 +175,12 @@ def _drop_reason(pair: QAPair, chunk: Chunk, config: GenerationConfig) -> str | 
 
 
 class _Asker:
-    """Asks the model about chunks, at most ``concurrency`` at once, through the cache."""
+    """Asks the model about chunks through the cache, one reply (and one retry) per chunk."""
 
     def __init__(self, judge: Judge, config: GenerationConfig, cache: ChunkCache) -> None:
         self.judge = judge
         self.config = config
         self.cache = cache
-        self.semaphore = asyncio.Semaphore(config.concurrency)
         self.failures: list[str] = []
 
     def key(self, chunk: Chunk) -> str:
@@ -219,29 +218,28 @@ class _Asker:
         )
         request_id = f"generate-qa-{key[:16]}"
         reason = ""
-        async with self.semaphore:
-            for attempt in range(2):
-                try:
-                    pairs = await self._request(prompt, f"{request_id}-{attempt}")
-                except ReplyShapeError as error:
-                    reason = str(error)
-                except JudgeError as error:
-                    if not isinstance(error.__cause__, ValueError):  # transport, auth, status
-                        self.failures.append(f"{chunk.document.name} chunk {chunk.index}: {error}")
-                        return None
-                    reason = str(error.__cause__)  # not a JSON object, or empty
-                else:
-                    result = ChunkResult(key, "ok", tuple(pairs), retried=attempt > 0)
-                    self.cache.add(result)
-                    return result
-                logger.warning(
-                    "generate_qa.reply_refused file=%s chunk=%d attempt=%d: %s",
-                    chunk.document.name,
-                    chunk.index,
-                    attempt + 1,
-                    reason,
-                )
-                prompt = build_retry_prompt(prompt, reason)
+        for attempt in range(2):
+            try:
+                pairs = await self._request(prompt, f"{request_id}-{attempt}")
+            except ReplyShapeError as error:
+                reason = str(error)
+            except JudgeError as error:
+                if not isinstance(error.__cause__, ValueError):  # transport, auth, status
+                    self.failures.append(f"{chunk.document.name} chunk {chunk.index}: {error}")
+                    return None
+                reason = str(error.__cause__)  # not a JSON object, or empty
+            else:
+                result = ChunkResult(key, "ok", tuple(pairs), retried=attempt > 0)
+                self.cache.add(result)
+                return result
+            logger.warning(
+                "generate_qa.reply_refused file=%s chunk=%d attempt=%d: %s",
+                chunk.document.name,
+                chunk.index,
+                attempt + 1,
+                reason,
+            )
+            prompt = build_retry_prompt(prompt, reason)
         result = ChunkResult(key, "invalid", reason=reason, retried=True)
         self.cache.add(result)
         return result
@@ -325,20 +323,22 @@ async def generate_qa(
     cache = ChunkCache(output_dir)
     asker = _Asker(judge, config, cache)
     cached = sum(1 for chunk in chunks if cache.get(asker.key(chunk)) is not None)
+    results: list[ChunkResult | None] = [None] * len(chunks)
+    pending = iter(enumerate(chunks))
     done = 0
 
-    async def ask(chunk: Chunk) -> ChunkResult | None:
+    async def worker() -> None:  # a fixed pool of workers: no task per chunk
         nonlocal done
-        result = await asker.ask(chunk)
-        done += 1
-        if on_progress is not None:
-            on_progress(done, len(chunks))
-        return result
+        for index, chunk in pending:
+            results[index] = await asker.ask(chunk)
+            done += 1
+            if on_progress is not None:
+                on_progress(done, len(chunks))
 
     if on_progress is not None:
         on_progress(0, len(chunks))
     try:
-        results = await asyncio.gather(*(ask(chunk) for chunk in chunks))
+        await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(chunks)))))
     finally:
         cache.close()
 
