@@ -32,7 +32,9 @@ def commands() -> list[list[str]]:
 
 
 def test_the_readme_shows_every_command() -> None:
-    assert {argv[0] for argv in commands()} == {"run", "bundle", "inspect", "mock-serve"}
+    assert {argv[0] for argv in commands()} == {
+        "run", "bundle", "inspect", "mock-serve", "validate", "generate-qa",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("argv", commands(), ids=lambda argv: " ".join(argv)[:60])
@@ -48,6 +50,7 @@ def test_the_offline_readme_commands_run(tmp_path: Path, monkeypatch: pytest.Mon
     assert len(offline) >= 5
     for number, argv in enumerate(offline):
         argv = [str(tmp_path / word) if word.endswith(".bundle") else word for word in argv]
+        argv = [str(tmp_path / word) if word == "qa" else word for word in argv]  # generate-qa
         if argv[0] == "run":
             argv += ["-o", str(tmp_path / f"run{number}.jsonl")]
         result = CliRunner().invoke(cli, argv)

@@ -18,8 +18,10 @@ import click
 
 import benchmax
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
+from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._run_command import load_mock_policy, run_command
 from benchmax.cli._targets import TargetError
+from benchmax.cli._validate_command import validate_command
 
 __all__ = ["cli", "main"]
 
@@ -122,6 +124,8 @@ def mock_serve_command(port: int, mock_policy: str) -> None:
 cli.add_command(run_command)
 cli.add_command(bundle_command)
 cli.add_command(inspect_command)
+cli.add_command(validate_command)
+cli.add_command(generate_qa_command)
 
 
 def main() -> None:

@@ -1,0 +1,220 @@
+"""``benchmax validate``: run every pre-training check on an environment and report each."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from benchmax.auth import ModelAuth, StaticBearerAuth
+from benchmax.cli._credentials import (
+    MOCK_KEY,
+    auth_variables,
+    bearer_from_variable,
+    injected_auth_names,
+)
+from benchmax.cli._run_command import load_mock_policy
+from benchmax.cli._targets import (
+    EnvTarget,
+    TargetError,
+    load_target,
+    parse_env_args,
+    substitute_mock,
+    uses_mock,
+)
+
+__all__ = ["validate_command"]
+
+_PLACEHOLDER_URL = "http://mock.invalid/v1"
+_STYLES = {"passed": "green", "failed": "bold red", "warning": "yellow", "skipped": "dim"}
+
+
+def _injected_names(target: EnvTarget, env_args: dict[str, Any]) -> set[str]:
+    """Credential names the environment uses (constructed once with a placeholder URL)."""
+    args = substitute_mock({**target.constructor_args, **env_args}, _PLACEHOLDER_URL)
+    try:
+        env = target.env_class(**args)
+    except Exception:  # the constructor check reports it
+        return injected_auth_names(target.env_class, args)
+    names = injected_auth_names(env)
+    with contextlib.suppress(Exception):
+        asyncio.run(env.aclose())
+    return names
+
+
+def render_validation(report: Any, console: Console) -> None:
+    """The checks as a table, then one summary line."""
+    table = Table(title=f"benchmax validate {escape(report.target)}", title_justify="left")
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for check in report.checks:
+        style = _STYLES[check.status]
+        table.add_row(escape(check.name), f"[{style}]{check.status}[/]", escape(check.detail))
+    console.print(table)
+    counts = report.counts
+    verdict = "[bold green]ok[/]" if report.ok else "[bold red]failed[/]"
+    console.print(
+        f"{verdict}: {counts['passed']} passed, {counts['failed']} failed, "
+        f"{counts['warning']} warnings, {counts['skipped']} skipped"
+    )
+
+
+@click.command("validate")
+@click.argument("target")
+@click.option(
+    "--data",
+    "data_dir",
+    metavar="DIR",
+    type=click.Path(path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Data directory passed to create_dataset as base_dir.",
+)
+@click.option(
+    "--env-arg",
+    "env_arg_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Constructor argument (JSON, else a string); '@mock' is the mock's URL. Repeatable.",
+)
+@click.option("--model", metavar="NAME", help="Model name (required with --base-url).")
+@click.option(
+    "--base-url",
+    metavar="URL",
+    help="OpenAI-compatible endpoint for the rollouts; without it the embedded mock answers.",
+)
+@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the bearer key.")
+@click.option(
+    "--auth",
+    "auth_pairs",
+    multiple=True,
+    metavar="NAME=VAR",
+    help="Bind InjectedAuth(NAME) to the bearer key in variable VAR. Repeatable.",
+)
+@click.option(
+    "--mock-policy",
+    metavar="POLICY",
+    help="Policy of the embedded mock: echo (default), tool_exerciser, module:function or "
+    "file.py:function.",
+)
+@click.option(
+    "--pip-dependency",
+    "pip_dependencies",
+    multiple=True,
+    metavar="SPEC",
+    help="PEP 508 requirement the bundle declares. Repeatable.",
+)
+@click.option(
+    "-n",
+    "--examples",
+    type=click.IntRange(1, 10),
+    default=2,
+    show_default=True,
+    help="Examples to run as rollout groups.",
+)
+@click.option(
+    "-k",
+    "--group-size",
+    type=click.IntRange(1, 16),
+    default=2,
+    show_default=True,
+    help="Rollouts per example.",
+)
+@click.option(
+    "--no-fresh-interpreter",
+    "skip_fresh",
+    is_flag=True,
+    help="Skip running the bundle in a fresh interpreter (faster, proves less).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for CI).")
+def validate_command(
+    target: str,
+    data_dir: Path,
+    env_arg_pairs: tuple[str, ...],
+    model: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    auth_pairs: tuple[str, ...],
+    mock_policy: str | None,
+    pip_dependencies: tuple[str, ...],
+    examples: int,
+    group_size: int,
+    skip_fresh: bool,
+    as_json: bool,
+) -> None:
+    """Check TARGET before a training run; exit status 1 when a check fails.
+
+    TARGET is path/to/file.py:Class, package.module:Class or a bundle file. Checks the
+    class, constructor, reward_keys, each split's data, prompt messages, tool schemas, a
+    few rollout groups, reward variance, the bundle (run once in a fresh interpreter),
+    its size and its declared dependencies; each failure says what to change.
+    """
+    from benchmax.validation import CheckResult, ValidationConfig, ValidationReport
+    from benchmax.validation import validate_environment as validate
+
+    try:
+        env_args = parse_env_args(env_arg_pairs)
+        auth_vars = auth_variables(auth_pairs)
+        if base_url is not None:
+            if not base_url.strip():
+                raise TargetError("--base-url must be a URL such as http://localhost:8000/v1")
+            if model is None:
+                raise TargetError("--model is required with --base-url")
+            if mock_policy is not None:
+                raise TargetError("--mock-policy needs the embedded mock (omit --base-url)")
+            if uses_mock(env_args):
+                raise TargetError("'@mock' in --env-arg needs the embedded mock (omit --base-url)")
+        policy = load_mock_policy(mock_policy) if mock_policy is not None else None
+        model_auth: ModelAuth | None = (
+            bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else None
+        )
+        providers: dict[str, ModelAuth] = {
+            name: bearer_from_variable(var, f"--auth {name}")
+            for name, var in auth_vars.items()
+            if base_url is not None
+        }
+    except TargetError as error:
+        raise click.ClickException(str(error)) from None
+
+    try:
+        env_target = load_target(target)
+    except TargetError as error:
+        report = ValidationReport.of(
+            target, [CheckResult("target", "failed", f"{error}; check the path and class name")]
+        )
+    else:
+        if base_url is None:
+            names = set(auth_vars) | _injected_names(env_target, env_args)
+            providers = {name: StaticBearerAuth(MOCK_KEY) for name in names}
+        extra: dict[str, Any] = {} if model_auth is None else {"model_auth": model_auth}
+        try:
+            config = ValidationConfig(
+                base_dir=data_dir,
+                constructor_args={**env_target.constructor_args, **env_args},
+                model=model or "mock-model",
+                base_url=base_url,
+                auth_providers=providers,
+                policy=policy,
+                examples=examples,
+                group_size=group_size,
+                pip_dependencies=pip_dependencies,
+                fresh_interpreter=not skip_fresh,
+                **extra,
+            )
+        except (TypeError, ValueError) as error:
+            raise click.ClickException(str(error)) from None
+        report = asyncio.run(validate(env_target.env_class, config, target=target))
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        render_validation(report, Console(soft_wrap=False))
+    if not report.ok:
+        raise SystemExit(1)

@@ -1,0 +1,159 @@
+"""Checks that run the environment: tool schemas, rollout groups and reward variance."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
+from benchmax.envs.base import BaseEnv
+from benchmax.envs.environment import Environment
+from benchmax.envs.shared_types import DatasetSplit, Example, RolloutOutcome, RolloutRequest
+from benchmax.validation._shapes import tool_problems
+from benchmax.validation._state import Split, Validation, error_text, listed
+
+__all__ = ["MOCK_KEY", "check_rollouts", "check_tools"]
+
+MOCK_KEY = "benchmax-validate-placeholder"
+_OPERATIONAL_FAILURES = frozenset(
+    {
+        "model_error",
+        "model_timeout",
+        "tool_error",
+        "tool_timeout",
+        "rollout_timeout",
+        "reward_error",
+        "reward_timeout",
+        "group_reward_error",
+        "judge_error",
+        "content_filter",
+    }
+)
+
+
+async def check_tools(validation: Validation, env: Environment[Any, Any]) -> None:
+    if not isinstance(env, BaseEnv):
+        validation.add("tools", "skipped", "not a BaseEnv: tools are the environment's own affair")
+        return
+    try:
+        tools = await env.list_tools()
+    except Exception as error:
+        validation.add("tools", "failed", f"list_tools() raised {error_text(error)}")
+        return
+    problems = tool_problems(tools)
+    if problems:
+        validation.add("tools", "failed", listed(problems))
+    else:
+        names = [tool["function"]["name"] for tool in tools]
+        validation.add("tools", "passed", f"{len(names)} tools: {', '.join(names) or 'none'}")
+
+
+def _providers(validation: Validation) -> dict[str, ModelAuth]:
+    return dict(validation.config.auth_providers)
+
+
+def _request(
+    validation: Validation, rollout_id: str, example: Example[Any], split: DatasetSplit
+) -> Any:
+    config = validation.config
+    if config.uses_mock:
+        base_url = validation.mock.session_url(rollout_id)
+        auth: ModelAuth = StaticBearerAuth(MOCK_KEY)
+    else:
+        assert config.base_url is not None
+        base_url = config.base_url.replace("{rollout_id}", rollout_id)
+        auth = config.model_auth
+    return RolloutRequest(
+        rollout_id=rollout_id,
+        example=example,
+        model=config.model,
+        base_url=base_url,
+        model_auth=auth,
+        split=split,
+    )
+
+
+async def check_rollouts(
+    validation, env: Environment[Any, Any], split: Split, keys: tuple[str, ...]
+) -> None:
+    config = validation.config
+    where = "the embedded mock model" if config.uses_mock else config.base_url
+    chosen = split.examples[: config.examples]
+    groups: list[list[RolloutOutcome]] = []
+    start = len(validation.logs.records)
+    try:
+        async with asyncio.timeout(config.rollout_timeout):
+            with bind_model_auth(_providers(validation)):
+                for index, example in enumerate(chosen):
+                    requests = [
+                        _request(validation, f"validate.e{index}.r{k}", example, split.name)
+                        for k in range(config.group_size)
+                    ]
+                    outcomes = await env.run_group(requests)
+                    groups.append([outcomes[r.rollout_id] for r in requests])
+    except TimeoutError:
+        validation.add(
+            "rollouts",
+            "failed",
+            f"the rollouts did not finish within {config.rollout_timeout:g} s against "
+            f"{where}: check the endpoint, or set model_timeout/rollout_timeout on the env",
+        )
+        return
+    except Exception as error:
+        validation.add(
+            "rollouts",
+            "failed",
+            f"run_group raised {error_text(error)}: a contract error (reward shape, "
+            "payload or hook result); fix the environment code it names",
+        )
+        return
+    outcomes = [outcome for group in groups for outcome in group]
+    wrong = [o for o in outcomes if tuple(o.rewards) != keys and set(o.rewards) != set(keys)]
+    if wrong:
+        validation.add(
+            "rollouts",
+            "failed",
+            f"rewards {sorted(wrong[0].rewards)} differ from reward_keys {list(keys)}",
+        )
+        return
+    reasons = Counter(outcome.termination_reason for outcome in outcomes)
+    failed = sum(n for reason, n in reasons.items() if reason in _OPERATIONAL_FAILURES)
+    summary = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+    ran = f"{len(chosen)} examples x {config.group_size} rollouts against {where} ({summary})"
+    errors = validation.logs.errors_since(start)
+    why = f"; first error: {errors[0][:400]}" if errors else ""
+    if failed == len(outcomes):
+        validation.add("rollouts", "failed", f"every rollout failed: {ran}{why}")
+        return
+    if failed:
+        validation.add("rollouts", "warning", f"some rollouts failed: {ran}{why}")
+    else:
+        validation.add("rollouts", "passed", ran)
+    _check_variance(validation, groups)
+
+
+def _check_variance(validation: Validation, groups: list[list[RolloutOutcome]]) -> None:
+    if validation.config.group_size < 2:
+        validation.add("reward variance", "skipped", "groups of one rollout cannot vary")
+        return
+    varied = sum(
+        1 for group in groups if len({tuple(sorted(o.rewards.items())) for o in group}) > 1
+    )
+    if varied:
+        validation.add(
+            "reward variance", "passed", f"rewards vary in {varied} of {len(groups)} groups"
+        )
+        return
+    hint = (
+        " (expected with the mock's echo policy: pass --mock-policy with a policy that "
+        "answers like a model, or a real --base-url)"
+        if validation.config.uses_mock and validation.config.policy is None
+        else ""
+    )
+    validation.add(
+        "reward variance",
+        "warning",
+        f"every group's rollouts got identical rewards: a flat group carries no learning "
+        f"signal for group-relative training{hint}",
+    )

@@ -1,0 +1,117 @@
+"""The state one validation shares between its checks, and the wording they share."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from benchmax.auth import StaticBearerAuth
+from benchmax.envs.environment import Environment
+from benchmax.envs.shared_types import DatasetSplit, Example
+from benchmax.testing import MockModelServer
+from benchmax.validation._config import MOCK_URL_MARKER, ValidationConfig
+from benchmax.validation._report import CheckResult, CheckStatus
+
+__all__ = [
+    "Records",
+    "Split",
+    "Validation",
+    "capturing_logs",
+    "error_text",
+    "listed",
+    "substitute_mock",
+]
+
+_MAX_LISTED = 3
+
+
+def error_text(error: BaseException) -> str:
+    notes = " ".join(getattr(error, "__notes__", ()))
+    text = f"{type(error).__name__}: {error}"
+    return f"{text} ({notes})" if notes else text
+
+
+def listed(items: Sequence[str]) -> str:
+    shown = "; ".join(items[:_MAX_LISTED])
+    more = len(items) - _MAX_LISTED
+    return f"{shown}; and {more} more" if more > 0 else shown
+
+
+class Records(logging.Handler):
+    """Keeps the warnings and errors logged while validating (reasons for failed rollouts)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def errors_since(self, start: int) -> list[str]:
+        return [
+            " ".join(r.getMessage().split())
+            for r in self.records[start:]
+            if r.levelno >= logging.ERROR
+        ]
+
+
+@contextlib.contextmanager
+def capturing_logs() -> Iterator[Records]:
+    handler = Records()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+
+
+def substitute_mock(value: Any, url: str) -> Any:
+    if isinstance(value, str):
+        return url if value == MOCK_URL_MARKER else value
+    if isinstance(value, list):
+        return [substitute_mock(item, url) for item in value]
+    if isinstance(value, dict):
+        return {key: substitute_mock(item, url) for key, item in value.items()}
+    return value
+
+
+@dataclass
+class Split:
+    name: DatasetSplit
+    examples: list[Example[Any]]
+
+
+@dataclass
+class Validation:
+    """The checks of one validation, in the order they ran."""
+
+    env_class: type[Environment[Any, Any]]
+    config: ValidationConfig
+    mock: MockModelServer
+    logs: Records
+    checks: list[CheckResult] = field(default_factory=list)
+
+    def add(self, name: str, status: CheckStatus, detail: str = "") -> CheckResult:
+        for secret in self._secrets():
+            detail = detail.replace(secret, "***")
+        check = CheckResult(name=name, status=status, detail=detail)
+        self.checks.append(check)
+        return check
+
+    def _secrets(self) -> list[str]:
+        """Credentials that must never appear in a check's detail."""
+        config = self.config
+        auths = [config.model_auth, *config.auth_providers.values()]
+        found = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
+        with contextlib.suppress(ValueError):
+            found.append(urlsplit(config.base_url or "").password or "")
+        return [secret for secret in found if secret]
+
+    @property
+    def constructor_args(self) -> dict[str, Any]:
+        return substitute_mock(dict(self.config.constructor_args), self.mock.base_url)

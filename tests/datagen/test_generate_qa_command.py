@@ -1,0 +1,143 @@
+"""``benchmax generate-qa`` on the example corpus, and a seed-style environment on its output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from tests.cli.conftest import ThreadedServer
+
+from benchmax.cli import cli
+
+REPO = Path(__file__).resolve().parents[2]
+COMMAND = "generate-qa examples/corpus -o qa --mock-policy examples/corpus/policy.py:reply"
+
+
+def invoke(*args: object) -> Result:
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the examples to run the README's commands in (outputs land in tmp_path)."""
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_documented_command_runs_offline_and_its_output_trains_an_env(project: Path) -> None:
+    result = invoke(*COMMAND.split())
+    assert result.exit_code == 0, result.output
+    assert "mock model wrote these pairs" in result.output
+    train, evaluation = rows(project / "qa" / "train.jsonl"), rows(project / "qa" / "eval.jsonl")
+    assert len(train) >= 10 and len(evaluation) >= 3
+    assert set(train[0]) == {"prompt", "ground_truth", "source"}
+    assert not {r["source"]["file"] for r in train if "line" not in r["source"]} & {
+        r["source"]["file"] for r in evaluation if "line" not in r["source"]
+    }
+    documents = {(r["source"]["file"], r["source"].get("line")) for r in train}
+    assert not documents & {(r["source"]["file"], r["source"].get("line")) for r in evaluation}
+    assert "duplicate_question" in result.output  # overlapping chunks repeat a fact
+    assert "retried after a bad reply" in result.output
+
+    output = project / "run.jsonl"
+    run = invoke(
+        "run", "examples/qa/env.py:CorpusQAEnv", "--data", "qa", "--split", "train",
+        "--mock-policy", "examples/qa/policy.py:answer", "-o", output,
+    )  # fmt: skip
+    assert run.exit_code == 0, run.output
+    report = json.loads((project / "run.report.json").read_text())
+    assert report["groups"] == len(train)
+    assert report["rollouts_by_reason"] == {"finished": 4 * len(train)}
+    assert 0.2 < report["reward_stats"]["correct"]["mean"] < 0.9
+
+    validate = invoke(
+        "validate", "examples/qa/env.py:CorpusQAEnv", "--data", "qa",
+        "--mock-policy", "examples/qa/policy.py:answer", "--no-fresh-interpreter",
+    )  # fmt: skip
+    assert validate.exit_code == 0, validate.output
+
+
+def test_the_command_line_itself_in_a_fresh_process(project: Path) -> None:
+    argv = [sys.executable, "-m", "benchmax.cli", *COMMAND.split()]
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert first.returncode == 0, first.stderr
+    produced = (project / "qa" / "train.jsonl").read_bytes()
+    second = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert second.returncode == 0, second.stderr
+    assert "from an earlier run" in second.stdout
+    assert (project / "qa" / "train.jsonl").read_bytes() == produced
+
+
+def test_a_real_endpoint_gets_the_model_and_the_key(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmax.testing import load_policy
+
+    reply = load_policy("examples/corpus/policy.py:reply")
+    monkeypatch.setenv("BENCHMAX_TEST_QA_KEY", "sk-qa-secret")
+    with ThreadedServer(reply) as server:
+        result = invoke(
+            "generate-qa", "examples/corpus", "-o", "out", "--base-url", server.base_url,
+            "--model", "writer-1", "--api-key-env", "BENCHMAX_TEST_QA_KEY", "--concurrency", "2",
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert {r.body["model"] for r in server.requests} == {"writer-1"}
+        assert {r.headers["authorization"] for r in server.requests} == {"Bearer sk-qa-secret"}
+    assert "sk-qa-secret" not in result.output
+    assert "mock model" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["examples/corpus", "-o", "qa"], "give it a question writer with --mock-policy"),
+        (["examples/corpus", "-o", "qa", "--base-url", "http://127.0.0.1:9/v1"], "--model"),
+        (["missing", "-o", "qa", "--mock-policy", "echo"], "corpus not found: missing"),
+        (
+            [
+                "examples/corpus",
+                "-o",
+                "qa",
+                "--chunk-size",
+                "300",
+                "--chunk-overlap",
+                "300",
+                "--mock-policy",
+                "echo",
+            ],
+            "overlap_chars",
+        ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--text-field", "body"],
+            "no string field 'body'",
+        ),
+    ],
+)
+def test_bad_invocations_are_one_line_errors(project: Path, args: list[str], message: str) -> None:
+    result = invoke("generate-qa", *args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert not (project / "qa" / "train.jsonl").exists()
+
+
+def test_failed_requests_exit_non_zero(project: Path) -> None:
+    from benchmax.testing import Fault
+
+    with ThreadedServer(lambda body: "{}") as server:
+        server.inject(Fault.status(404), times=None)
+        result = invoke(
+            "generate-qa", "examples/corpus", "-o", "out", "--base-url", server.base_url,
+            "--model", "m",
+        )  # fmt: skip
+    assert result.exit_code == 1
+    assert "request failed" in result.output
