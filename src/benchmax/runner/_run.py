@@ -11,13 +11,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmax.auth import _BOUND_MODEL_AUTH, bind_model_auth
+from benchmax._context import BOUND_MODEL_AUTH
+from benchmax.auth import bind_model_auth
 from benchmax.envs._observer import RolloutReport, observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
 from benchmax.runner._config import RunConfig
+from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import GroupContractError, RunError
-from benchmax.runner._log_capture import RolloutLogCapture, running_group
+from benchmax.runner._log_capture import RolloutLogCapture
+from benchmax.runner._records import RolloutRecord
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
 
@@ -165,14 +168,24 @@ class _Run:
                     return
                 try:
                     await self.run_group(index, example)
+                except RunError as error:  # the runner's own failure (results file)
+                    errors.append(error)
+                    return
                 except Exception as error:
-                    errors.append(GroupContractError(index, example.id, error))
+                    errors.append(self.contract_error(index, example, error))
                     return
 
         workers = min(self.config.max_concurrent_groups, len(pending))
         await asyncio.gather(*(worker() for _ in range(workers)))
         if errors:
             raise errors[0]
+
+    def contract_error(
+        self, index: int, example: Example[Any], error: Exception
+    ) -> GroupContractError:
+        return group_contract_error(
+            self.env, index, example.id, error, self.config.output, self.config.secrets()
+        )
 
     async def run_group(self, index: int, example: Example[Any]) -> None:
         config = self.config
@@ -194,8 +207,7 @@ class _Run:
         self.observer.expect(ids)
         began = time.perf_counter()
         try:
-            with running_group(ids):
-                outcomes = await self.env.run_group(requests)
+            outcomes = await self.env.run_group(requests)
         except BaseException:
             for rollout_id in ids:
                 self.capture.take(rollout_id)
@@ -229,7 +241,7 @@ class _Run:
         attempt: int,
         outcome: RolloutOutcome,
         group_seconds: float,
-    ) -> dict[str, Any]:
+    ) -> RolloutRecord:
         report = self.observer.take(rollout_id)
         timings: dict[str, float] = {"group_seconds": round(group_seconds, 6)}
         if report is not None:
@@ -263,7 +275,7 @@ def _first_reward_key(env: Environment[Any, Any]) -> str | None:
 
 
 def _providers(config: RunConfig) -> dict[str, Any]:
-    outer: Mapping[str, Any] = _BOUND_MODEL_AUTH.get() or {}
+    outer: Mapping[str, Any] = BOUND_MODEL_AUTH.get() or {}
     return {**outer, **config.auth_providers}
 
 
@@ -286,7 +298,11 @@ async def run_environment(
     started = time.monotonic()
     examples = await _load_examples(env, config)
     store = ResultsStore.open(
-        config.output, _definition(env, config), group_size=config.group_size, force=config.force
+        config.output,
+        _definition(env, config),
+        group_size=config.group_size,
+        force=config.force,
+        secrets=config.secrets(),
     )
     try:
         pending: list[tuple[int, Example[Any]]] = []

@@ -1,0 +1,101 @@
+"""Contract errors of a run: which hook broke the contract, and the full traceback on disk.
+
+The terminal gets one line (``GroupContractError``); the traceback, with its chained causes
+and notes, is appended to ``<results stem>.error.log`` beside the results file.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+from benchmax.runner._config import mask_secrets
+from benchmax.runner._errors import GroupContractError
+
+__all__ = ["error_log_path", "group_contract_error", "hook_that_raised"]
+
+_RAISED_BY = re.compile(r"^benchmax: raised by (\S+)$")
+
+
+def error_log_path(results_path: Path) -> Path:
+    """``runs/x.jsonl`` -> ``runs/x.error.log``."""
+    return results_path.with_name(results_path.stem + ".error.log")
+
+
+def hook_that_raised(error: BaseException, env_class: type) -> str | None:
+    """``Class.hook`` of the environment method that raised ``error``, when known.
+
+    The library marks exceptions escaping a user hook with the note
+    ``benchmax: raised by <Class>.<hook>``; without one, the innermost frame of the
+    traceback that runs a method the environment class defines outside benchmax is taken.
+    """
+    for note in getattr(error, "__notes__", ()):
+        match = _RAISED_BY.match(str(note))
+        if match is not None:
+            return match.group(1)
+    methods = _user_methods(env_class)
+    found = None
+    tb = error.__traceback__
+    while tb is not None:
+        found = methods.get(tb.tb_frame.f_code, found)
+        tb = tb.tb_next
+    return found
+
+
+def _user_methods(env_class: type) -> dict[CodeType, str]:
+    methods: dict[CodeType, str] = {}
+    for cls in reversed(env_class.__mro__):
+        if cls.__module__.partition(".")[0] in ("benchmax", "builtins"):
+            continue
+        for name, attribute in vars(cls).items():
+            function = getattr(attribute, "__func__", getattr(attribute, "fget", attribute))
+            code = getattr(function, "__code__", None)
+            if isinstance(code, CodeType):
+                methods[code] = f"{env_class.__name__}.{name}"
+    return methods
+
+
+def group_contract_error(
+    env: Any,
+    example_index: int,
+    example_id: str,
+    error: BaseException,
+    results_path: Path | None,
+    secrets: Sequence[str] = (),
+) -> GroupContractError:
+    """The one-line error for ``error`` out of ``run_group``, its traceback logged to disk."""
+    hook = hook_that_raised(error, type(env))
+    log_path = None
+    if results_path is not None:
+        log_path = error_log_path(results_path)
+        if not _append_traceback(log_path, example_index, example_id, hook, error, secrets):
+            log_path = None
+    return GroupContractError(example_index, example_id, error, hook=hook, log_path=log_path)
+
+
+def _append_traceback(
+    path: Path,
+    example_index: int,
+    example_id: str,
+    hook: str | None,
+    error: BaseException,
+    secrets: Sequence[str],
+) -> bool:
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    where = f" in {hook}" if hook else ""
+    text = "".join(traceback.format_exception(error))
+    entry = (
+        f"=== {when} example {example_index} ({example_id}) broke the environment "
+        f"contract{where}\n{text}\n"
+    )
+    try:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as log:
+            log.write(mask_secrets(entry, secrets))
+    except OSError:
+        return False
+    return True
