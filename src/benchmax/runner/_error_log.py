@@ -31,8 +31,9 @@ def hook_that_raised(error: BaseException, env_class: type) -> str | None:
     """``Class.hook`` of the environment method that raised ``error``, when known.
 
     The library marks exceptions escaping a user hook with the note
-    ``benchmax: raised by <Class>.<hook>``; without one, the innermost frame of the
-    traceback that runs a method the environment class defines outside benchmax is taken.
+    ``benchmax: raised by <Class>.<hook>``. Without one, the traceback is read: the hook is
+    the innermost method of the environment class (defined outside benchmax) that
+    benchmax code called, e.g. ``list_tools`` even when a helper it calls raised.
     """
     for note in getattr(error, "__notes__", ()):
         match = _RAISED_BY.match(str(note))
@@ -40,22 +41,33 @@ def hook_that_raised(error: BaseException, env_class: type) -> str | None:
             return match.group(1)
     methods = _user_methods(env_class)
     found = None
+    called_by_library = False
     tb = error.__traceback__
     while tb is not None:
-        found = methods.get(tb.tb_frame.f_code, found)
+        frame = tb.tb_frame
+        hook = methods.get(frame.f_code)
+        if hook is not None and called_by_library:
+            found = hook
+        called_by_library = _in_benchmax(frame.f_globals.get("__name__"))
         tb = tb.tb_next
     return found
+
+
+def _in_benchmax(module: object) -> bool:
+    return isinstance(module, str) and module.partition(".")[0] == "benchmax"
 
 
 def _user_methods(env_class: type) -> dict[CodeType, str]:
     methods: dict[CodeType, str] = {}
     for cls in reversed(env_class.__mro__):
-        if cls.__module__.partition(".")[0] in ("benchmax", "builtins"):
+        if _in_benchmax(cls.__module__) or cls.__module__ == "builtins":
             continue
         for name, attribute in vars(cls).items():
             function = getattr(attribute, "__func__", getattr(attribute, "fget", attribute))
             code = getattr(function, "__code__", None)
-            if isinstance(code, CodeType):
+            if isinstance(code, CodeType) and not _in_benchmax(
+                getattr(function, "__module__", None)
+            ):
                 methods[code] = f"{env_class.__name__}.{name}"
     return methods
 
