@@ -78,8 +78,14 @@ async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[
     except Exception as error:
         raise RunError(
             f"cannot load the {config.split} split from {config.base_dir}: "
-            f"{type(error).__name__}: {error}"
+            f"{type(error).__name__}: {error}{_noted(error)}"
         ) from error
+
+
+def _noted(error: BaseException) -> str:
+    """`` (note; note)`` for the notes on ``error`` (e.g. ``while loading eval.jsonl:3``)."""
+    notes = [str(note) for note in getattr(error, "__notes__", ())]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _accepts_max_examples(method: Callable[..., Any]) -> bool:
