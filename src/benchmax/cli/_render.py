@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from benchmax.cli._safe_text import terminal_safe
 from benchmax.runner import Progress as RunProgress
 from benchmax.runner import RunReport, read_results
 
@@ -76,7 +77,7 @@ def _why(logs: list[dict[str, Any]]) -> str:
     exceptions = [entry["exception"] for entry in logs if entry.get("exception")]
     warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
     lines = exceptions[0].strip().splitlines() if exceptions else warnings[:1]
-    why = lines[-1] if lines else "(nothing was logged)"
+    why = terminal_safe(lines[-1] if lines else "(nothing was logged)", keep_newlines=False)
     return why if len(why) <= _MAX_WHY else why[: _MAX_WHY - 3] + "..."
 
 

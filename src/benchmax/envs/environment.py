@@ -125,7 +125,12 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
 
         if contract_errors:
             for error in contract_errors[1:]:
-                logger.error("additional rollout contract error: %s", error, exc_info=error)
+                logger.error(
+                    "additional rollout contract error: %s",
+                    error,
+                    exc_info=error,
+                    extra={"rollout_ids": tuple(request.rollout_id for request in group)},
+                )
             raise contract_errors[0]
 
         if finished:

@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmax.runner._config import mask_secrets
 from benchmax.runner._errors import GroupContractError
+from benchmax.runner._records import LogEntry
 
 __all__ = ["error_log_path", "group_contract_error", "hook_that_raised"]
 
@@ -79,35 +80,48 @@ def group_contract_error(
     error: BaseException,
     results_path: Path | None,
     secrets: Sequence[str] = (),
+    *,
+    logs: Sequence[LogEntry] = (),
 ) -> GroupContractError:
-    """The one-line error for ``error`` out of ``run_group``, its traceback logged to disk."""
+    """The one-line error for ``error`` out of ``run_group``; its traceback, and the records
+    the group logged (``logs``, secrets already masked), are appended to the error log."""
     hook = hook_that_raised(error, type(env))
     log_path = None
     if results_path is not None:
         log_path = error_log_path(results_path)
-        if not _append_traceback(log_path, example_index, example_id, hook, error, secrets):
+        entry = _entry(example_index, example_id, hook, error, logs)
+        if not _append(log_path, mask_secrets(entry, secrets)):
             log_path = None
     return GroupContractError(example_index, example_id, error, hook=hook, log_path=log_path)
 
 
-def _append_traceback(
-    path: Path,
+def _entry(
     example_index: int,
     example_id: str,
     hook: str | None,
     error: BaseException,
-    secrets: Sequence[str],
-) -> bool:
+    logs: Sequence[LogEntry],
+) -> str:
     when = datetime.now(UTC).isoformat(timespec="seconds")
     where = f" in {hook}" if hook else ""
-    text = "".join(traceback.format_exception(error))
-    entry = (
+    parts = [
         f"=== {when} example {example_index} ({example_id}) broke the environment "
-        f"contract{where}\n{text}\n"
-    )
+        f"contract{where}\n",
+        "".join(traceback.format_exception(error)),
+    ]
+    if logs:
+        parts.append(f"--- {len(logs)} record(s) the group logged before it stopped:\n")
+        for log in logs:
+            parts.append(f"{log['time']} {log['level']} {log['logger']}: {log['message']}\n")
+            if "exception" in log:
+                parts.append(log["exception"].rstrip("\n") + "\n")
+    return "".join(parts) + "\n"
+
+
+def _append(path: Path, text: str) -> bool:
     try:
         with open(path, "a", encoding="utf-8", errors="backslashreplace") as log:
-            log.write(mask_secrets(entry, secrets))
+            log.write(text)
     except OSError:
         return False
     return True

@@ -20,7 +20,7 @@ from benchmax.runner._config import RunConfig
 from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
-from benchmax.runner._records import RolloutRecord
+from benchmax.runner._records import LogEntry, RolloutRecord
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
 
@@ -133,6 +133,7 @@ class _Run:
         self.session = os.urandom(2).hex()
         self.capture = RolloutLogCapture(config.log_level, config.secrets())
         self.observer = _TranscriptObserver()
+        self.unsaved_logs: dict[int, list[LogEntry]] = {}
         self.started = time.monotonic()
         self.rollouts_run = 0
         self.first_key = _first_reward_key(env)
@@ -190,7 +191,13 @@ class _Run:
         self, index: int, example: Example[Any], error: Exception
     ) -> GroupContractError:
         return group_contract_error(
-            self.env, index, example.id, error, self.config.output, self.config.secrets()
+            self.env,
+            index,
+            example.id,
+            error,
+            self.config.output,
+            self.config.secrets(),
+            logs=self.unsaved_logs.pop(index, []),
         )
 
     async def run_group(self, index: int, example: Example[Any]) -> None:
@@ -215,9 +222,11 @@ class _Run:
         try:
             outcomes = await self.env.run_group(requests)
         except BaseException:
+            logs: list[LogEntry] = []
             for rollout_id in ids:
-                self.capture.take(rollout_id)
+                logs.extend(e for e in self.capture.take(rollout_id) if e not in logs)
                 self.observer.take(rollout_id)
+            self.unsaved_logs[index] = logs  # a contract error's report shows them
             raise
         group_seconds = time.perf_counter() - began
         records = [
