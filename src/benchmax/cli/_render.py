@@ -20,6 +20,7 @@ from rich.table import Table
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.runner import Progress as RunProgress
 from benchmax.runner import RunReport, read_results
+from benchmax.runner._records import LogEntry
 
 __all__ = ["failure_examples", "progress_bar", "render_report"]
 
@@ -73,7 +74,7 @@ def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _why(logs: list[dict[str, Any]]) -> str:
+def _why(logs: list[LogEntry]) -> str:
     exceptions = [entry["exception"] for entry in logs if entry.get("exception")]
     warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
     lines = exceptions[0].strip().splitlines() if exceptions else warnings[:1]

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from benchmax.envs.environment import Environment
 
@@ -152,7 +152,10 @@ def load_bundle_target(path: Path) -> EnvTarget:
         raise TargetError(f"bundle file not found: {path}")
     try:
         bundle = read_bundle(path)
-        env_class, constructor_args = load_bundle(bundle, instantiate=False)
+        loaded = load_bundle(bundle, instantiate=False)
+        env_class, constructor_args = cast(
+            tuple[type[Environment[Any, Any]], dict[str, Any]], loaded
+        )
     except (BundlingError, IncompatibleRuntimeError, OSError) as error:
         raise TargetError(f"cannot load bundle {path}: {error}") from error
     except USER_CODE_ERRORS as error:  # the bundle's own code failed while loading

@@ -40,7 +40,7 @@ class RolloutLogCapture(logging.Handler):
         super().__init__(level)
         self._secrets = tuple(secrets)
         self._records: dict[str, list[LogEntry]] = {}
-        self.setFormatter(logging.Formatter())
+        self._formatter = logging.Formatter()
 
     def track(self, rollout_ids: Sequence[str]) -> None:
         for rollout_id in rollout_ids:
@@ -92,7 +92,7 @@ class RolloutLogCapture(logging.Handler):
 
     def _exception(self, record: logging.LogRecord) -> str:
         if record.exc_info:
-            return self._mask(self.formatter.formatException(record.exc_info))
+            return self._mask(self._formatter.formatException(record.exc_info))
         return self._mask(record.exc_text or "")
 
     def _entry(self, record: logging.LogRecord) -> LogEntry:

@@ -20,7 +20,7 @@ from benchmax.runner._config import RunConfig
 from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
-from benchmax.runner._records import LogEntry, RolloutRecord
+from benchmax.runner._records import LogEntry, RolloutRecord, RolloutTimings
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
 
@@ -258,7 +258,7 @@ class _Run:
         group_seconds: float,
     ) -> RolloutRecord:
         report = self.observer.take(rollout_id)
-        timings: dict[str, float] = {"group_seconds": round(group_seconds, 6)}
+        timings: RolloutTimings = {"group_seconds": round(group_seconds, 6)}
         if report is not None:
             timings["model_seconds"] = round(report.model_seconds, 6)
             timings["tool_seconds"] = round(report.tool_seconds, 6)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -73,7 +73,7 @@ class JsonlDataset[Payload](Dataset[Payload]):
         super().__init__(examples)
 
 
-def _read_rows(data_path: Path) -> Iterator[tuple[int, JsonRow]]:
+def _read_rows(data_path: Path) -> Generator[tuple[int, JsonRow], None, None]:
     """Yield ``(line_number, row)`` for each non-blank line, streaming the file.
 
     Lines are numbered from 1 and split only at ``\\n``, ``\\r\\n`` and ``\\r``:
