@@ -254,3 +254,34 @@ def test_sigterm_interrupts_like_ctrl_c_inside_the_block_only() -> None:
     with terminate_like_interrupt() as quiet:
         pass
     assert quiet.exit_status == 130
+
+
+def test_names_the_environment_chose_are_shown_escaped(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    path = env_file(
+        tmp_path,
+        "odd_names_env",
+        """
+        from benchmax.envs import RolloutAttempt, RolloutFailure
+
+        class OddNamesEnv(NumberEnv):
+            reward_keys = ("hit\\x1b[8m", "value")
+
+            async def run_rollout(self, request):
+                attempt = await super().run_rollout(request)
+                if request.rollout_id.endswith(".r1"):
+                    raise RolloutFailure("odd\\x1b]0;t\\x07[red]", "x")
+                rewards = attempt.rewards
+                return RolloutAttempt(
+                    rollout_id=attempt.rollout_id,
+                    termination_reason="finished",
+                    rewards={"hit\\x1b[8m": rewards["hit"], "value": rewards["value"]},
+                )
+        """,
+    )
+    result = invoke("run", f"{path}:OddNamesEnv", "-n", "1", "-k", "2", "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 0, result.output
+    assert "\x07" not in result.output and "\x1b[8m" not in result.output
+    assert "mean hit\\x1b[8m" in result.output  # the progress bar
+    assert "odd\\x1b]0;t\\x07[red]" in result.output  # the reasons table and e.g. line

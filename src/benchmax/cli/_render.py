@@ -45,7 +45,8 @@ def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], No
         fields: dict[str, Any] = {
             "rate": f"{progress.rollouts_per_second:.1f} rollouts/s",
             "mean": (
-                f"mean {progress.first_reward_key} {progress.first_reward_mean:.3f}"
+                f"mean {terminal_safe(progress.first_reward_key or '', keep_newlines=False)} "
+                f"{progress.first_reward_mean:.3f}"
                 if progress.first_reward_mean is not None
                 else ""
             ),
@@ -82,6 +83,11 @@ def _why(logs: list[LogEntry]) -> str:
     return why if len(why) <= _MAX_WHY else why[: _MAX_WHY - 3] + "..."
 
 
+def _shown(name: str) -> str:
+    """A name the environment chose (reason, reward key), safe for rich and the terminal."""
+    return escape(terminal_safe(name, keep_newlines=False))
+
+
 def render_report(report: RunReport, console: Console) -> None:
     """Print the report as tables: termination reasons, reward statistics, throughput."""
     reasons = Table(title="termination reasons", title_justify="left")
@@ -91,14 +97,14 @@ def render_report(report: RunReport, console: Console) -> None:
     for reason, count in report.rollouts_by_reason.items():
         style = "green" if reason == "finished" else "yellow"
         reasons.add_row(
-            f"[{style}]{escape(reason)}[/]",
+            f"[{style}]{_shown(reason)}[/]",
             str(count),
             str(report.groups_by_reason.get(reason, 0)),
         )
     console.print(reasons)
     for reason, (rollout_id, why) in failure_examples(report).items():
         console.print(
-            f"  [yellow]{escape(reason)}[/], e.g. rollout {escape(rollout_id)}: {escape(why)}",
+            f"  [yellow]{_shown(reason)}[/], e.g. rollout {_shown(rollout_id)}: {escape(why)}",
             soft_wrap=True,
         )
 
@@ -107,7 +113,7 @@ def render_report(report: RunReport, console: Console) -> None:
         rewards.add_column(column, justify="left" if column == "key" else "right")
     for key, stats in report.reward_stats.items():
         rewards.add_row(
-            escape(key),
+            _shown(key),
             f"{stats.mean:.3f}",
             f"{stats.std:.3f}",
             f"{stats.min:.3f}",
