@@ -14,6 +14,7 @@ complete group, and raises ``ResultsWriteError``. Known secrets are masked in ev
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -326,9 +327,14 @@ def _open_locked(path: Path) -> BinaryIO:
 
 
 def _write_all(handle: BinaryIO, data: bytes) -> None:
+    """Write all of ``data``, continuing after short writes; a write that makes no
+    progress raises ``OSError`` instead of looping."""
     view = memoryview(data)
     while view:
-        view = view[handle.write(view) or 0 :]
+        written = handle.write(view)
+        if not written:
+            raise OSError(errno.EIO, "the results file accepted no more bytes")
+        view = view[written:]
 
 
 def _header(run_id: str, definition: Mapping[str, Any]) -> ResultsHeader:
