@@ -21,12 +21,12 @@ from benchmax.envs import BaseRollout, Environment
 from benchmax.runner import (
     GroupContractError,
     ResultsFileError,
+    ResultsWriteError,
     RunConfig,
     RunError,
     read_results,
     run_environment,
 )
-from benchmax.runner._errors import ResultsWriteError
 from benchmax.runner._results import ResultsStore, _line
 from benchmax.testing import MockModelServer, RecordedRequest, scripted
 
@@ -627,3 +627,18 @@ def test_the_next_attempt_follows_the_highest_attempt_in_any_order(tmp_path: Pat
     store = ResultsStore.open(path, PINNED_DEFINITION, group_size=2, force=False)
     store.close()
     assert store.next_attempt(2) == 3 and sorted(store.groups) == [0, 2]
+
+
+def test_runner_errors_survive_pickling(tmp_path: Path) -> None:
+    import pickle
+
+    contract = GroupContractError(
+        3, "ex-3", KeyError("k"), hook="Env.run_rollout", log_path=tmp_path / "x.error.log"
+    )
+    back = pickle.loads(pickle.dumps(contract))
+    assert str(back) == str(contract) and back.hook == "Env.run_rollout"
+    assert back.log_path == tmp_path / "x.error.log" and isinstance(back.__cause__, KeyError)
+    write = ResultsWriteError(tmp_path / "r.jsonl", OSError(28, "No space left on device"))
+    again = pickle.loads(pickle.dumps(write))
+    assert type(again) is ResultsWriteError and str(again) == str(write)
+    assert "No space left on device; the file ends at its last complete group" in str(again)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "GroupContractError",
@@ -89,3 +90,19 @@ class GroupContractError(RunError):
             message += f" (traceback in {log_path})"
         super().__init__(message)
         self.__cause__ = error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuilt_contract_error,
+            (self.example_index, self.example_id, self.__cause__, self.hook, self.log_path),
+        )
+
+
+def _rebuilt_contract_error(
+    example_index: int,
+    example_id: str,
+    error: BaseException,
+    hook: str | None,
+    log_path: Path | None,
+) -> GroupContractError:
+    return GroupContractError(example_index, example_id, error, hook=hook, log_path=log_path)
