@@ -642,3 +642,36 @@ def test_runner_errors_survive_pickling(tmp_path: Path) -> None:
     again = pickle.loads(pickle.dumps(write))
     assert type(again) is ResultsWriteError and str(again) == str(write)
     assert "No space left on device; the file ends at its last complete group" in str(again)
+
+
+def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: Path) -> None:
+    from benchmax.runner._results import CompletedGroup
+
+    path = tmp_path / "results.jsonl"
+    secrets = ['pa"ss\\wörd\n', "123"]
+    store = ResultsStore.open(path, {"group_size": 1}, group_size=1, force=False, secrets=secrets)
+    record = {
+        "type": "rollout",
+        "example_id": "ex-0",
+        "example_index": 0,
+        "group_index": 0,
+        "attempt": 1,
+        "termination_reason": "finished",
+        "rewards": {"r": 123.0},
+        "transcript": [{"role": "assistant", "content": f"key {secrets[0]} and x123"}],
+        "logs": [{"message": f"{secrets[0]}"}],
+        f"odd key {secrets[0]}": [("tuple", "123")],
+    }
+    clean = {**record, "example_index": 1, "transcript": None, "logs": []}
+    del clean[f"odd key {secrets[0]}"]
+    group = CompletedGroup(0, "ex-0", ("finished",), ({"r": 123.0},))
+    store.append_group(group, [record, clean])  # type: ignore[list-item]
+    store.close()
+    raw = path.read_bytes()
+    assert b"ss\\\\w" not in raw and "wörd".encode() not in raw
+    lines = raw_lines(path)[1:]
+    assert lines[0]["transcript"] == [{"role": "assistant", "content": "key *** and x***"}]
+    assert lines[0]["logs"] == [{"message": "***"}]
+    assert lines[0]["odd key ***"] == [["tuple", "***"]]
+    assert lines[0]["rewards"] == {"r": 123.0} and lines[1]["rewards"] == {"r": 123.0}
+    assert lines[1] == json.loads(json.dumps(clean))

@@ -205,6 +205,10 @@ class ResultsStore:
         self._attempts = attempts
         self._file = handle
         self._secrets = tuple(s for s in secrets if s)
+        self._secrets_as_written = tuple(
+            json.dumps(s, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace")
+            for s in self._secrets
+        )
         self._failure: ResultsWriteError | None = None
 
     @classmethod
@@ -271,7 +275,7 @@ class ResultsStore:
         if self._file is not None:
             if self._failure is not None:
                 raise self._failure
-            data = b"".join(_line(self._masked(record)) for record in records)
+            data = b"".join(self._masked_line(record) for record in records)
             try:
                 _append_or_cut(self._file, self.path, data)
             except ResultsWriteError as failure:
@@ -279,8 +283,13 @@ class ResultsStore:
                 raise
         self.groups[group.example_index] = group
 
-    def _masked(self, record: Mapping[str, Any]) -> Any:
-        return _mask_strings(record, self._secrets) if self._secrets else record
+    def _masked_line(self, record: Mapping[str, Any]) -> bytes:
+        """The record's line with every secret masked; the record is only walked when a
+        secret occurs in its line (as JSON writes it)."""
+        line = _line(record)
+        if any(secret in line for secret in self._secrets_as_written):
+            line = _line(_mask_strings(record, self._secrets))
+        return line
 
     def close(self) -> None:
         if self._file is not None:
