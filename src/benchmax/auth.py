@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from benchmax import _context
 from benchmax._value_checks import is_non_empty_str
 
 __all__ = [
@@ -60,9 +61,7 @@ class StaticBearerAuth:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-_BOUND_MODEL_AUTH: ContextVar[dict[str, ModelAuth] | None] = ContextVar(
-    "benchmax_bound_model_auth", default=None
-)
+_BOUND_MODEL_AUTH: ContextVar[dict[str, ModelAuth] | None] = _context.BOUND_MODEL_AUTH
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Killing ``benchmax run`` mid-way (SIGINT, SIGKILL), then resuming it to completion."""
+"""Killing ``benchmax run`` mid-way (SIGINT, SIGTERM, SIGKILL), then resuming it to completion."""
 
 from __future__ import annotations
 
@@ -85,7 +85,9 @@ def wait_for_groups(output: Path, groups: int, process: subprocess.Popen[str]) -
         time.sleep(0.01)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+)
 def test_interrupted_run_resumes_to_the_uninterrupted_result(
     sig: signal.Signals,
     data: Path,
@@ -103,9 +105,10 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(
         if process.poll() is None:
             process.kill()
             process.communicate()
-    if sig == signal.SIGINT:
-        assert process.returncode == 130, stderr
+    if sig in (signal.SIGINT, signal.SIGTERM):  # SIGTERM is handled like Ctrl-C
+        assert process.returncode == 128 + sig, stderr
         assert "interrupted" in stderr and f"-o {output}" in stderr
+        assert "Traceback" not in stderr
     else:
         assert process.returncode == -signal.SIGKILL
 
@@ -115,7 +118,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(
     assert len(complete) >= 4
     assert len(complete) < EXAMPLES, "the run finished before it was interrupted"
     assert len(partial) <= CONCURRENCY  # at most the groups in flight
-    if sig == signal.SIGINT:
+    if sig != signal.SIGKILL:
         assert not partial  # groups are written whole
 
     resumed = invoke(*run_args(data, output, concurrency=EXAMPLES))

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from benchmax.envs.logging import group_context, rollout_context
-from benchmax.runner._log_capture import RolloutLogCapture, running_group
+from benchmax.runner._log_capture import RolloutLogCapture
 
 
 @pytest.fixture
@@ -29,34 +29,46 @@ def test_records_inside_a_rollout_context_belong_to_it(capture: RolloutLogCaptur
     assert messages(capture, "r2") == []
 
 
-def test_run_group_records_naming_a_rollout_belong_to_it(capture: RolloutLogCapture) -> None:
-    logging.getLogger("benchmax.envs.environment").warning(
-        "benchmax.rollout.terminated rollout_id=%s termination_reason=%s", "r2", "context_exceeded"
-    )
+def test_records_naming_a_rollout_in_extra_belong_to_it(capture: RolloutLogCapture) -> None:
+    with rollout_context("r1"):  # the structured field wins over the context
+        logging.getLogger("benchmax.envs.environment").warning(
+            "benchmax.rollout.terminated rollout_id=%s termination_reason=%s",
+            "r2",
+            "context_exceeded",
+            extra={"rollout_id": "r2"},
+        )
     assert messages(capture, "r2") == [
         "benchmax.rollout.terminated rollout_id=r2 termination_reason=context_exceeded"
     ]
     assert messages(capture, "r1") == []
 
 
-def test_group_records_go_to_every_rollout_of_the_group(capture: RolloutLogCapture) -> None:
-    with running_group(["r1", "r2"]):
-        logging.getLogger("benchmax.envs.environment").error(
-            "benchmax.rollout.failed rollout_id=group termination_reason=judge_error: down"
-        )
+def test_records_naming_several_rollouts_go_to_each(capture: RolloutLogCapture) -> None:
+    logging.getLogger("benchmax.envs.environment").error(
+        "benchmax.rollout.failed rollout_id=group termination_reason=judge_error: down",
+        extra={"rollout_ids": ("r1", "r2", "r1", "untracked")},
+    )
     with group_context(["r2"]):
         logging.getLogger("user").warning("group hook")
-    assert messages(capture, "r1") == [
-        "benchmax.rollout.failed rollout_id=group termination_reason=judge_error: down"
-    ]
-    assert messages(capture, "r2")[-1] == "group hook"
+    expected = "benchmax.rollout.failed rollout_id=group termination_reason=judge_error: down"
+    assert messages(capture, "r1") == [expected]
+    assert messages(capture, "r2") == [expected, "group hook"]
+
+
+def test_message_text_is_never_parsed_for_ids(capture: RolloutLogCapture) -> None:
+    logging.getLogger("benchmax.envs.environment").warning(
+        "benchmax.rollout.terminated rollout_id=r1 termination_reason=context_exceeded"
+    )
+    logging.getLogger("other.module").warning("rollout_id=r1 but not from run_group")
+    logging.getLogger("user").warning("bad extra", extra={"rollout_id": 7})
+    assert capture.take("r1") == [] and capture.take("r2") == []
 
 
 def test_unattributed_and_untracked_records_are_dropped(capture: RolloutLogCapture) -> None:
     logging.getLogger("user").warning("outside any rollout")
     with rollout_context("someone-else"):
         logging.getLogger("user").warning("another run")
-    logging.getLogger("other.module").warning("rollout_id=r1 but not from run_group")
+    logging.getLogger("user").warning("named but untracked", extra={"rollout_id": "r9"})
     assert capture.take("r1") == [] and capture.take("r2") == []
 
 

@@ -178,3 +178,15 @@ async def test_a_group_with_a_duplicated_position_is_not_complete(tmp_path: Path
     env = NumberEnv(2)
     await run_environment(env, number_config(tmp_path))
     assert env.started == [0]
+
+
+def test_a_write_that_makes_no_progress_raises_instead_of_looping() -> None:
+    class Stuck(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, chunk) -> int:  # type: ignore[no-untyped-def, override]
+            return 0
+
+    with pytest.raises(OSError, match="accepted no more bytes"):
+        _write_all(Stuck(), b"data")  # type: ignore[arg-type]

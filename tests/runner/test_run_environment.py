@@ -267,8 +267,12 @@ async def test_logs_are_attributed_and_secrets_masked(tmp_path: Path) -> None:
 async def test_a_dataset_that_cannot_load_is_a_run_error(tmp_path: Path) -> None:
     (tmp_path / "eval.jsonl").write_text('{"no_question": 1}\n')
     config = number_config(tmp_path, base_dir=tmp_path)
-    with pytest.raises(RunError, match=r"cannot load the eval split from .*KeyError: 'question'"):
+    with pytest.raises(RunError) as caught:
         await run_environment(AnswerEnv(), config)
+    assert str(caught.value) == (
+        f"cannot load the eval split from {tmp_path}: KeyError: 'question' "
+        f"(while loading {tmp_path / 'eval.jsonl'}:1)"
+    )
     with pytest.raises(FileNotFoundError):
         await run_environment(AnswerEnv(), number_config(tmp_path, base_dir=tmp_path / "nope"))
     assert not (tmp_path / "results.jsonl").exists()  # nothing started

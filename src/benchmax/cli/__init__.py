@@ -20,6 +20,7 @@ import benchmax
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._run_command import load_mock_policy, run_command
+from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._targets import TargetError
 from benchmax.cli._validate_command import validate_command
 
@@ -27,8 +28,9 @@ __all__ = ["cli", "main"]
 
 
 def error_line(error: click.ClickException) -> str:
-    """The error as a single line (whitespace runs, newlines included, become one space)."""
-    text = re.sub(r"\s+", " ", error.format_message()).strip()
+    """The error as a single line (whitespace runs, newlines included, become one space;
+    terminal control characters are shown escaped)."""
+    text = terminal_safe(re.sub(r"\s+", " ", error.format_message()).strip())
     if isinstance(error, click.UsageError) and error.ctx is not None:
         text += f" (see '{error.ctx.command_path} --help')"
     return text

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
+from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._targets import TargetError, load_class_target, parse_env_args
 
 __all__ = ["bundle_command", "inspect_command"]
@@ -169,9 +170,9 @@ def _import_local_module(name: str) -> ModuleType:
 
 
 def _print_facts(console: Console, facts: list[tuple[str, str]]) -> None:
-    """``label: value`` lines, values printed literally (no rich markup)."""
+    """``label: value`` lines, values printed literally (no rich markup, controls escaped)."""
     for label, value in facts:
-        console.print(f"{label + ':':<14} {escape(value)}")
+        console.print(f"{label + ':':<14} {escape(terminal_safe(value, keep_newlines=False))}")
 
 
 def _installed(module: ModuleType) -> bool:
@@ -221,7 +222,8 @@ def inspect_command(file: Path) -> None:
         validate_bundle_compatibility(metadata)
     except IncompatibleRuntimeError as error:
         console.print(
-            f"compatibility: [red]incompatible with this runtime[/]: {escape(str(error))}"
+            "compatibility: [red]incompatible with this runtime[/]: "
+            f"{escape(terminal_safe(str(error), keep_newlines=False))}"
         )
     else:
         console.print("compatibility: [green]compatible with this runtime[/]")
@@ -229,7 +231,8 @@ def inspect_command(file: Path) -> None:
         console.print("environment source: (not recorded)")
         return
     console.print("environment source:")
+    source = terminal_safe(metadata.env_class_source)
     if console.is_terminal:
-        console.print(Syntax(metadata.env_class_source, "python", word_wrap=True))
-    else:  # piped: the source exactly, never cut to a terminal width
-        console.out(metadata.env_class_source.rstrip("\n"), highlight=False)
+        console.print(Syntax(source, "python", word_wrap=True))
+    else:  # piped: the source as recorded (controls escaped), never cut to a terminal width
+        console.out(source.rstrip("\n"), highlight=False)

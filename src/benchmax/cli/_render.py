@@ -17,8 +17,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from benchmax.cli._safe_text import terminal_safe
 from benchmax.runner import Progress as RunProgress
 from benchmax.runner import RunReport, read_results
+from benchmax.runner._records import LogEntry
 
 __all__ = ["failure_examples", "progress_bar", "render_report"]
 
@@ -43,7 +45,8 @@ def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], No
         fields: dict[str, Any] = {
             "rate": f"{progress.rollouts_per_second:.1f} rollouts/s",
             "mean": (
-                f"mean {progress.first_reward_key} {progress.first_reward_mean:.3f}"
+                f"mean {terminal_safe(progress.first_reward_key or '', keep_newlines=False)} "
+                f"{progress.first_reward_mean:.3f}"
                 if progress.first_reward_mean is not None
                 else ""
             ),
@@ -72,12 +75,17 @@ def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _why(logs: list[dict[str, Any]]) -> str:
+def _why(logs: list[LogEntry]) -> str:
     exceptions = [entry["exception"] for entry in logs if entry.get("exception")]
     warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
     lines = exceptions[0].strip().splitlines() if exceptions else warnings[:1]
-    why = lines[-1] if lines else "(nothing was logged)"
+    why = terminal_safe(lines[-1] if lines else "(nothing was logged)", keep_newlines=False)
     return why if len(why) <= _MAX_WHY else why[: _MAX_WHY - 3] + "..."
+
+
+def _shown(name: str) -> str:
+    """A name the environment chose (reason, reward key), safe for rich and the terminal."""
+    return escape(terminal_safe(name, keep_newlines=False))
 
 
 def render_report(report: RunReport, console: Console) -> None:
@@ -89,14 +97,14 @@ def render_report(report: RunReport, console: Console) -> None:
     for reason, count in report.rollouts_by_reason.items():
         style = "green" if reason == "finished" else "yellow"
         reasons.add_row(
-            f"[{style}]{escape(reason)}[/]",
+            f"[{style}]{_shown(reason)}[/]",
             str(count),
             str(report.groups_by_reason.get(reason, 0)),
         )
     console.print(reasons)
     for reason, (rollout_id, why) in failure_examples(report).items():
         console.print(
-            f"  [yellow]{escape(reason)}[/], e.g. rollout {escape(rollout_id)}: {escape(why)}",
+            f"  [yellow]{_shown(reason)}[/], e.g. rollout {_shown(rollout_id)}: {escape(why)}",
             soft_wrap=True,
         )
 
@@ -129,7 +137,7 @@ def _rewards_table(report: RunReport) -> Table:
     for column in columns:
         rewards.add_column(column, justify="left" if column == "key" else "right")
     for key, stats in report.reward_stats.items():
-        row = [escape(key), *(f"{v:.3f}" for v in (stats.mean, stats.std, stats.min, stats.max))]
+        row = [_shown(key), *(f"{v:.3f}" for v in (stats.mean, stats.std, stats.min, stats.max))]
         if report.pass_at_k:
             metrics = report.pass_at_k.get(key)
             if metrics is None:

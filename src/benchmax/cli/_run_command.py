@@ -27,10 +27,13 @@ from benchmax.cli._credentials import (
     injected_auth_names,
 )
 from benchmax.cli._render import progress_bar, render_report
+from benchmax.cli._signals import terminate_like_interrupt
 from benchmax.cli._targets import (
     MOCK_URL_MARKER,
+    USER_CODE_ERRORS,
     EnvTarget,
     TargetError,
+    described,
     import_object,
     load_target,
     parse_env_args,
@@ -154,10 +157,8 @@ def _served_models(data: Any) -> list[str] | None:
 def _construct(target: EnvTarget, args: Mapping[str, Any]) -> Environment[Any, Any]:
     try:
         return target.env_class(**args)
-    except Exception as error:
-        raise TargetError(
-            f"cannot construct {target.label}: {type(error).__name__}: {error}"
-        ) from error
+    except USER_CODE_ERRORS as error:
+        raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,10 +483,11 @@ def run_command(
     if plan.endpoint_note is not None:
         console.print(f"[yellow]note:[/] {escape(plan.endpoint_note)}", soft_wrap=True)
     try:
-        report = asyncio.run(_execute(plan, console))
+        with terminate_like_interrupt() as signals:
+            report = asyncio.run(_execute(plan, console))
     except KeyboardInterrupt:
         _report_interruption(console, plan.output)
-        raise SystemExit(130) from None
+        raise SystemExit(signals.exit_status) from None
     except FileNotFoundError as error:
         message = f"data file not found: {error.filename or error}"
         raise click.ClickException(_masked(message, plan)) from None

@@ -10,14 +10,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from benchmax.envs.environment import Environment
 
 __all__ = [
     "MOCK_URL_MARKER",
     "EnvTarget",
+    "USER_CODE_ERRORS",
     "TargetError",
+    "described",
     "import_file",
     "import_object",
     "load_bundle_target",
@@ -33,6 +35,18 @@ MOCK_URL_MARKER = "@mock"
 
 class TargetError(Exception):
     """A target, env arg or policy given on the command line cannot be used."""
+
+
+USER_CODE_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt)
+"""What user code may raise while it is imported or constructed, reported as one line.
+(``SystemExit`` or ``KeyboardInterrupt`` from a module's top level is its defect, not a
+request to stop ``benchmax``.)"""
+
+
+def described(error: BaseException) -> str:
+    """``Type: message``, or just ``Type`` when the message is empty."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +90,8 @@ def import_file(path: Path) -> ModuleType:
     importlib.invalidate_caches()
     try:
         return importlib.import_module(name)
-    except Exception as error:
-        raise TargetError(f"cannot import {path}: {type(error).__name__}: {error}") from error
+    except USER_CODE_ERRORS as error:
+        raise TargetError(f"cannot import {path}: {described(error)}") from error
 
 
 def _module_lives_at(module: ModuleType, expected: Path) -> bool:
@@ -102,10 +116,8 @@ def import_object(spec: str, what: str) -> tuple[Any, ModuleType]:
             sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(module_part)
-        except Exception as error:
-            raise TargetError(
-                f"cannot import {module_part!r}: {type(error).__name__}: {error}"
-            ) from error
+        except USER_CODE_ERRORS as error:
+            raise TargetError(f"cannot import {module_part!r}: {described(error)}") from error
     value: Any = module
     for part in attribute.split("."):
         try:
@@ -140,9 +152,14 @@ def load_bundle_target(path: Path) -> EnvTarget:
         raise TargetError(f"bundle file not found: {path}")
     try:
         bundle = read_bundle(path)
-        env_class, constructor_args = load_bundle(bundle, instantiate=False)
+        loaded = load_bundle(bundle, instantiate=False)
+        env_class, constructor_args = cast(
+            tuple[type[Environment[Any, Any]], dict[str, Any]], loaded
+        )
     except (BundlingError, IncompatibleRuntimeError, OSError) as error:
         raise TargetError(f"cannot load bundle {path}: {error}") from error
+    except USER_CODE_ERRORS as error:  # the bundle's own code failed while loading
+        raise TargetError(f"cannot load bundle {path}: {described(error)}") from error
     return EnvTarget(
         env_class=env_class,
         constructor_args=dict(constructor_args),

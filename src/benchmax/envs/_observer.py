@@ -12,6 +12,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from benchmax import _context
+
 __all__ = ["RolloutObserver", "RolloutReport", "observe_rollouts", "observing", "report_rollout"]
 
 
@@ -33,9 +35,7 @@ class RolloutObserver(Protocol):
     def rollout_finished(self, report: RolloutReport) -> None: ...
 
 
-_ROLLOUT_OBSERVER: ContextVar[RolloutObserver | None] = ContextVar(
-    "benchmax_rollout_observer", default=None
-)
+_ROLLOUT_OBSERVER: ContextVar[RolloutObserver | None] = _context.ROLLOUT_OBSERVER
 
 
 @contextlib.contextmanager

@@ -98,6 +98,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                     result.termination_reason,
                     result,
                     exc_info=result,
+                    extra={"rollout_id": rollout_id},
                 )
                 outcomes[rollout_id] = _zero_outcome(declared, result.termination_reason)
             elif isinstance(result, BaseException):
@@ -114,6 +115,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                     "benchmax.rollout.terminated rollout_id=%s termination_reason=%s",
                     rollout_id,
                     result.termination_reason,
+                    extra={"rollout_id": rollout_id},
                 )
                 outcomes[rollout_id] = RolloutOutcome(
                     rewards=rewards, termination_reason=result.termination_reason
@@ -123,7 +125,12 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
 
         if contract_errors:
             for error in contract_errors[1:]:
-                logger.error("additional rollout contract error: %s", error, exc_info=error)
+                logger.error(
+                    "additional rollout contract error: %s",
+                    error,
+                    exc_info=error,
+                    extra={"rollout_ids": tuple(request.rollout_id for request in group)},
+                )
             raise contract_errors[0]
 
         if finished:
@@ -158,6 +165,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                 failure.termination_reason,
                 failure,
                 exc_info=failure,
+                extra={"rollout_ids": ids},
             )
             return {rid: _zero_outcome(declared, failure.termination_reason) for rid in ids}
         except Exception as error:
@@ -166,6 +174,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                 "termination_reason=group_reward_error: %s",
                 error,
                 exc_info=error,
+                extra={"rollout_ids": ids},
             )
             return {rid: _zero_outcome(declared, "group_reward_error") for rid in ids}
         return {

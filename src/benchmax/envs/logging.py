@@ -10,14 +10,12 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from types import TracebackType
 
+from benchmax import _context
+
 __all__ = ["rollout_context", "group_context", "_CURRENT_ROLLOUT_ID", "_CURRENT_GROUP_RIDS"]
 
-_CURRENT_ROLLOUT_ID: ContextVar[str | None] = ContextVar(
-    "benchmax_capture_rollout_id", default=None
-)
-_CURRENT_GROUP_RIDS: ContextVar[tuple[str, ...] | None] = ContextVar(
-    "benchmax_capture_group_rids", default=None
-)
+_CURRENT_ROLLOUT_ID: ContextVar[str | None] = _context.CURRENT_ROLLOUT_ID
+_CURRENT_GROUP_RIDS: ContextVar[tuple[str, ...] | None] = _context.CURRENT_GROUP_RIDS
 
 
 class _ContextBinding[T](AbstractContextManager[None]):

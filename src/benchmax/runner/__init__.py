@@ -8,6 +8,7 @@ from benchmax.runner._config import NoModelAuth, RunConfig
 from benchmax.runner._errors import (
     GroupContractError,
     ResultsFileError,
+    ResultsWriteError,
     ResumeMismatchError,
     RunError,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "Progress",
     "Results",
     "ResultsFileError",
+    "ResultsWriteError",
     "ResumeMismatchError",
     "RewardStats",
     "RunConfig",

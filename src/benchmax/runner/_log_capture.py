@@ -1,10 +1,18 @@
 """Capture log records during a run and file them under the rollouts they belong to.
 
-A record belongs to a rollout when it is emitted inside that rollout's context
-(``_CURRENT_ROLLOUT_ID``), inside a group hook (``_CURRENT_GROUP_RIDS``: every rollout of
-the hook), or when it is a ``run_group`` record naming it (``rollout_id=<id>``; records
-naming ``rollout_id=group`` go to every rollout of that group). The handler is attached to
-the root logger for the run only; known secrets are masked in what it keeps.
+A record belongs to a rollout when it names it in a structured field or is emitted in
+its context, checked in this order:
+
+1. ``rollout_id`` attribute (``logger.warning(..., extra={"rollout_id": rid})``): that
+   rollout. The library's own ``run_group`` records carry it.
+2. ``rollout_ids`` attribute (a sequence of ids): each of those rollouts (``run_group``'s
+   group-step records name the rollouts the group step scored).
+3. Emitted inside a rollout's context (``_CURRENT_ROLLOUT_ID``): that rollout.
+4. Emitted inside a group hook (``_CURRENT_GROUP_RIDS``): every rollout of the hook.
+
+Only rollouts the runner tracks are considered; message texts are never parsed. The
+handler is attached to the root logger for the run only; known secrets are masked in
+what it keeps.
 
 A record no rollout owns goes where it would have gone without this handler: when no other
 handler would see it, Python's last-resort handler prints it (WARNING and above, to stderr),
@@ -15,32 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any
 
-from benchmax.envs.logging import _CURRENT_GROUP_RIDS, _CURRENT_ROLLOUT_ID
+from benchmax._context import CURRENT_GROUP_RIDS, CURRENT_ROLLOUT_ID
 from benchmax.runner._config import mask_secrets
+from benchmax.runner._records import LogEntry
 
-__all__ = ["RolloutLogCapture", "running_group"]
-
-_RUN_GROUP_LOGGER = "benchmax.envs.environment"
-_NAMED_ROLLOUT = re.compile(r"\brollout_id=(\S+)")
-_RUNNING_GROUP: ContextVar[tuple[str, ...] | None] = ContextVar(
-    "benchmax_runner_group", default=None
-)
-
-
-@contextlib.contextmanager
-def running_group(rollout_ids: Sequence[str]) -> Iterator[None]:
-    """Mark the group the current task is running (for records naming ``rollout_id=group``)."""
-    token = _RUNNING_GROUP.set(tuple(rollout_ids))
-    try:
-        yield
-    finally:
-        _RUNNING_GROUP.reset(token)
+__all__ = ["RolloutLogCapture"]
 
 
 class RolloutLogCapture(logging.Handler):
@@ -49,14 +39,14 @@ class RolloutLogCapture(logging.Handler):
     def __init__(self, level: int, secrets: Sequence[str] = ()) -> None:
         super().__init__(level)
         self._secrets = tuple(secrets)
-        self._records: dict[str, list[dict[str, Any]]] = {}
-        self.setFormatter(logging.Formatter())
+        self._records: dict[str, list[LogEntry]] = {}
+        self._formatter = logging.Formatter()
 
     def track(self, rollout_ids: Sequence[str]) -> None:
         for rollout_id in rollout_ids:
             self._records.setdefault(rollout_id, [])
 
-    def take(self, rollout_id: str) -> list[dict[str, Any]]:
+    def take(self, rollout_id: str) -> list[LogEntry]:
         """Remove and return the records filed under ``rollout_id``."""
         return self._records.pop(rollout_id, [])
 
@@ -73,16 +63,16 @@ class RolloutLogCapture(logging.Handler):
             self.handleError(record)
 
     def _owners(self, record: logging.LogRecord) -> tuple[str, ...]:
-        current = _CURRENT_ROLLOUT_ID.get()
-        if current is not None:
-            return (current,) if current in self._records else ()
-        group = _CURRENT_GROUP_RIDS.get()
-        if group is None and record.name == _RUN_GROUP_LOGGER:
-            match = _NAMED_ROLLOUT.search(record.getMessage())
-            if match is not None and match.group(1) != "group":
-                return (match.group(1),) if match.group(1) in self._records else ()
-            group = _RUNNING_GROUP.get()
-        return tuple(r for r in group or () if r in self._records)
+        named = getattr(record, "rollout_id", None)
+        if isinstance(named, str):
+            candidates: Sequence[str] = (named,)
+        elif isinstance(ids := getattr(record, "rollout_ids", None), (list, tuple)):
+            candidates = ids
+        elif (current := CURRENT_ROLLOUT_ID.get()) is not None:
+            candidates = (current,)
+        else:
+            candidates = CURRENT_GROUP_RIDS.get() or ()
+        return tuple(r for r in dict.fromkeys(candidates) if r in self._records)
 
     def _pass_on(self, record: logging.LogRecord) -> None:
         """Hand an unowned record to the last-resort handler if no other handler sees it."""
@@ -102,11 +92,11 @@ class RolloutLogCapture(logging.Handler):
 
     def _exception(self, record: logging.LogRecord) -> str:
         if record.exc_info:
-            return self._mask(self.formatter.formatException(record.exc_info))
+            return self._mask(self._formatter.formatException(record.exc_info))
         return self._mask(record.exc_text or "")
 
-    def _entry(self, record: logging.LogRecord) -> dict[str, Any]:
-        entry: dict[str, Any] = {
+    def _entry(self, record: logging.LogRecord) -> LogEntry:
+        entry: LogEntry = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,

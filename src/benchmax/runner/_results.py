@@ -4,20 +4,29 @@ Every completed group is appended with a single write and flushed, so an interru
 loses at most the groups in flight. Reopening a file resumes it: complete groups are kept,
 groups with missing lines are run again under a new attempt number, and a torn last line
 left by a hard kill is cut off.
+
+Writing never fails on what a model, a tool or an environment put in a record: text that
+UTF-8 cannot encode (lone surrogates) is written as JSON ``\\uXXXX`` escapes, values JSON
+cannot represent are written as their text, and ``read_results`` returns the same strings.
+A group write that fails (disk full) is cut back, so the file still ends at the last
+complete group, and raises ``ResultsWriteError``. Known secrets are masked in every record.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import benchmax
-from benchmax.runner._errors import ResultsFileError, ResumeMismatchError
+from benchmax.runner._config import mask_secrets
+from benchmax.runner._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
+from benchmax.runner._records import ResultsHeader, RolloutRecord
 
 __all__ = [
     "RESULTS_FORMAT",
@@ -110,8 +119,8 @@ class CompletedGroup:
 class Results:
     """A results file as a reader sees it: the header and the rollouts of complete groups."""
 
-    header: Mapping[str, Any]
-    rollouts: tuple[Mapping[str, Any], ...]
+    header: ResultsHeader
+    rollouts: tuple[RolloutRecord, ...]
 
     @property
     def definition(self) -> Mapping[str, Any]:
@@ -120,32 +129,25 @@ class Results:
 
 @dataclass(slots=True)
 class _Scan:
-    header: dict[str, Any]
+    header: ResultsHeader
     valid_length: int
     groups: dict[int, CompletedGroup] = field(default_factory=dict)
-    complete_records: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    complete_records: dict[int, list[RolloutRecord]] = field(default_factory=dict)
     attempts: dict[int, int] = field(default_factory=dict)
 
 
 def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ResultsFileError(f"cannot read {path}: {error.strerror or error}") from None
     valid_length = data.rfind(b"\n") + 1
     lines = data[:valid_length].splitlines()
     if not lines:
         raise ResultsFileError(f"{path} has no complete header line")
-    try:
-        header = json.loads(lines[0])
-    except ValueError:
-        header = None
-    if (
-        not isinstance(header, dict)
-        or header.get("type") != "header"
-        or header.get("format") != RESULTS_FORMAT
-        or not isinstance(header.get("definition"), dict)
-    ):
-        raise ResultsFileError(f"{path} is not a benchmax results file (no results header)")
+    header = _checked_header(path, lines[0])
     size = group_size if group_size is not None else header["definition"].get("group_size")
-    by_attempt: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    by_attempt: dict[tuple[int, int], list[RolloutRecord]] = {}
     scan = _Scan(header=header, valid_length=valid_length)
     for number, raw in enumerate(lines[1:], start=2):
         if not raw.strip():
@@ -180,6 +182,28 @@ def _usage_of(records: Sequence[Mapping[str, Any]]) -> tuple[Any, ...] | None:
     return tuple(r["usage"] if isinstance(r["usage"], Mapping) else None for r in records)
 
 
+def _checked_header(path: Path, line: bytes) -> ResultsHeader:
+    """The header line, or ``ResultsFileError`` saying why it is not one this version reads."""
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("type") != "header":
+        raise ResultsFileError(f"{path} is not a benchmax results file (no results header)")
+    found = header.get("format")
+    if found != RESULTS_FORMAT:
+        if not (isinstance(found, str) and found.startswith("benchmax.results/")):
+            raise ResultsFileError(f"{path} is not a benchmax results file (no results format)")
+        raise ResultsFileError(
+            f"{path} is in results format {found}, which benchmax {benchmax.__version__} "
+            f"cannot read (it reads {RESULTS_FORMAT}); use the benchmax version that wrote it, "
+            "or write a new results file"
+        )
+    if not isinstance(header.get("definition"), dict):
+        raise ResultsFileError(f"{path} has a damaged results header (no run definition)")
+    return cast(ResultsHeader, header)
+
+
 def _is_complete(records: Sequence[Mapping[str, Any]], group_size: object) -> bool:
     if not isinstance(group_size, int) or len(records) != group_size:
         return False
@@ -204,7 +228,8 @@ class ResultsStore:
     """The results of one run: groups already complete (resumed) and an appender for new ones.
 
     The file stays open, and locked against other runs where the platform allows, until
-    ``close``.
+    ``close``. Every string written (transcripts, logs, example ids) has the known
+    ``secrets`` masked.
     """
 
     def __init__(
@@ -214,28 +239,49 @@ class ResultsStore:
         run_id: str,
         groups: dict[int, CompletedGroup],
         attempts: dict[int, int],
+        secrets: Sequence[str] = (),
     ) -> None:
         self.path = path
         self.run_id = run_id
         self.groups = groups
         self._attempts = attempts
         self._file = handle
+        self._secrets = tuple(s for s in secrets if s)
+        self._secrets_as_written = tuple(
+            json.dumps(s, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace")
+            for s in self._secrets
+        )
+        self._failure: ResultsWriteError | None = None
 
     @classmethod
     def open(
-        cls, path: Path | None, definition: Mapping[str, Any], *, group_size: int, force: bool
+        cls,
+        path: Path | None,
+        definition: Mapping[str, Any],
+        *,
+        group_size: int,
+        force: bool,
+        secrets: Sequence[str] = (),
     ) -> ResultsStore:
-        """Start a new results file at ``path``, or resume the one already there."""
+        """Start a new results file at ``path``, or resume the one already there.
+
+        Raises ``ResumeMismatchError`` (definition differs, no ``force``),
+        ``ResultsFileError`` (not a readable results file, or in use by another run) and
+        ``ResultsWriteError`` (the file cannot be created or written).
+        """
         definition = _normalized(dict(definition))
         if path is None:
-            return cls(None, None, new_run_id(), {}, {})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = _open_locked(path)
+            return cls(None, None, new_run_id(), {}, {}, secrets)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = _open_locked(path)
+        except OSError as error:
+            raise ResultsWriteError(path, error, "open") from None
         try:
             if handle.seek(0, os.SEEK_END) == 0:
                 run_id = new_run_id()
-                _write_all(handle, _line(_header(run_id, definition)))
-                return cls(path, handle, run_id, {}, {})
+                _append_or_cut(handle, path, _line(_header(run_id, definition)))
+                return cls(path, handle, run_id, {}, {}, secrets)
             scan = _scan(path, group_size, keep_records=False)
             differences = definition_differences(scan.header["definition"], definition)
             if differences and not force:
@@ -246,11 +292,14 @@ class ResultsStore:
                 handle = _open_locked(path)
             elif scan.valid_length != handle.tell():
                 handle.truncate(scan.valid_length)
+        except OSError as error:
+            handle.close()
+            raise ResultsWriteError(path, error) from None
         except BaseException:
             handle.close()
             raise
         run_id = str(scan.header.get("run_id") or new_run_id())
-        return cls(path, handle, run_id, scan.groups, scan.attempts)
+        return cls(path, handle, run_id, scan.groups, scan.attempts, secrets)
 
     def is_complete(self, example_index: int, example_id: str) -> bool:
         group = self.groups.get(example_index)
@@ -259,15 +308,61 @@ class ResultsStore:
     def next_attempt(self, example_index: int) -> int:
         return self._attempts.get(example_index, 0) + 1
 
-    def append_group(self, group: CompletedGroup, records: Iterable[Mapping[str, Any]]) -> None:
-        """Write one complete group's lines at once (unbuffered), then remember it."""
+    def append_group(self, group: CompletedGroup, records: Iterable[RolloutRecord]) -> None:
+        """Write one complete group's lines at once (unbuffered), then remember it.
+
+        A failed write is cut back to where the group started and raises
+        ``ResultsWriteError``; so does every later call (the run has to stop).
+        """
         if self._file is not None:
-            _write_all(self._file, b"".join(_line(record) for record in records))
+            if self._failure is not None:
+                raise self._failure
+            data = b"".join(self._masked_line(record) for record in records)
+            try:
+                _append_or_cut(self._file, self.path, data)
+            except ResultsWriteError as failure:
+                self._failure = failure
+                raise
         self.groups[group.example_index] = group
+
+    def _masked_line(self, record: Mapping[str, Any]) -> bytes:
+        """The record's line with every secret masked; the record is only walked when a
+        secret occurs in its line (as JSON writes it)."""
+        line = _line(record)
+        if any(secret in line for secret in self._secrets_as_written):
+            line = _line(_mask_strings(record, self._secrets))
+        return line
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+
+
+def _append_or_cut(handle: BinaryIO, path: Path | None, data: bytes) -> None:
+    """Append ``data`` whole, or leave the file as it was and raise ``ResultsWriteError``."""
+    start = handle.seek(0, os.SEEK_END)
+    try:
+        _write_all(handle, data)
+    except OSError as error:
+        failure = ResultsWriteError(path, error)
+        try:
+            handle.truncate(start)
+        except OSError as cut_error:
+            failure.add_note(f"cutting the partial group back also failed: {cut_error}")
+        raise failure from error
+
+
+def _mask_strings(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` with every secret masked in each string it holds (keys included)."""
+    if isinstance(value, str):
+        return mask_secrets(value, secrets)
+    if isinstance(value, Mapping):
+        return {
+            _mask_strings(key, secrets): _mask_strings(item, secrets) for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_mask_strings(item, secrets) for item in value]
+    return value
 
 
 def _open_locked(path: Path) -> BinaryIO:
@@ -283,12 +378,17 @@ def _open_locked(path: Path) -> BinaryIO:
 
 
 def _write_all(handle: BinaryIO, data: bytes) -> None:
+    """Write all of ``data``, continuing after short writes; a write that makes no
+    progress raises ``OSError`` instead of looping."""
     view = memoryview(data)
     while view:
-        view = view[handle.write(view) or 0 :]
+        written = handle.write(view)
+        if not written:
+            raise OSError(errno.EIO, "the results file accepted no more bytes")
+        view = view[written:]
 
 
-def _header(run_id: str, definition: Mapping[str, Any]) -> dict[str, Any]:
+def _header(run_id: str, definition: Mapping[str, Any]) -> ResultsHeader:
     return {
         "type": "header",
         "format": RESULTS_FORMAT,
@@ -300,18 +400,61 @@ def _header(run_id: str, definition: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> None:
+    """Replace the header (the old definition joins ``previous_definitions``), atomically."""
     data = path.read_bytes()[: scan.valid_length]
     body = data[data.find(b"\n") + 1 :]
-    header = dict(scan.header)
+    header = scan.header.copy()
     header["previous_definitions"] = [
         *header.get("previous_definitions", []),
         header["definition"],
     ]
     header["definition"] = dict(definition)
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_bytes(_line(header) + body)
-    os.replace(temporary, path)
+    try:
+        temporary.write_bytes(_line(header) + body)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
+    """One JSON line, UTF-8; never fails on the values a record holds.
+
+    Text UTF-8 cannot encode (lone surrogates from a model's ``\\ud800`` escape) is written
+    as the JSON escape ``\\ud800``, which JSON readers turn back into the same string.
+    Keys that are not strings, cycles and objects JSON has no form for are written as text.
+    """
+    try:
+        text = json.dumps(record, ensure_ascii=False, default=_text)
+    except (TypeError, ValueError, RecursionError):
+        text = json.dumps(_plain(record, ()), ensure_ascii=False)
+    # Outside strings JSON text is ASCII, and inside them a backslash is escaped, so
+    # "backslashreplace" turns exactly the unencodable characters into JSON escapes.
+    return (text + "\n").encode("utf-8", "backslashreplace")
+
+
+def _text(value: object) -> str:
+    """What a value JSON cannot represent is written as."""
+    try:
+        return str(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
+
+
+def _plain(value: Any, seen: tuple[int, ...]) -> Any:
+    """``value`` as plain JSON data: string keys, no cycles, text for anything else."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if id(value) in seen or len(seen) > 200:
+        return "<cycle>" if id(value) in seen else "<too deep>"
+    inner = (*seen, id(value))
+    if isinstance(value, Mapping):
+        return {_key(key): _plain(item, inner) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item, inner) for item in value]
+    return _text(value)
+
+
+def _key(key: object) -> str:
+    return key if isinstance(key, str) else _text(key)

@@ -11,14 +11,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmax.auth import _BOUND_MODEL_AUTH, bind_model_auth
+from benchmax._context import BOUND_MODEL_AUTH
+from benchmax.auth import bind_model_auth
 from benchmax.envs._observer import RolloutReport, observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
 from benchmax.runner._config import RunConfig
 from benchmax.runner._definition import run_definition
+from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import GroupContractError, RunError
-from benchmax.runner._log_capture import RolloutLogCapture, running_group
+from benchmax.runner._log_capture import RolloutLogCapture
+from benchmax.runner._records import LogEntry, RolloutRecord, RolloutTimings
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
 
@@ -76,8 +79,14 @@ async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[
     except Exception as error:
         raise RunError(
             f"cannot load the {config.split} split from {config.base_dir}: "
-            f"{type(error).__name__}: {error}"
+            f"{type(error).__name__}: {error}{_noted(error)}"
         ) from error
+
+
+def _noted(error: BaseException) -> str:
+    """`` (note; note)`` for the notes on ``error`` (e.g. ``while loading eval.jsonl:3``)."""
+    notes = [str(note) for note in getattr(error, "__notes__", ())]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _accepts_max_examples(method: Callable[..., Any]) -> bool:
@@ -111,6 +120,7 @@ class _Run:
         self.session = os.urandom(2).hex()
         self.capture = RolloutLogCapture(config.log_level, config.secrets())
         self.observer = _TranscriptObserver()
+        self.unsaved_logs: dict[int, list[LogEntry]] = {}
         self.started = time.monotonic()
         self.rollouts_run = 0
         self.first_key = _first_reward_key(env)
@@ -152,14 +162,30 @@ class _Run:
                     return
                 try:
                     await self.run_group(index, example)
+                except RunError as error:  # the runner's own failure (results file)
+                    errors.append(error)
+                    return
                 except Exception as error:
-                    errors.append(GroupContractError(index, example.id, error))
+                    errors.append(self.contract_error(index, example, error))
                     return
 
         workers = min(self.config.max_concurrent_groups, len(pending))
         await asyncio.gather(*(worker() for _ in range(workers)))
         if errors:
             raise errors[0]
+
+    def contract_error(
+        self, index: int, example: Example[Any], error: Exception
+    ) -> GroupContractError:
+        return group_contract_error(
+            self.env,
+            index,
+            example.id,
+            error,
+            self.config.output,
+            self.config.secrets(),
+            logs=self.unsaved_logs.pop(index, []),
+        )
 
     async def run_group(self, index: int, example: Example[Any]) -> None:
         config = self.config
@@ -182,12 +208,13 @@ class _Run:
         self.observer.expect(ids)
         began = time.perf_counter()
         try:
-            with running_group(ids):
-                outcomes = await self.env.run_group(requests)
+            outcomes = await self.env.run_group(requests)
         except BaseException:
+            logs: list[LogEntry] = []
             for rollout_id in ids:
-                self.capture.take(rollout_id)
+                logs.extend(e for e in self.capture.take(rollout_id) if e not in logs)
                 self.observer.take(rollout_id)
+            self.unsaved_logs[index] = logs  # a contract error's report shows them
             raise
         group_seconds = time.perf_counter() - began
         records = [
@@ -218,9 +245,9 @@ class _Run:
         attempt: int,
         outcome: RolloutOutcome,
         group_seconds: float,
-    ) -> dict[str, Any]:
+    ) -> RolloutRecord:
         report = self.observer.take(rollout_id)
-        timings: dict[str, float] = {"group_seconds": round(group_seconds, 6)}
+        timings: RolloutTimings = {"group_seconds": round(group_seconds, 6)}
         if report is not None:
             timings["model_seconds"] = round(report.model_seconds, 6)
             timings["tool_seconds"] = round(report.tool_seconds, 6)
@@ -260,7 +287,7 @@ def _first_reward_key(env: Environment[Any, Any]) -> str | None:
 
 
 def _providers(config: RunConfig) -> dict[str, Any]:
-    outer: Mapping[str, Any] = _BOUND_MODEL_AUTH.get() or {}
+    outer: Mapping[str, Any] = BOUND_MODEL_AUTH.get() or {}
     return {**outer, **config.auth_providers}
 
 
@@ -283,7 +310,11 @@ async def run_environment(
     started = time.monotonic()
     examples = await _load_examples(env, config)
     store = ResultsStore.open(
-        config.output, run_definition(env, config), group_size=config.group_size, force=config.force
+        config.output,
+        run_definition(env, config),
+        group_size=config.group_size,
+        force=config.force,
+        secrets=config.secrets(),
     )
     try:
         pending: list[tuple[int, Example[Any]]] = []

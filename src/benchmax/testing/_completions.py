@@ -32,7 +32,9 @@ class PolicyResultError(TypeError):
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    # A policy's lone surrogate ("\ud800") goes out as that JSON escape, as servers send it.
+    return text.encode("utf-8", "backslashreplace")
 
 
 def error_reply(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Generator
 from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -72,16 +73,19 @@ class JsonlDataset[Payload](Dataset[Payload]):
         super().__init__(examples)
 
 
-def _read_rows(data_path: Path) -> Iterator[tuple[int, JsonRow]]:
+def _read_rows(data_path: Path) -> Generator[tuple[int, JsonRow], None, None]:
     """Yield ``(line_number, row)`` for each non-blank line, streaming the file.
 
     Lines are numbered from 1 and split only at ``\\n``, ``\\r\\n`` and ``\\r``:
     a text file opened with ``newline=""`` iterates exactly those physical
     lines (a ``\\r\\n`` pair split across read buffers stays one break), while
-    separators such as U+2028 remain ordinary characters inside a line.
+    separators such as U+2028 remain ordinary characters inside a line. Bytes that are
+    not UTF-8 are decoded as escapes first so the error can name their line.
     """
-    with open(data_path, encoding="utf-8", newline="") as lines:
+    with open(data_path, encoding="utf-8", errors="surrogateescape", newline="") as lines:
         for line_number, line in enumerate(lines, start=1):
+            if _UNDECODABLE.search(line) is not None:
+                raise _decode_error(data_path, line_number, line)
             text = line.strip()
             if not text:
                 continue
@@ -94,3 +98,25 @@ def _read_rows(data_path: Path) -> Iterator[tuple[int, JsonRow]]:
             if not isinstance(row, dict):
                 raise TypeError(f"{data_path}:{line_number} must be a JSON object")
             yield line_number, row
+
+
+# What "surrogateescape" decodes an invalid byte to (a UTF-8 decoder never yields these).
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def _decode_error(data_path: Path, line_number: int, line: str) -> UnicodeDecodeError:
+    """The strict decoder's error for ``line``, its reason naming ``path:line``."""
+    raw = line.encode("utf-8", "surrogateescape")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        start, end, reason = error.start, error.end, error.reason
+    else:  # pragma: no cover - the line held an escaped byte, so it cannot decode
+        start, end, reason = 0, len(raw), "invalid data"
+    return UnicodeDecodeError(
+        "utf-8",
+        raw,
+        start,
+        end,
+        f"{data_path}:{line_number} is not UTF-8 ({reason}); dataset files must be UTF-8",
+    )

@@ -1,0 +1,34 @@
+"""The context variables shared by auth, the environments and the runner, in one place.
+
+Each is set for the duration of a block by the module that owns the behaviour and read
+by the code running inside it (tasks created in the block copy the binding):
+
+- ``CURRENT_ROLLOUT_ID`` / ``CURRENT_GROUP_RIDS``: the rollout (or the rollouts of a
+  group hook) that is running, for log attribution. Public as
+  ``benchmax.envs.logging._CURRENT_ROLLOUT_ID`` / ``_CURRENT_GROUP_RIDS`` (the spec names
+  them there), set by ``rollout_context`` / ``group_context``.
+- ``BOUND_MODEL_AUTH``: the providers ``InjectedAuth`` resolves against; public as
+  ``benchmax.auth._BOUND_MODEL_AUTH``, set by ``bind_model_auth``.
+- ``ROLLOUT_OBSERVER``: the runner's observer of finished BaseEnv rollouts, set by
+  ``benchmax.envs._observer.observe_rollouts``.
+
+This module sits below every layer that uses it and imports nothing from benchmax, so
+the value types of the last two are ``Any`` here; the owning modules re-export them with
+their precise types.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["BOUND_MODEL_AUTH", "CURRENT_GROUP_RIDS", "CURRENT_ROLLOUT_ID", "ROLLOUT_OBSERVER"]
+
+CURRENT_ROLLOUT_ID: ContextVar[str | None] = ContextVar("benchmax_capture_rollout_id", default=None)
+CURRENT_GROUP_RIDS: ContextVar[tuple[str, ...] | None] = ContextVar(
+    "benchmax_capture_group_rids", default=None
+)
+BOUND_MODEL_AUTH: ContextVar[dict[str, Any] | None] = ContextVar(
+    "benchmax_bound_model_auth", default=None
+)
+ROLLOUT_OBSERVER: ContextVar[Any] = ContextVar("benchmax_rollout_observer", default=None)
