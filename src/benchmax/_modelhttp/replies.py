@@ -31,6 +31,7 @@ for the log.
 
 from __future__ import annotations
 
+import itertools
 import json
 import reprlib
 from collections.abc import Collection, Mapping
@@ -87,7 +88,25 @@ _USAGE_DETAILS: Final = (
 _REPR_LIMIT: Final = 300
 _MESSAGE: Final = "choices[0].message"
 
-_repr = reprlib.Repr(
+
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib.Repr`` showing dict items in their order (as the server sent them)."""
+
+    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{" + self.fillvalue + "}"
+        pieces = [
+            f"{self.repr1(key, level - 1)}: {self.repr1(value, level - 1)}"
+            for key, value in itertools.islice(x.items(), self.maxdict)
+        ]
+        if len(x) > self.maxdict:
+            pieces.append(self.fillvalue)
+        return "{" + ", ".join(pieces) + "}"
+
+
+_repr = _BoundedRepr(
     maxlevel=4,
     maxdict=6,
     maxlist=6,
