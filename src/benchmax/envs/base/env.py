@@ -179,6 +179,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             "send_reasoning": send_reasoning,
             "sampling_args": sampling_args,
         }
+        if sampling_args is not None:  # a copy: later changes to the caller's dict don't leak
+            overrides["sampling_args"] = validated_sampling_args(sampling_args)
         for name, value in overrides.items():
             if value is not None:
                 setattr(self, name, value)
