@@ -253,7 +253,7 @@ async def test_finish_reasons_map_through_the_table_and_are_logged(
 async def test_stop_is_not_logged(
     mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    mock_server.policy = scripted([answer("It is 42.", "stop"), answer("It is 42.", "Stop")])
+    mock_server.policy = scripted([answer("It is 42.", "stop"), answer("It is 42.", "STOP")])
     env = AnswerEnv()
     for rollout_id in ("rollout-0", "rollout-0"):
         rollout = await env.run_rollout(make_request(mock_server, rollout_id))
