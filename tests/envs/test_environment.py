@@ -591,9 +591,11 @@ async def test_finished_attempt_with_undeclared_keys(caplog: pytest.LogCaptureFi
     )
 
 
+# beyond.md §7 changed the 0.2 row (nan -> "reward 'bonus' must be finite" raised out of
+# run_group): a non-finite group value is now group_reward_error (test below).
 @pytest.mark.parametrize(
     ("value", "message"),
-    [(math.nan, "reward 'bonus' must be finite"), (True, "reward 'bonus' must be numeric")],
+    [(True, "reward 'bonus' must be numeric"), ("1", "reward 'bonus' must be numeric")],
 )
 async def test_invalid_group_values_raise_outside_the_protection(
     value: object, message: str
@@ -602,8 +604,63 @@ async def test_invalid_group_values_raise_outside_the_protection(
         return {r.rollout_id: {"bonus": value} for r in rollouts}
 
     env = ScriptedEnv(correct, keys=("correct", "bonus"), group=group)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as raised:
         await env.run_group(make_requests(2))
+    assert raised.value.__notes__ == ["benchmax: raised by ScriptedEnv.compute_group_rewards"]
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+async def test_non_finite_group_value_is_group_reward_error(
+    value: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def group(rollouts: Sequence[RolloutAttempt]) -> Mapping[str, Any]:
+        return {
+            r.rollout_id: {"bonus": value if r.rollout_id == "rollout-1" else 0.5} for r in rollouts
+        }
+
+    env = ScriptedEnv(correct, keys=("correct", "bonus"), group=group)
+    outcomes = await env.run_group(make_requests(2))
+    assert outcomes == {
+        rid: RolloutOutcome(zeros("correct", "bonus"), "group_reward_error")
+        for rid in ("rollout-0", "rollout-1")
+    }
+    ((level, message, error),) = records(caplog)
+    assert level == "ERROR"
+    assert message == (
+        "benchmax.rollout.failed rollout_id=group termination_reason=group_reward_error: "
+        "compute_group_rewards returned a non-finite value for rollout 'rollout-1': "
+        f"reward 'bonus' is {value!r}"
+    )
+    assert isinstance(error, ValueError)
+
+
+async def test_non_finite_group_value_beside_a_non_numeric_one_stays_a_contract_error() -> None:
+    async def group(rollouts: Sequence[RolloutAttempt]) -> Mapping[str, Any]:
+        return {r.rollout_id: {"bonus": math.nan, "extra": "x"} for r in rollouts}
+
+    env = ScriptedEnv(correct, keys=("correct", "bonus", "extra"), group=group)
+    with pytest.raises(ValueError, match="reward 'bonus' must be finite"):
+        await env.run_group(make_requests(1))
+
+
+async def test_exception_from_run_rollout_names_the_hook() -> None:
+    async def rollout(request: RolloutRequest[Payload]) -> RolloutAttempt:
+        raise KeyError("prompt")
+
+    with pytest.raises(KeyError) as raised:
+        await ScriptedEnv(rollout).run_group(make_requests(2))
+    assert raised.value.__notes__ == ["benchmax: raised by ScriptedEnv.run_rollout"]
+
+
+async def test_rollout_failure_gets_no_hook_note() -> None:
+    failure = RolloutFailure("tool_error", "sandbox gone")
+
+    async def rollout(request: RolloutRequest[Payload]) -> RolloutAttempt:
+        raise failure
+
+    outcomes = await ScriptedEnv(rollout).run_group(make_requests(1))
+    assert outcomes["rollout-0"].termination_reason == "tool_error"
+    assert not hasattr(failure, "__notes__")
 
 
 # Non-finished attempts -------------------------------------------------------

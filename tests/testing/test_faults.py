@@ -208,6 +208,68 @@ async def test_no_choices_is_a_200_with_empty_choices(mock_server: MockModelServ
     assert completion.choices == []
 
 
+@pytest.mark.parametrize(
+    ("body", "sent"),
+    [
+        ({"choices": [{"message": None}]}, b'{"choices": [{"message": null}]}'),
+        ([1, "two"], b'[1, "two"]'),
+        (None, b"null"),
+        ("\ud800", b'"\\ud800"'),
+        ({"x": float("nan"), "y": float("-inf")}, b'{"x": NaN, "y": -Infinity}'),
+        (b"\x00not json", b"\x00not json"),
+    ],
+    ids=["object", "list", "null", "lone-surrogate", "nan", "bytes"],
+)
+async def test_raw_serves_exactly_the_body(
+    mock_server: MockModelServer, body: object, sent: bytes
+) -> None:
+    policy_calls: list[object] = []
+    mock_server.policy = lambda request: policy_calls.append(request) or "unused"
+    mock_server.inject(Fault.raw(body))
+    response = await _post(mock_server)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.content == sent
+    assert policy_calls == []  # the fault replaced the policy's answer
+    assert (await _post(mock_server)).json()["choices"][0]["message"]["content"] == "unused"
+
+
+async def test_raw_from_a_policy_with_another_status(mock_server: MockModelServer) -> None:
+    mock_server.policy = lambda request: Fault.raw({"error": {"code": 429}}, status=503)
+    response = await _post(mock_server)
+    assert response.status_code == 503
+    assert response.json() == {"error": {"code": 429}}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        ((object(),), TypeError, "bytes or a JSON value"),
+        (({1j: 2},), TypeError, "bytes or a JSON value"),
+        (({}, 199), ValueError, "from 200 to 599"),
+        (({}, 600), ValueError, "from 200 to 599"),
+        (({}, True), ValueError, "from 200 to 599"),
+    ],
+)
+def test_raw_validates_its_arguments(
+    arguments: tuple[object, ...], error: type[Exception], match: str
+) -> None:
+    body, *status = arguments
+    with pytest.raises(error, match=match):
+        Fault.raw(body, **({"status": status[0]} if status else {}))
+
+
+def test_raw_faults_are_values() -> None:
+    fault = Fault.raw({"a": [1]})
+    assert fault == Fault.raw(b'{"a": [1]}')
+    assert fault != Fault.raw({"a": [1]}, status=500)
+    assert hash(fault) == hash(Fault.raw(b'{"a": [1]}'))
+    assert pickle.loads(pickle.dumps(fault)) == fault
+    assert fault.kind == "raw" and fault.status_code == 200 and fault.body == b'{"a": [1]}'
+    assert repr(fault) == """Fault.raw(b'{"a": [1]}', status=200)"""
+    assert repr(Fault.raw(b"x" * 100)) == f"Fault.raw({b'x' * 60!r}..., status=200)"
+
+
 # -- scheduling -----------------------------------------------------------------------------------
 
 

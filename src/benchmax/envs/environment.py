@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from benchmax.envs._hook_errors import hook_errors
 from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.logging import group_context, rollout_context
@@ -138,7 +140,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
         return {request.rollout_id: outcomes[request.rollout_id] for request in group}
 
     async def _run_checked_rollout(self, request: RolloutRequest[Payload]) -> Attempt:
-        with rollout_context(request.rollout_id):
+        with rollout_context(request.rollout_id), hook_errors(self, "run_rollout"):
             result = await self.run_rollout(request)
         if not isinstance(result, RolloutAttempt):
             raise TypeError(
@@ -159,6 +161,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
             with group_context(ids):
                 group_rewards = await self.compute_group_rewards(finished)
             merged = _merge_group_rewards(finished, group_rewards, declared)
+            _check_finite_group_rewards(merged)
         except RolloutFailure as failure:
             logger.error(
                 "benchmax.rollout.failed rollout_id=group termination_reason=%s: %s",
@@ -177,13 +180,14 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                 extra={"rollout_ids": ids},
             )
             return {rid: _zero_outcome(declared, "group_reward_error") for rid in ids}
-        return {
-            attempt.rollout_id: RolloutOutcome(
-                rewards=merged[attempt.rollout_id],
-                termination_reason=attempt.termination_reason,
-            )
-            for attempt in finished
-        }
+        with hook_errors(self, "compute_group_rewards"):
+            return {
+                attempt.rollout_id: RolloutOutcome(
+                    rewards=merged[attempt.rollout_id],
+                    termination_reason=attempt.termination_reason,
+                )
+                for attempt in finished
+            }
 
 
 def _validate_group(group: tuple[RolloutRequest[object], ...]) -> None:
@@ -253,3 +257,19 @@ def _merge_group_rewards(
         _check_reward_shape(rollout_id, merged, declared)
         merged_by_id[rollout_id] = merged
     return merged_by_id
+
+
+def _check_finite_group_rewards(merged: Mapping[str, Mapping[str, object]]) -> None:
+    """Raise ``ValueError`` naming the rollout, key and value when a merged map whose
+    values are all numeric holds a non-finite one (a group-hook defect; non-numeric
+    values stay contract errors, raised when the outcome is built)."""
+    for rollout_id, rewards in merged.items():
+        values = rewards.values()
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            continue
+        for key, value in rewards.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(
+                    "compute_group_rewards returned a non-finite value for rollout "
+                    f"{rollout_id!r}: reward {key!r} is {value!r}"
+                )

@@ -68,7 +68,9 @@ test of a tool-using environment (runs as is, e.g. under ``asyncio.run(main())``
   ``.session == name``; ``base_url`` (``.../v1``) is session ``""``.
 * **Faults**: ``server.inject(Fault.status(400, error_code="context_budget_exceeded"))``,
   ``Fault.status(429, retry_after=1)``, ``Fault.status(500)``, ``Fault.delay(2.0)``,
-  ``Fault.malformed()``, ``Fault.drop()``, ``Fault.no_choices()``; per session with
+  ``Fault.malformed()``, ``Fault.drop()``, ``Fault.no_choices()``, and
+  ``Fault.raw(body, status=200)`` serving exactly ``body`` (bytes, or any JSON value as
+  its JSON text) to test replies real servers send; per session with
   ``session=...``; for several calls with ``times=N`` or every call with ``times=None``.
   Session faults fire before faults for any session; each queue is first in, first out.
 * **Recording**: ``server.requests`` / ``server.requests_for(session)`` hold

@@ -57,6 +57,9 @@ def fault_reply(fault: Fault, request_body: Any) -> Reply:
             return Reply(None)
         case "malformed":
             return Reply(200, MALFORMED_BODY, _JSON_HEADERS)
+        case "raw":
+            assert fault.status_code is not None and fault.body is not None
+            return Reply(fault.status_code, fault.body, _JSON_HEADERS)
         case "no_choices":
             body = request_body if isinstance(request_body, Mapping) else {}
             return completion_reply(body, None, 0, with_choice=False)

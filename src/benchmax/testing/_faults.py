@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from typing import Final, Literal
 
@@ -9,7 +10,7 @@ from benchmax._value_checks import is_finite_number, is_numeric
 
 __all__ = ["Fault", "FaultKind", "FaultSchedule"]
 
-FaultKind = Literal["status", "delay", "malformed", "drop", "no_choices"]
+FaultKind = Literal["status", "delay", "malformed", "drop", "no_choices", "raw"]
 
 _ERROR_TYPES: Final[dict[int, str]] = {
     400: "invalid_request_error",
@@ -34,12 +35,21 @@ class Fault(Exception):
 
     Build faults with the class methods (``Fault.status(429, retry_after=1)``,
     ``Fault.delay(0.5)``, ``Fault.malformed()``, ``Fault.drop()``,
-    ``Fault.no_choices()``) and queue them with ``MockModelServer.inject``.
+    ``Fault.no_choices()``, ``Fault.raw(body)``) and queue them with
+    ``MockModelServer.inject``.
     A policy may also ``return`` or ``raise`` a fault (other than a delay) to
     misbehave on a particular call. Faults are immutable and compare by value.
     """
 
-    __slots__ = ("_error_code", "_kind", "_message", "_retry_after", "_seconds", "_status_code")
+    __slots__ = (
+        "_body",
+        "_error_code",
+        "_kind",
+        "_message",
+        "_retry_after",
+        "_seconds",
+        "_status_code",
+    )
 
     def __init__(
         self,
@@ -50,8 +60,9 @@ class Fault(Exception):
         message: str | None = None,
         retry_after: float | None = None,
         seconds: float | None = None,
+        body: bytes | None = None,
     ) -> None:
-        if kind not in ("status", "delay", "malformed", "drop", "no_choices"):
+        if kind not in ("status", "delay", "malformed", "drop", "no_choices", "raw"):
             raise ValueError(f"unknown fault kind: {kind!r}")
         super().__init__(kind, status_code, message)
         set_ = object.__setattr__
@@ -60,6 +71,7 @@ class Fault(Exception):
         set_(self, "_message", message)
         set_(self, "_retry_after", retry_after)
         set_(self, "_seconds", seconds)
+        set_(self, "_body", body)
         set_(self, "_kind", kind)  # last: marks the fault as initialized (immutable)
 
     # -- constructors -------------------------------------------------------------------------
@@ -114,6 +126,26 @@ class Fault(Exception):
         """Answer 200 with a well-formed completion whose ``choices`` list is empty."""
         return cls("no_choices")
 
+    @classmethod
+    def raw(cls, body: object, *, status: int = 200) -> Fault:
+        """Answer HTTP ``status`` (200 by default) with exactly ``body`` as the JSON reply.
+
+        ``bytes`` are sent as they are; any other value is sent as its JSON text
+        (``json.dumps`` with ASCII escapes, so lone surrogates travel as ``\\ud800``
+        and ``NaN``/``Infinity`` as the literals Python servers send). Use it to serve
+        replies no policy would build: ``Fault.raw({"choices": [{"message": None}]})``.
+        """
+        if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+            raise ValueError("fault raw status must be an integer from 200 to 599")
+        if isinstance(body, bytes | bytearray | memoryview):
+            data = bytes(body)
+        else:
+            try:
+                data = json.dumps(body, ensure_ascii=True, allow_nan=True).encode("ascii")
+            except (TypeError, ValueError, RecursionError) as error:
+                raise TypeError(f"fault raw body must be bytes or a JSON value: {error}") from None
+        return cls("raw", status_code=status, body=data)
+
     # -- read-only view -----------------------------------------------------------------------
 
     @property
@@ -141,6 +173,11 @@ class Fault(Exception):
         return self._seconds
 
     @property
+    def body(self) -> bytes | None:
+        """The exact response body of a raw fault."""
+        return self._body
+
+    @property
     def error_type(self) -> str | None:
         """The OpenAI ``error.type`` sent with a status fault."""
         return None if self._status_code is None else _error_type(self._status_code)
@@ -158,6 +195,7 @@ class Fault(Exception):
             self._message,
             self._retry_after,
             self._seconds,
+            self._body,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -180,6 +218,10 @@ class Fault(Exception):
                 return f"Fault.status({extra})"
             case "delay":
                 return f"Fault.delay({self._seconds!r})"
+            case "raw":
+                body = self._body or b""
+                shown = repr(body[:60]) + ("..." if len(body) > 60 else "")
+                return f"Fault.raw({shown}, status={self._status_code})"
             case _:
                 return f"Fault.{self._kind}()"
 
@@ -196,6 +238,7 @@ def _rebuild_fault(
     message: str | None,
     retry_after: float | None,
     seconds: float | None,
+    body: bytes | None = None,
 ) -> Fault:
     return Fault(
         kind,
@@ -204,6 +247,7 @@ def _rebuild_fault(
         message=message,
         retry_after=retry_after,
         seconds=seconds,
+        body=body,
     )
 
 

@@ -215,7 +215,11 @@ async def test_unserializable_result_is_tool_error(mock_server: MockModelServer)
     await env.aclose()
 
 
-async def test_custom_tool_call_is_a_contract_error(mock_server: MockModelServer) -> None:
+async def test_custom_tool_call_is_model_error(
+    mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # beyond.md §7: 0.2's TypeError "BaseEnv supports function tool calls only" (a
+    # contract error) became model_error; a server's reply never raises out of run_group.
     mock_server.policy = scripted(
         [
             {
@@ -231,8 +235,14 @@ async def test_custom_tool_call_is_a_contract_error(mock_server: MockModelServer
         ]
     )
     env = ToolEnv()
-    with pytest.raises(TypeError, match="BaseEnv supports function tool calls only"):
-        await env.run_group([make_request(mock_server)])
+    outcomes = await env.run_group([make_request(mock_server)])
+    assert outcomes["rollout-0"].termination_reason == "model_error"
+    assert outcomes["rollout-0"].rewards == {"correct": 0.0}
+    assert env.tool_calls == []
+    assert (
+        "choices[0].message.tool_calls[0].type must be 'function' (a function tool call), "
+        "got 'custom'" in caplog.text
+    )
     await env.aclose()
 
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import math
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import openai
-from openai.types.chat import ChatCompletion
 
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._auth_headers import sendable_auth_headers
@@ -167,14 +167,16 @@ class ModelSession:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: Sequence[Any]
-    ) -> ChatCompletion | ModelCallFailure:
-        """Call the model once (plus configured retries on transient failures)."""
+    async def complete(self, body: dict[str, Any]) -> Any:
+        """POST ``body`` once (plus configured retries on transient failures).
+
+        Returns the decoded JSON of a 200 reply (any JSON value), or a
+        :class:`ModelCallFailure`.
+        """
         retry_number = 0
         while True:
             try:
-                return await self._attempt(messages, tools)
+                return await self._attempt(body)
             except Exception as error:
                 if retry_number >= self._retries or not _is_transient(error):
                     return self._classify(error)
@@ -189,32 +191,27 @@ class ModelSession:
                 )
             await backoff_sleep(delay)
 
-    async def _attempt(
-        self, messages: list[dict[str, Any]], tools: Sequence[Any]
-    ) -> ChatCompletion:
+    async def _attempt(self, body: dict[str, Any]) -> Any:
         headers = sendable_auth_headers(
             await self._request.model_auth.headers_for_request(self._context)
         )
-        body: dict[str, Any] = {"model": self._request.model, "messages": messages}
-        if tools:
-            body["tools"] = tools
-        # ``chat.completions.create`` would first run the body through the SDK's
-        # TypedDict transform, an identity for JSON-native chat params that costs
-        # about a millisecond of CPU per call; posting the finished body through
-        # the same client keeps the wire request, error classes and parsing.
+        # The reply is read as plain decoded JSON (not SDK models) so that
+        # ``benchmax._modelhttp.replies`` sees exactly what the server sent.
         call = self._client.post(
-            "/chat/completions", cast_to=ChatCompletion, body=body, options={"headers": headers}
+            "/chat/completions", cast_to=httpx.Response, body=body, options={"headers": headers}
         )
         if self._timeout is None:
-            return await call
-        deadline = asyncio.timeout(self._timeout)
-        try:
-            async with deadline:
-                return await call
-        except TimeoutError as error:
-            if deadline.expired():
-                raise _AttemptTimedOut(self._timeout) from error
-            raise
+            response = await call
+        else:
+            deadline = asyncio.timeout(self._timeout)
+            try:
+                async with deadline:
+                    response = await call
+            except TimeoutError as error:
+                if deadline.expired():
+                    raise _AttemptTimedOut(self._timeout) from error
+                raise
+        return json.loads(response.content)
 
     def _classify(self, error: Exception) -> ModelCallFailure:
         _note_server_text(error)

@@ -1,4 +1,4 @@
-"""Tool calls of one assistant turn: names, argument parsing, result content."""
+"""Tool calls of one assistant turn: advertised names, reserved arguments, result content."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "RESERVED_ARGUMENT_NAMES",
     "ToolTimedOut",
     "advertised_tool_names",
-    "assistant_message",
-    "function_tool_calls",
-    "tool_arguments",
+    "reserved_argument_message",
     "tool_content",
 ]
+
+RESERVED_ARGUMENT_NAMES = ("rollout_id", "tool_name")
+"""``run_tool``'s own parameters: a model cannot pass arguments with these names."""
 
 _CONTENT_PART_TYPES = ("text", "image_url")
 
@@ -37,39 +39,12 @@ def advertised_tool_names(tools: Sequence[Any]) -> frozenset[str]:
     return frozenset(names)
 
 
-def function_tool_calls(message: Any) -> list[Any]:
-    """The message's tool calls; anything but function tool calls is a contract error."""
-    calls = list(getattr(message, "tool_calls", None) or [])
-    for call in calls:
-        if getattr(call, "type", None) != "function" or getattr(call, "function", None) is None:
-            raise TypeError("BaseEnv supports function tool calls only")
-    return calls
-
-
-def assistant_message(message: Any, calls: Sequence[Any]) -> dict[str, Any]:
-    """The transcript entry for an assistant reply: role, content, and any tool calls."""
-    entry: dict[str, Any] = {"role": "assistant", "content": getattr(message, "content", None)}
-    if calls:
-        entry["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments},
-            }
-            for call in calls
-        ]
-    return entry
-
-
-def tool_arguments(raw: str | None) -> dict[str, Any] | str:
-    """Parsed keyword arguments, or the tool message to send back instead."""
-    try:
-        parsed = json.loads(raw or "{}")
-    except json.JSONDecodeError as error:
-        return f"Invalid JSON tool arguments: {error.msg}"
-    if not isinstance(parsed, dict):
-        return "Tool arguments must be a JSON object."
-    return parsed
+def reserved_argument_message(arguments: Mapping[str, Any]) -> str | None:
+    """The tool message for arguments ``run_tool`` cannot take (its own parameter names)."""
+    for name in RESERVED_ARGUMENT_NAMES:
+        if name in arguments:
+            return f"Tool argument name {name!r} is reserved."
+    return None
 
 
 def tool_content(result: Any) -> str | list[Any]:

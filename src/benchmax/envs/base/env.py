@@ -4,24 +4,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from benchmax._modelhttp.replies import (
+    ReplyFailure,
+    ToolCall,
+    add_usage,
+    finish_reason_table,
+    read_reply,
+)
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.envs._connection_pool import PoolLease
+from benchmax.envs._hook_errors import blame_hook, hook_errors
 from benchmax.envs._observer import RolloutReport, observing, report_rollout
+from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._model_call import ModelCallFailure, ModelSession
 from benchmax.envs.base._tool_calls import (
     ToolTimedOut,
     advertised_tool_names,
-    assistant_message,
-    function_tool_calls,
-    tool_arguments,
+    reserved_argument_message,
     tool_content,
 )
 from benchmax.envs.base.dataset import JsonRow
@@ -42,7 +57,7 @@ __all__ = ["BaseEnv", "BaseRollout"]
 logger = logging.getLogger(__name__)
 
 _POOL_LEASE_ATTRIBUTE = "_benchmax_model_pool_lease"
-_TIMEOUT_NAMES = ("model_timeout", "tool_timeout", "rollout_timeout")
+_TIMEOUT_NAMES = ("model_timeout", "tool_timeout", "rollout_timeout", "reward_timeout")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,17 +79,23 @@ class _Settings:
     tool_timeout: float | None
     rollout_timeout: float | None
     model_retries: int
+    reward_timeout: float | None
+    send_reasoning: bool
+    sampling_args: Mapping[str, Any]
+    finish_reasons: Mapping[str, str]
 
 
-class _Stopwatch:
-    """Time spent waiting on the model, in tools and in ``compute_reward``."""
+class _Meter:
+    """What a runner is told about a rollout: time spent waiting on the model, in tools
+    and in ``compute_reward``, and the token usage the model's replies reported."""
 
-    __slots__ = ("model", "reward", "tool")
+    __slots__ = ("model", "reward", "tool", "usage")
 
     def __init__(self) -> None:
         self.model = 0.0
         self.tool = 0.0
         self.reward = 0.0
+        self.usage: dict[str, int] | None = None
 
     @contextmanager
     def timing(self, part: str) -> Iterator[None]:
@@ -86,9 +107,9 @@ class _Stopwatch:
             setattr(self, part, getattr(self, part) + time.perf_counter() - started)
 
 
-def _timed(stopwatch: _Stopwatch | None, part: str) -> AbstractContextManager[None]:
+def _timed(meter: _Meter | None, part: str) -> AbstractContextManager[None]:
     """Time ``part`` when a runner observes rollouts; nothing otherwise."""
-    return nullcontext() if stopwatch is None else stopwatch.timing(part)
+    return nullcontext() if meter is None else meter.timing(part)
 
 
 class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
@@ -100,10 +121,21 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     ``create_dataset``, and usually ``compute_reward``; tools come from
     ``list_tools`` and ``run_tool``.
 
-    Beyond the 0.2 limits, ``model_timeout``, ``tool_timeout`` and
-    ``rollout_timeout`` (seconds, or ``None`` for none) end a rollout with the
-    reason of the same name, and ``model_retries`` retries transient model
-    failures (connection errors, timeouts, HTTP 408/409/429/5xx) with backoff.
+    Beyond the 0.2 limits, ``model_timeout``, ``tool_timeout``,
+    ``rollout_timeout`` and ``reward_timeout`` (seconds, or ``None`` for none)
+    end a rollout with the reason of the same name, and ``model_retries``
+    retries transient model failures (connection errors, timeouts, HTTP
+    408/409/429/5xx) with backoff.
+
+    Requests and replies (``beyond.md`` §7-8): ``sampling_args`` are extra body
+    fields (``temperature``, ``max_tokens``, ...) sent after ``model``,
+    ``messages`` and ``tools``; a request's own ``sampling_args`` win over them.
+    ``finish_reasons`` extends or overrides the table mapping a reply's
+    ``finish_reason`` to a termination reason (``{"eos": "finished", ...}``,
+    case-insensitive). A reply's ``reasoning_content``/``reasoning`` fields are
+    kept in the transcript (``BaseRollout.messages``, seen by the reward hooks
+    and recorded by the runner) but sent back to the model only when
+    ``send_reasoning`` is true.
     """
 
     max_turns: int | None = None
@@ -112,6 +144,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     tool_timeout: float | None = None
     rollout_timeout: float | None = None
     model_retries: int = 0
+    reward_timeout: float | None = None
+    send_reasoning: bool = False
+    sampling_args: Mapping[str, Any] = MappingProxyType({})
+    finish_reasons: Mapping[str, str] = MappingProxyType({})
 
     def __init__(
         self,
@@ -122,8 +158,15 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         tool_timeout: float | None = None,
         rollout_timeout: float | None = None,
         model_retries: int | None = None,
+        reward_timeout: float | None = None,
+        send_reasoning: bool | None = None,
+        sampling_args: Mapping[str, Any] | None = None,
     ) -> None:
-        """Override class-level limits; a ``None`` argument keeps the class value."""
+        """Override class-level settings; a ``None`` argument keeps the class value.
+
+        Raises ``ValueError`` (``TypeError`` for a wrongly typed ``send_reasoning``,
+        ``sampling_args`` or ``finish_reasons``) naming the setting that is invalid.
+        """
         super().__init__()
         overrides = {
             "max_turns": max_turns,
@@ -132,13 +175,19 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             "tool_timeout": tool_timeout,
             "rollout_timeout": rollout_timeout,
             "model_retries": model_retries,
+            "reward_timeout": reward_timeout,
+            "send_reasoning": send_reasoning,
+            "sampling_args": sampling_args,
         }
+        if sampling_args is not None:  # a copy: later changes to the caller's dict don't leak
+            overrides["sampling_args"] = validated_sampling_args(sampling_args)
         for name, value in overrides.items():
             if value is not None:
                 setattr(self, name, value)
         self._validate_limits()
 
-    def _validate_limits(self) -> None:
+    def _validate_limits(self) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """Check every setting; return the sampling args and the finish_reason table."""
         max_turns = self.max_turns
         if max_turns is not None and not is_int_at_least(max_turns, 1):
             raise ValueError("max_turns must be a positive integer")
@@ -152,6 +201,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         retries = self.model_retries
         if not is_int_at_least(retries, 0):
             raise ValueError("model_retries must be a non-negative integer")
+        if not isinstance(self.send_reasoning, bool):
+            raise TypeError("send_reasoning must be True or False")
+        sampling_args = validated_sampling_args(self.sampling_args)
+        return sampling_args, finish_reason_table(self.finish_reasons)
 
     @abstractmethod
     async def create_dataset(
@@ -200,7 +253,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
     async def run_rollout(self, request: RolloutRequest[JsonRow]) -> BaseRollout:
         """Run the chat/tool loop for one request, then score it."""
-        self._validate_limits()
+        sampling_args, finish_reasons = self._validate_limits()
         if self.max_turns is None:
             raise ValueError(f"{type(self).__name__} must configure max_turns before rollout")
         settings = _Settings(
@@ -210,22 +263,27 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             tool_timeout=self.tool_timeout,
             rollout_timeout=self.rollout_timeout,
             model_retries=self.model_retries,
+            reward_timeout=self.reward_timeout,
+            send_reasoning=self.send_reasoning,
+            sampling_args=sampling_args,
+            finish_reasons=finish_reasons,
         )
         transcript, example_args = _prepare_example(request.example.payload)
-        stopwatch = _Stopwatch() if observing() else None
-        async with self.rollout_context(request.rollout_id, request.example):
-            rollout = await self._run_in_context(
-                request, settings, transcript, example_args, stopwatch
-            )
-        if stopwatch is not None:
+        meter = _Meter() if observing() else None
+        with hook_errors(self, "rollout_context"):
+            context = self.rollout_context(request.rollout_id, request.example)
+        async with _blaming_exit(self, context):
+            rollout = await self._run_in_context(request, settings, transcript, example_args, meter)
+        if meter is not None:
             report_rollout(
                 RolloutReport(
                     rollout_id=rollout.rollout_id,
                     termination_reason=rollout.termination_reason,
                     messages=rollout.messages,
-                    model_seconds=stopwatch.model,
-                    tool_seconds=stopwatch.tool,
-                    reward_seconds=stopwatch.reward,
+                    model_seconds=meter.model,
+                    tool_seconds=meter.tool,
+                    reward_seconds=meter.reward,
+                    usage=meter.usage,
                 )
             )
         return rollout
@@ -236,14 +294,15 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         settings: _Settings,
         transcript: Messages,
         example_args: dict[str, Any],
-        stopwatch: _Stopwatch | None,
+        meter: _Meter | None,
     ) -> BaseRollout:
         session: ModelSession | None = None
         try:
             deadline = asyncio.timeout(settings.rollout_timeout)
             try:
                 async with deadline:
-                    tools = await self.list_tools()
+                    with hook_errors(self, "list_tools"):
+                        tools = await self.list_tools()
                     session = ModelSession(
                         request,
                         self._model_pool(),
@@ -251,7 +310,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                         retries=settings.model_retries,
                     )
                     reason = await self._chat_loop(
-                        request, settings, tools, transcript, session, stopwatch
+                        request, settings, tools, transcript, session, meter
                     )
             except TimeoutError as error:
                 if not deadline.expired():
@@ -264,7 +323,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     exc_info=error,
                 )
                 reason = "rollout_timeout"
-            return await self._score(request, reason, transcript, example_args, stopwatch)
+            return await self._score(request, settings, reason, transcript, example_args, meter)
         finally:
             if session is not None:
                 await session.aclose()
@@ -276,36 +335,58 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         tools: list[Tool],
         transcript: Messages,
         session: ModelSession,
-        stopwatch: _Stopwatch | None,
+        meter: _Meter | None,
     ) -> str:
         rollout_id = request.rollout_id
         advertised = advertised_tool_names(tools)
         tool_calls_used = 0
+        call_ids: set[str] = set()
+        # What the model is sent: the transcript without reasoning fields, unless
+        # send_reasoning (then the transcript itself).
+        sent = transcript if settings.send_reasoning else list(transcript)
         for _ in range(settings.max_turns):
-            with _timed(stopwatch, "model"):
-                completion = await session.complete(transcript, tools)
-            if isinstance(completion, ModelCallFailure):
+            body: dict[str, Any] = {"model": request.model, "messages": sent}
+            if tools:
+                body["tools"] = tools
+            body.update(settings.sampling_args)
+            body.update(request.sampling_args)
+            with _timed(meter, "model"):
+                decoded = await session.complete(body)
+            if isinstance(decoded, ModelCallFailure):
                 logger.log(
-                    completion.level,
+                    decoded.level,
                     "base.rollout.model_failed rollout_id=%s termination_reason=%s",
                     rollout_id,
-                    completion.termination_reason,
-                    exc_info=completion.error,
+                    decoded.termination_reason,
+                    exc_info=decoded.error,
                 )
-                return completion.termination_reason
-            choices = getattr(completion, "choices", None)
-            if not choices:
+                return decoded.termination_reason
+            reply = read_reply(decoded, taken_ids=call_ids, finish_reasons=settings.finish_reasons)
+            if meter is not None:
+                meter.usage = add_usage(meter.usage, reply.usage)
+            if isinstance(reply, ReplyFailure):
                 logger.error(
-                    "base.rollout.model_failed rollout_id=%s termination_reason=model_error: "
-                    "response contained no choices",
+                    "base.rollout.model_failed rollout_id=%s termination_reason=%s: %s",
                     rollout_id,
+                    reply.termination_reason,
+                    reply.message,
                 )
-                return "model_error"
-            choice = choices[0]
-            calls = function_tool_calls(choice.message)
-            transcript.append(assistant_message(choice.message, calls))
+                return reply.termination_reason
+            transcript.append(reply.message)
+            if sent is not transcript:
+                sent.append(reply.message_without_reasoning)
+            calls = reply.tool_calls
             if not calls:
-                return _finish_reason_outcome(choice.finish_reason)
+                assert reply.termination_reason is not None
+                if reply.finish_note is not None:
+                    logger.warning(
+                        "base.rollout.finish_reason rollout_id=%s termination_reason=%s: %s",
+                        rollout_id,
+                        reply.termination_reason,
+                        reply.finish_note,
+                    )
+                return reply.termination_reason
+            call_ids.update(call.id for call in calls)
             if (
                 settings.max_tool_calls is not None
                 and tool_calls_used + len(calls) > settings.max_tool_calls
@@ -314,7 +395,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             tool_calls_used += len(calls)
             try:
                 tool_messages = await self._run_tool_calls(
-                    rollout_id, calls, advertised, settings.tool_timeout, stopwatch
+                    rollout_id, calls, advertised, settings.tool_timeout, meter
                 )
             except ToolTimedOut as timeout:
                 logger.error(
@@ -341,29 +422,32 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 )
                 return "tool_error"
             transcript.extend(tool_messages)
+            if sent is not transcript:
+                sent.extend(tool_messages)
         return "max_turns_exceeded"
 
     async def _run_tool_calls(
         self,
         rollout_id: str,
-        calls: list[Any],
+        calls: Sequence[ToolCall],
         advertised: frozenset[str],
         timeout: float | None,
-        stopwatch: _Stopwatch | None,
+        meter: _Meter | None,
     ) -> list[Message]:
         messages: list[Message] = []
         for call in calls:
-            name = call.function.name
+            name = call.name
+            arguments = call.arguments
             if name not in advertised:
                 content: Any = f"Unknown tool: {name}"
+            elif isinstance(arguments, str):
+                content = arguments
+            elif (reserved := reserved_argument_message(arguments)) is not None:
+                content = reserved
             else:
-                arguments = tool_arguments(call.function.arguments)
-                if isinstance(arguments, str):
-                    content = arguments
-                else:
-                    with _timed(stopwatch, "tool"):
-                        result = await self._call_tool(rollout_id, name, arguments, timeout)
-                    content = tool_content(result)
+                with _timed(meter, "tool"):
+                    result = await self._call_tool(rollout_id, name, arguments, timeout)
+                content = tool_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         return messages
 
@@ -384,14 +468,17 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     async def _score(
         self,
         request: RolloutRequest[JsonRow],
+        settings: _Settings,
         reason: str,
         transcript: Messages,
         example_args: dict[str, Any],
-        stopwatch: _Stopwatch | None,
+        meter: _Meter | None,
     ) -> BaseRollout:
+        rollout_id = request.rollout_id
+
         def settle(termination_reason: str, rewards: RewardMap | None) -> BaseRollout:
             return BaseRollout(
-                rollout_id=request.rollout_id,
+                rollout_id=rollout_id,
                 termination_reason=termination_reason,
                 rewards=rewards,
                 messages=transcript,
@@ -399,29 +486,92 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 split=request.split,
             )
 
+        def zero(termination_reason: str) -> BaseRollout:
+            return settle(termination_reason, dict.fromkeys(self.reward_keys, 0.0))
+
         if reason != "finished":
-            return settle(reason, dict.fromkeys(self.reward_keys, 0.0))
+            return zero(reason)
+        deadline = asyncio.timeout(settings.reward_timeout)
         try:
-            with _timed(stopwatch, "reward"):
-                rewards = await self.compute_reward(settle(reason, None))
+            with _timed(meter, "reward"):
+                async with deadline:
+                    rewards = await self.compute_reward(settle(reason, None))
         except RolloutFailure as failure:
             logger.error(
                 "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
-                request.rollout_id,
+                rollout_id,
                 failure.termination_reason,
                 failure,
                 exc_info=failure,
             )
-            return settle(failure.termination_reason, dict.fromkeys(self.reward_keys, 0.0))
+            return zero(failure.termination_reason)
         except Exception as error:
+            if isinstance(error, TimeoutError) and deadline.expired():
+                logger.error(
+                    "base.rollout.reward_failed rollout_id=%s termination_reason=reward_timeout: "
+                    "compute_reward exceeded reward_timeout of %gs",
+                    rollout_id,
+                    settings.reward_timeout,
+                    exc_info=error,
+                )
+                return zero("reward_timeout")
             logger.error(
                 "base.rollout.reward_failed rollout_id=%s termination_reason=reward_error: %s",
-                request.rollout_id,
+                rollout_id,
                 error,
                 exc_info=error,
             )
-            return settle("reward_error", dict.fromkeys(self.reward_keys, 0.0))
-        return settle(reason, rewards)
+            return zero("reward_error")
+        non_finite = _non_finite_reward(rewards, self.reward_keys)
+        if non_finite is not None:
+            logger.error(
+                "base.rollout.reward_failed rollout_id=%s termination_reason=reward_error: "
+                "compute_reward returned a non-finite value for reward %r: %r",
+                rollout_id,
+                *non_finite,
+            )
+            return zero("reward_error")
+        with hook_errors(self, "compute_reward"):
+            return settle(reason, rewards)
+
+
+@asynccontextmanager
+async def _blaming_exit(
+    env: BaseEnv, context: AbstractAsyncContextManager[object]
+) -> AsyncIterator[None]:
+    """Enter and exit ``rollout_context`` like ``async with``, naming the hook on a
+    contract error it raises itself (an error from the body passes through unchanged)."""
+    with hook_errors(env, "rollout_context"):
+        await context.__aenter__()
+    try:
+        yield
+    except BaseException as error:
+        try:
+            suppressed = await context.__aexit__(type(error), error, error.__traceback__)
+        except BaseException as exit_error:
+            if exit_error is not error:
+                blame_hook(exit_error, env, "rollout_context")
+            raise
+        if not suppressed:
+            raise
+    else:
+        with hook_errors(env, "rollout_context"):
+            await context.__aexit__(None, None, None)
+
+
+def _non_finite_reward(rewards: object, declared: Sequence[str]) -> tuple[str, float] | None:
+    """The first non-finite value of a reward map that is otherwise valid for ``declared``
+    keys (other defects stay contract errors), or ``None``."""
+    if not isinstance(rewards, Mapping) or not rewards:
+        return None
+    keys = set(declared)
+    found: tuple[str, float] | None = None
+    for key, value in rewards.items():
+        if key not in keys or isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        if found is None and isinstance(value, float) and not math.isfinite(value):
+            found = (key, value)
+    return found
 
 
 def _prepare_example(payload: object) -> tuple[Messages, dict[str, Any]]:
@@ -440,13 +590,3 @@ def _prepare_example(payload: object) -> tuple[Messages, dict[str, Any]]:
         transcript.append(dict(message))
     example_args = {key: value for key, value in payload.items() if key != "prompt_messages"}
     return transcript, example_args
-
-
-def _finish_reason_outcome(finish_reason: object) -> str:
-    if finish_reason == "stop":
-        return "finished"
-    if finish_reason == "length":
-        return "output_exceeded"
-    if finish_reason is None:
-        return "model_error"
-    return str(finish_reason)

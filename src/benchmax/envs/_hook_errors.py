@@ -1,0 +1,48 @@
+"""Naming the user hook behind a contract error, so a runner can say which hook broke it.
+
+A contract error raised by (or about the result of) an environment hook carries the
+note ``"benchmax: raised by <Class>.<hook>"`` (``BaseException.add_note``), e.g.
+``benchmax: raised by MathEnv.compute_reward``. The first note wins: an error that
+passes through several hooks names the innermost one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from benchmax.envs.shared_types import RolloutFailure
+
+__all__ = ["HOOK_NOTE_PREFIX", "blame_hook", "hook_errors", "hook_of"]
+
+HOOK_NOTE_PREFIX = "benchmax: raised by "
+
+
+def hook_of(error: BaseException) -> str | None:
+    """The ``<Class>.<hook>`` a note on ``error`` names, or ``None``."""
+    for note in getattr(error, "__notes__", ()):
+        if isinstance(note, str) and note.startswith(HOOK_NOTE_PREFIX):
+            return note[len(HOOK_NOTE_PREFIX) :]
+    return None
+
+
+def blame_hook(error: BaseException, owner: object, hook: str) -> None:
+    """Note that ``owner``'s ``hook`` raised ``error`` (unless a hook is named already).
+
+    Only contract errors get the note: ``RolloutFailure`` settles a rollout, and
+    ``BaseException``s that are not ``Exception``s (cancellation) are left alone.
+    """
+    if not isinstance(error, Exception) or isinstance(error, RolloutFailure):
+        return
+    if hook_of(error) is None:
+        error.add_note(f"{HOOK_NOTE_PREFIX}{type(owner).__name__}.{hook}")
+
+
+@contextmanager
+def hook_errors(owner: object, hook: str) -> Iterator[None]:
+    """Blame ``owner``'s ``hook`` for any contract error raised in the block."""
+    try:
+        yield
+    except Exception as error:
+        blame_hook(error, owner, hook)
+        raise
