@@ -12,6 +12,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.rewards import (
@@ -278,3 +280,24 @@ async def test_group_scoring_and_ranking_read_parts_and_drop_reasoning(stub_judg
     prompt = stub_judge.prompts[-1]
     assert "--- Response 0 ---\nalpha" in prompt and "--- Response 1 ---\ngamma" in prompt
     assert "DRAFT A" not in prompt and "cut off" not in prompt
+
+
+verdicts = st.dictionaries(
+    st.text(alphabet="abcs", min_size=1, max_size=4),
+    st.integers(-3, 3) | st.text(alphabet="xy {}<>/", max_size=6),
+    max_size=3,
+)
+prose = st.text(alphabet="abc ,.:\n", max_size=10)
+
+
+@given(draft=verdicts, verdict=verdicts, before=prose, between=prose, after=prose)
+def test_a_draft_in_reasoning_never_beats_the_final_verdict(
+    draft: dict[str, Any], verdict: dict[str, Any], before: str, between: str, after: str
+) -> None:
+    final = json.dumps(verdict)
+    drafted = json.dumps(draft)
+    assert _parse_json_object(f"{before}<think>{drafted}</think>{between}{final}{after}") == verdict
+    assert _parse_json_object(f"{before}{drafted}{between}</think>{final}{after}") == verdict
+    assert _parse_json_object(f"{before}{drafted}{between}{final}{after}") == verdict
+    with pytest.raises(ValueError, match="inside <think>"):
+        _parse_json_object(f"{before}<think>{between}{final}{after}")
