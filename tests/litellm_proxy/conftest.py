@@ -108,7 +108,9 @@ def _tail(log: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def litellm_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiteLLMProxy]:
+def litellm_proxy(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiteLLMProxy]:
     """Start ``litellm --config ...`` on a free port; stop it (this process only) afterwards."""
     # Looked up, not imported: importing litellm here, without the offline cost map, would
     # make it try to download the cost map in this process.
@@ -141,7 +143,11 @@ def litellm_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiteLLMP
         )
     try:
         _wait_until_live(process, root, log)
-        yield LiteLLMProxy(f"{root}/v1", master_key, time.monotonic() - started, log)
+        seconds = time.monotonic() - started
+        capture = request.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            print(f"\nLiteLLM proxy live after {seconds:.1f} s (log: {log})")
+        yield LiteLLMProxy(f"{root}/v1", master_key, seconds, log)
     finally:
         process.terminate()
         try:

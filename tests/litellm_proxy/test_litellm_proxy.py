@@ -8,7 +8,9 @@ Tests marked ``litellm`` are deselected by default (the proxy takes 15-40 s to s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +62,19 @@ def assistant_messages(rollout: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [m for m in rollout["transcript"] if m["role"] == "assistant"]
 
 
-def test_proxy_start_up_time_is_reported(litellm_proxy: Any) -> None:
-    print(f"LiteLLM proxy live after {litellm_proxy.start_seconds:.1f} s")
-    assert litellm_proxy.base_url.startswith("http://127.0.0.1:")
+def test_a_key_the_gateway_refuses_settles_every_rollout(
+    litellm_proxy: Any, tmp_path: Path
+) -> None:
+    """LiteLLM refuses an unknown key with a 4xx: each rollout is a model_error, the run ends."""
+    wrong = replace(litellm_proxy, master_key="sk-" + "0" * 48)
+    target, data = QUICKSTART
+    rollouts = run(wrong, target, data, "mock-text", tmp_path / "wk.jsonl", "-n", 2, "-k", 2)
+    assert len(rollouts) == 4
+    assert {r["termination_reason"] for r in rollouts} == {"model_error"}
+    assert all(r["rewards"] == {"correct": 0.0} for r in rollouts)
+    for rollout in rollouts:
+        logged = " ".join(e["message"] + e.get("exception", "") for e in rollout["logs"])
+        assert re.search(r"Error code: 4\d\d", logged), logged
 
 
 def test_mock_response_text_on_the_quickstart_example(litellm_proxy: Any, tmp_path: Path) -> None:
