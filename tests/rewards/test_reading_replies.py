@@ -16,6 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmax.auth import StaticBearerAuth
+from benchmax.envs.base import BaseEnv, BaseRollout
+from benchmax.envs.shared_types import Example, RolloutRequest
 from benchmax.rewards import (
     Judge,
     JudgeError,
@@ -31,7 +33,7 @@ from benchmax.rewards import (
     score_rubrics,
 )
 from benchmax.rewards.judge import _parse_json_object
-from benchmax.testing import MockModelServer
+from benchmax.testing import MockModelServer, RecordedRequest
 
 QUALITY = Rubric("quality", "Good answer.")
 
@@ -301,3 +303,85 @@ def test_a_draft_in_reasoning_never_beats_the_final_verdict(
     assert _parse_json_object(f"{before}{drafted}{between}{final}{after}") == verdict
     with pytest.raises(ValueError, match="inside <think>"):
         _parse_json_object(f"{before}<think>{between}{final}{after}")
+
+
+# --- inside a real BaseEnv group ---------------------------------------------------
+
+
+class PartsEnv(BaseEnv):
+    """One turn; exact answer plus a judged rubric, both read from the transcript."""
+
+    reward_keys = ("exact", "rubric_quality")
+    max_turns = 1
+
+    def __init__(self, judge: Judge) -> None:
+        super().__init__()
+        self.judge = judge
+
+    async def create_dataset(
+        self, split: Any, base_dir: Any, *, max_examples: int | None = None
+    ) -> Any:
+        raise NotImplementedError
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        answer = extract_answer_block(extract_completion_text(rollout.messages))
+        judged = await score_rubrics(
+            rollout.rollout_id, rollout.messages, ground_truth="42", rubrics=[QUALITY],
+            question="6 * 7?", judge=self.judge,
+        )  # fmt: skip
+        return {"exact": float(answer == "42"), **judged}
+
+
+async def test_a_group_answering_in_parts_and_reasoning_is_scored_right() -> None:
+    """Issue 9 §3: list content scored 0 and skipped the judge; drafts in <think> won."""
+    answers: dict[str, Any] = {
+        "parts": parts("<answer>", "42</answer>"),
+        "think": "<think>maybe <answer>41</answer></think><answer>42</answer>",
+        "template": "first try <answer>41</answer>, no...</think> <answer>42</answer>",
+        "draft-only": "<think>it is <answer>42</answer> but let me",
+    }
+
+    def policy(body: dict[str, Any], record: RecordedRequest) -> dict[str, Any]:
+        if record.session == "judge":
+            prompt = body["messages"][0]["content"]
+            score = int("42" in prompt.split("Response to grade:")[1].split("\n\n")[0])
+            return {
+                "content": parts(
+                    f'<think>{{"score": {1 - score}}}</think>', f'{{"score": {score}}}'
+                )
+            }
+        return {"content": answers[record.session]}
+
+    async with MockModelServer(policy) as server:
+        judge = Judge(
+            model="judge", base_url=server.session_url("judge"), auth=StaticBearerAuth("t"),
+            max_retries=0,
+        )  # fmt: skip
+        env = PartsEnv(judge)
+        example = Example(
+            id="q", payload={"prompt_messages": [{"role": "user", "content": "6 * 7?"}]}
+        )
+        requests = [
+            RolloutRequest(
+                rollout_id=name,
+                example=example,
+                model="policy",
+                base_url=server.session_url(name),
+                model_auth=StaticBearerAuth("p"),
+            )
+            for name in answers
+        ]
+        try:
+            outcomes = await env.run_group(requests)
+        finally:
+            await env.aclose()
+        judged = list(server.requests_for("judge"))
+    assert {name: o.rewards for name, o in outcomes.items()} == {
+        "parts": {"exact": 1.0, "rubric_quality": 1.0},
+        "think": {"exact": 1.0, "rubric_quality": 1.0},
+        "template": {"exact": 1.0, "rubric_quality": 1.0},
+        "draft-only": {"exact": 0.0, "rubric_quality": 0.0},
+    }
+    assert {o.termination_reason for o in outcomes.values()} == {"finished"}
+    assert len(judged) == 3  # the reply that never left its reasoning is not judged
+    assert not any("41" in r.body["messages"][0]["content"] for r in judged)
