@@ -41,7 +41,7 @@ TRANSCRIPT = [
         (TRANSCRIPT, "final answer"),
         ([*TRANSCRIPT, {"role": "user", "content": "more?"}], ""),
         ([{"role": "assistant", "content": None}], ""),
-        ([{"role": "assistant", "content": [{"type": "text", "text": "x"}]}], ""),
+        ([{"role": "assistant", "content": [{"type": "text", "text": " x"}, "y "]}], "xy"),
         ([{"role": "assistant"}], ""),
         (["not a mapping"], ""),
     ],

@@ -395,7 +395,8 @@ async def test_request_model_auth_resolves_headers_for_every_request() -> None:
         ('preface {"score": 1} trailing', {"score": 1}),
         ('[{"a": 1}]', {"a": 1}),
         ('{"a": {"b": 1}', {"b": 1}),
-        ('{"a": 1} {"b": 2}', {"a": 1}),
+        # beyond.md §7 (amends rewards.md §2.5): the last verdict object counts
+        ('{"a": 1} {"b": 2}', {"b": 2}),
     ],
 )
 def test_parse_json_object_accepts(raw: str, expected: dict[str, Any]) -> None:
@@ -422,7 +423,9 @@ def test_parse_json_object_rejects(raw: str) -> None:
 
 def test_parse_json_object_keeps_single_line_fence_and_is_case_sensitive_for_think() -> None:
     assert _parse_json_object('```{"a": 1}```') == {"a": 1}  # found by the scan
-    assert _parse_json_object('<THINK>{"a": 1}</THINK>{"b": 2}') == {"a": 1}
+    # upper-case tags are not reasoning: not removed, and never "unclosed"
+    assert _parse_json_object('<THINK>{"a": 1}</THINK>') == {"a": 1}
+    assert _parse_json_object('{"a": 1} <THINK>') == {"a": 1}
 
 
 json_objects = st.dictionaries(

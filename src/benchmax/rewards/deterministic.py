@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
+from benchmax.rewards.text import message_text, without_reasoning
+
 __all__ = [
     "Completion",
     "citation_score",
@@ -32,7 +34,10 @@ _TOOL_CALL_MARKER = "<tool_call>"
 def extract_completion_text(completion: Completion) -> str:
     """The final answer: stripped text, or the last message if it is an assistant's.
 
-    Earlier assistant turns (tool-use history) never count.
+    Earlier assistant turns (tool-use history) never count. A message content
+    may be a string, ``None`` or a list of parts (read by
+    :func:`benchmax.rewards.text.message_text`). Reasoning in ``<think>`` tags
+    is kept; :func:`extract_answer_block` is the reader that drops it.
     """
     if isinstance(completion, str):
         return completion.strip()
@@ -41,13 +46,17 @@ def extract_completion_text(completion: Completion) -> str:
     last = completion[-1]
     if not isinstance(last, Mapping) or last.get("role") != "assistant":
         return ""
-    content = last.get("content")
-    return content.strip() if isinstance(content, str) else ""
+    return message_text(last.get("content")).strip()
 
 
 def extract_answer_block(text: str) -> str:
-    """The stripped content of the first ``<answer>…</answer>`` block, else the stripped text."""
-    text = text or ""
+    """The stripped content of the first ``<answer>…</answer>`` block, else the stripped text.
+
+    Reasoning is never the answer: ``<think>…</think>`` blocks, everything
+    before a lone ``</think>`` and an unclosed ``<think>`` to the end are
+    ignored (:func:`benchmax.rewards.text.without_reasoning`).
+    """
+    text = without_reasoning(text or "")
     match = _ANSWER_BLOCK.search(text)
     return match.group(1).strip() if match else text.strip()
 
@@ -100,9 +109,7 @@ def count_search_calls(completion: Completion) -> int:
     for message in completion:
         if not isinstance(message, Mapping) or message.get("role") != "assistant":
             continue
-        content = message.get("content")
-        if isinstance(content, str):
-            total += content.count(_TOOL_CALL_MARKER)
+        total += message_text(message.get("content")).count(_TOOL_CALL_MARKER)
     return total
 
 
@@ -163,7 +170,7 @@ def tool_call_efficiency(
     with each call beyond ``reference_chunk_count + 2`` and is 0 above
     ``max_calls``.
     """
-    if reference_chunk_count < 0 or max_calls < 0 or decay_rate < 0:
+    if reference_chunk_count < 0 or max_calls < 0 or not decay_rate >= 0:  # NaN is refused too
         raise ValueError("counts and decay_rate must be non-negative")
     calls = count_search_calls(completion)
     if ranges is not None:
@@ -176,5 +183,7 @@ def tool_call_efficiency(
     correct = clip01(correctness)
     if correct == 0 or calls > max_calls:
         return 0.0
-    excess = max(0, calls - (reference_chunk_count + 2))
+    excess = calls - (reference_chunk_count + 2)
+    if excess <= 0:
+        return correct  # also keeps an infinite decay_rate from giving 0 * inf = NaN
     return correct * math.exp(-decay_rate * excess)

@@ -188,7 +188,12 @@ async def _llm_clusters(
 async def cluster_texts(
     texts: Sequence[str], config: DiversityConfig, *, context: str = ""
 ) -> ClusterResult:
-    """Cluster ``texts`` with the configured backend (no backend call for fewer than two)."""
+    """Cluster ``texts`` with the configured backend (no backend call for fewer than two).
+
+    Texts are compared exactly as given; to compare answers without the models'
+    ``<think>`` reasoning, pass ``without_reasoning(extract_completion_text(messages))``
+    (:mod:`benchmax.rewards.text`).
+    """
     texts = [str(text) for text in texts]
     if not texts:
         return ClusterResult(cluster_ids=(), divisors=())

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from benchmax.envs._auth_headers import sendable_auth_headers
 from benchmax.envs._connection_pool import pooled_http_client
 from benchmax.envs._sdk_platform import share_platform_probe
 from benchmax.envs.shared_types import RolloutFailure
+from benchmax.rewards.text import message_text, reasoning_finished, without_reasoning
 
 __all__ = ["Judge", "JudgeError"]
 
@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 # The SDK insists on an API key; real credentials come from the auth hook,
 # which overwrites the Authorization header this placeholder produces.
 _PLACEHOLDER_API_KEY = "benchmax-explicit-auth"
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _FENCE = "```"
 _AUTH_RETRY_DELAY_SECONDS = 0.5
 
@@ -180,13 +179,13 @@ class Judge:
 def _response_text(response: Any) -> str:
     """The stripped text of the first choice (``""`` when there is none).
 
-    Only truthiness and index 0 are used on ``choices``, so minimal stand-in
-    response objects work.
+    The content may be a string, ``None`` or a list of parts
+    (:func:`~benchmax.rewards.text.message_text`). Only truthiness and index 0
+    are used on ``choices``, so minimal stand-in response objects work.
     """
     if not response.choices:
         return ""
-    content = response.choices[0].message.content
-    return (content or "").strip()
+    return message_text(response.choices[0].message.content).strip()
 
 
 class _RequestModelAuth(httpx.Auth):
@@ -209,10 +208,20 @@ class _RequestModelAuth(httpx.Auth):
 def _parse_json_object(raw: str) -> dict[str, Any]:
     """Return the JSON object a judge answered with; never repairs malformed JSON.
 
-    Think blocks and a surrounding code fence are removed; otherwise the first
-    decodable object in the text is returned.
+    Reasoning is never the verdict: ``<think>…</think>`` blocks and everything
+    before a lone ``</think>`` are dropped, and a reply whose ``<think>`` is
+    never closed raises ValueError. In what remains, a surrounding code fence
+    is removed; the whole text if it is one object, else the last object
+    found (outermost objects only, scanning left to right) is the verdict.
+
+    Raises:
+        ValueError: no object after the reasoning, or the reasoning never ended.
     """
-    text = _THINK_BLOCK.sub("", raw).strip()
+    if not reasoning_finished(raw):
+        raise ValueError(
+            "judge response ended inside <think> reasoning: no verdict after the reasoning"
+        )
+    text = without_reasoning(raw).strip()
     if text.startswith(_FENCE) and text.endswith(_FENCE):
         lines = text.splitlines()
         if len(lines) >= 2:
@@ -225,14 +234,14 @@ def _parse_json_object(raw: str) -> dict[str, Any]:
         if isinstance(value, dict):
             return value
     decoder = json.JSONDecoder()
+    verdict: dict[str, Any] | None = None
     position = text.find("{")
     while position != -1:
         try:
-            value, _ = decoder.raw_decode(text, position)
+            verdict, end = decoder.raw_decode(text, position)  # a "{" only ever decodes to a dict
         except json.JSONDecodeError:
-            pass
-        else:
-            if isinstance(value, dict):
-                return value
-        position = text.find("{", position + 1)
-    raise ValueError("judge response did not contain a valid JSON object")
+            end = position + 1
+        position = text.find("{", end)
+    if verdict is None:
+        raise ValueError("judge response did not contain a valid JSON object")
+    return verdict

@@ -2,7 +2,12 @@
 
 Every map carries one ``rubric_<slug>`` key per rubric (plus ``rubric_adaptive``
 for adaptive group scoring); empty completions keep the full shape with zeros
-and never reach the judge.
+and never reach the judge. The judge sees a completion's final answer
+(:func:`~benchmax.rewards.deterministic.extract_completion_text`) without its
+reasoning (:func:`~benchmax.rewards.text.without_reasoning`), so a model whose
+server splits reasoning off (``reasoning_content``) and one that writes it
+inline in ``<think>`` tags are judged alike; a completion that never leaves its
+reasoning counts as empty.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from benchmax.rewards.adaptive import RubricCache, generate_and_cache_adaptive_r
 from benchmax.rewards.deterministic import Completion, extract_completion_text
 from benchmax.rewards.judge import Judge
 from benchmax.rewards.rubric import Rubric, evaluate_rubric_ranking
+from benchmax.rewards.text import without_reasoning
 
 __all__ = ["rank_group_rubrics", "rubric_reward_key", "score_group_rubrics", "score_rubrics"]
 
@@ -33,6 +39,11 @@ def rubric_reward_key(rubric: Rubric) -> str:
     if not slug:
         raise ValueError("rubric title must contain at least one letter or digit")
     return f"rubric_{slug}"
+
+
+def _judged_text(completion: Completion) -> str:
+    """What the judge is shown: the final answer, stripped, without its reasoning."""
+    return without_reasoning(extract_completion_text(completion)).strip()
 
 
 def _reward_keys(rubrics: Sequence[Rubric], *, allow_empty: bool) -> list[str]:
@@ -75,7 +86,7 @@ async def score_rubrics(
     keys = _reward_keys(rubrics, allow_empty=False)
     if not is_non_empty_str(rollout_id):
         raise ValueError("rollout_id must be non-empty")
-    text = extract_completion_text(completion)
+    text = _judged_text(completion)
     if not text:
         logger.info("rubric.scored rollout_id=%s empty_completion=true", rollout_id)
         return dict.fromkeys(keys, 0.0)
@@ -112,7 +123,7 @@ async def score_group_rubrics(
     """
     _validate_group(rollout_ids, completions)
     keys = _reward_keys(rubrics, allow_empty=use_adaptive)
-    texts = [extract_completion_text(completion) for completion in completions]
+    texts = [_judged_text(completion) for completion in completions]
     scored = [index for index, text in enumerate(texts) if text]
     rewards = [dict.fromkeys(keys, 0.0) for _ in texts]
     reference = _reference(ground_truth)
@@ -172,7 +183,7 @@ async def rank_group_rubrics(
     """
     _validate_group(rollout_ids, completions)
     keys = _reward_keys(rubrics, allow_empty=False)
-    texts = [extract_completion_text(completion) for completion in completions]
+    texts = [_judged_text(completion) for completion in completions]
     reference = (
         str(ground_truth).strip() if include_ground_truth and ground_truth is not None else ""
     )

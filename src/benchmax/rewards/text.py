@@ -1,0 +1,84 @@
+"""Reading text the way models write it: content parts and reasoning.
+
+Every reader of message text in :mod:`benchmax.rewards` goes through
+:func:`message_text` (a ``content`` may be a string, ``None`` or a list of
+parts), and everything that looks for an answer or a verdict goes through
+:func:`without_reasoning` (text inside ``<think>…</think>``, and everything
+before a lone ``</think>``, is the model's reasoning, never its answer).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+__all__ = ["message_text", "reasoning_finished", "without_reasoning"]
+
+_THINK_TAG = re.compile(r"<(/?)think>")
+
+
+def message_text(content: object) -> str:
+    """The text of a chat message ``content``, unstripped.
+
+    A string is returned as is; ``None`` (and any other non-text value) gives
+    ``""``; a list of parts gives the concatenation, in order and without
+    separators, of its text parts: mappings whose ``"type"`` is ``"text"`` (or
+    absent) and whose ``"text"`` is a string, and plain string items. Other
+    parts (images, audio, refusals, provider reasoning parts) are not text.
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list | tuple):
+        return ""
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif (
+            isinstance(part, Mapping)
+            and part.get("type", "text") == "text"
+            and isinstance(part.get("text"), str)
+        ):
+            texts.append(part["text"])
+    return "".join(texts)
+
+
+def without_reasoning(text: str) -> str:
+    """``text`` with its reasoning removed, unstripped.
+
+    Reasoning is every ``<think>…</think>`` block (tags are case-sensitive, a
+    nested ``<think>`` stays inside the block) and everything before a lone
+    ``</think>`` (chat templates that open the block themselves). A block that
+    is never closed runs to the end of the text, so a reply cut off while
+    reasoning has no answer: ``"<think>draft"`` gives ``""``.
+    """
+    return _split_reasoning(text)[0]
+
+
+def reasoning_finished(text: str) -> bool:
+    """Whether every ``<think>`` block in ``text`` is closed (see :func:`without_reasoning`)."""
+    return _split_reasoning(text)[1]
+
+
+def _split_reasoning(text: str) -> tuple[str, bool]:
+    """``(text outside reasoning, whether the last reasoning block was closed)``."""
+    kept: list[str] = []
+    position = 0
+    inside = False
+    for tag in _THINK_TAG.finditer(text):
+        closing = tag.group(1) == "/"
+        if inside:
+            if closing:
+                inside = False
+                position = tag.end()
+            continue
+        if closing:
+            kept.clear()
+        else:
+            kept.append(text[position : tag.start()])
+            inside = True
+        position = tag.end()
+    if inside:
+        return "".join(kept), False
+    kept.append(text[position:])
+    return "".join(kept), True
