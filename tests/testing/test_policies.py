@@ -63,14 +63,16 @@ async def test_echo_repeats_the_last_user_message(mock_server: MockModelServer) 
     assert choice["finish_reason"] == "stop"
 
 
-async def test_echo_joins_text_parts(mock_server: MockModelServer) -> None:
+async def test_echo_reads_text_parts_like_every_reader(mock_server: MockModelServer) -> None:
+    # beyond §7: the text of a part list is the concatenation of its text parts,
+    # read by the one function in benchmax.rewards (re-exported here).
     content = [
         {"type": "text", "text": "look at"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
         {"type": "text", "text": "this"},
     ]
     choice = _choice(await _chat(mock_server, [{"role": "user", "content": content}]))
-    assert choice["message"]["content"] == "look at\nthis"
+    assert choice["message"]["content"] == "look atthis"
 
 
 def test_echo_without_user_message_is_empty() -> None:

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from benchmax.rewards.text import message_text
 from benchmax.testing._faults import Fault
 from benchmax.testing._recording import RecordedRequest
 from benchmax.testing._schema_values import example_value
@@ -44,19 +45,6 @@ Policy: TypeAlias = Callable[..., PolicyResult | Awaitable[PolicyResult]]
 BoundPolicy: TypeAlias = Callable[
     [dict[str, Any], RecordedRequest], PolicyResult | Awaitable[PolicyResult]
 ]
-
-
-def message_text(content: Any) -> str:
-    """The text of a message ``content``: a string, or the text parts of a part list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part["text"]
-            for part in content
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        )
-    return ""
 
 
 def echo(body: Mapping[str, Any]) -> str:
