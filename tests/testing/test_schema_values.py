@@ -319,3 +319,18 @@ SIMPLE_SCHEMAS = st.recursive(_LEAVES, _containers, max_leaves=12)
 def test_generated_schemas_get_valid_values(schema: dict[str, Any]) -> None:
     value = example_value(schema)
     jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)
+
+
+def test_array_items_with_a_tight_multiple_of_range_stay_in_range() -> None:
+    # Found by the property test: later items' variants ran past ``maximum``.
+    schema = {
+        "type": "array",
+        "items": {
+            "type": "array",
+            "items": {"type": "number", "multipleOf": 0.1, "minimum": 0.03125, "maximum": 0.39375},
+            "minItems": 1,
+        },
+        "minItems": 3,
+    }
+    value = example_value(schema)
+    jsonschema.validate(value, schema)

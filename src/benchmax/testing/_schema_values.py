@@ -300,6 +300,7 @@ def _multiple(schema: Mapping[str, Any], multiple: float, variant: int) -> float
             count -= 1
     else:
         count = 1
+    start = count
     count += variant * direction
     value: float | int = count * multiple
     for _ in range(64):
@@ -310,6 +311,10 @@ def _multiple(schema: Mapping[str, Any], multiple: float, variant: int) -> float
         ):
             break
         count += direction
+    else:
+        if variant:  # the variant ran past the upper bound: the first fitting multiple
+            return _multiple(schema, multiple, 0)
+        value = start * multiple
     return int(value) if float(value).is_integer() else value
 
 
