@@ -4,6 +4,13 @@
 every completed group to a resumable JSONL results file and returns a ``RunReport``.
 """
 
+from benchmax.runner._compare import (
+    Comparison,
+    ExampleChange,
+    KeyComparison,
+    bootstrap_interval,
+    compare_results,
+)
 from benchmax.runner._config import NoModelAuth, RunConfig
 from benchmax.runner._errors import (
     GroupContractError,
@@ -11,12 +18,36 @@ from benchmax.runner._errors import (
     ResumeMismatchError,
     RunError,
 )
+from benchmax.runner._html_report import (
+    HtmlReport,
+    render_html_report,
+    report_data,
+    write_html_report,
+)
+from benchmax.runner._metrics import PassAtK, pass_at_k, pass_at_k_metrics
 from benchmax.runner._report import RewardStats, RunReport
 from benchmax.runner._results import RESULTS_FORMAT, Results, read_results
 from benchmax.runner._run import Progress, run_environment
+from benchmax.runner._selection import ResultGroup, RolloutFilter, groups_of, select_rollouts
 
 __all__ = [
     "RESULTS_FORMAT",
+    "Comparison",
+    "ExampleChange",
+    "HtmlReport",
+    "KeyComparison",
+    "PassAtK",
+    "ResultGroup",
+    "RolloutFilter",
+    "bootstrap_interval",
+    "compare_results",
+    "groups_of",
+    "pass_at_k",
+    "pass_at_k_metrics",
+    "render_html_report",
+    "report_data",
+    "select_rollouts",
+    "write_html_report",
     "GroupContractError",
     "NoModelAuth",
     "Progress",
