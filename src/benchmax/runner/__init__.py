@@ -26,12 +26,16 @@ from benchmax.runner._html_report import (
 )
 from benchmax.runner._metrics import PassAtK, pass_at_k, pass_at_k_metrics
 from benchmax.runner._report import RewardStats, RunReport
+from benchmax.runner._rescore import RESCORED_REASONS, RescoreReport, rescore_results
 from benchmax.runner._results import RESULTS_FORMAT, Results, read_results
 from benchmax.runner._run import Progress, run_environment
 from benchmax.runner._selection import ResultGroup, RolloutFilter, groups_of, select_rollouts
 
 __all__ = [
+    "RESCORED_REASONS",
     "RESULTS_FORMAT",
+    "RescoreReport",
+    "rescore_results",
     "Comparison",
     "ExampleChange",
     "HtmlReport",
