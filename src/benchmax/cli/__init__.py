@@ -18,6 +18,12 @@ import click
 
 import benchmax
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
+from benchmax.cli._results_commands import (
+    compare_command,
+    rescore_command,
+    show_command,
+    view_command,
+)
 from benchmax.cli._run_command import load_mock_policy, run_command
 from benchmax.cli._targets import TargetError
 
@@ -122,6 +128,10 @@ def mock_serve_command(port: int, mock_policy: str) -> None:
 cli.add_command(run_command)
 cli.add_command(bundle_command)
 cli.add_command(inspect_command)
+cli.add_command(view_command)
+cli.add_command(show_command)
+cli.add_command(rescore_command)
+cli.add_command(compare_command)
 
 
 def main() -> None:
