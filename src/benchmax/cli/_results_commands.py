@@ -7,7 +7,7 @@ import contextlib
 import json
 import unicodedata
 import webbrowser
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +56,15 @@ _KEEP = {"\n", "\t"}
 
 
 def _read(path: Path) -> Results:
-    try:
+    with _reading(path):
         return read_results(path)
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn the errors of reading results file ``path`` into one-line CLI errors."""
+    try:
+        yield
     except FileNotFoundError:
         raise click.ClickException(f"results file not found: {path}") from None
     except IsADirectoryError:
@@ -93,11 +100,8 @@ def view_command(results: Path, output: Path | None, open_page: bool) -> None:
     of examples, and every group's transcripts side by side. A file still being written
     shows its complete groups.
     """
-    _read(results)  # one clear error for a missing or foreign file
-    try:
+    with _reading(results):
         report = write_html_report(results, output)
-    except (OSError, RunError) as error:
-        raise click.ClickException(str(error)) from None
     click.echo(
         f"wrote {report.path} ({_size(report.size_bytes)}, {report.groups} groups, "
         f"{report.rollouts} rollouts) in {report.build_seconds:.2f} s"

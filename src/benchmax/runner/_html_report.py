@@ -64,6 +64,7 @@ def write_html_report(results_path: str | Path, output: str | Path | None = None
     page = render_html_report(results, source=str(source))
     target = Path(output) if output is not None else source.with_suffix(".html")
     data = page.encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
     return HtmlReport(
         path=target,
@@ -415,7 +416,7 @@ def _charts_section(data: Mapping[str, Any]) -> str:
         if values[key]
     )
     return (
-        '<section id="charts" class="card"><h2>Rewards</h2>'
+        '<section id="charts" class="card"><h2>Reward charts</h2>'
         f'<div class="charts">{cards}</div></section>'
     )
 
