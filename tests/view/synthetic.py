@@ -83,6 +83,34 @@ def grouped(
 
 
 REASONS = ("finished",) * 8 + ("max_turns_exceeded", "model_error")
+SYSTEM = "Use the calculator tools, then answer as <answer>N</answer>."
+TRACEBACK = "Traceback (most recent call last):\n  ...\nTimeoutError"
+
+
+def _calculator_transcript(i: int, k: int, a: int, b: int, c: int, answer: int) -> list[Any]:
+    call_id = f"call_{i}_{k}_0"
+    arguments = json.dumps({"a": a, "b": b})
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": f"Compute ({a} + {b}) * {c} using the tools."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "add", "arguments": arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": json.dumps({"result": a + b})},
+        {
+            "role": "assistant",
+            "content": f"<think>{a} + {b} = {a + b}; times {c}.</think>"
+            f"The result is <answer>{answer}</answer>.",
+        },
+    ]
 
 
 def large_run(path: Path, groups: int = 5000, group_size: int = 4, seed: int = 0) -> Path:
@@ -92,36 +120,37 @@ def large_run(path: Path, groups: int = 5000, group_size: int = 4, seed: int = 0
     for i in range(groups):
         a, b, c = rng.randint(1, 99), rng.randint(1, 99), rng.randint(2, 12)
         example_id = f"{i:06d}" + format(rng.getrandbits(64), "016x")
-        prompt = [
-            {"role": "system", "content": "Use the calculator tools, then answer as <answer>N</answer>."},
-            {"role": "user", "content": f"Compute ({a} + {b}) * {c} using the tools."},
-        ]  # fmt: skip
         for k in range(group_size):
             reason = rng.choice(REASONS)
             answer = (a + b) * c if rng.random() < 0.6 else (a + b) * c + rng.randint(1, 9)
-            transcript = [
-                *prompt,
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": f"call_{i}_{k}_0", "type": "function",
-                     "function": {"name": "add", "arguments": json.dumps({"a": a, "b": b})}}]},
-                {"role": "tool", "tool_call_id": f"call_{i}_{k}_0", "content": json.dumps({"result": a + b})},
-                {"role": "assistant", "content": f"<think>{a} + {b} = {a + b}; times {c}.</think>"
-                 f"The result is <answer>{answer}</answer>."},
-            ]  # fmt: skip
             finished = reason == "finished"
-            correct = float(finished and answer == (a + b) * c)
             logs = []
             if not finished:
-                logs.append({"time": "2026-01-01T00:00:01.000+00:00", "level": "ERROR",
-                             "logger": "benchmax.envs.base.env",
-                             "message": f"base.rollout.model_failed termination_reason={reason}",
-                             "exception": "Traceback (most recent call last):\n  ...\nTimeoutError"})  # fmt: skip
+                message = f"base.rollout.model_failed termination_reason={reason}"
+                logs.append(
+                    {
+                        "time": "2026-01-01T00:00:01.000+00:00",
+                        "level": "ERROR",
+                        "logger": "benchmax.envs.base.env",
+                        "message": message,
+                        "exception": TRACEBACK,
+                    }
+                )
+            rewards = {
+                "correct": float(finished and answer == (a + b) * c),
+                "format": float(finished) * rng.choice((0.5, 1.0)),
+            }
+            usage = {"prompt_tokens": 120 + k, "completion_tokens": 40, "total_tokens": 160 + k}
             records.append(
                 rollout(
-                    i, example_id, k,
-                    rewards={"correct": correct, "format": float(finished) * rng.choice((0.5, 1.0))},
-                    reason=reason, transcript=transcript, logs=logs,
-                    usage={"prompt_tokens": 120 + k, "completion_tokens": 40, "total_tokens": 160 + k},
-                )  # fmt: skip
+                    i,
+                    example_id,
+                    k,
+                    rewards=rewards,
+                    reason=reason,
+                    transcript=_calculator_transcript(i, k, a, b, c, answer),
+                    logs=logs,
+                    usage=usage,
+                )
             )
     return write(path, header(group_size=group_size), records)

@@ -117,20 +117,23 @@ def test_filtering_by_a_termination_reason_shows_exactly_those_groups(
     assert_clean(page)
 
 
+def column_means(page: Any) -> list[float]:
+    return page.eval_on_selector_all(
+        '#examples-body td[data-key="correct"]',
+        "cells => cells.map(c => parseFloat(c.textContent))",
+    )
+
+
 def test_sorting_by_a_reward_column(
     example_runs: dict[str, Path], page: Any, tmp_path: Path
 ) -> None:
     results = example_runs["quickstart"]
     open_report(page, view(results, tmp_path / "qs.html"))
     page.click('#examples-head th[data-column="key0"]')  # highest mean first
-    means = page.eval_on_selector_all(
-        '#examples-body td[data-key="correct"]', "cells => cells.map(c => parseFloat(c.textContent))"
-    )
+    means = column_means(page)
     assert means == sorted(means, reverse=True) and means[0] > means[-1]
     page.click('#examples-head th[data-column="key0"]')
-    means = page.eval_on_selector_all(
-        '#examples-body td[data-key="correct"]', "cells => cells.map(c => parseFloat(c.textContent))"
-    )
+    means = column_means(page)
     assert means == sorted(means)
     assert_clean(page)
 
@@ -154,7 +157,7 @@ def test_opening_a_group_shows_its_transcripts_tool_arguments_and_logs(
     arguments = json.loads(call["arguments"])
     pretty = page.locator("#detail .rollout").nth(failed["group_index"]).locator("pre.arguments")
     assert pretty.first.inner_text() == json.dumps(arguments, indent=2)
-    assert f'{call["name"]}(' in text
+    assert f"{call['name']}(" in text
     assert "max_turns_exceeded" in text
     assert "benchmax.rollout.terminated" in text  # the captured log record
     assert_clean(page)
@@ -254,7 +257,8 @@ def test_twenty_thousand_rollouts_open_filter_and_search(page: Any, tmp_path: Pa
     started = time.perf_counter()
     open_report(page, html)
     first_page = time.perf_counter() - started
-    print(f"first page after {first_page:.2f} s (script {page.evaluate('document.body.dataset.renderMs')} ms)")
+    script_ms = page.evaluate("document.body.dataset.renderMs")
+    print(f"first page after {first_page:.2f} s (script {script_ms} ms)")
     assert first_page < 5.0, "the first page of a 20,000-rollout report took too long"
     assert len(shown_ids(page)) == 50 and shown_count(page) == 5000
     rollouts = read_results(results).rollouts
@@ -294,7 +298,8 @@ def test_screenshots_of_a_run(example_runs: dict[str, Path], chromium: Any, tmp_
         page.screenshot(path=str(overview), clip={"x": 0, "y": 0, "width": 1280, "height": 1500},
                         full_page=True)  # fmt: skip
         failed = next(
-            r for r in read_results(example_runs["calculator"]).rollouts
+            r
+            for r in read_results(example_runs["calculator"]).rollouts
             if r["termination_reason"] != "finished"
         )
         page.click(f'#examples-body tr[data-example-id="{failed["example_id"]}"]')

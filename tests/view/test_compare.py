@@ -87,7 +87,7 @@ def test_keys_only_in_one_run_are_named(tmp_path: Path) -> None:
 def test_refuses_runs_without_common_examples_or_keys(tmp_path: Path) -> None:
     a = run_file(tmp_path / "a.jsonl", {"e1": [r(1, 1), r(0, 1)]})
     b = run_file(tmp_path / "b.jsonl", {"e2": [r(1, 1), r(0, 1)]})
-    with pytest.raises(ValueError, match="no examples in common: A has 1 .* B has 1"):
+    with pytest.raises(ValueError, match=r"no examples in common: A has 1 .* B has 1"):
         compare_results(read_results(a), read_results(b))
     c = run_file(tmp_path / "c.jsonl", {"e1": [{"other": 1.0}, {"other": 0.0}]})
     with pytest.raises(ValueError, match="share no reward key"):
