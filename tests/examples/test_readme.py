@@ -32,7 +32,9 @@ def commands() -> list[list[str]]:
 
 
 def test_the_readme_shows_every_command() -> None:
-    assert {argv[0] for argv in commands()} == {"run", "bundle", "inspect", "mock-serve"}
+    assert {argv[0] for argv in commands()} == {
+        "run", "bundle", "inspect", "mock-serve", "view", "show", "rescore", "compare",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("argv", commands(), ids=lambda argv: " ".join(argv)[:60])
@@ -47,8 +49,11 @@ def test_the_offline_readme_commands_run(tmp_path: Path, monkeypatch: pytest.Mon
     offline = [argv for argv in commands() if "--base-url" not in argv and argv[0] != "mock-serve"]
     assert len(offline) >= 5
     for number, argv in enumerate(offline):
-        argv = [str(tmp_path / word) if word.endswith(".bundle") else word for word in argv]
-        if argv[0] == "run":
+        argv = [
+            str(tmp_path / word) if word.endswith(".bundle") or word.startswith("runs/") else word
+            for word in argv
+        ]
+        if argv[0] == "run" and "-o" not in argv:
             argv += ["-o", str(tmp_path / f"run{number}.jsonl")]
         result = CliRunner().invoke(cli, argv)
         assert result.exit_code == 0, (argv, result.output)
@@ -70,3 +75,10 @@ def test_the_rewards_sample_builds_its_judge_and_rubrics() -> None:
     namespace: dict[str, object] = {}
     exec(compile(ast.Module(setup, type_ignores=[]), "README.md", "exec"), namespace)
     assert len(namespace["rubrics"]) == 2  # type: ignore[arg-type]
+
+
+def test_every_python_sample_compiles() -> None:
+    for number, block in enumerate(blocks("python")):
+        compile(
+            block, f"README.md python block {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        )
