@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,10 @@ class ScoreEnv(BaseEnv):
         text = str(rollout.messages[-1]["content"])
         if "CRASH" in text:
             raise RuntimeError("the reward crashed")
+        if "SLOW" in text:
+            await asyncio.sleep(30)
+        if "RAISES_TIMEOUT" in text:
+            raise TimeoutError("a timeout inside the hook")
         if "JUDGE" in text:
             raise RolloutFailure("judge_error", "the judge is down")
         return {"correct": float(text == rollout.example_args["answer"])}
@@ -69,3 +74,9 @@ def example(row: Mapping[str, Any]) -> Example[JsonRow]:
         "answer": row["answer"],
     }
     return Example(id=canonical_example_id(payload), payload=payload)
+
+
+class BoundedEnv(ScoreEnv):
+    """``reward_timeout`` (beyond section 7) bounds one ``compute_reward`` call."""
+
+    reward_timeout = 0.2

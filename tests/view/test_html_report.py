@@ -147,3 +147,16 @@ def test_a_file_with_no_complete_group_still_renders(tmp_path: Path, groups: int
     path = write(tmp_path / "empty.jsonl", header(group_size=2), [])
     page = render_html_report(read_results(path))
     assert embedded(page)["groups"] == []
+
+
+def test_view_open_hands_the_file_to_the_web_browser(
+    example_runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", opened.append)
+    output = tmp_path / "r.html"
+    result = CliRunner().invoke(
+        cli, ["view", str(example_runs["quickstart"]), "-o", str(output), "--open"]
+    )
+    assert result.exit_code == 0, result.output
+    assert opened == [output.resolve().as_uri()]

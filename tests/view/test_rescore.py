@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from tests.view.conftest import EXAMPLES, invoke
-from tests.view.rescore_envs import NotFiniteEnv, ScoreEnv, example
+from tests.view.rescore_envs import BoundedEnv, NotFiniteEnv, ScoreEnv, example
 from tests.view.synthetic import header, rollout, write
 
 from benchmax.cli import cli
@@ -137,6 +137,24 @@ async def test_the_new_file_records_where_it_came_from(
         "class": "edited:Env",
         "constructor_args": {"a": 1},
     }
+
+
+async def test_reward_timeout_bounds_the_hook(tmp_path: Path) -> None:
+    ids = dataset(tmp_path / "data")
+    records = [
+        stale(0, ids[0], 0, "SLOW", "finished"),
+        stale(0, ids[0], 1, "RAISES_TIMEOUT", "finished"),
+        stale(0, ids[0], 2, "4", "reward_timeout"),
+    ]
+    results = write(tmp_path / "run.jsonl", header(group_size=3), records)
+    report = await rescore_results(
+        BoundedEnv(), results, tmp_path / "n.jsonl", base_dir=tmp_path / "data"
+    )
+    assert [reason for reason, _ in settled(report.output)] == [
+        "reward_timeout",  # the deadline expired
+        "reward_error",  # the hook's own TimeoutError is a reward error
+        "finished",  # it timed out in the run and now scores in time
+    ]
 
 
 async def test_a_contract_violation_raises_and_writes_nothing(

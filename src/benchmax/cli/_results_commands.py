@@ -374,9 +374,16 @@ async def _rescore(
                 name: bearer_from_variable(variable, f"--auth {name}")
                 for name, variable in auth_vars.items()
             }
+            injected = injected_auth_names(env)
             if mock:
-                for name in injected_auth_names(env) | set(auth_vars):
+                for name in injected | set(auth_vars):
                     providers[name] = StaticBearerAuth(MOCK_KEY)
+            elif missing := sorted(injected - set(providers)):
+                Console(stderr=True).print(
+                    f"[yellow]note:[/] no --auth given for injected credential(s) "
+                    f"{escape(', '.join(missing))}; calls using them will fail",
+                    soft_wrap=True,
+                )
             return await rescore_results(
                 env,
                 source,

@@ -2,6 +2,9 @@
 
 ``run_environment(env, RunConfig(...))`` runs a split through ``env.run_group``, appends
 every completed group to a resumable JSONL results file and returns a ``RunReport``.
+Reading results: ``read_results``; ``write_html_report`` (the ``view`` page),
+``select_rollouts`` (``show``), ``rescore_results`` (score stored transcripts again) and
+``compare_results`` (paired comparison of two runs).
 """
 
 from benchmax.runner._compare import (

@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -116,8 +116,9 @@ class _Replay(Environment[Any, BaseRollout]):
         if reason not in RESCORED_REASONS:
             return settle(reason, zeros)
         started = time.perf_counter()
+        deadline = asyncio.timeout(getattr(self.inner, "reward_timeout", None))
         try:
-            async with asyncio.timeout(getattr(self.inner, "reward_timeout", None)):
+            async with deadline:
                 rewards = await self.inner.compute_reward(settle("finished", None))
         except RolloutFailure as failure:
             logger.error(
@@ -129,6 +130,8 @@ class _Replay(Environment[Any, BaseRollout]):
             )
             return settle(failure.termination_reason, zeros)
         except TimeoutError as error:
+            if not deadline.expired():
+                return self._reward_error(request.rollout_id, error, settle, zeros)
             logger.error(
                 "rescore.reward_failed rollout_id=%s termination_reason=reward_timeout",
                 request.rollout_id,
@@ -136,16 +139,25 @@ class _Replay(Environment[Any, BaseRollout]):
             )
             return settle("reward_timeout", zeros)
         except Exception as error:
-            logger.error(
-                "rescore.reward_failed rollout_id=%s termination_reason=reward_error: %s",
-                request.rollout_id,
-                error,
-                exc_info=error,
-            )
-            return settle("reward_error", zeros)
+            return self._reward_error(request.rollout_id, error, settle, zeros)
         finally:
             self.reward_seconds[request.rollout_id] = time.perf_counter() - started
         return settle("finished", rewards)
+
+    @staticmethod
+    def _reward_error(
+        rollout_id: str,
+        error: Exception,
+        settle: Callable[[str, RewardMap | None], BaseRollout],
+        zeros: RewardMap,
+    ) -> BaseRollout:
+        logger.error(
+            "rescore.reward_failed rollout_id=%s termination_reason=reward_error: %s",
+            rollout_id,
+            error,
+            exc_info=error,
+        )
+        return settle("reward_error", zeros)
 
     async def compute_group_rewards(
         self, rollouts: Sequence[BaseRollout]

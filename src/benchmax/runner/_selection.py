@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,7 +134,8 @@ def select_rollouts(
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     key = _bounded_key(results, selection)
-    return list(_limited((r for r in results.rollouts if selection.matches(r, key)), limit))
+    matching = (r for r in results.rollouts if selection.matches(r, key))
+    return list(itertools.islice(matching, limit))
 
 
 def _bounded_key(results: Results, selection: RolloutFilter) -> str | None:
@@ -146,12 +148,3 @@ def _bounded_key(results: Results, selection: RolloutFilter) -> str | None:
     if selection.bounds_reward and not keys:
         raise ValueError("the results have no reward keys to bound")
     return keys[0] if keys else None
-
-
-def _limited(
-    items: Iterator[Mapping[str, Any]] | Sequence[Mapping[str, Any]], limit: int | None
-) -> Iterator[Mapping[str, Any]]:
-    for count, item in enumerate(items):
-        if limit is not None and count >= limit:
-            return
-        yield item
