@@ -56,12 +56,15 @@ def example_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: run_example(name, directory / f"{name}.jsonl") for name in EXAMPLE_RUNS}
 
 
-@pytest.fixture(scope="session")
-def chromium() -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def chromium(example_runs: dict[str, Path]) -> Iterator[Any]:
     """A headless Debian Chromium driven by Playwright (no browser download).
 
     Skips when Chromium is not installed, unless ``BENCHMAX_REQUIRE_BROWSER`` is set
-    (``.ci/run`` sets it, so CI fails instead of skipping).
+    (``.ci/run`` sets it, so CI fails instead of skipping). Playwright's sync API keeps an
+    event loop running in this thread while it is open, so ``asyncio.run`` (every ``benchmax
+    run``) cannot run meanwhile: the example runs are made first, and the browser closes at
+    the end of the module.
     """
     if not CHROMIUM.is_file():
         message = f"{CHROMIUM} not found (apt-get install -y chromium)"

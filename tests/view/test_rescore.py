@@ -310,3 +310,14 @@ def test_rescore_of_a_bundle_run_needs_a_target(tmp_path: Path, source: tuple[Pa
     bundled.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
     result = CliRunner().invoke(cli, ["rescore", str(bundled), "--data", str(data)])
     assert result.exit_code == 1 and "pass TARGET" in result.output
+
+
+def test_rescore_with_a_bundle_target(example_runs: dict[str, Path], tmp_path: Path) -> None:
+    bundle = tmp_path / "qs.bundle"
+    invoke("bundle", f"{EXAMPLES / 'quickstart'}/env.py:QuickStartEnv", "-o", bundle)
+    run = example_runs["quickstart"]
+    output = tmp_path / "bundled.jsonl"
+    invoke("rescore", run, bundle, "--data", EXAMPLES / "quickstart", "-o", output)
+    env = read_results(output).definition["env"]
+    assert len(env["bundle_digest"]) == 64 and env["constructor_args"] == {}
+    assert settled(output) == settled(run)

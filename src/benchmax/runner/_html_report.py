@@ -477,7 +477,7 @@ def _by_reason_svg(key: str, by_reason: Mapping[str, Sequence[float]]) -> str:
     high = max(0.0, *means.values())
     if high == low:
         high = low + 1.0
-    w, row_h, label_w, pad = 340, 22, 130, 56
+    w, row_h, label_w, pad = 360, 22, 130, 92
     h = row_h * len(rows) + 8
     span = w - label_w - pad
     zero = label_w + span * (0 - low) / (high - low)
@@ -498,7 +498,7 @@ def _by_reason_svg(key: str, by_reason: Mapping[str, Sequence[float]]) -> str:
             f'width="{width:.1f}" height="{row_h - 8}"><title>{_e(reason)}: mean {_e(key)} '
             f"{mean:.3f} over {len(vals):,} rollouts</title></rect>"
             f'<text class="tick" x="{max(x + width, zero) + 4:.1f}" y="{y + 14}">'
-            f"{mean:.2f} · {len(vals):,}</text>"
+            f"{mean:.2f} ({len(vals):,})</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
