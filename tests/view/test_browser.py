@@ -288,9 +288,19 @@ def test_twenty_thousand_rollouts_open_filter_and_search(page: Any, tmp_path: Pa
     assert_clean(page)
 
 
-def test_screenshots_of_a_run(example_runs: dict[str, Path], chromium: Any, tmp_path: Path) -> None:
-    """Screenshots saved as artifacts; ``BENCHMAX_UPDATE_DOCS=1`` also refreshes docs/*.png."""
-    html = view(example_runs["calculator"], tmp_path / "calculator.html")
+def test_screenshots_of_a_run(
+    example_runs: dict[str, Path], chromium: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Screenshots saved as artifacts; ``BENCHMAX_UPDATE_DOCS=1`` also refreshes docs/*.png.
+
+    The run is shown as if made from the repository root (paths relative to it), as the
+    README's commands make it.
+    """
+    results = tmp_path / "runs" / "calculator.jsonl"
+    results.parent.mkdir()
+    results.write_text(example_runs["calculator"].read_text().replace(f"{REPO}/", ""))
+    monkeypatch.chdir(tmp_path)
+    html = view(Path("runs/calculator.jsonl"), Path("runs/calculator.html"))
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     try:
