@@ -19,6 +19,8 @@ from benchmax.envs import (
     canonical_example_id,
 )
 
+LEAKED_KEY = "sk-rescore-test-0123456789"
+
 
 class ScoreEnv(BaseEnv):
     """``correct``: the last message equals the example's answer; ``length``: a group key.
@@ -45,6 +47,8 @@ class ScoreEnv(BaseEnv):
         text = str(rollout.messages[-1]["content"])
         if "CRASH" in text:
             raise RuntimeError("the reward crashed")
+        if "LEAK" in text:
+            raise RuntimeError(f"the judge rejected key {LEAKED_KEY}")
         if "SLOW" in text:
             await asyncio.sleep(30)
         if "RAISES_TIMEOUT" in text:

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from tests.view.conftest import EXAMPLES, invoke
-from tests.view.rescore_envs import BoundedEnv, NotFiniteEnv, ScoreEnv, example
+from tests.view.rescore_envs import LEAKED_KEY, BoundedEnv, NotFiniteEnv, ScoreEnv, example
 from tests.view.synthetic import header, rollout, write
 
+from benchmax.auth import StaticBearerAuth
 from benchmax.cli import cli
 from benchmax.runner import (
     GroupContractError,
@@ -155,6 +156,19 @@ async def test_reward_timeout_bounds_the_hook(tmp_path: Path) -> None:
         "reward_error",  # the hook's own TimeoutError is a reward error
         "finished",  # it timed out in the run and now scores in time
     ]
+
+
+async def test_credentials_are_masked_in_the_logs_kept(tmp_path: Path) -> None:
+    ids = dataset(tmp_path / "data")
+    results = write(
+        tmp_path / "run.jsonl", header(group_size=1), [stale(0, ids[0], 0, "LEAK", "finished")]
+    )
+    report = await rescore_results(
+        ScoreEnv(), results, tmp_path / "n.jsonl", base_dir=tmp_path / "data",
+        auth_providers={"judge": StaticBearerAuth(LEAKED_KEY)},
+    )  # fmt: skip
+    text = report.output.read_text()
+    assert LEAKED_KEY not in text and "the judge rejected key ***" in text
 
 
 async def test_a_contract_violation_raises_and_writes_nothing(

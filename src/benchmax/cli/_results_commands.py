@@ -331,14 +331,16 @@ async def _mock_url(needed: bool, policy_spec: str) -> AsyncIterator[str | None]
         yield server.base_url
 
 
-def _env_definition(
-    target: EnvTarget | None, source: Mapping[str, Any], env_args: Mapping[str, Any]
-) -> dict[str, Any]:
-    if target is None:
-        definition = dict(source)
-        if env_args:
-            definition["constructor_args"] = {**(source.get("constructor_args") or {}), **env_args}
-        return definition
+def _with_overrides(source: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's environment definition with ``--env-arg`` overrides applied."""
+    definition = dict(source)
+    if overrides:
+        definition["constructor_args"] = {**(source.get("constructor_args") or {}), **overrides}
+    return definition
+
+
+def _target_definition(target: EnvTarget, env_args: Mapping[str, Any]) -> dict[str, Any]:
+    """How the new header names a TARGET given on the command line."""
     if target.bundle_digest is not None:
         return {"bundle_digest": target.bundle_digest, "constructor_args": dict(env_args)}
     cls = target.env_class
@@ -528,9 +530,9 @@ def rescore_command(
                 output,
                 env_target,
                 env_args,
-                _env_definition(env_target, source_env, env_args)
+                _target_definition(env_target, env_args)
                 if target
-                else _env_definition(None, source_env, overrides),
+                else _with_overrides(source_env, overrides),
                 data_dir=data_dir,
                 auth_vars=auth_vars,
                 mock_policy=policy,

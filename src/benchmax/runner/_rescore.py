@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import benchmax
-from benchmax.auth import ModelAuth, bind_model_auth
+from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
 from benchmax.envs import BaseEnv, BaseRollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
@@ -185,7 +185,8 @@ async def rescore_results(
     get ``compute_reward`` and ``compute_group_rewards`` again, others keep their reason
     and zero rewards, and failing hooks settle as in a run (``reward_error``, the reason of
     a ``RolloutFailure``, ``group_reward_error``). No model is called; judges are, with
-    credentials bound from ``auth_providers``.
+    credentials bound from ``auth_providers`` (their bearer keys are masked in the logs
+    kept).
 
     Writes ``output`` (a new results file, replaced if present) whose header copies the
     source's definition (its ``env`` replaced by ``env_definition`` when given) and adds
@@ -232,7 +233,9 @@ async def rescore_results(
                     "(only BaseEnv runs record transcripts)"
                 )
     run_id = new_run_id()
-    capture = RolloutLogCapture(logging.INFO)
+    providers = dict(auth_providers or {})
+    secrets = [auth.token for auth in providers.values() if isinstance(auth, StaticBearerAuth)]
+    capture = RolloutLogCapture(logging.INFO, secrets)
     rewritten: dict[int, list[dict[str, Any]]] = {}
 
     async def rescore_group(group: ResultGroup) -> None:
@@ -284,7 +287,7 @@ async def rescore_results(
                 errors.append(error)
                 return
 
-    with capture.attached(), bind_model_auth(dict(auth_providers or {})):
+    with capture.attached(), bind_model_auth(providers):
         await asyncio.gather(*(worker() for _ in range(min(max_concurrent_groups, len(groups)))))
     if errors:
         raise errors[0]
