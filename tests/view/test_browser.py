@@ -161,6 +161,21 @@ def test_opening_a_group_shows_its_transcripts_tool_arguments_and_logs(
     assert name == call["name"]
     assert "max_turns_exceeded" in text
     assert "benchmax.rollout.terminated" in text  # the captured log record
+    assert page.evaluate("location.hash") == f"#example-{failed['example_index']}"
+    page.keyboard.press("Escape")
+    assert detail.is_hidden()
+    assert_clean(page)
+
+
+def test_a_link_to_an_example_opens_it(
+    example_runs: dict[str, Path], page: Any, tmp_path: Path
+) -> None:
+    html = view(example_runs["exact_match"], tmp_path / "em.html")
+    page.goto(html.resolve().as_uri() + "#example-3")
+    page.wait_for_selector("body[data-ready=true]")
+    third = read_results(example_runs["exact_match"]).rollouts[3 * 4]
+    assert page.locator("#detail").get_attribute("data-example-id") == third["example_id"]
+    assert page.locator("#detail").is_visible()
     assert_clean(page)
 
 
