@@ -34,6 +34,7 @@ def commands() -> list[list[str]]:
 def test_the_readme_shows_every_command() -> None:
     assert {argv[0] for argv in commands()} == {
         "run", "bundle", "inspect", "mock-serve", "validate", "generate-qa",
+        "view", "show", "rescore", "compare",
     }  # fmt: skip
 
 
@@ -49,9 +50,12 @@ def test_the_offline_readme_commands_run(tmp_path: Path, monkeypatch: pytest.Mon
     offline = [argv for argv in commands() if "--base-url" not in argv and argv[0] != "mock-serve"]
     assert len(offline) >= 5
     for number, argv in enumerate(offline):
-        argv = [str(tmp_path / word) if word.endswith(".bundle") else word for word in argv]
+        argv = [
+            str(tmp_path / word) if word.endswith(".bundle") or word.startswith("runs/") else word
+            for word in argv
+        ]
         argv = [str(tmp_path / word) if word == "qa" else word for word in argv]  # generate-qa
-        if argv[0] == "run":
+        if argv[0] == "run" and "-o" not in argv:
             argv += ["-o", str(tmp_path / f"run{number}.jsonl")]
         result = CliRunner().invoke(cli, argv)
         assert result.exit_code == 0, (argv, result.output)
@@ -109,3 +113,10 @@ def test_every_bundle_option_is_documented() -> None:
     command = cli.commands["bundle"]
     options = [opt for param in command.params for opt in param.opts if opt.startswith("--")]
     assert [option for option in options if not documented(option)] == []
+
+
+def test_every_python_sample_compiles() -> None:
+    for number, block in enumerate(blocks("python")):
+        compile(
+            block, f"README.md python block {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        )

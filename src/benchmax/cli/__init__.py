@@ -19,6 +19,12 @@ import click
 import benchmax
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
 from benchmax.cli._generate_qa_command import generate_qa_command
+from benchmax.cli._results_commands import (
+    compare_command,
+    rescore_command,
+    show_command,
+    view_command,
+)
 from benchmax.cli._run_command import load_mock_policy, run_command
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._targets import TargetError
@@ -128,6 +134,10 @@ cli.add_command(bundle_command)
 cli.add_command(inspect_command)
 cli.add_command(validate_command)
 cli.add_command(generate_qa_command)
+cli.add_command(view_command)
+cli.add_command(show_command)
+cli.add_command(rescore_command)
+cli.add_command(compare_command)
 
 
 def main() -> None:

@@ -2,8 +2,18 @@
 
 ``run_environment(env, RunConfig(...))`` runs a split through ``env.run_group``, appends
 every completed group to a resumable JSONL results file and returns a ``RunReport``.
+Reading results: ``read_results``; ``write_html_report`` (the ``view`` page),
+``select_rollouts`` (``show``), ``rescore_results`` (score stored transcripts again) and
+``compare_results`` (paired comparison of two runs).
 """
 
+from benchmax.runner._compare import (
+    Comparison,
+    ExampleChange,
+    KeyComparison,
+    bootstrap_interval,
+    compare_results,
+)
 from benchmax.runner._config import NoModelAuth, RunConfig
 from benchmax.runner._errors import (
     GroupContractError,
@@ -12,26 +22,52 @@ from benchmax.runner._errors import (
     ResumeMismatchError,
     RunError,
 )
-from benchmax.runner._metrics import PassAtK
+from benchmax.runner._html_report import (
+    HtmlReport,
+    render_html_report,
+    report_data,
+    write_html_report,
+)
+from benchmax.runner._metrics import PassAtK, pass_at_k, pass_at_k_metrics
 from benchmax.runner._report import RewardStats, RunReport, UsageStats
+from benchmax.runner._rescore import RESCORED_REASONS, RescoreReport, rescore_results
 from benchmax.runner._results import RESULTS_FORMAT, Results, read_results
 from benchmax.runner._run import Progress, run_environment
+from benchmax.runner._selection import ResultGroup, RolloutFilter, groups_of, select_rollouts
 
 __all__ = [
+    "RESCORED_REASONS",
     "RESULTS_FORMAT",
+    "Comparison",
+    "ExampleChange",
     "GroupContractError",
+    "HtmlReport",
+    "KeyComparison",
     "NoModelAuth",
     "PassAtK",
     "Progress",
+    "RescoreReport",
+    "ResultGroup",
     "Results",
     "ResultsFileError",
     "ResultsWriteError",
     "ResumeMismatchError",
     "RewardStats",
+    "RolloutFilter",
     "RunConfig",
     "RunError",
     "RunReport",
     "UsageStats",
+    "bootstrap_interval",
+    "compare_results",
+    "groups_of",
+    "pass_at_k",
+    "pass_at_k_metrics",
     "read_results",
+    "render_html_report",
+    "report_data",
+    "rescore_results",
     "run_environment",
+    "select_rollouts",
+    "write_html_report",
 ]

@@ -54,6 +54,8 @@ class ResultsHeader(TypedDict):
     benchmax_version: str
     definition: dict[str, Any]
     previous_definitions: NotRequired[list[dict[str, Any]]]
+    rescored_from: NotRequired[dict[str, Any]]
+    """Set by ``rescore``: the source file's ``path``, ``run_id`` and ``env`` definition."""
 
 
 class RolloutRecord(TypedDict):

@@ -1,0 +1,641 @@
+"""Commands that read results files: ``view``, ``show``, ``rescore`` and ``compare``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import unicodedata
+import webbrowser
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from benchmax.auth import ModelAuth, StaticBearerAuth
+from benchmax.cli._credentials import (
+    MOCK_KEY,
+    auth_variables,
+    bearer_from_variable,
+    injected_auth_names,
+)
+from benchmax.cli._run_command import free_path, load_mock_policy
+from benchmax.cli._targets import (
+    EnvTarget,
+    TargetError,
+    import_file,
+    load_class_target,
+    load_target,
+    parse_env_args,
+    substitute_mock,
+    uses_mock,
+)
+from benchmax.envs import BaseEnv
+from benchmax.runner import (
+    RescoreReport,
+    Results,
+    RolloutFilter,
+    RunError,
+    compare_results,
+    read_results,
+    rescore_results,
+    select_rollouts,
+    write_html_report,
+)
+
+__all__ = ["compare_command", "rescore_command", "show_command", "view_command"]
+
+_KEEP = {"\n", "\t"}
+
+
+def _read(path: Path) -> Results:
+    with _reading(path):
+        return read_results(path)
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn the errors of reading results file ``path`` into one-line CLI errors."""
+    try:
+        yield
+    except (OSError, RunError) as error:  # read_results names the file and the reason
+        raise click.ClickException(str(error)) from None
+
+
+def _size(count: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if count < 1024 or unit == "GB":
+            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+# ---- view ---------------------------------------------------------------------------------
+
+
+@click.command("view")
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="HTML file to write (default: RESULTS with suffix .html).",
+)
+@click.option("--open", "open_page", is_flag=True, help="Open the report in a web browser.")
+def view_command(results: Path, output: Path | None, open_page: bool) -> None:
+    """Write a self-contained HTML report of RESULTS (no server, works offline).
+
+    The page shows the run, its summary and reward charts, a sortable and filterable table
+    of examples, and every group's transcripts side by side. A file still being written
+    shows its complete groups.
+    """
+    with _reading(results):
+        report = write_html_report(results, output)
+    click.echo(
+        f"wrote {report.path} ({_size(report.size_bytes)}, {report.groups} groups, "
+        f"{report.rollouts} rollouts) in {report.build_seconds:.2f} s"
+    )
+    if open_page:
+        webbrowser.open(report.path.resolve().as_uri())
+
+
+# ---- show ---------------------------------------------------------------------------------
+
+
+def visible(text: str) -> str:
+    """``text`` with control and format characters (ANSI escapes, bidi overrides, zero-width
+    characters, line separators other than ``\\n``) spelled out as ``\\xNN``/``\\uNNNN``."""
+    out = []
+    for char in text:
+        if char not in _KEEP and unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _plain(value: Any) -> Text:
+    return Text(visible(value if isinstance(value, str) else json.dumps(value, indent=2)))
+
+
+_ROLE_STYLES = {
+    "system": "bold bright_black",
+    "developer": "bold bright_black",
+    "user": "bold blue",
+    "assistant": "bold magenta",
+    "tool": "bold yellow",
+}
+
+
+def _message(message: Any) -> Group:
+    if not isinstance(message, Mapping):
+        return Group(_plain(message))
+    role = str(message.get("role", "?"))
+    label = Text(role, style=_ROLE_STYLES.get(role, "bold"))
+    if message.get("tool_call_id"):
+        label.append(f" {visible(str(message['tool_call_id']))}", style="dim")
+    parts: list[Any] = [label]
+    for field in ("reasoning_content", "reasoning"):
+        if isinstance(message.get(field), str) and message[field]:
+            parts.append(Text(f"[reasoning] {visible(message[field])}", style="dim italic"))
+    content = message.get("content")
+    if isinstance(content, str):
+        parts.append(Text(visible(content)))
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") == "text":
+                parts.append(Text(visible(str(part.get("text", "")))))
+            elif isinstance(part, Mapping) and part.get("type") == "image_url":
+                url = (part.get("image_url") or {}).get("url", "")
+                shown = url if not str(url).startswith("data:") else f"{str(url)[:30]}..."
+                parts.append(Text(f"[image: {visible(str(shown))}]", style="italic"))
+            else:
+                parts.append(_plain(part))
+    elif content is not None:
+        parts.append(_plain(content))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {}) if isinstance(call, Mapping) else {}
+        parts.append(
+            Text.assemble(
+                (f"-> {visible(str(function.get('name', '?')))}", "yellow"),
+                _arguments(function.get("arguments")),
+            )
+        )
+    return Group(*parts)
+
+
+def _arguments(arguments: Any) -> str:
+    """Tool-call arguments: compact JSON on one line when short, else indented."""
+    try:
+        value = json.loads(arguments) if isinstance(arguments, str) else arguments
+        compact = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return " " + visible(str(arguments))
+    if len(compact) <= 100:
+        return " " + visible(compact)
+    return "\n" + visible(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _rollout_panel(record: Mapping[str, Any]) -> Panel:
+    rewards = ", ".join(f"{k}={v:g}" for k, v in (record.get("rewards") or {}).items())
+    reason = str(record["termination_reason"])
+    style = "green" if reason == "finished" else "yellow"
+    title = Text.assemble(
+        (f"example {record['example_index']} ", "bold"),
+        (visible(str(record["example_id"]))[:16], "dim"),
+        f" · rollout {record['group_index']} · ",
+        (visible(reason), style),
+        f" · {visible(rewards)}",
+    )
+    body: list[Any] = []
+    timings = record.get("timings") or {}
+    facts = " · ".join(f"{k.removesuffix('_seconds')} {v:.3f} s" for k, v in timings.items())
+    usage = record.get("usage")
+    if isinstance(usage, Mapping) and usage:
+        facts += " · tokens " + ", ".join(f"{k} {v}" for k, v in usage.items())
+    body.append(Text(f"{record['rollout_id']} · {facts}", style="dim"))
+    transcript = record.get("transcript")
+    if transcript is None:
+        body.append(Text("no transcript recorded (not a BaseEnv rollout)", style="dim"))
+    else:
+        for message in transcript:
+            body.append(Text(""))
+            body.append(_message(message))
+    logs = record.get("logs") or []
+    if logs:
+        body.append(Text(""))
+        body.append(Text(f"logs ({len(logs)})", style="bold"))
+        for entry in logs:
+            level = str(entry.get("level", ""))
+            body.append(
+                Text.assemble(
+                    (level, "red" if level in ("ERROR", "CRITICAL") else "yellow"),
+                    f" {visible(str(entry.get('logger', '')))}: ",
+                    visible(str(entry.get("message", ""))),
+                )
+            )
+            if entry.get("exception"):
+                body.append(Text(visible(str(entry["exception"])), style="dim"))
+    return Panel(Group(*body), title=title, title_align="left", border_style=style)
+
+
+@click.command("show")
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--reason", metavar="REASON", help="Only rollouts with this termination reason.")
+@click.option("--example", "example_id", metavar="ID", help="Only this example (id or prefix).")
+@click.option("--min-reward", type=float, metavar="X", help="Only rollouts with KEY >= X.")
+@click.option("--max-reward", type=float, metavar="Y", help="Only rollouts with KEY <= Y.")
+@click.option("--key", metavar="KEY", help="Reward key the bounds apply to (default: the first).")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    metavar="N",
+    help="Show at most N rollouts.",
+)
+def show_command(
+    results: Path,
+    reason: str | None,
+    example_id: str | None,
+    min_reward: float | None,
+    max_reward: float | None,
+    key: str | None,
+    limit: int,
+) -> None:
+    """Print the transcripts of selected rollouts of RESULTS in the terminal.
+
+    Control characters in model and tool text are shown escaped (\\x1b), never interpreted.
+    """
+    loaded = _read(results)
+    try:
+        selection = RolloutFilter(
+            reason=reason,
+            example_id=example_id,
+            key=key,
+            min_reward=min_reward,
+            max_reward=max_reward,
+        )
+        matching = select_rollouts(loaded, selection)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    console = Console()
+    if not matching:
+        reasons = sorted({str(r["termination_reason"]) for r in loaded.rollouts})
+        console.print(
+            f"no rollout matches (the file has {len(loaded.rollouts)} rollouts; "
+            f"reasons: {escape(', '.join(reasons) or 'none')})",
+            soft_wrap=True,
+        )
+        return
+    for record in matching[:limit]:
+        console.print(_rollout_panel(record))
+    console.print(
+        f"showed {min(limit, len(matching))} of {len(matching)} matching rollouts"
+        + (" (--limit to see more)" if len(matching) > limit else ""),
+        style="dim",
+    )
+
+
+# ---- rescore ------------------------------------------------------------------------------
+
+
+def _header_target(env_definition: Mapping[str, Any], data_dir: Path) -> EnvTarget:
+    """The environment class the results header names.
+
+    A ``module:Class`` that does not import from here is looked for as a file under the data
+    directory, its parents and the working directory (``module/path.py``).
+    """
+    if "class" not in env_definition:
+        raise TargetError(
+            "the run used a bundle: pass the bundle file (or file.py:Class) as TARGET"
+        )
+    spec = str(env_definition["class"])
+    try:
+        return load_class_target(spec)
+    except TargetError as error:
+        module, _, qualname = spec.rpartition(":")
+        relative = Path(*module.split("."))
+        roots = [data_dir.resolve(), *data_dir.resolve().parents[:3], Path.cwd()]
+        for root in roots:
+            for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
+                if candidate.is_file():
+                    import_file(candidate)
+                    return load_class_target(f"{module}:{qualname}")
+        raise TargetError(
+            f"{error}; pass TARGET (path/to/env.py:Class) to name the environment"
+        ) from None
+
+
+@contextlib.asynccontextmanager
+async def _mock_url(needed: bool, policy_spec: str) -> AsyncIterator[str | None]:
+    if not needed:
+        yield None
+        return
+    from benchmax.testing import MockModelServer
+
+    policy = load_mock_policy(policy_spec)
+    async with MockModelServer(policy, record=False) as server:
+        yield server.base_url
+
+
+def _with_overrides(source: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's environment definition with ``--env-arg`` overrides applied."""
+    definition = dict(source)
+    if overrides:
+        definition["constructor_args"] = {**(source.get("constructor_args") or {}), **overrides}
+    return definition
+
+
+def _target_definition(target: EnvTarget, env_args: Mapping[str, Any]) -> dict[str, Any]:
+    """How the new header names a TARGET given on the command line."""
+    if target.bundle_digest is not None:
+        return {"bundle_digest": target.bundle_digest, "constructor_args": dict(env_args)}
+    cls = target.env_class
+    return {"class": f"{cls.__module__}:{cls.__qualname__}", "constructor_args": dict(env_args)}
+
+
+async def _rescore(
+    source: Path,
+    output: Path,
+    target: EnvTarget,
+    env_args: dict[str, Any],
+    definition: dict[str, Any],
+    *,
+    data_dir: Path,
+    auth_vars: Mapping[str, str],
+    mock_policy: str,
+    allow_missing: bool,
+    concurrency: int,
+) -> RescoreReport:
+    mock = uses_mock(env_args)
+    async with _mock_url(mock, mock_policy) as url:
+        args = substitute_mock(env_args, url) if url is not None else env_args
+        try:
+            env = target.env_class(**args)
+        except Exception as error:
+            raise TargetError(
+                f"cannot construct {target.label}: {type(error).__name__}: {error}"
+            ) from error
+        try:
+            if not isinstance(env, BaseEnv):
+                raise TargetError(f"{target.label} is not a BaseEnv: rescoring needs transcripts")
+            providers: dict[str, ModelAuth] = {
+                name: bearer_from_variable(variable, f"--auth {name}")
+                for name, variable in auth_vars.items()
+            }
+            injected = injected_auth_names(env)
+            if mock:
+                for name in injected | set(auth_vars):
+                    providers[name] = StaticBearerAuth(MOCK_KEY)
+            elif missing := sorted(injected - set(providers)):
+                Console(stderr=True).print(
+                    f"[yellow]note:[/] no --auth given for injected credential(s) "
+                    f"{escape(', '.join(missing))}; calls using them will fail",
+                    soft_wrap=True,
+                )
+            return await rescore_results(
+                env,
+                source,
+                output,
+                base_dir=data_dir,
+                env_definition=definition,
+                auth_providers=providers,
+                allow_missing=allow_missing,
+                max_concurrent_groups=concurrency,
+            )
+        finally:
+            await env.aclose()
+
+
+def _render_rescore(report: RescoreReport, console: Console) -> None:
+    table = Table(title="rewards: before → after rescoring", title_justify="left")
+    for column in ("key", "old mean", "new mean", "change", "old std", "new std"):
+        table.add_column(column, justify="left" if column == "key" else "right")
+    for key in dict.fromkeys([*report.old_stats, *report.new_stats]):
+        old, new = report.old_stats.get(key), report.new_stats.get(key)
+        table.add_row(
+            escape(key),
+            f"{old.mean:.3f}" if old else "-",
+            f"{new.mean:.3f}" if new else "-",
+            f"{new.mean - old.mean:+.3f}" if old and new else "-",
+            f"{old.std:.3f}" if old else "-",
+            f"{new.std:.3f}" if new else "-",
+        )
+    console.print(table)
+    reasons = Table(title="termination reasons", title_justify="left")
+    for column in ("reason", "before", "after"):
+        reasons.add_column(column, justify="left" if column == "reason" else "right")
+    for reason in dict.fromkeys([*report.old_reasons, *report.new_reasons]):
+        reasons.add_row(
+            escape(reason),
+            str(report.old_reasons.get(reason, 0)),
+            str(report.new_reasons.get(reason, 0)),
+        )
+    console.print(reasons)
+    console.print(
+        f"rescored {report.rescored} rollouts, kept {report.kept} that did not reach scoring; "
+        f"{report.changed} of {report.rollouts} changed"
+    )
+    if report.missing_examples:
+        console.print(
+            f"[yellow]left out {len(report.missing_examples)} example(s) not in the dataset[/]"
+        )
+    console.print(f"results: {escape(str(report.output))}", soft_wrap=True)
+
+
+@click.command("rescore")
+@click.argument("results", type=click.Path(path_type=Path))
+@click.argument("target", required=False)
+@click.option(
+    "--data",
+    "data_dir",
+    metavar="DIR",
+    type=click.Path(path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Data directory the run used (the examples' payloads are read from it).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="New results file (default: RESULTS-stem.rescored.jsonl beside RESULTS).",
+)
+@click.option(
+    "--env-arg",
+    "env_arg_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a constructor argument of the run (value parsed as JSON). Repeatable.",
+)
+@click.option(
+    "--auth",
+    "auth_pairs",
+    multiple=True,
+    metavar="NAME=VAR",
+    help="Bind InjectedAuth(NAME) (e.g. a judge) to the bearer key in variable VAR.",
+)
+@click.option(
+    "--mock-policy",
+    metavar="POLICY",
+    help="Policy of the embedded mock that '@mock' arguments point to "
+    "(default: the run's mock policy, else echo).",
+)
+@click.option(
+    "--allow-missing",
+    is_flag=True,
+    help="Leave out examples the dataset no longer has instead of stopping.",
+)
+@click.option(
+    "--concurrency",
+    metavar="C",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Groups scored at once.",
+)
+def rescore_command(
+    results: Path,
+    target: str | None,
+    data_dir: Path,
+    output: Path | None,
+    env_arg_pairs: tuple[str, ...],
+    auth_pairs: tuple[str, ...],
+    mock_policy: str | None,
+    allow_missing: bool,
+    concurrency: int,
+) -> None:
+    """Score the stored transcripts of RESULTS again, without calling the model.
+
+    TARGET (file.py:Class, package.module:Class or a bundle) is the environment whose
+    reward hooks score; by default the class named in the results header, with the run's
+    constructor arguments. Judges are called as in a run.
+    """
+    loaded = _read(results)
+    definition = loaded.definition
+    source_env: Mapping[str, Any] = definition.get("env") or {}
+    try:
+        if not data_dir.is_dir():
+            raise TargetError(f"data directory not found: {data_dir}")
+        overrides = parse_env_args(env_arg_pairs)
+        auth_vars = auth_variables(auth_pairs)
+        env_target = load_target(target) if target else _header_target(source_env, data_dir)
+        env_args = {
+            **env_target.constructor_args,
+            **(source_env.get("constructor_args") or {}),
+            **overrides,
+        }
+    except TargetError as error:
+        raise click.ClickException(str(error)) from None
+    policy = mock_policy or str(definition.get("mock_policy") or "echo")
+    output = output or free_path(results.parent, f"{results.stem}.rescored", ".jsonl")
+    console = Console()
+    try:
+        report = asyncio.run(
+            _rescore(
+                results,
+                output,
+                env_target,
+                env_args,
+                _target_definition(env_target, env_args)
+                if target
+                else _with_overrides(source_env, overrides),
+                data_dir=data_dir,
+                auth_vars=auth_vars,
+                mock_policy=policy,
+                allow_missing=allow_missing,
+                concurrency=concurrency,
+            )
+        )
+    except (TargetError, RunError, OSError) as error:
+        raise click.ClickException(str(error)) from None
+    _render_rescore(report, console)
+
+
+# ---- compare ------------------------------------------------------------------------------
+
+
+@click.command("compare")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@click.option("--key", metavar="KEY", help="Reward key for the changed-most list.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    metavar="N",
+    help="List the N examples that changed most.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap random seed.")
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
+    metavar="R",
+    help="Bootstrap resamples.",
+)
+def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resamples: int) -> None:
+    """Compare run B with run A on the examples both ran (matched by example id).
+
+    Per reward key: the means, the paired difference B - A with a percentile-bootstrap 95%
+    interval over examples, the share of examples that got better, worse or stayed equal,
+    and pass@k of binary keys.
+    """
+    run_a, run_b = _read(a), _read(b)
+    try:
+        comparison = compare_results(run_a, run_b, key=key, top=top, resamples=resamples, seed=seed)
+    except ValueError as error:
+        raise click.ClickException(f"cannot compare {a} and {b}: {error}") from None
+    console = Console()
+    console.print(
+        f"matched {comparison.matched} examples by id"
+        + (f"; {comparison.only_in_a} only in A" if comparison.only_in_a else "")
+        + (f"; {comparison.only_in_b} only in B" if comparison.only_in_b else ""),
+        soft_wrap=True,
+    )
+    console.print(f"A: {escape(str(a))}\nB: {escape(str(b))}", soft_wrap=True)
+    table = Table(
+        title="B - A per reward key (example means)", title_justify="left", box=box.SIMPLE_HEAD
+    )
+    for column in ("key", "A", "B", "B - A", "95% CI", "better/worse/equal"):
+        table.add_column(column, justify="left" if column == "key" else "right", no_wrap=True)
+    for item in comparison.keys:
+        low, high = item.interval
+        table.add_row(
+            escape(item.key),
+            f"{item.mean_a:.3f}",
+            f"{item.mean_b:.3f}",
+            f"{item.difference:+.3f}",
+            f"[{low:+.3f}, {high:+.3f}]",
+            f"{item.better:.0%}/{item.worse:.0%}/{item.equal:.0%}",
+        )
+    console.print(table)
+    binary = [item for item in comparison.keys if item.pass_a and item.pass_b]
+    if binary:
+        passes = Table(title="pass@k (binary keys)", title_justify="left", box=box.SIMPLE_HEAD)
+        for column in ("key", "k", "pass@1 A", "pass@1 B", "pass@k A", "pass@k B"):
+            passes.add_column(column, justify="left" if column == "key" else "right")
+        for item in binary:
+            assert item.pass_a is not None and item.pass_b is not None
+            passes.add_row(
+                escape(item.key),
+                f"{item.pass_a.k}/{item.pass_b.k}"
+                if item.pass_a.k != item.pass_b.k
+                else str(item.pass_a.k),
+                f"{item.pass_a.pass_at_1:.3f}",
+                f"{item.pass_b.pass_at_1:.3f}",
+                f"{item.pass_a.pass_at_k:.3f}",
+                f"{item.pass_b.pass_at_k:.3f}",
+            )
+        console.print(passes)
+    for name, keys in (("A", comparison.keys_only_in_a), ("B", comparison.keys_only_in_b)):
+        if keys:
+            console.print(f"reward keys only in {name}: {escape(', '.join(keys))}")
+    if comparison.changed_most:
+        changes = Table(
+            title=f"examples that changed most ({escape(comparison.changed_most[0].key)})",
+            title_justify="left",
+        )
+        for column in ("example id", "A", "B", "B - A"):
+            changes.add_column(column, justify="left" if column == "example id" else "right")
+        for change in comparison.changed_most:
+            changes.add_row(
+                escape(change.example_id),
+                f"{change.mean_a:.3f}",
+                f"{change.mean_b:.3f}",
+                f"{change.difference:+.3f}",
+            )
+        console.print(changes)
+    elif top:
+        console.print("no example changed")

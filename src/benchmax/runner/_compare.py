@@ -1,0 +1,203 @@
+"""Compare two runs on the examples they share: paired differences with bootstrap intervals."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchmax.runner._metrics import PassAtK, pass_at_k_metrics
+from benchmax.runner._results import Results
+from benchmax.runner._selection import ResultGroup, groups_of, reward_keys_of
+
+__all__ = [
+    "Comparison",
+    "ExampleChange",
+    "KeyComparison",
+    "bootstrap_interval",
+    "compare_results",
+]
+
+
+def bootstrap_interval(
+    values: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean of ``values``.
+
+    Draws ``resamples`` samples of ``len(values)`` values with replacement (a
+    ``random.Random(seed)``, so the result is reproducible), takes each sample's mean and
+    returns the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of those
+    means, linearly interpolated between order statistics (Hyndman & Fan type 7). This is
+    the percentile method of Efron & Tibshirani 1993, "An Introduction to the Bootstrap",
+    ch. 13. One value gives the degenerate interval ``(v, v)``.
+
+    Raises ``ValueError`` for no values, a non-finite value, ``confidence`` outside
+    ``(0, 1)`` or ``resamples < 1``.
+    """
+    if not values:
+        raise ValueError("bootstrap_interval needs at least one value")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("bootstrap_interval needs finite values")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    n = len(values)
+    if n == 1:
+        return (float(values[0]), float(values[0]))
+    rng = random.Random(seed)
+    means = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    alpha = (1 - confidence) / 2
+    return (_quantile(means, alpha), _quantile(means, 1 - alpha))
+
+
+def _quantile(ordered: Sequence[float], p: float) -> float:
+    """Type-7 quantile of sorted ``ordered``: ``x[h] + (h - floor h)(x[h+1] - x[h])``,
+    ``h = (N - 1) p`` (0-based)."""
+    h = (len(ordered) - 1) * p
+    low = math.floor(h)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (h - low) * (ordered[high] - ordered[low])
+
+
+@dataclass(frozen=True, slots=True)
+class KeyComparison:
+    """One reward key compared over the matched examples.
+
+    Each example contributes the mean of its group's values; ``mean_a`` and ``mean_b``
+    average those over examples, ``difference`` is ``mean_b - mean_a`` (the mean paired
+    difference) and ``interval`` its percentile-bootstrap 95% interval over examples.
+    ``better``/``worse``/``equal`` are the shares of examples whose B mean is higher, lower
+    or the same. ``pass_a``/``pass_b`` are the pass@k metrics of binary keys (``None``
+    otherwise).
+    """
+
+    key: str
+    examples: int
+    mean_a: float
+    mean_b: float
+    difference: float
+    interval: tuple[float, float]
+    better: float
+    worse: float
+    equal: float
+    pass_a: PassAtK | None
+    pass_b: PassAtK | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleChange:
+    """How one example's mean of ``key`` moved from run A to run B."""
+
+    example_id: str
+    key: str
+    mean_a: float
+    mean_b: float
+
+    @property
+    def difference(self) -> float:
+        return self.mean_b - self.mean_a
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Run B against run A on the examples both contain (matched by example id)."""
+
+    matched: int
+    only_in_a: int
+    only_in_b: int
+    keys: tuple[KeyComparison, ...]
+    keys_only_in_a: tuple[str, ...]
+    keys_only_in_b: tuple[str, ...]
+    changed_most: tuple[ExampleChange, ...]
+
+
+def compare_results(
+    a: Results,
+    b: Results,
+    *,
+    key: str | None = None,
+    top: int = 10,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare run ``b`` with run ``a`` per reward key on the examples they share.
+
+    Examples are matched by example id (complete groups only). ``changed_most`` lists the
+    ``top`` matched examples whose mean of ``key`` (default: the first shared reward key)
+    moved most, largest absolute change first, ties in A's example order.
+
+    Raises ``ValueError`` when no example id is in both runs, when the runs share no reward
+    key, or when ``key`` is not a shared key.
+    """
+    groups_a = {group.example_id: group for group in groups_of(a)}
+    groups_b = {group.example_id: group for group in groups_of(b)}
+    matched = [example_id for example_id in groups_a if example_id in groups_b]
+    if not matched:
+        raise ValueError(
+            f"no examples in common: A has {len(groups_a)} complete example group(s), "
+            f"B has {len(groups_b)}, and no example id is in both"
+        )
+    keys_a, keys_b = reward_keys_of(a), reward_keys_of(b)
+    shared = [k for k in keys_a if k in keys_b]
+    if not shared:
+        raise ValueError(
+            f"the runs share no reward key (A: {', '.join(keys_a) or 'none'}; "
+            f"B: {', '.join(keys_b) or 'none'})"
+        )
+    if key is None:
+        key = shared[0]
+    elif key not in shared:
+        raise ValueError(f"reward key {key!r} is not in both runs (shared: {', '.join(shared)})")
+    pairs = [(groups_a[example_id], groups_b[example_id]) for example_id in matched]
+    compared = (_compare_key(k, pairs, resamples=resamples, seed=seed) for k in shared)
+    comparisons = tuple(comparison for comparison in compared if comparison is not None)
+    changes = [
+        ExampleChange(example_id, key, _mean(ga.values(key)), _mean(gb.values(key)))
+        for example_id, (ga, gb) in zip(matched, pairs, strict=True)
+        if ga.values(key) and gb.values(key)
+    ]
+    changes.sort(key=lambda change: -abs(change.difference))
+    return Comparison(
+        matched=len(matched),
+        only_in_a=len(groups_a) - len(matched),
+        only_in_b=len(groups_b) - len(matched),
+        keys=comparisons,
+        keys_only_in_a=tuple(k for k in keys_a if k not in keys_b),
+        keys_only_in_b=tuple(k for k in keys_b if k not in keys_a),
+        changed_most=tuple(change for change in changes[:top] if change.difference != 0),
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def _compare_key(
+    key: str, pairs: Sequence[tuple[ResultGroup, ResultGroup]], *, resamples: int, seed: int
+) -> KeyComparison | None:
+    usable = [(ga, gb) for ga, gb in pairs if ga.values(key) and gb.values(key)]
+    if not usable:
+        return None
+    means_a = [_mean(ga.values(key)) for ga, _ in usable]
+    means_b = [_mean(gb.values(key)) for _, gb in usable]
+    differences = [mb - ma for ma, mb in zip(means_a, means_b, strict=True)]
+    n = len(differences)
+    return KeyComparison(
+        key=key,
+        examples=n,
+        mean_a=_mean(means_a),
+        mean_b=_mean(means_b),
+        difference=_mean(differences),
+        interval=bootstrap_interval(differences, resamples=resamples, seed=seed),
+        better=sum(d > 0 for d in differences) / n,
+        worse=sum(d < 0 for d in differences) / n,
+        equal=sum(d == 0 for d in differences) / n,
+        pass_a=pass_at_k_metrics([ga.values(key) for ga, _ in usable]),
+        pass_b=pass_at_k_metrics([gb.values(key) for _, gb in usable]),
+    )

@@ -1,0 +1,508 @@
+"""``benchmax view``: one self-contained HTML file that shows a results file.
+
+The page needs no server and no network: styles, script, charts (inline SVG drawn here)
+and the data (JSON in a ``<script type="application/json">`` element) are all inline, so it
+opens from ``file://`` and works as a CI artifact. The summary and charts are static HTML;
+the examples table and a group's transcripts are built by the page's script on demand,
+with DOM text nodes only (never ``innerHTML``), so model and tool output renders as text.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from benchmax.runner._metrics import pass_at_k_metrics
+from benchmax.runner._report import RunReport, summarize
+from benchmax.runner._results import CompletedGroup, Results, read_results
+from benchmax.runner._selection import ResultGroup, groups_of, reward_keys_of
+
+__all__ = ["HtmlReport", "render_html_report", "report_data", "write_html_report"]
+
+DATA_FORMAT = "benchmax.view/1"
+_USAGE_KEYS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+)
+_HISTOGRAM_BINS = 20
+_PLACEHOLDER = re.compile(r"\{\{(TITLE|STATIC|DATA)\}\}")
+
+
+@dataclass(frozen=True, slots=True)
+class HtmlReport:
+    """A written report: where, how big (bytes) and how long building it took (seconds)."""
+
+    path: Path
+    size_bytes: int
+    build_seconds: float
+    groups: int
+    rollouts: int
+
+
+def write_html_report(results_path: str | Path, output: str | Path | None = None) -> HtmlReport:
+    """Build the HTML report of ``results_path`` and write it to ``output``.
+
+    ``output`` defaults to the results file with suffix ``.html``. A file still being
+    written (or interrupted) shows its complete groups. Raises ``ResultsFileError`` for a
+    file that is not a results file and ``OSError`` when reading or writing fails.
+    """
+    started = time.perf_counter()
+    source = Path(results_path)
+    results = read_results(source)
+    page = render_html_report(results, source=str(source))
+    target = Path(output) if output is not None else source.with_suffix(".html")
+    data = page.encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return HtmlReport(
+        path=target,
+        size_bytes=len(data),
+        build_seconds=time.perf_counter() - started,
+        groups=len({r["example_index"] for r in results.rollouts}),
+        rollouts=len(results.rollouts),
+    )
+
+
+def report_data(results: Results, *, source: str | None = None) -> dict[str, Any]:
+    """The data the page embeds: header, summary, reward keys, reasons and every group.
+
+    Compact on purpose: a rollout's rewards are a list in ``keys`` order, its termination
+    reason an index into ``reasons``, and the messages every rollout of a group starts with
+    (the prompt) are stored once per group as ``prompt``.
+    """
+    groups = groups_of(results)
+    keys = reward_keys_of(results)
+    reasons = list(Counter(str(r["termination_reason"]) for r in results.rollouts))
+    reason_index = {reason: i for i, reason in enumerate(reasons)}
+    return {
+        "format": DATA_FORMAT,
+        "source": source,
+        "header": dict(results.header),
+        "summary": _summary(groups, keys),
+        "keys": keys,
+        "reasons": reasons,
+        "groups": [_group_data(group, keys, reason_index) for group in groups],
+    }
+
+
+def _summary(groups: Sequence[ResultGroup], keys: Sequence[str]) -> dict[str, Any]:
+    report = _run_report(groups)
+    summary: dict[str, Any] = {
+        "examples": len(groups),
+        "groups": report.groups,
+        "rollouts": report.rollouts,
+        "rollouts_by_reason": dict(report.rollouts_by_reason),
+        "groups_by_reason": dict(report.groups_by_reason),
+        "reward_stats": report.to_dict()["reward_stats"],
+        "no_variance_group_share": report.no_variance_group_share,
+        "no_variance_groups": sum(_is_flat(group) for group in groups),
+        "pass_at_k": {},
+        "usage": _usage_summary(groups),
+    }
+    for key in keys:
+        metrics = pass_at_k_metrics([group.values(key) for group in groups])
+        if metrics is not None:
+            summary["pass_at_k"][key] = {
+                "k": metrics.k,
+                "pass_at_1": metrics.pass_at_1,
+                "pass_at_k": metrics.pass_at_k,
+                "any_success_share": metrics.any_success_share,
+            }
+    return summary
+
+
+def _run_report(groups: Sequence[ResultGroup]) -> RunReport:
+    return summarize(
+        run_id="",
+        results_path=None,
+        examples=len(groups),
+        groups=[
+            CompletedGroup(
+                example_index=group.example_index,
+                example_id=group.example_id,
+                termination_reasons=group.termination_reasons,
+                rewards=tuple(dict(r.get("rewards") or {}) for r in group.rollouts),
+            )
+            for group in groups
+        ],
+        groups_resumed=0,
+        rollouts_run=0,
+        wall_seconds=0.0,
+    )
+
+
+def _is_flat(group: ResultGroup) -> bool:
+    first = group.rollouts[0].get("rewards")
+    return all(r.get("rewards") == first for r in group.rollouts[1:])
+
+
+def _usage_summary(groups: Sequence[ResultGroup]) -> dict[str, Any] | None:
+    """Token totals over the rollouts that recorded usage; ``None`` when none did."""
+    totals: Counter[str] = Counter()
+    counted = 0
+    for group in groups:
+        for record in group.rollouts:
+            usage = record.get("usage")
+            if not isinstance(usage, Mapping):
+                continue
+            counted += 1
+            for key in _USAGE_KEYS:
+                value = usage.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    totals[key] += value
+    if not counted:
+        return None
+    return {
+        "rollouts_with_usage": counted,
+        "totals": {key: totals[key] for key in _USAGE_KEYS if key in totals},
+        "mean_per_rollout": {key: totals[key] / counted for key in _USAGE_KEYS if key in totals},
+    }
+
+
+def _group_data(
+    group: ResultGroup, keys: Sequence[str], reason_index: Mapping[str, int]
+) -> dict[str, Any]:
+    transcripts = [r.get("transcript") for r in group.rollouts]
+    prompt = _shared_prefix([t for t in transcripts if isinstance(t, list)])
+    if any(not isinstance(t, list) for t in transcripts):
+        prompt = []
+    return {
+        "i": group.example_index,
+        "id": group.example_id,
+        "f": _is_flat(group),
+        "p": prompt,
+        "r": [
+            {
+                "g": record.get("group_index"),
+                "id": record.get("rollout_id"),
+                "a": record.get("attempt"),
+                "t": reason_index[str(record["termination_reason"])],
+                "w": [(record.get("rewards") or {}).get(key) for key in keys],
+                "tm": record.get("timings") or {},
+                "u": record.get("usage"),
+                "m": transcript[len(prompt) :] if isinstance(transcript, list) else None,
+                "l": record.get("logs") or [],
+            }
+            for record, transcript in zip(group.rollouts, transcripts, strict=True)
+        ],
+    }
+
+
+def _shared_prefix(transcripts: Sequence[list[Any]]) -> list[Any]:
+    """The prompt every transcript starts with: the common leading messages before the
+    first assistant message."""
+    if not transcripts:
+        return []
+    prefix: list[Any] = []
+    for messages in zip(*transcripts, strict=False):
+        first = messages[0]
+        if not isinstance(first, Mapping) or first.get("role") == "assistant":
+            break
+        if any(message != first for message in messages[1:]):
+            break
+        prefix.append(first)
+    return prefix
+
+
+def embedded_json(data: Any) -> str:
+    """``data`` as JSON safe inside a ``<script>`` element: no ``<`` (so no ``</script>``
+    or ``<!--``) and no raw U+2028/U+2029 line separators."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def render_html_report(results: Results, *, source: str | None = None) -> str:
+    """The complete HTML page for ``results`` (see ``report_data`` for what it embeds)."""
+    data = report_data(results, source=source)
+    header = data["header"]
+    title = f"benchmax run {header.get('run_id', '')}"
+    body = "\n".join(
+        [
+            _definition_section(header, source),
+            _summary_section(data["summary"], data["keys"]),
+            _charts_section(data),
+        ]
+    )
+    template = resources.files("benchmax.runner").joinpath("_html_report_page.html")
+    page = template.read_text(encoding="utf-8")
+    values = {"TITLE": _e(title), "STATIC": body, "DATA": embedded_json(data)}
+    # One pass, so a placeholder-like string inside the inserted text stays as it is.
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], page)
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _number(value: float | int | None, digits: int = 3) -> str:
+    if value is None:
+        return "\u2013"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return f"{value:.{digits}f}"
+
+
+def _stat_cell(value: float | int | None, testid: str, digits: int = 3) -> str:
+    raw = "" if value is None else repr(value)
+    return (
+        f'<td class="num" data-testid="{_e(testid)}" data-value="{_e(raw)}">'
+        f"{_e(_number(value, digits))}</td>"
+    )
+
+
+def _definition_section(header: Mapping[str, Any], source: str | None) -> str:
+    definition = header.get("definition") or {}
+    env = definition.get("env") or {}
+    rows: list[tuple[str, Any]] = [("results file", source or "")]
+    rows.append(("run id", header.get("run_id", "")))
+    rows.append(("created", header.get("created_at", "")))
+    rows.append(("benchmax", header.get("benchmax_version", "")))
+    for name, value in env.items():
+        rows.append((f"env {name}", value))
+    for name, value in definition.items():
+        if name != "env":
+            rows.append((name.replace("_", " "), value))
+    if "rescored_from" in header:
+        rows.append(("rescored from", header["rescored_from"]))
+    if header.get("previous_definitions"):
+        rows.append(("previous definitions", header["previous_definitions"]))
+    half = (len(rows) + 1) // 2
+    tables = "".join(
+        '<table class="kv">'
+        + "".join(
+            f"<tr><th>{_e(name)}</th><td><code>{_e(_plain(value))}</code></td></tr>"
+            for name, value in part
+        )
+        + "</table>"
+        for part in (rows[:half], rows[half:])
+    )
+    return (
+        '<section id="run" class="card"><h2>Run</h2>'
+        f'<div class="kv-grid" data-testid="definition">{tables}</div></section>'
+    )
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _summary_section(summary: Mapping[str, Any], keys: Sequence[str]) -> str:
+    tiles = [
+        ("examples", summary["examples"], "examples"),
+        ("rollouts", summary["rollouts"], "rollouts"),
+        (
+            "groups with no reward variance",
+            f"{summary['no_variance_groups']} ({summary['no_variance_group_share']:.0%})",
+            "no-variance",
+        ),
+    ]
+    share = summary["no_variance_group_share"]
+    tile_html = "".join(
+        f'<div class="tile"><div class="tile-value" data-testid="{testid}"'
+        f' data-value="{_e(share if isinstance(value, str) else value)}">'
+        f"{_e(value if isinstance(value, str) else _number(value))}</div>"
+        f'<div class="tile-label">{_e(label)}</div></div>'
+        for label, value, testid in tiles
+    )
+    reasons = "".join(
+        f'<tr data-reason="{_e(reason)}"><td><span class="chip {_reason_class(reason)}">'
+        f"{_e(reason)}</span></td>"
+        + _stat_cell(count, f"rollouts-{reason}")
+        + _stat_cell(summary["groups_by_reason"].get(reason, 0), f"groups-{reason}")
+        + "</tr>"
+        for reason, count in summary["rollouts_by_reason"].items()
+    )
+    reward_rows = []
+    for key in keys:
+        stats = summary["reward_stats"].get(key)
+        if stats is None:
+            continue
+        passes = summary["pass_at_k"].get(key)
+        cells = "".join(
+            _stat_cell(stats[name], f"{name}-{key}") for name in ("mean", "std", "min", "max")
+        )
+        if passes is None:
+            cells += '<td class="num muted" colspan="3">not binary</td>'
+        else:
+            cells += _stat_cell(passes["pass_at_1"], f"pass1-{key}")
+            cells += (
+                f'<td class="num" data-testid="passk-{_e(key)}"'
+                f' data-value="{passes["pass_at_k"]!r}"'
+                f' title="k = {passes["k"]}">{passes["pass_at_k"]:.3f}'
+                f' <span class="muted">k={passes["k"]}</span></td>'
+            )
+            cells += _stat_cell(passes["any_success_share"], f"anysuccess-{key}")
+        reward_rows.append(f'<tr data-key="{_e(key)}"><td><code>{_e(key)}</code></td>{cells}</tr>')
+    usage = summary["usage"]
+    if usage is None:
+        usage_html = '<p class="muted" data-testid="usage-none">No token usage recorded.</p>'
+    else:
+        usage_rows = "".join(
+            f"<tr><td>{_e(name.replace('_', ' '))}</td>"
+            + _stat_cell(total, f"usage-total-{name}")
+            + _stat_cell(usage["mean_per_rollout"][name], f"usage-mean-{name}", 1)
+            + "</tr>"
+            for name, total in usage["totals"].items()
+        )
+        usage_html = (
+            '<table class="grid"><thead><tr><th>tokens</th><th class="num">total</th>'
+            '<th class="num">per rollout</th></tr></thead>'
+            f"<tbody>{usage_rows}</tbody></table>"
+            f'<p class="muted">{usage["rollouts_with_usage"]:,} of {summary["rollouts"]:,}'
+            " rollouts reported usage.</p>"
+        )
+    return (
+        '<section id="summary" class="card"><h2>Summary</h2>'
+        f'<div class="tiles">{tile_html}</div>'
+        '<div class="columns"><div><h3>Termination reasons</h3>'
+        '<table class="grid" data-testid="reasons"><thead><tr><th>reason</th>'
+        '<th class="num">rollouts</th><th class="num">groups</th></tr></thead>'
+        f"<tbody>{reasons}</tbody></table></div>"
+        f"<div><h3>Token usage</h3>{usage_html}</div></div>"
+        "<h3>Rewards</h3>"
+        '<table class="grid" data-testid="rewards"><thead><tr><th>key</th>'
+        '<th class="num">mean</th><th class="num">std</th><th class="num">min</th>'
+        '<th class="num">max</th><th class="num" title="mean over groups">pass@1</th>'
+        '<th class="num">pass@k</th><th class="num" title="share of groups with a success">'
+        "any success</th></tr></thead>"
+        f"<tbody>{''.join(reward_rows)}</tbody></table>"
+        '<p class="muted">pass@k (Chen et al. 2021) is shown for keys whose values are all 0 or 1;'
+        " k is the smallest group size.</p></section>"
+    )
+
+
+def _reason_class(reason: str) -> str:
+    return "ok" if reason == "finished" else "bad"
+
+
+def _charts_section(data: Mapping[str, Any]) -> str:
+    keys: list[str] = data["keys"]
+    if not keys:
+        return ""
+    reasons: list[str] = data["reasons"]
+    values: dict[str, list[float]] = {key: [] for key in keys}
+    by_reason: dict[str, dict[str, list[float]]] = {key: {} for key in keys}
+    for group in data["groups"]:
+        for rollout in group["r"]:
+            reason = reasons[rollout["t"]]
+            for key, value in zip(keys, rollout["w"], strict=True):
+                if value is not None:
+                    values[key].append(float(value))
+                    by_reason[key].setdefault(reason, []).append(float(value))
+    cards = "".join(
+        f'<div class="chart-card" data-key="{_e(key)}"><h3><code>{_e(key)}</code></h3>'
+        f"{_histogram_svg(key, values[key])}{_by_reason_svg(key, by_reason[key])}</div>"
+        for key in keys
+        if values[key]
+    )
+    return (
+        '<section id="charts" class="card"><h2>Reward charts</h2>'
+        f'<div class="charts">{cards}</div></section>'
+    )
+
+
+def _histogram_svg(key: str, values: Sequence[float]) -> str:
+    """Bars counting the rollouts per value range (0 and 1 only: two bars)."""
+    low, high = min(values), max(values)
+    if all(v in (0, 1) for v in values):
+        labels = ["0", "1"]
+        counts = [sum(v == 0 for v in values), sum(v == 1 for v in values)]
+        ranges = ["= 0", "= 1"]
+    elif low == high:
+        labels, counts, ranges = [f"{low:g}"], [len(values)], [f"= {low:g}"]
+    else:
+        width = (high - low) / _HISTOGRAM_BINS
+        counts = [0] * _HISTOGRAM_BINS
+        for v in values:
+            counts[min(int((v - low) / width), _HISTOGRAM_BINS - 1)] += 1
+        labels = [""] * _HISTOGRAM_BINS
+        labels[0], labels[-1] = f"{low:.3g}", f"{high:.3g}"
+        ranges = [
+            f"{low + i * width:.3g} to {low + (i + 1) * width:.3g}" for i in range(_HISTOGRAM_BINS)
+        ]
+    w, h, pad_l, pad_b, pad_t = 340, 150, 34, 22, 10
+    peak = max(counts) or 1
+    slot = (w - pad_l - 6) / len(counts)
+    bar = max(1.0, slot * 0.82)
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {w} {h}" role="img" data-testid="histogram-{_e(key)}"'
+        f' aria-label="histogram of {_e(key)}">'
+        f"<title>distribution of {_e(key)} over rollouts</title>",
+        f'<line class="axis" x1="{pad_l}" y1="{h - pad_b}" x2="{w - 4}" y2="{h - pad_b}"/>',
+        f'<text class="tick" x="{pad_l - 4}" y="{pad_t + 4}" text-anchor="end">{peak:,}</text>',
+        f'<text class="tick" x="{pad_l - 4}" y="{h - pad_b}" text-anchor="end">0</text>',
+    ]
+    for i, (count, label, span) in enumerate(zip(counts, labels, ranges, strict=True)):
+        x = pad_l + 3 + i * slot + (slot - bar) / 2
+        height = (h - pad_b - pad_t) * count / peak
+        y = h - pad_b - height
+        parts.append(
+            f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{height:.1f}">'
+            f"<title>{_e(key)} {_e(span)}: {count:,} rollouts</title></rect>"
+        )
+        if label:
+            parts.append(
+                f'<text class="tick" x="{x + bar / 2:.1f}" y="{h - 6}" text-anchor="middle">'
+                f"{_e(label)}</text>"
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _by_reason_svg(key: str, by_reason: Mapping[str, Sequence[float]]) -> str:
+    """One horizontal bar per termination reason: the mean of ``key``, with the count."""
+    rows = sorted(by_reason.items(), key=lambda item: -len(item[1]))
+    means = {reason: math.fsum(v) / len(v) for reason, v in rows}
+    low = min(0.0, *means.values())
+    high = max(0.0, *means.values())
+    if high == low:
+        high = low + 1.0
+    w, row_h, label_w, pad = 360, 22, 130, 92
+    h = row_h * len(rows) + 8
+    span = w - label_w - pad
+    zero = label_w + span * (0 - low) / (high - low)
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {w} {h}" role="img" data-testid="by-reason-{_e(key)}"'
+        f' aria-label="mean {_e(key)} by termination reason">'
+        f"<title>mean {_e(key)} by termination reason</title>",
+    ]
+    for i, (reason, vals) in enumerate(rows):
+        y = 4 + i * row_h
+        mean = means[reason]
+        x_end = label_w + span * (mean - low) / (high - low)
+        x, width = min(zero, x_end), max(abs(x_end - zero), 1.0)
+        parts.append(
+            f'<text class="label" x="{label_w - 6}" y="{y + 14}" text-anchor="end">'
+            f"{_e(_clip(reason, 20))}</text>"
+            f'<rect class="bar {_reason_class(reason)}" x="{x:.1f}" y="{y + 3}" '
+            f'width="{width:.1f}" height="{row_h - 8}"><title>{_e(reason)}: mean {_e(key)} '
+            f"{mean:.3f} over {len(vals):,} rollouts</title></rect>"
+            f'<text class="tick" x="{max(x + width, zero) + 4:.1f}" y="{y + 14}">'
+            f"{mean:.2f} ({len(vals):,})</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

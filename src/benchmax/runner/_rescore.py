@@ -1,0 +1,391 @@
+"""``rescore_results``: score the stored transcripts of a run again, without the model.
+
+After editing ``compute_reward`` or ``compute_group_rewards``, rescoring replays each
+group's finished transcripts through the environment's reward hooks and writes a new
+results file. Groups go through ``Environment.run_group`` itself (the same validation,
+group-hook merge and settling of failures as a run); only the model loop is replaced by the
+stored transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import benchmax
+from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
+from benchmax.envs import BaseEnv, BaseRollout
+from benchmax.envs.dataset import Dataset
+from benchmax.envs.environment import Environment
+from benchmax.envs.shared_types import (
+    DatasetSplit,
+    Example,
+    RewardMap,
+    RolloutFailure,
+    RolloutRequest,
+)
+from benchmax.runner._config import NoModelAuth
+from benchmax.runner._errors import GroupContractError, RunError
+from benchmax.runner._log_capture import RolloutLogCapture
+from benchmax.runner._report import RewardStats
+from benchmax.runner._results import RESULTS_FORMAT, new_run_id, read_results
+from benchmax.runner._selection import ResultGroup, groups_of
+
+__all__ = ["RESCORED_REASONS", "RescoreReport", "rescore_results"]
+
+logger = logging.getLogger(__name__)
+
+RESCORED_REASONS = frozenset(
+    {"finished", "reward_error", "reward_timeout", "judge_error", "group_reward_error"}
+)
+"""Rollouts that ended with one of these reasons reached scoring, so they are scored again;
+any other reason (a model, tool or turn-limit failure) is kept, with zero rewards."""
+
+_MAX_LISTED = 5
+
+
+@dataclass(frozen=True, slots=True)
+class RescoreReport:
+    """What a rescore wrote and how the rewards moved.
+
+    ``rescored`` counts the rollouts whose hooks ran again, ``kept`` those that keep the
+    reason they ended with; ``changed`` the rollouts whose rewards or reason differ from the
+    source. ``missing_examples`` lists example ids of the source left out because the
+    dataset no longer has them (only with ``allow_missing=True``).
+    """
+
+    source: Path
+    output: Path
+    run_id: str
+    groups: int
+    rollouts: int
+    rescored: int
+    kept: int
+    changed: int
+    old_stats: Mapping[str, RewardStats]
+    new_stats: Mapping[str, RewardStats]
+    old_reasons: Mapping[str, int]
+    new_reasons: Mapping[str, int]
+    missing_examples: tuple[str, ...]
+
+
+class _Replay(Environment[Any, BaseRollout]):
+    """An environment whose rollouts are the stored transcripts, scored by ``inner``."""
+
+    def __init__(self, inner: BaseEnv, records: Mapping[str, Mapping[str, Any]]) -> None:
+        self.inner = inner
+        self.records = records
+        self.reward_seconds: dict[str, float] = {}
+
+    @property
+    def reward_keys(self) -> Sequence[str]:
+        return self.inner.reward_keys
+
+    async def create_dataset(
+        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    ) -> Dataset[Any]:
+        raise NotImplementedError("a replay has no dataset of its own")
+
+    async def run_rollout(self, request: RolloutRequest[Any]) -> BaseRollout:
+        record = self.records[request.rollout_id]
+        reason = str(record["termination_reason"])
+        payload = request.example.payload
+        example_args = {k: v for k, v in payload.items() if k != "prompt_messages"}
+
+        def settle(termination_reason: str, rewards: RewardMap | None) -> BaseRollout:
+            return BaseRollout(
+                rollout_id=request.rollout_id,
+                termination_reason=termination_reason,
+                rewards=rewards,
+                messages=list(record["transcript"] or []),
+                example_args=example_args,
+                split=request.split,
+            )
+
+        zeros = dict.fromkeys(self.inner.reward_keys, 0.0)
+        if reason not in RESCORED_REASONS:
+            return settle(reason, zeros)
+        started = time.perf_counter()
+        deadline = asyncio.timeout(getattr(self.inner, "reward_timeout", None))
+        try:
+            async with deadline:
+                rewards = await self.inner.compute_reward(settle("finished", None))
+        except RolloutFailure as failure:
+            logger.error(
+                "rescore.reward_failed rollout_id=%s termination_reason=%s: %s",
+                request.rollout_id,
+                failure.termination_reason,
+                failure,
+                exc_info=failure,
+            )
+            return settle(failure.termination_reason, zeros)
+        except TimeoutError as error:
+            if not deadline.expired():
+                return self._reward_error(request.rollout_id, error, settle, zeros)
+            logger.error(
+                "rescore.reward_failed rollout_id=%s termination_reason=reward_timeout",
+                request.rollout_id,
+                exc_info=error,
+            )
+            return settle("reward_timeout", zeros)
+        except Exception as error:
+            return self._reward_error(request.rollout_id, error, settle, zeros)
+        finally:
+            self.reward_seconds[request.rollout_id] = time.perf_counter() - started
+        return settle("finished", rewards)
+
+    @staticmethod
+    def _reward_error(
+        rollout_id: str,
+        error: Exception,
+        settle: Callable[[str, RewardMap | None], BaseRollout],
+        zeros: RewardMap,
+    ) -> BaseRollout:
+        logger.error(
+            "rescore.reward_failed rollout_id=%s termination_reason=reward_error: %s",
+            rollout_id,
+            error,
+            exc_info=error,
+        )
+        return settle("reward_error", zeros)
+
+    async def compute_group_rewards(
+        self, rollouts: Sequence[BaseRollout]
+    ) -> Mapping[str, RewardMap] | None:
+        return await self.inner.compute_group_rewards(rollouts)
+
+
+async def rescore_results(
+    env: BaseEnv,
+    results_path: str | Path,
+    output: str | Path,
+    *,
+    base_dir: str | Path,
+    env_definition: Mapping[str, Any] | None = None,
+    auth_providers: Mapping[str, ModelAuth] | None = None,
+    allow_missing: bool = False,
+    max_concurrent_groups: int = 8,
+) -> RescoreReport:
+    """Score the transcripts of ``results_path`` again with ``env``'s reward hooks.
+
+    The examples come from ``env.create_dataset(split, base_dir)`` (the split of the
+    results header), matched by example id; each rollout is rebuilt as a ``BaseRollout``
+    (its stored transcript, the example's payload fields as ``example_args``) and its
+    group goes through ``run_group``: rollouts that reached scoring (``RESCORED_REASONS``)
+    get ``compute_reward`` and ``compute_group_rewards`` again, others keep their reason
+    and zero rewards, and failing hooks settle as in a run (``reward_error``, the reason of
+    a ``RolloutFailure``, ``group_reward_error``). No model is called; judges are, with
+    credentials bound from ``auth_providers`` (their bearer keys are masked in the logs
+    kept).
+
+    Writes ``output`` (a new results file, replaced if present) whose header copies the
+    source's definition (its ``env`` replaced by ``env_definition`` when given) and adds
+    ``rescored_from``: the source path, its run id and its ``env`` definition (with any
+    source or bundle digest it recorded). Records keep their rollout ids, transcripts,
+    usage and logs (the rescore's log records are appended); timings keep the run's
+    values except ``reward_seconds``.
+
+    Raises ``RunError`` when examples are missing from the dataset (unless
+    ``allow_missing``, which leaves their groups out), when a rollout to rescore has no
+    transcript, or when the split cannot be loaded; ``GroupContractError`` when a hook
+    breaks the reward contract (nothing is written then); ``ResultsFileError`` for a file
+    that is not a results file.
+    """
+    if not isinstance(env, BaseEnv):
+        raise RunError(
+            f"rescoring needs a BaseEnv environment (stored transcripts); got {type(env).__name__}"
+        )
+    if max_concurrent_groups < 1:
+        raise ValueError("max_concurrent_groups must be at least 1")
+    source = Path(results_path)
+    target = Path(output)
+    results = read_results(source)
+    definition = dict(results.definition)
+    split = definition.get("split", "eval")
+    payloads = await _payloads(env, split, Path(base_dir))
+    groups = groups_of(results)
+    missing = [g.example_id for g in groups if g.example_id not in payloads]
+    if missing and not allow_missing:
+        shown = ", ".join(missing[:_MAX_LISTED]) + (" ..." if len(missing) > _MAX_LISTED else "")
+        raise RunError(
+            f"{len(missing)} of {len(groups)} example(s) of {source} are not in the {split} "
+            f"split under {base_dir} (matched by example id): {shown}; "
+            "pass the --data directory the run used"
+        )
+    groups = [g for g in groups if g.example_id in payloads]
+    for group in groups:
+        for record in group.rollouts:
+            if record.get("transcript") is None and record["termination_reason"] in (
+                RESCORED_REASONS
+            ):
+                raise RunError(
+                    f"rollout {record['rollout_id']} of {source} has no transcript to score "
+                    "(only BaseEnv runs record transcripts)"
+                )
+    run_id = new_run_id()
+    providers = dict(auth_providers or {})
+    secrets = [auth.token for auth in providers.values() if isinstance(auth, StaticBearerAuth)]
+    capture = RolloutLogCapture(logging.INFO, secrets)
+    rewritten: dict[int, list[dict[str, Any]]] = {}
+
+    async def rescore_group(group: ResultGroup) -> None:
+        records = {str(r["rollout_id"]): r for r in group.rollouts}
+        replay = _Replay(env, records)
+        example = Example(id=group.example_id, payload=payloads[group.example_id])
+        requests = [
+            RolloutRequest(
+                rollout_id=rollout_id,
+                example=example,
+                model=str(definition.get("model") or "rescore"),
+                base_url="http://rescore.invalid/v1",
+                model_auth=NoModelAuth(),
+                split=split,
+            )
+            for rollout_id in records
+        ]
+        ids = list(records)
+        capture.track(ids)
+        try:
+            outcomes = await replay.run_group(requests)
+        except Exception as error:
+            for rollout_id in ids:
+                capture.take(rollout_id)
+            raise GroupContractError(group.example_index, group.example_id, error) from error
+        rewritten[group.example_index] = [
+            _rewritten(
+                record,
+                run_id=run_id,
+                reason=outcomes[rid].termination_reason,
+                rewards=dict(outcomes[rid].rewards),
+                reward_seconds=replay.reward_seconds.get(rid),
+                logs=capture.take(rid),
+            )
+            for rid, record in records.items()
+        ]
+
+    pending = iter(groups)
+    errors: list[BaseException] = []
+
+    async def worker() -> None:
+        for group in pending:
+            if errors:
+                return
+            try:
+                await rescore_group(group)
+            except GroupContractError as error:
+                errors.append(error)
+                return
+
+    with capture.attached(), bind_model_auth(providers):
+        await asyncio.gather(*(worker() for _ in range(min(max_concurrent_groups, len(groups)))))
+    if errors:
+        raise errors[0]
+
+    header = {
+        "type": "header",
+        "format": RESULTS_FORMAT,
+        "run_id": run_id,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "benchmax_version": benchmax.__version__,
+        "definition": {**definition, "env": dict(env_definition or definition.get("env") or {})},
+        "rescored_from": {
+            "path": str(source),
+            "run_id": results.header.get("run_id"),
+            "env": definition.get("env"),
+        },
+    }
+    new_records = [r for index in sorted(rewritten) for r in rewritten[index]]
+    _write(target, header, new_records)
+    old_records = [r for g in groups for r in g.rollouts]
+    return RescoreReport(
+        source=source,
+        output=target,
+        run_id=run_id,
+        groups=len(groups),
+        rollouts=len(new_records),
+        rescored=sum(r["termination_reason"] in RESCORED_REASONS for r in old_records),
+        kept=sum(r["termination_reason"] not in RESCORED_REASONS for r in old_records),
+        changed=sum(
+            (old["rewards"], old["termination_reason"])
+            != (new["rewards"], new["termination_reason"])
+            for old, new in zip(old_records, new_records, strict=True)
+        ),
+        old_stats=_stats(old_records),
+        new_stats=_stats(new_records),
+        old_reasons=dict(Counter(str(r["termination_reason"]) for r in old_records)),
+        new_reasons=dict(Counter(str(r["termination_reason"]) for r in new_records)),
+        missing_examples=tuple(missing),
+    )
+
+
+async def _payloads(env: BaseEnv, split: Any, base_dir: Path) -> dict[str, Any]:
+    """Example id -> payload for every example of the split (the first of duplicate ids)."""
+    try:
+        dataset = await env.create_dataset(split, base_dir)
+        payloads: dict[str, Any] = {}
+        for example in dataset:
+            payloads.setdefault(example.id, example.payload)
+        return payloads
+    except FileNotFoundError as error:
+        raise RunError(f"data file not found: {error.filename or error}") from error
+    except RunError:
+        raise
+    except Exception as error:
+        raise RunError(
+            f"cannot load the {split} split from {base_dir}: {type(error).__name__}: {error}"
+        ) from error
+
+
+def _rewritten(
+    record: Mapping[str, Any],
+    *,
+    run_id: str,
+    reason: str,
+    rewards: dict[str, float],
+    reward_seconds: float | None,
+    logs: list[dict[str, Any]],
+) -> dict[str, Any]:
+    new = dict(record)
+    new["run_id"] = run_id
+    new["termination_reason"] = reason
+    new["rewards"] = rewards
+    timings = dict(record.get("timings") or {})
+    if reward_seconds is not None:
+        timings["reward_seconds"] = round(reward_seconds, 6)
+    new["timings"] = timings
+    new["logs"] = [*(record.get("logs") or []), *logs]
+    return new
+
+
+def _settled(record: Mapping[str, Any]) -> tuple[Any, Any]:
+    return (record.get("rewards"), record.get("termination_reason"))
+
+
+def _stats(records: Sequence[Mapping[str, Any]]) -> dict[str, RewardStats]:
+    values: dict[str, list[float]] = {}
+    for record in records:
+        for key, value in (record.get("rewards") or {}).items():
+            if isinstance(value, int | float) and math.isfinite(value):
+                values.setdefault(key, []).append(float(value))
+    return {key: RewardStats.of(vals) for key, vals in values.items()}
+
+
+def _write(path: Path, header: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> None:
+    """Write the whole file next to ``path`` first, then move it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    lines = [header, *records]
+    with open(temporary, "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+    os.replace(temporary, path)

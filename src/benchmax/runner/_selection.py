@@ -1,0 +1,150 @@
+"""Pick rollouts out of a results file: by termination reason, example id and reward range.
+
+``benchmax show`` prints such a selection; the HTML report filters its table the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from benchmax.runner._results import Results
+
+__all__ = ["ResultGroup", "RolloutFilter", "reward_keys_of", "select_rollouts", "groups_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResultGroup:
+    """The rollouts of one complete group of a results file, in ``group_index`` order."""
+
+    example_index: int
+    example_id: str
+    rollouts: tuple[Mapping[str, Any], ...]
+
+    @property
+    def termination_reasons(self) -> tuple[str, ...]:
+        return tuple(str(r["termination_reason"]) for r in self.rollouts)
+
+    def values(self, key: str) -> list[float]:
+        """The group's values of reward ``key`` (rollouts without it are skipped)."""
+        return [float(r["rewards"][key]) for r in self.rollouts if key in (r.get("rewards") or {})]
+
+
+def groups_of(results: Results) -> list[ResultGroup]:
+    """The complete groups of ``results``, in example order."""
+    by_index: dict[int, list[Mapping[str, Any]]] = {}
+    for record in results.rollouts:
+        by_index.setdefault(int(record["example_index"]), []).append(record)
+    return [
+        ResultGroup(
+            example_index=index,
+            example_id=str(records[0]["example_id"]),
+            rollouts=tuple(sorted(records, key=lambda r: int(r["group_index"]))),
+        )
+        for index, records in sorted(by_index.items())
+    ]
+
+
+def reward_keys_of(results: Results) -> list[str]:
+    """Every reward key in ``results``, in order of first appearance."""
+    keys: dict[str, None] = {}
+    for record in results.rollouts:
+        keys.update(dict.fromkeys(record.get("rewards") or {}))
+    return list(keys)
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutFilter:
+    """Which rollouts to select; every condition given must hold (``None``: no condition).
+
+    ``reason`` is a termination reason; ``example_id`` an example id or a prefix of one
+    (at least 4 characters, like a short git hash); ``min_reward``/``max_reward`` bound
+    reward ``key`` inclusively (``key`` defaults to the file's first reward key).
+
+    Raises ``ValueError`` for an empty reason or id, a non-finite bound, or
+    ``min_reward > max_reward``.
+    """
+
+    reason: str | None = None
+    example_id: str | None = None
+    key: str | None = None
+    min_reward: float | None = None
+    max_reward: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("reason", "example_id", "key"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be a non-empty string or None")
+        for name in ("min_reward", "max_reward"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise ValueError(f"{name} must be a finite number or None, got {value!r}")
+        if (
+            self.min_reward is not None
+            and self.max_reward is not None
+            and self.min_reward > self.max_reward
+        ):
+            raise ValueError(
+                f"min_reward {self.min_reward} is greater than max_reward {self.max_reward}"
+            )
+
+    @property
+    def bounds_reward(self) -> bool:
+        return self.min_reward is not None or self.max_reward is not None
+
+    def matches(self, record: Mapping[str, Any], key: str | None) -> bool:
+        """Whether ``record`` passes; ``key`` is the reward key the bounds apply to."""
+        if self.reason is not None and record.get("termination_reason") != self.reason:
+            return False
+        if self.example_id is not None and not _id_matches(
+            str(record.get("example_id")), self.example_id
+        ):
+            return False
+        if self.bounds_reward:
+            value = (record.get("rewards") or {}).get(key) if key is not None else None
+            if value is None:
+                return False
+            if self.min_reward is not None and value < self.min_reward:
+                return False
+            if self.max_reward is not None and value > self.max_reward:
+                return False
+        return True
+
+
+def _id_matches(example_id: str, wanted: str) -> bool:
+    return example_id == wanted or (len(wanted) >= 4 and example_id.startswith(wanted))
+
+
+def select_rollouts(
+    results: Results, selection: RolloutFilter, *, limit: int | None = None
+) -> list[Mapping[str, Any]]:
+    """The rollouts of ``results`` that pass ``selection``, in file order (at most ``limit``).
+
+    Raises ``ValueError`` when ``selection.key`` is not a reward key of the file, or when
+    reward bounds are given and the file has no reward keys.
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    key = _bounded_key(results, selection)
+    matching = (r for r in results.rollouts if selection.matches(r, key))
+    return list(itertools.islice(matching, limit))
+
+
+def _bounded_key(results: Results, selection: RolloutFilter) -> str | None:
+    keys = reward_keys_of(results)
+    if selection.key is not None:
+        if selection.key not in keys:
+            known = ", ".join(keys) or "none"
+            raise ValueError(f"reward key {selection.key!r} is not in the results (keys: {known})")
+        return selection.key
+    if selection.bounds_reward and not keys:
+        raise ValueError("the results have no reward keys to bound")
+    return keys[0] if keys else None

@@ -1,0 +1,337 @@
+"""``rescore_results`` and ``benchmax rescore``: stored transcripts scored again, no model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from tests.view.conftest import EXAMPLES, invoke
+from tests.view.rescore_envs import LEAKED_KEY, BoundedEnv, NotFiniteEnv, ScoreEnv, example
+from tests.view.synthetic import header, rollout, write
+
+from benchmax.auth import StaticBearerAuth
+from benchmax.cli import cli
+from benchmax.runner import (
+    GroupContractError,
+    RunError,
+    read_results,
+    rescore_results,
+)
+
+QUESTIONS = [("2+2", "4"), ("3+3", "6"), ("4+4", "8")]
+
+
+def dataset(directory: Path) -> list[str]:
+    directory.mkdir(exist_ok=True)
+    rows = [{"question": q, "answer": a} for q, a in QUESTIONS]
+    (directory / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return [example(row).id for row in rows]
+
+
+def transcript(question: str, reply: str | None) -> list[dict[str, Any]]:
+    messages = [{"role": "user", "content": question}]
+    if reply is not None:
+        messages.append({"role": "assistant", "content": reply})
+    return messages
+
+
+def stale(i: int, example_id: str, k: int, reply: str | None, reason: str) -> dict[str, Any]:
+    return rollout(
+        i, example_id, k, rewards={"correct": 0.0, "length": 0.0}, reason=reason,
+        transcript=transcript(QUESTIONS[i][0], reply),
+        logs=[{"time": "t", "level": "INFO", "logger": "run", "message": "from the run"}],
+    )  # fmt: skip
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> tuple[Path, Path]:
+    ids = dataset(tmp_path / "data")
+    records = [
+        stale(0, ids[0], 0, "4", "finished"),
+        stale(0, ids[0], 1, "4", "reward_error"),  # the old reward crashed; it reached scoring
+        stale(0, ids[0], 2, None, "model_error"),  # never reached scoring: kept
+        stale(1, ids[1], 0, "CRASH", "finished"),
+        stale(1, ids[1], 1, "JUDGE", "finished"),
+        stale(1, ids[1], 2, "6", "max_turns_exceeded"),
+        stale(2, ids[2], 0, "8", "finished"),
+        stale(2, ids[2], 1, "GROUPFAIL", "finished"),
+        stale(2, ids[2], 2, "x", "tool_error"),
+    ]
+    head = header(group_size=3)
+    head["definition"]["env"] = {"class": "x:Y", "constructor_args": {}, "source_digest": "abc"}
+    return write(tmp_path / "run.jsonl", head, records), tmp_path / "data"
+
+
+def settled(path: Path) -> list[tuple[str, dict[str, float]]]:
+    return [(r["termination_reason"], r["rewards"]) for r in read_results(path).rollouts]
+
+
+async def test_rescoring_runs_the_reward_hooks_and_settles_failures_as_a_run_does(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    results, data = source
+    env = ScoreEnv()
+    output = tmp_path / "new.jsonl"
+    report = await rescore_results(env, results, output, base_dir=data)
+    zeros = {"correct": 0.0, "length": 0.0}
+    assert settled(output) == [
+        ("finished", {"correct": 1.0, "length": 2.0}),
+        ("finished", {"correct": 1.0, "length": 2.0}),
+        ("model_error", zeros),
+        ("reward_error", zeros),
+        ("judge_error", zeros),
+        ("max_turns_exceeded", zeros),
+        ("group_reward_error", zeros),
+        ("group_reward_error", zeros),
+        ("tool_error", zeros),
+    ]
+    assert len(env.scored) == 6  # every rollout that reached scoring, none other
+    assert (report.groups, report.rollouts, report.rescored, report.kept) == (3, 9, 6, 3)
+    assert report.changed == 6  # two now scored, four now failing (two by the group hook)
+    assert report.old_stats["correct"].mean == 0.0
+    assert report.new_stats["correct"].mean == pytest.approx(2 / 9)
+    assert report.old_reasons == {
+        "finished": 5, "reward_error": 1, "model_error": 1, "max_turns_exceeded": 1,
+        "tool_error": 1,
+    }  # fmt: skip
+    assert report.new_reasons["group_reward_error"] == 2
+
+
+async def test_the_new_file_records_where_it_came_from(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    results, data = source
+    output = tmp_path / "out" / "new.jsonl"
+    report = await rescore_results(ScoreEnv(), results, output, base_dir=data)
+    old, new = read_results(results), read_results(output)
+    assert new.header["run_id"] == report.run_id != old.header["run_id"]
+    assert new.header["rescored_from"] == {
+        "path": str(results),
+        "run_id": old.header["run_id"],
+        "env": {"class": "x:Y", "constructor_args": {}, "source_digest": "abc"},
+    }
+    assert new.definition == old.definition
+    for before, after in zip(old.rollouts, new.rollouts, strict=True):
+        assert after["run_id"] == report.run_id
+        for field in ("rollout_id", "example_id", "group_index", "transcript", "usage"):
+            assert after[field] == before[field]
+        assert after["timings"]["model_seconds"] == before["timings"]["model_seconds"]
+        assert after["logs"][0] == before["logs"][0]
+    crashed = new.rollouts[3]
+    error = next(entry for entry in crashed["logs"] if entry["level"] == "ERROR")
+    assert "termination_reason=reward_error" in error["message"]
+    assert "RuntimeError: the reward crashed" in error["exception"]
+    group_failed = new.rollouts[6]
+    assert "the group hook broke" in json.dumps(group_failed["logs"])
+    assert (
+        new.rollouts[0]["timings"]["reward_seconds"] != old.rollouts[0]["timings"]["reward_seconds"]
+    )
+    renamed = await rescore_results(
+        ScoreEnv(), results, tmp_path / "b.jsonl", base_dir=data,
+        env_definition={"class": "edited:Env", "constructor_args": {"a": 1}},
+    )  # fmt: skip
+    assert read_results(renamed.output).definition["env"] == {
+        "class": "edited:Env",
+        "constructor_args": {"a": 1},
+    }
+
+
+async def test_reward_timeout_bounds_the_hook(tmp_path: Path) -> None:
+    ids = dataset(tmp_path / "data")
+    records = [
+        stale(0, ids[0], 0, "SLOW", "finished"),
+        stale(0, ids[0], 1, "RAISES_TIMEOUT", "finished"),
+        stale(0, ids[0], 2, "4", "reward_timeout"),
+    ]
+    results = write(tmp_path / "run.jsonl", header(group_size=3), records)
+    report = await rescore_results(
+        BoundedEnv(), results, tmp_path / "n.jsonl", base_dir=tmp_path / "data"
+    )
+    assert [reason for reason, _ in settled(report.output)] == [
+        "reward_timeout",  # the deadline expired
+        "reward_error",  # the hook's own TimeoutError is a reward error
+        "finished",  # it timed out in the run and now scores in time
+    ]
+
+
+async def test_credentials_are_masked_in_the_logs_kept(tmp_path: Path) -> None:
+    ids = dataset(tmp_path / "data")
+    results = write(
+        tmp_path / "run.jsonl", header(group_size=1), [stale(0, ids[0], 0, "LEAK", "finished")]
+    )
+    report = await rescore_results(
+        ScoreEnv(), results, tmp_path / "n.jsonl", base_dir=tmp_path / "data",
+        auth_providers={"judge": StaticBearerAuth(LEAKED_KEY)},
+    )  # fmt: skip
+    text = report.output.read_text()
+    assert LEAKED_KEY not in text and "the judge rejected key ***" in text
+
+
+async def test_a_contract_violation_raises_and_writes_nothing(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    results, data = source
+    output = tmp_path / "new.jsonl"
+    with pytest.raises(GroupContractError, match="must be finite"):
+        await rescore_results(NotFiniteEnv(), results, output, base_dir=data)
+    assert not output.exists()
+
+
+async def test_missing_examples_are_named(source: tuple[Path, Path], tmp_path: Path) -> None:
+    results, data = source
+    rows = (data / "eval.jsonl").read_text().splitlines()
+    (data / "eval.jsonl").write_text(rows[0] + "\n")
+    with pytest.raises(RunError, match=r"2 of 3 example\(s\) of .* are not in the eval split"):
+        await rescore_results(ScoreEnv(), results, tmp_path / "new.jsonl", base_dir=data)
+    report = await rescore_results(
+        ScoreEnv(), results, tmp_path / "new.jsonl", base_dir=data, allow_missing=True
+    )
+    assert report.groups == 1 and len(report.missing_examples) == 2
+    assert len(read_results(report.output).rollouts) == 3
+
+
+async def test_refusals(source: tuple[Path, Path], tmp_path: Path) -> None:
+    results, data = source
+    with pytest.raises(RunError, match="data file not found"):
+        await rescore_results(ScoreEnv(), results, tmp_path / "n.jsonl", base_dir=tmp_path)
+    with pytest.raises(RunError, match="needs a BaseEnv"):
+        await rescore_results(object(), results, tmp_path / "n.jsonl", base_dir=data)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_concurrent_groups"):
+        await rescore_results(
+            ScoreEnv(), results, tmp_path / "n.jsonl", base_dir=data, max_concurrent_groups=0
+        )
+    lines = results.read_text().splitlines()
+    record = json.loads(lines[1])
+    record["transcript"] = None
+    no_transcript = tmp_path / "none.jsonl"
+    no_transcript.write_text("\n".join([lines[0], json.dumps(record), *lines[2:]]) + "\n")
+    with pytest.raises(RunError, match="has no transcript to score"):
+        await rescore_results(ScoreEnv(), no_transcript, tmp_path / "n.jsonl", base_dir=data)
+
+
+def copy_calculator(tmp_path: Path, edit: tuple[str, str]) -> Path:
+    package = tmp_path / "edited_calculator"
+    shutil.copytree(EXAMPLES / "calculator", package)
+    env = package / "env.py"
+    source = env.read_text()
+    assert edit[0] in source
+    env.write_text(source.replace(*edit))
+    return env
+
+
+def test_rescore_a_copied_example_after_editing_its_reward(
+    example_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    run = example_runs["calculator"]
+    env = copy_calculator(
+        tmp_path,
+        ('return {"correct": float(correct), "used_tools": float(used)}',
+         'return {"correct": float(correct) * 0.5, "used_tools": 1.0 - float(used)}'),
+    )  # fmt: skip
+    output = tmp_path / "rescored.jsonl"
+    result = invoke(
+        "rescore", run, f"{env}:CalculatorEnv", "--data", EXAMPLES / "calculator", "-o", output
+    )
+    assert "rewards: before → after rescoring" in result.output
+    assert f"results: {output}" in result.output
+    old, new = read_results(run), read_results(output)
+    assert new.definition["env"]["class"] == "edited_calculator.env:CalculatorEnv"
+    assert len(new.rollouts) == len(old.rollouts)
+    for before, after in zip(old.rollouts, new.rollouts, strict=True):
+        assert after["termination_reason"] == before["termination_reason"]
+        if before["termination_reason"] == "finished":
+            assert after["rewards"] == {
+                "correct": before["rewards"]["correct"] * 0.5,
+                "used_tools": 1.0 - before["rewards"]["used_tools"],
+            }
+        else:
+            assert after["rewards"] == {"correct": 0.0, "used_tools": 0.0}
+    assert "correct" in result.output and "-0.3" in result.output  # mean 0.775 -> 0.388
+
+
+def test_rescore_with_the_header_target_finds_the_class_beside_the_data(
+    example_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    run = example_runs["quickstart"]
+    result = invoke("rescore", run, "--data", EXAMPLES / "quickstart")
+    output = run.with_name(f"{run.stem}.rescored.jsonl")
+    assert f"results: {output}" in result.output.replace("\n", "")
+    assert "0 of 80 changed" in result.output
+    assert settled(output) == settled(run)
+    again = invoke("rescore", run, "--data", EXAMPLES / "quickstart")
+    assert f"{run.stem}.rescored-2.jsonl" in again.output.replace("\n", "")
+
+
+def test_rescore_calls_the_judge_as_a_run_does(
+    example_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The rubric run used '@mock': the rescore starts the mock with the run's policy."""
+    run = example_runs["rubric_judge"]
+    output = tmp_path / "judge.jsonl"
+    invoke("rescore", run, "--data", EXAMPLES / "rubric_judge", "-o", output)
+    assert settled(output) == settled(run)
+    assert (
+        read_results(output).header["rescored_from"]["run_id"] == read_results(run).header["run_id"]
+    )
+    # With the judge pointed at a server that is not there, every judged rollout fails.
+    broken = tmp_path / "broken.jsonl"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "rescore", str(run), "--data", str(EXAMPLES / "rubric_judge"), "-o", str(broken),
+            "--env-arg", "judge_base_url=http://127.0.0.1:9/v1",
+            "--auth", "judge=BENCHMAX_TEST_KEY",
+        ],
+        env={"BENCHMAX_TEST_KEY": "secret-judge-key"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    reasons = {reason for reason, _ in settled(broken)}
+    assert reasons == {"judge_error"}
+    assert "secret-judge-key" not in broken.read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data", "/nonexistent"], "data directory not found: /nonexistent"),
+        (["nope.py:Env"], "no such file"),
+        (["--env-arg", "1x=2"], "invalid --env-arg"),
+        (["--auth", "judge"], "invalid --auth"),
+    ],
+)
+def test_rescore_reports_bad_input_in_one_line(
+    example_runs: dict[str, Path], args: list[str], message: str
+) -> None:
+    result = CliRunner().invoke(cli, ["rescore", str(example_runs["quickstart"]), *args])
+    assert result.exit_code != 0
+    assert message in result.output and result.output.count("\n") == 1, result.output
+
+
+def test_rescore_of_a_bundle_run_needs_a_target(tmp_path: Path, source: tuple[Path, Path]) -> None:
+    results, data = source
+    lines = results.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["definition"]["env"] = {"bundle_digest": "sha256:abc"}
+    bundled = tmp_path / "bundled.jsonl"
+    bundled.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    result = CliRunner().invoke(cli, ["rescore", str(bundled), "--data", str(data)])
+    assert result.exit_code == 1 and "the run used a bundle" in result.output
+    head["definition"]["env"] = {"class": "not_a_module_anywhere:Env"}
+    bundled.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    result = CliRunner().invoke(cli, ["rescore", str(bundled), "--data", str(data)])
+    assert result.exit_code == 1 and "pass TARGET" in result.output
+
+
+def test_rescore_with_a_bundle_target(example_runs: dict[str, Path], tmp_path: Path) -> None:
+    bundle = tmp_path / "qs.bundle"
+    invoke("bundle", f"{EXAMPLES / 'quickstart'}/env.py:QuickStartEnv", "-o", bundle)
+    run = example_runs["quickstart"]
+    output = tmp_path / "bundled.jsonl"
+    invoke("rescore", run, bundle, "--data", EXAMPLES / "quickstart", "-o", output)
+    env = read_results(output).definition["env"]
+    assert len(env["bundle_digest"]) == 64 and env["constructor_args"] == {}
+    assert settled(output) == settled(run)

@@ -1,0 +1,147 @@
+"""``RolloutFilter``/``select_rollouts`` and the ``show`` command."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tests.view.synthetic import header, rollout, write
+
+from benchmax.cli import cli
+from benchmax.runner import RolloutFilter, read_results, select_rollouts
+
+TRANSCRIPT = [
+    {"role": "user", "content": "Say hi"},
+    {"role": "assistant", "content": "hi", "reasoning_content": "greet back"},
+]
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    records = [
+        rollout(0, "aaaa1111", 0, rewards={"correct": 1.0, "style": 0.5}, transcript=TRANSCRIPT),
+        rollout(0, "aaaa1111", 1, rewards={"correct": 0.0, "style": 0.0}, reason="model_error",
+                transcript=TRANSCRIPT[:1],
+                logs=[{"time": "t", "level": "ERROR", "logger": "benchmax.envs.base.env",
+                       "message": "model failed", "exception": "Traceback\nTimeoutError: slow"}]),
+        rollout(1, "bbbb2222", 0, rewards={"correct": 0.0, "style": 1.0}, transcript=TRANSCRIPT),
+        rollout(1, "bbbb2222", 1, rewards={"correct": 1.0, "style": 0.25}, transcript=TRANSCRIPT),
+    ]  # fmt: skip
+    return write(tmp_path / "r.jsonl", header(group_size=2), records)
+
+
+def ids(records: list) -> list[tuple[int, int]]:
+    return [(r["example_index"], r["group_index"]) for r in records]
+
+
+def test_select_by_reason_example_and_reward_range(results: Path) -> None:
+    loaded = read_results(results)
+    assert ids(select_rollouts(loaded, RolloutFilter())) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert ids(select_rollouts(loaded, RolloutFilter(reason="model_error"))) == [(0, 1)]
+    assert ids(select_rollouts(loaded, RolloutFilter(example_id="bbbb2222"))) == [(1, 0), (1, 1)]
+    assert ids(select_rollouts(loaded, RolloutFilter(example_id="bbbb"))) == [(1, 0), (1, 1)]
+    assert select_rollouts(loaded, RolloutFilter(example_id="bbb")) == []  # prefixes need 4
+    assert ids(select_rollouts(loaded, RolloutFilter(min_reward=1))) == [(0, 0), (1, 1)]
+    assert ids(select_rollouts(loaded, RolloutFilter(max_reward=0))) == [(0, 1), (1, 0)]
+    in_range = RolloutFilter(key="style", min_reward=0.25, max_reward=0.5)
+    assert ids(select_rollouts(loaded, in_range)) == [(0, 0), (1, 1)]
+    both = RolloutFilter(reason="finished", key="style", max_reward=0.5)
+    assert ids(select_rollouts(loaded, both)) == [(0, 0), (1, 1)]
+    assert ids(select_rollouts(loaded, RolloutFilter(), limit=3)) == [(0, 0), (0, 1), (1, 0)]
+
+
+def test_select_rejects_an_unknown_key_and_bad_limits(results: Path) -> None:
+    loaded = read_results(results)
+    with pytest.raises(ValueError, match=r"reward key 'nope' is not in the results \(keys: "):
+        select_rollouts(loaded, RolloutFilter(key="nope"))
+    with pytest.raises(ValueError, match="limit"):
+        select_rollouts(loaded, RolloutFilter(), limit=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"reason": ""}, "reason must be a non-empty string"),
+        ({"example_id": ""}, "example_id must be a non-empty string"),
+        ({"key": ""}, "key must be a non-empty string"),
+        ({"min_reward": math.nan}, "min_reward must be a finite number"),
+        ({"max_reward": math.inf}, "max_reward must be a finite number"),
+        ({"min_reward": True}, "min_reward must be a finite number"),
+        ({"max_reward": "1"}, "max_reward must be a finite number"),
+        ({"min_reward": 1, "max_reward": 0}, "min_reward 1 is greater than max_reward 0"),
+    ],
+)
+def test_filter_validation(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RolloutFilter(**options)
+
+
+def show(*args: object) -> str:
+    result = CliRunner().invoke(cli, ["show", *map(str, args)], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_show_prints_the_selection_with_transcripts_and_logs(results: Path) -> None:
+    out = show(results, "--reason", "model_error")
+    assert "example 0" in out and "rollout 1" in out and "model_error" in out
+    assert "Say hi" in out and "TimeoutError: slow" in out and "model failed" in out
+    assert "showed 1 of 1 matching rollouts" in out
+    out = show(results, "--example", "bbbb", "--key", "style", "--min-reward", "0.5")
+    assert "example 1" in out and "rollout 0" in out and "rollout 1" not in out
+    assert "[reasoning] greet back" in out
+    out = show(results, "--limit", "1")
+    assert "showed 1 of 4 matching rollouts (--limit to see more)" in out
+    out = show(results, "--reason", "tool_error")
+    assert "no rollout matches" in out and "reasons: finished, model_error" in out
+
+
+def test_show_escapes_control_characters(tmp_path: Path) -> None:
+    hostile = "\x1b[31mred\x1b[0m \u202eevil\u2028next \x07bell [bold]markup[/bold]"
+    transcript = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": hostile, "tool_calls": [
+            {"id": "c", "type": "function",
+             "function": {"name": "f\x1b[2J", "arguments": '{"x": "\\u001b[2J"}'}}]},
+    ]  # fmt: skip
+    path = write(
+        tmp_path / "h.jsonl",
+        header(group_size=1),
+        [rollout(0, "e\x1bx", 0, rewards={"ok": 1.0}, transcript=transcript)],
+    )
+    out = show(path)
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out and "\u2028" not in out
+    assert "\\x1b[31mred\\x1b[0m \\u202eevil\\u2028next \\x07bell [bold]markup[/bold]" in out
+    assert "f\\x1b[2J" in out and '{"x": "\\u001b[2J"}' in out  # JSON's own escape
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--key", "nope"], "reward key 'nope' is not in the results"),
+        (["--min-reward", "1", "--max-reward", "0"], "greater than max_reward"),
+        (["--limit", "0"], "0 is not in the range x>=1"),
+    ],
+)
+def test_show_reports_bad_options_in_one_line(results: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["show", str(results), *args])
+    assert result.exit_code != 0
+    assert message in result.output and result.output.count("\n") == 1
+
+
+def test_show_and_view_refuse_what_is_not_a_results_file(tmp_path: Path) -> None:
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"hello": 1}\n')
+    for command in ("show", "view"):
+        result = CliRunner().invoke(cli, [command, str(other)])
+        assert result.exit_code == 1 and "is not a benchmax results file" in result.output
+        result = CliRunner().invoke(cli, [command, str(tmp_path / "missing.jsonl")])
+        assert (
+            result.exit_code == 1
+            and "cannot read" in result.output
+            and "No such file" in result.output
+        )
+        result = CliRunner().invoke(cli, [command, str(tmp_path)])
+        assert result.exit_code == 1 and "Is a directory" in result.output
