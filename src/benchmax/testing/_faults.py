@@ -40,6 +40,12 @@ class Fault(Exception):
     """
 
     __slots__ = ("_error_code", "_kind", "_message", "_retry_after", "_seconds", "_status_code")
+    _kind: FaultKind
+    _status_code: int | None
+    _error_code: str | None
+    _message: str | None
+    _retry_after: float | None
+    _seconds: float | None
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import logging
 import re
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelRequestContext
 from benchmax.envs.environment import Environment
 from benchmax.envs.harbor._env_config import (
@@ -124,15 +126,34 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         """Whether sandboxed agents need a publicly reachable model URL."""
         return self._requires_public_model_endpoint
 
-    async def create_dataset(self, split: DatasetSplit, base_dir: Path) -> HarborDataset:
-        """Resolve and snapshot the split's tasks under ``base_dir`` (cached per directory)."""
+    async def create_dataset(
+        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    ) -> HarborDataset:
+        """Resolve and snapshot the split's tasks under ``base_dir`` (cached per directory).
+
+        With ``max_examples`` set, returns the first that many examples of the split
+        in dataset order (ascending id). The whole dataset is still resolved, since
+        the split and the order depend on every task's content hash.
+
+        Raises:
+            ValueError: unknown ``split``, ``max_examples`` not a positive ``int`` or
+                ``None``, or an empty automatic eval split.
+        """
         if split not in ("train", "eval"):
             raise ValueError(f"unknown dataset split: {split!r}")
+        if max_examples is not None and not is_int_at_least(max_examples, 1):
+            raise ValueError("max_examples must be a positive integer or None")
+        dataset = await self._split(split, Path(base_dir))
+        if max_examples is None or len(dataset) <= max_examples:
+            return dataset
+        return HarborDataset(itertools.islice(dataset, max_examples))
+
+    async def _split(self, split: DatasetSplit, base_dir: Path) -> HarborDataset:
         if self._eval_dataset is not None:
             if split == "train":
-                return await self._resolve(self._dataset, Path(base_dir) / "train")
-            return await self._resolve(self._eval_dataset, Path(base_dir) / "eval")
-        resolved = await self._resolve(self._dataset, Path(base_dir) / "main")
+                return await self._resolve(self._dataset, base_dir / "train")
+            return await self._resolve(self._eval_dataset, base_dir / "eval")
+        resolved = await self._resolve(self._dataset, base_dir / "main")
         train, evaluation = resolved.train_eval_split(self._eval_ratio)
         if split == "train":
             return train
