@@ -10,7 +10,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelRequestContext
@@ -32,10 +32,19 @@ from benchmax.envs.harbor.dataset import HarborDataset, check_eval_ratio
 from benchmax.envs.harbor.dep_check import require_harbor
 from benchmax.envs.harbor.types import HarborTrialTemplate
 from benchmax.envs.shared_types import (
+    CONTEXT_EXCEEDED,
+    FINISHED,
+    HARNESS_ERROR,
+    HARNESS_TIMEOUT,
+    OUTPUT_EXCEEDED,
+    SANDBOX_ERROR,
+    VERIFIER_ERROR,
+    VERIFIER_TIMEOUT,
     DatasetSplit,
     RolloutAttempt,
     RolloutOutcome,
     RolloutRequest,
+    TerminationReason,
 )
 
 if TYPE_CHECKING:
@@ -48,19 +57,19 @@ logger = logging.getLogger(__name__)
 
 _ROLLOUT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _BEARER = "Bearer "
-_TERMINATION_BY_EXCEPTION = {
-    "AgentTimeoutError": "harness_timeout",
-    "ContextLengthExceededError": "context_exceeded",
-    "ContextWindowExceededError": "context_exceeded",
-    "NonZeroAgentExitCodeError": "harness_error",
-    "OutputLengthExceededError": "output_exceeded",
-    "SandboxBuildFailedError": "sandbox_error",
-    "VerifierTimeoutError": "verifier_timeout",
+_TERMINATION_BY_EXCEPTION: Final[Mapping[str, TerminationReason]] = {
+    "AgentTimeoutError": HARNESS_TIMEOUT,
+    "ContextLengthExceededError": CONTEXT_EXCEEDED,
+    "ContextWindowExceededError": CONTEXT_EXCEEDED,
+    "NonZeroAgentExitCodeError": HARNESS_ERROR,
+    "OutputLengthExceededError": OUTPUT_EXCEEDED,
+    "SandboxBuildFailedError": SANDBOX_ERROR,
+    "VerifierTimeoutError": VERIFIER_TIMEOUT,
 }
 
 
-def _termination_reason(exception_type: str) -> str:
-    return _TERMINATION_BY_EXCEPTION.get(exception_type, "harness_error")
+def _termination_reason(exception_type: str) -> TerminationReason:
+    return _TERMINATION_BY_EXCEPTION.get(exception_type, HARNESS_ERROR)
 
 
 class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
@@ -285,7 +294,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
             extra_instruction_paths=list(template.extra_instruction_paths),
         )
 
-    def _zero_attempt(self, rollout_id: str, reason: str) -> RolloutAttempt:
+    def _zero_attempt(self, rollout_id: str, reason: TerminationReason) -> RolloutAttempt:
         return RolloutAttempt(
             rollout_id=rollout_id,
             termination_reason=reason,
@@ -299,7 +308,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         if not rewards:
             if exception_info is None:
                 detail = "the verifier returned no rewards"
-                reason = "verifier_error"
+                reason: TerminationReason = VERIFIER_ERROR
             else:
                 detail = f"{exception_info.exception_type}: {exception_info.exception_message}"
                 reason = _termination_reason(exception_info.exception_type)
@@ -320,7 +329,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
             credit = _rewardkit_credit(trial_dir) if "reward" in normalized else None
             normalized["partial_credit"] = 0.0 if credit is None else credit
         return RolloutAttempt(
-            rollout_id=rollout_id, termination_reason="finished", rewards=normalized
+            rollout_id=rollout_id, termination_reason=FINISHED, rewards=normalized
         )
 
 
