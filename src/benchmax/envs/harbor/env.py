@@ -335,8 +335,9 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
 
 def _sandbox_label(trial_config: TrialConfig) -> str:
     environment = trial_config.environment
-    if environment.import_path is not None:
-        return environment.import_path
+    import_path: str | None = environment.import_path
+    if import_path is not None:
+        return import_path
     if environment.type is not None:
         return str(environment.type.value)
     return "unknown"
