@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 __all__ = ["is_finite_number", "is_int_at_least", "is_non_empty_str", "is_numeric"]
 
@@ -18,12 +18,12 @@ def is_numeric(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def is_int_at_least(value: object, minimum: int) -> bool:
+def is_int_at_least(value: object, minimum: int) -> TypeGuard[int]:
     """Whether ``value`` is an ``int`` (never a ``bool``) of at least ``minimum``."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
-def is_finite_number(value: Any) -> bool:
+def is_finite_number(value: object) -> TypeGuard[int | float]:
     """Whether ``value`` is numeric and finite (a huge ``int`` that overflows a float is not)."""
     if not is_numeric(value):
         return False

@@ -311,3 +311,76 @@ def test_request_sampling_args_are_validated_copied_and_shown_in_repr() -> None:
     with pytest.raises(TypeError, match="must be a mapping"):
         make_request(sampling_args=[("temperature", 1)])
     assert cloudpickle.loads(cloudpickle.dumps(request)).sampling_args == args
+
+
+# -- built-in termination reasons -------------------------------------------------------------
+
+_REASON_CONSTANTS = {
+    name: value
+    for name, value in vars(shared_types).items()
+    if name.isupper() and isinstance(value, str)
+}
+
+
+def test_termination_reason_literal_lists_every_constant_once() -> None:
+    listed = typing.get_args(shared_types.TerminationReason)
+    assert len(listed) == len(set(listed)) == 21
+    assert sorted(_REASON_CONSTANTS.values()) == sorted(listed)
+    for name, value in _REASON_CONSTANTS.items():
+        assert name == value.upper()
+
+
+def test_termination_reasons_cover_the_documented_ones() -> None:
+    documented = {
+        # envs.md "Termination-reason validation", beyond.md §2 and §7
+        "finished",
+        "context_exceeded",
+        "output_exceeded",
+        "max_turns_exceeded",
+        "tool_budget_exceeded",
+        "model_error",
+        "tool_error",
+        "reward_error",
+        "group_reward_error",
+        "judge_error",
+        "harness_timeout",
+        "harness_error",
+        "sandbox_error",
+        "verifier_timeout",
+        "verifier_error",
+        "unknown",
+        "model_timeout",
+        "tool_timeout",
+        "rollout_timeout",
+        "reward_timeout",
+        "content_filter",
+    }
+    assert set(typing.get_args(shared_types.TerminationReason)) == documented
+
+
+def test_termination_reason_names_stay_out_of_the_contract_all() -> None:
+    import benchmax.envs
+
+    for name in [*_REASON_CONSTANTS, "TerminationReason"]:
+        assert name not in shared_types.__all__
+        assert not hasattr(benchmax.envs, name)
+
+
+def test_every_built_in_reason_settles_an_outcome_and_only_finished_is_no_failure() -> None:
+    for reason in typing.get_args(shared_types.TerminationReason):
+        outcome = RolloutOutcome(rewards={"r": 0.0}, termination_reason=reason)
+        assert outcome.termination_reason == reason
+        attempt = RolloutAttempt(rollout_id="r1", termination_reason=reason)
+        assert attempt.termination_reason == reason
+        if reason == shared_types.FINISHED:
+            with pytest.raises(ValueError, match="cannot terminate as 'finished'"):
+                RolloutFailure(reason, "boom")
+        else:
+            assert RolloutFailure(reason, "boom").termination_reason == reason
+
+
+def test_reasons_stay_open_ended() -> None:
+    assert "my_env_gave_up" not in typing.get_args(shared_types.TerminationReason)
+    outcome = RolloutOutcome(rewards={"r": 0.0}, termination_reason="my_env_gave_up")
+    assert outcome.termination_reason == "my_env_gave_up"
+    assert RolloutFailure("my_env_gave_up", "m").termination_reason == "my_env_gave_up"

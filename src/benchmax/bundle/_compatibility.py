@@ -20,7 +20,8 @@ def current_python() -> str:
 
 def runtime_benchmax_version() -> str:
     """Call the patchable seam ``benchmax.bundle._benchmax_version`` as it is right now."""
-    return seams()._benchmax_version()
+    version: str = seams()._benchmax_version()
+    return version
 
 
 def validate_bundle_compatibility(metadata: BundleMetadata) -> None:

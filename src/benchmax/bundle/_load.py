@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal, overload
 
 import cloudpickle
 
@@ -16,6 +16,26 @@ from benchmax.envs.shared_types import RolloutAttempt
 __all__ = ["load_bundle"]
 
 logger = logging.getLogger("benchmax.bundle")
+
+
+@overload
+def load_bundle(
+    bundle: Bundle, *, instantiate: Literal[True] = ...
+) -> Environment[Any, RolloutAttempt]: ...
+
+
+@overload
+def load_bundle(
+    bundle: Bundle, *, instantiate: Literal[False]
+) -> tuple[type[Environment[Any, RolloutAttempt]], dict[str, Any]]: ...
+
+
+@overload
+def load_bundle(
+    bundle: Bundle, *, instantiate: bool = ...
+) -> (
+    Environment[Any, RolloutAttempt] | tuple[type[Environment[Any, RolloutAttempt]], dict[str, Any]]
+): ...
 
 
 def load_bundle(

@@ -184,7 +184,8 @@ def _import_all(names: list[str]) -> list[ModuleType]:
 
 def _serialize(env_class: type, constructor_args: dict[str, Any]) -> bytes:
     try:
-        return cloudpickle.dumps((env_class, constructor_args))
+        payload: bytes = cloudpickle.dumps((env_class, constructor_args))
+        return payload
     except Exception as exc:
         raise BundlingError(f"Failed to serialize {env_class.__name__}: {exc}") from exc
 

@@ -1,11 +1,18 @@
-"""Contract types shared by every environment: examples, requests, attempts, outcomes."""
+"""Contract types shared by every environment: examples, requests, attempts, outcomes.
+
+Termination reasons are open-ended strings; the ones this library and its adapters
+produce are the ``Final`` constants below (``FINISHED``, ``MODEL_ERROR``, ...) and the
+``TerminationReason`` literal type that lists them. They are importable from this
+module but, like the rest of its helpers, not part of ``__all__`` (the 0.2 contract
+fixes that list).
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from benchmax._value_checks import is_non_empty_str, is_numeric
 from benchmax.auth import ModelAuth
@@ -22,6 +29,60 @@ __all__ = [
 ]
 
 DatasetSplit = Literal["train", "eval"]
+
+TerminationReason = Literal[
+    "finished",
+    "max_turns_exceeded",
+    "tool_budget_exceeded",
+    "output_exceeded",
+    "context_exceeded",
+    "content_filter",
+    "model_error",
+    "model_timeout",
+    "tool_error",
+    "tool_timeout",
+    "rollout_timeout",
+    "reward_error",
+    "reward_timeout",
+    "group_reward_error",
+    "judge_error",
+    "harness_error",
+    "harness_timeout",
+    "sandbox_error",
+    "verifier_error",
+    "verifier_timeout",
+    "unknown",
+]
+"""The built-in termination reasons; any other non-empty string is also valid.
+
+A model's unrecognized ``finish_reason`` may be passed through verbatim.
+"""
+
+# The one success value: the rollout ended normally and was scored.
+FINISHED: Final = "finished"
+# BaseEnv's chat/tool loop hit a limit.
+MAX_TURNS_EXCEEDED: Final = "max_turns_exceeded"
+TOOL_BUDGET_EXCEEDED: Final = "tool_budget_exceeded"
+OUTPUT_EXCEEDED: Final = "output_exceeded"
+CONTEXT_EXCEEDED: Final = "context_exceeded"
+CONTENT_FILTER: Final = "content_filter"
+# An operational failure or a deadline of one step.
+MODEL_ERROR: Final = "model_error"
+MODEL_TIMEOUT: Final = "model_timeout"
+TOOL_ERROR: Final = "tool_error"
+TOOL_TIMEOUT: Final = "tool_timeout"
+ROLLOUT_TIMEOUT: Final = "rollout_timeout"
+REWARD_ERROR: Final = "reward_error"
+REWARD_TIMEOUT: Final = "reward_timeout"
+GROUP_REWARD_ERROR: Final = "group_reward_error"
+JUDGE_ERROR: Final = "judge_error"
+# Harbor trials: the agent harness, the sandbox and the verifier.
+HARNESS_ERROR: Final = "harness_error"
+HARNESS_TIMEOUT: Final = "harness_timeout"
+SANDBOX_ERROR: Final = "sandbox_error"
+VERIFIER_ERROR: Final = "verifier_error"
+VERIFIER_TIMEOUT: Final = "verifier_timeout"
+UNKNOWN: Final = "unknown"
 
 type RewardMap = Mapping[str, float]
 
@@ -53,7 +114,7 @@ class RolloutFailure(RuntimeError):
 
     def __init__(self, termination_reason: str, message: str) -> None:
         _validate_termination_reason(termination_reason)
-        if termination_reason == "finished":
+        if termination_reason == FINISHED:
             raise ValueError("a rollout failure cannot terminate as 'finished'")
         super().__init__(message)
         self.termination_reason = termination_reason

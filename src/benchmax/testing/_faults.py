@@ -50,6 +50,13 @@ class Fault(Exception):
         "_seconds",
         "_status_code",
     )
+    _kind: FaultKind
+    _status_code: int | None
+    _error_code: str | None
+    _message: str | None
+    _retry_after: float | None
+    _seconds: float | None
+    _body: bytes | None
 
     def __init__(
         self,

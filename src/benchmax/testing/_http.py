@@ -120,7 +120,10 @@ class HttpConnection:
     async def respond(self, reply: Reply, *, keep_alive: bool = True) -> bool:
         """Send ``reply`` (status not ``None``); ``True`` when another request may follow."""
         connection = self._h11
-        if connection.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        # Read the state into a local: sending below changes ``our_state``, so the
+        # attribute must not stay narrowed to these two states.
+        state = connection.our_state
+        if state is not h11.IDLE and state is not h11.SEND_RESPONSE:
             return False
         assert reply.status is not None
         headers = [*reply.headers, (b"content-length", str(len(reply.body)).encode())]

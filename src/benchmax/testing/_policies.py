@@ -20,7 +20,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from benchmax.rewards.text import message_text
 from benchmax.testing._faults import Fault
@@ -283,7 +283,8 @@ def load_policy(spec: str) -> Policy:
             raise ValueError(f"mock policy module {module_name!r} has no {attribute!r}") from None
     if not callable(policy):
         raise ValueError(f"mock policy {spec!r} is not callable")
-    return policy
+    # What a loaded policy returns is checked on every call, as for any policy.
+    return cast(Policy, policy)
 
 
 def _import_file(path: Path) -> Any:

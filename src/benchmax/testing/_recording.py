@@ -65,9 +65,8 @@ class RecordedRequest:
     def messages(self) -> list[Any]:
         """``body["messages"]``, or ``[]`` when absent."""
         body = self.body
-        if isinstance(body, dict) and isinstance(body.get("messages"), list):
-            return body["messages"]
-        return []
+        messages = body.get("messages") if isinstance(body, dict) else None
+        return messages if isinstance(messages, list) else []
 
     def __repr__(self) -> str:
         return (

@@ -110,8 +110,9 @@ class _Generator:
         if isinstance(ref, str) and ref.startswith("#"):
             target = self._lookup(ref)
             if isinstance(target, Mapping):
-                merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-                return self._resolved(merged, depth + 1) if depth < _MAX_DEPTH else merged
+                # Sibling keywords of ``$ref`` refine the referenced schema.
+                refined = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+                return self._resolved(refined, depth + 1) if depth < _MAX_DEPTH else refined
         parts = schema.get("allOf")
         if isinstance(parts, list) and parts:
             merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}

@@ -153,3 +153,70 @@ def test_cache_and_lock_work_across_event_loops(
     assert download_calls == [10]  # the cache outlives the first loop
     assert asyncio.run(both_splits(tmp_path / "other")) == (9, 1)
     assert download_calls == [10, 10]
+
+
+async def test_max_examples_takes_the_first_examples_of_the_split_in_order(
+    make_env: Callable[..., HarborEnv],
+    ten_tasks: DatasetConfig,
+    tmp_path: Path,
+    download_calls: list[int],
+) -> None:
+    env = make_env(dataset=ten_tasks, eval_ratio=0.3)
+    head = await env.create_dataset("train", tmp_path / "d", max_examples=4)
+    everything = await env.create_dataset("train", tmp_path / "d")
+    assert isinstance(head, HarborDataset)
+    assert len(everything) == 7
+    assert _ids(head) == _ids(everything)[:4]
+    assert [e.payload for e in head] == [e.payload for e in everything][:4]
+    evaluation = await env.create_dataset("eval", tmp_path / "d", max_examples=2)
+    assert _ids(evaluation) == _ids(await env.create_dataset("eval", tmp_path / "d"))[:2]
+    assert download_calls == [10]  # capped and full splits share the one resolution
+
+
+async def test_max_examples_beyond_the_split_returns_all_of_it(
+    make_env: Callable[..., HarborEnv], ten_tasks: DatasetConfig, tmp_path: Path
+) -> None:
+    env = make_env(dataset=ten_tasks)
+    evaluation = await env.create_dataset("eval", tmp_path / "d", max_examples=5)
+    train = await env.create_dataset("train", tmp_path / "d", max_examples=9)
+    assert (len(evaluation), len(train)) == (1, 9)
+    assert _ids(train) == _ids(await env.create_dataset("train", tmp_path / "d"))
+
+
+async def test_max_examples_caps_an_explicit_eval_dataset(
+    make_env: Callable[..., HarborEnv], tmp_path: Path
+) -> None:
+    primary = DatasetConfig(path=write_dataset(tmp_path / "primary", 3, prefix="train"))
+    held_out = DatasetConfig(path=write_dataset(tmp_path / "held-out", 4, prefix="eval"))
+    env = make_env(dataset=primary, eval_dataset=held_out)
+    base = tmp_path / "datasets"
+    evaluation = await env.create_dataset("eval", base, max_examples=1)
+    train = await env.create_dataset("train", base, max_examples=2)
+    assert _ids(evaluation) == _ids(await env.create_dataset("eval", base))[:1]
+    assert _ids(train) == _ids(await env.create_dataset("train", base))[:2]
+    assert {e.payload.path.parent for e in evaluation} == {base.resolve() / "eval" / "tasks"}
+
+
+async def test_max_examples_does_not_hide_an_empty_automatic_eval(
+    make_env: Callable[..., HarborEnv], tmp_path: Path
+) -> None:
+    env = make_env(dataset=DatasetConfig(path=write_dataset(tmp_path / "one", 1)))
+    with pytest.raises(ValueError) as caught:
+        await env.create_dataset("eval", tmp_path / "d", max_examples=1)
+    assert str(caught.value) == "HarborEnv automatic eval requires at least two dataset examples"
+
+
+@pytest.mark.parametrize("max_examples", [0, -1, True, False, 1.0, "2", [1]])
+async def test_invalid_max_examples_is_rejected_before_resolving(
+    make_env: Callable[..., HarborEnv],
+    ten_tasks: DatasetConfig,
+    tmp_path: Path,
+    download_calls: list[int],
+    max_examples: object,
+) -> None:
+    env = make_env(dataset=ten_tasks)
+    with pytest.raises(ValueError) as caught:
+        await env.create_dataset("train", tmp_path / "d", max_examples=max_examples)  # type: ignore[arg-type]
+    assert str(caught.value) == "max_examples must be a positive integer or None"
+    assert download_calls == []
+    assert not (tmp_path / "d").exists()

@@ -13,6 +13,7 @@ def task_content_hash(task_dir: Path) -> str:
     """Harbor's 64-hex SHA-256 over a task's publishable files and relative paths."""
     from harbor.publisher.packager import Packager
 
+    content_hash: str
     content_hash, _ = Packager.compute_content_hash(task_dir)
     return content_hash
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelRequestContext
 from benchmax.envs.environment import Environment
 from benchmax.envs.harbor._env_config import (
@@ -30,10 +32,19 @@ from benchmax.envs.harbor.dataset import HarborDataset, check_eval_ratio
 from benchmax.envs.harbor.dep_check import require_harbor
 from benchmax.envs.harbor.types import HarborTrialTemplate
 from benchmax.envs.shared_types import (
+    CONTEXT_EXCEEDED,
+    FINISHED,
+    HARNESS_ERROR,
+    HARNESS_TIMEOUT,
+    OUTPUT_EXCEEDED,
+    SANDBOX_ERROR,
+    VERIFIER_ERROR,
+    VERIFIER_TIMEOUT,
     DatasetSplit,
     RolloutAttempt,
     RolloutOutcome,
     RolloutRequest,
+    TerminationReason,
 )
 
 if TYPE_CHECKING:
@@ -46,19 +57,19 @@ logger = logging.getLogger(__name__)
 
 _ROLLOUT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _BEARER = "Bearer "
-_TERMINATION_BY_EXCEPTION = {
-    "AgentTimeoutError": "harness_timeout",
-    "ContextLengthExceededError": "context_exceeded",
-    "ContextWindowExceededError": "context_exceeded",
-    "NonZeroAgentExitCodeError": "harness_error",
-    "OutputLengthExceededError": "output_exceeded",
-    "SandboxBuildFailedError": "sandbox_error",
-    "VerifierTimeoutError": "verifier_timeout",
+_TERMINATION_BY_EXCEPTION: Final[Mapping[str, TerminationReason]] = {
+    "AgentTimeoutError": HARNESS_TIMEOUT,
+    "ContextLengthExceededError": CONTEXT_EXCEEDED,
+    "ContextWindowExceededError": CONTEXT_EXCEEDED,
+    "NonZeroAgentExitCodeError": HARNESS_ERROR,
+    "OutputLengthExceededError": OUTPUT_EXCEEDED,
+    "SandboxBuildFailedError": SANDBOX_ERROR,
+    "VerifierTimeoutError": VERIFIER_TIMEOUT,
 }
 
 
-def _termination_reason(exception_type: str) -> str:
-    return _TERMINATION_BY_EXCEPTION.get(exception_type, "harness_error")
+def _termination_reason(exception_type: str) -> TerminationReason:
+    return _TERMINATION_BY_EXCEPTION.get(exception_type, HARNESS_ERROR)
 
 
 class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
@@ -124,15 +135,34 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         """Whether sandboxed agents need a publicly reachable model URL."""
         return self._requires_public_model_endpoint
 
-    async def create_dataset(self, split: DatasetSplit, base_dir: Path) -> HarborDataset:
-        """Resolve and snapshot the split's tasks under ``base_dir`` (cached per directory)."""
+    async def create_dataset(
+        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    ) -> HarborDataset:
+        """Resolve and snapshot the split's tasks under ``base_dir`` (cached per directory).
+
+        With ``max_examples`` set, returns the first that many examples of the split
+        in dataset order (ascending id). The whole dataset is still resolved, since
+        the split and the order depend on every task's content hash.
+
+        Raises:
+            ValueError: unknown ``split``, ``max_examples`` not a positive ``int`` or
+                ``None``, or an empty automatic eval split.
+        """
         if split not in ("train", "eval"):
             raise ValueError(f"unknown dataset split: {split!r}")
+        if max_examples is not None and not is_int_at_least(max_examples, 1):
+            raise ValueError("max_examples must be a positive integer or None")
+        dataset = await self._split(split, Path(base_dir))
+        if max_examples is None or len(dataset) <= max_examples:
+            return dataset
+        return HarborDataset(itertools.islice(dataset, max_examples))
+
+    async def _split(self, split: DatasetSplit, base_dir: Path) -> HarborDataset:
         if self._eval_dataset is not None:
             if split == "train":
-                return await self._resolve(self._dataset, Path(base_dir) / "train")
-            return await self._resolve(self._eval_dataset, Path(base_dir) / "eval")
-        resolved = await self._resolve(self._dataset, Path(base_dir) / "main")
+                return await self._resolve(self._dataset, base_dir / "train")
+            return await self._resolve(self._eval_dataset, base_dir / "eval")
+        resolved = await self._resolve(self._dataset, base_dir / "main")
         train, evaluation = resolved.train_eval_split(self._eval_ratio)
         if split == "train":
             return train
@@ -264,7 +294,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
             extra_instruction_paths=list(template.extra_instruction_paths),
         )
 
-    def _zero_attempt(self, rollout_id: str, reason: str) -> RolloutAttempt:
+    def _zero_attempt(self, rollout_id: str, reason: TerminationReason) -> RolloutAttempt:
         return RolloutAttempt(
             rollout_id=rollout_id,
             termination_reason=reason,
@@ -278,7 +308,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         if not rewards:
             if exception_info is None:
                 detail = "the verifier returned no rewards"
-                reason = "verifier_error"
+                reason: TerminationReason = VERIFIER_ERROR
             else:
                 detail = f"{exception_info.exception_type}: {exception_info.exception_message}"
                 reason = _termination_reason(exception_info.exception_type)
@@ -299,14 +329,15 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
             credit = _rewardkit_credit(trial_dir) if "reward" in normalized else None
             normalized["partial_credit"] = 0.0 if credit is None else credit
         return RolloutAttempt(
-            rollout_id=rollout_id, termination_reason="finished", rewards=normalized
+            rollout_id=rollout_id, termination_reason=FINISHED, rewards=normalized
         )
 
 
 def _sandbox_label(trial_config: TrialConfig) -> str:
     environment = trial_config.environment
-    if environment.import_path is not None:
-        return environment.import_path
+    import_path: str | None = environment.import_path
+    if import_path is not None:
+        return import_path
     if environment.type is not None:
         return str(environment.type.value)
     return "unknown"
