@@ -2,23 +2,27 @@
 
 A :class:`Judge` holds only configuration (model, endpoint, auth reference,
 timeouts). Every request builds its own OpenAI SDK client over a cheap HTTP
-client that shares the running event loop's pooled transport, resolves auth
-headers for each physical request, and closes the SDK client exactly once.
+client (of the library the installed SDK is built on: ``httpx2`` for openai 3.x,
+``httpx`` for 2.x) that shares the running event loop's pooled connections,
+resolves auth headers for each physical request, and closes the SDK client
+exactly once. The SDK is imported on first use: ``AsyncOpenAI`` and
+``_RequestModelAuth`` are module attributes resolved lazily.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-from openai import AsyncOpenAI, AuthenticationError, PermissionDeniedError
-
+from benchmax._modelhttp.connections import loop_pool, sdk_http_client, sdk_http_module
+from benchmax._modelhttp.deadlines import within_deadline
+from benchmax._modelhttp.headers import sendable_auth_headers
 from benchmax._value_checks import (
     is_finite_number,
     is_int_at_least,
@@ -26,9 +30,6 @@ from benchmax._value_checks import (
     is_numeric,
 )
 from benchmax.auth import ModelAuth, ModelRequestContext
-from benchmax.envs._auth_headers import sendable_auth_headers
-from benchmax.envs._connection_pool import pooled_http_client
-from benchmax.envs._sdk_platform import share_platform_probe
 from benchmax.envs.shared_types import RolloutFailure
 
 __all__ = ["Judge", "JudgeError"]
@@ -41,6 +42,25 @@ _PLACEHOLDER_API_KEY = "benchmax-explicit-auth"
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _FENCE = "```"
 _AUTH_RETRY_DELAY_SECONDS = 0.5
+
+DEFAULT_MAX_CONCURRENT_REQUESTS = 64
+"""Requests one judge (equal judges count as one) has in flight on an event loop
+at most; the rest wait their turn. Group size x rubrics can be hundreds."""
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve the SDK-dependent module attributes on first use (importing the
+    OpenAI SDK costs most of a second)."""
+    if name == "AsyncOpenAI":
+        from openai import AsyncOpenAI
+
+        globals()[name] = AsyncOpenAI
+        return AsyncOpenAI
+    if name == "_RequestModelAuth":
+        auth_class = _request_model_auth_class()
+        globals()[name] = auth_class
+        return auth_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class JudgeError(RolloutFailure):
@@ -60,6 +80,7 @@ class Judge:
     timeout: float | None = 60.0
     max_retries: int = 3
     auth_attempts: int = 3
+    max_concurrent_requests: int = field(default=DEFAULT_MAX_CONCURRENT_REQUESTS, kw_only=True)
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.model):
@@ -74,6 +95,8 @@ class Judge:
             raise ValueError("judge max_retries must be non-negative")
         if not is_int_at_least(self.auth_attempts, 1):
             raise ValueError("judge auth_attempts must be positive")
+        if not is_int_at_least(self.max_concurrent_requests, 1):
+            raise ValueError("judge max_concurrent_requests must be positive")
 
     async def request_json(
         self,
@@ -88,15 +111,20 @@ class Judge:
         Authentication failures (401/403) are retried with freshly resolved
         credentials up to ``auth_attempts`` times; any other failure raises
         :class:`JudgeError` at once (transient retries belong to the SDK's
-        ``max_retries``).
+        ``max_retries``). ``timeout`` is a total deadline for each attempt
+        (SDK retries included), not a per-read timeout. At most
+        ``max_concurrent_requests`` requests of this judge run at once on a loop.
         """
         request = self._build_request(
             prompt, request_id=request_id, temperature=temperature, max_tokens=max_tokens
         )
+        from openai import AuthenticationError, PermissionDeniedError
+
         last_auth_error: AuthenticationError | PermissionDeniedError | None = None
         for attempt in range(self.auth_attempts):
             try:
-                return await self._attempt(request, request_id=request_id)
+                async with loop_pool().limiter(self._limiter_key(), self.max_concurrent_requests):
+                    return await self._attempt(request, request_id=request_id)
             except (AuthenticationError, PermissionDeniedError) as error:
                 last_auth_error = error
                 logger.warning(
@@ -118,6 +146,13 @@ class Judge:
             exc_info=last_auth_error,
         )
         raise JudgeError(f"judge authentication failed: {last_auth_error}") from last_auth_error
+
+    def _limiter_key(self) -> Hashable:
+        try:
+            hash(self)
+        except TypeError:  # an unhashable auth object: this judge value alone
+            return ("judge", id(self))
+        return ("judge", self)
 
     def _build_request(
         self,
@@ -154,21 +189,26 @@ class Judge:
         context = ModelRequestContext(
             base_url=self.base_url, model=self.model, rollout_id=request_id
         )
-        http_client = pooled_http_client(timeout=self.timeout)
-        http_client.auth = _RequestModelAuth(self.auth, context)
+        auth_class = globals().get("_RequestModelAuth") or __getattr__("_RequestModelAuth")
+        http_client = sdk_http_client(auth=auth_class(self.auth, context), timeout=self.timeout)
+        factory = globals().get("AsyncOpenAI") or __getattr__("AsyncOpenAI")
         try:
-            client = AsyncOpenAI(
+            client = factory(
                 base_url=self.base_url,
                 api_key=_PLACEHOLDER_API_KEY,
                 http_client=http_client,
                 max_retries=self.max_retries,
             )
-            share_platform_probe(client)
         except BaseException:
             await http_client.aclose()
             raise
         try:
-            response = await client.chat.completions.create(**request)
+            call = client.chat.completions.create(**request)
+            if self.timeout is None:
+                response = await call
+            else:
+                message = f"judge request timed out after {self.timeout:g}s (total deadline)"
+                response = await within_deadline(call, self.timeout, message)
             raw = _response_text(response)
             if not raw:
                 raise ValueError("judge returned an empty response")
@@ -189,21 +229,28 @@ def _response_text(response: Any) -> str:
     return (content or "").strip()
 
 
-class _RequestModelAuth(httpx.Auth):
-    """Resolves ``auth`` headers for every request that flows through a client."""
+@functools.cache
+def _request_model_auth_class() -> type[Any]:
+    """``_RequestModelAuth``, an ``Auth`` of the HTTP library the installed SDK uses."""
+    http = sdk_http_module()
 
-    def __init__(self, auth: ModelAuth, context: ModelRequestContext) -> None:
-        self._auth = auth
-        self._context = context
+    class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]
+        """Resolves ``auth`` headers for every request that flows through a client."""
 
-    async def async_auth_flow(
-        self, request: httpx.Request
-    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        """Set freshly resolved auth headers on ``request`` (never cached), then send it."""
-        headers = sendable_auth_headers(await self._auth.headers_for_request(self._context))
-        for name, value in headers.items():
-            request.headers[name] = value
-        yield request
+        def __init__(self, auth: ModelAuth, context: ModelRequestContext) -> None:
+            self._auth = auth
+            self._context = context
+
+        async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
+            """Set freshly resolved auth headers on ``request`` (never cached), then send it."""
+            headers = sendable_auth_headers(await self._auth.headers_for_request(self._context))
+            for name, value in headers.items():
+                request.headers[name] = value
+            yield request
+
+    _RequestModelAuth.__module__ = __name__
+    _RequestModelAuth.__qualname__ = "_RequestModelAuth"
+    return _RequestModelAuth
 
 
 def _parse_json_object(raw: str) -> dict[str, Any]:

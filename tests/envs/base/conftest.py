@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmax.envs.base import _model_call
+from benchmax._modelhttp import retries as _model_call
 
 
 @pytest.fixture

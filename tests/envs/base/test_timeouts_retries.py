@@ -19,7 +19,7 @@ from tests.envs.base.support import (
 )
 from tests.envs.base.test_model_failures import make_request_for_url
 
-from benchmax.envs.base import _model_call
+from benchmax._modelhttp import retries as _model_call
 from benchmax.testing import Fault, MockModelServer, scripted
 
 
@@ -57,29 +57,20 @@ async def test_model_timeout_ends_rollout_keeping_completed_turns(
     await env.aclose()
 
 
-async def test_sdk_timeout_without_model_timeout_is_model_error(
-    mock_server: MockModelServer, monkeypatch: pytest.MonkeyPatch
+async def test_default_timeout_without_model_timeout_is_model_error(
+    mock_server: MockModelServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import httpx
+    from benchmax._modelhttp import chat
 
-    from benchmax.envs import _connection_pool
-
-    # Stand-in for the SDK's 600 s default: the read timeout fires, model_timeout is unset.
-    monkeypatch.setattr(_connection_pool, "DEFAULT_TIMEOUT", httpx.Timeout(0.2))
+    assert chat.DEFAULT_TIMEOUT_SECONDS == 600.0  # the OpenAI SDK's default
+    # Stand-in for the 600 s default: the deadline fires while model_timeout is unset.
+    monkeypatch.setattr(chat, "DEFAULT_TIMEOUT_SECONDS", 0.2)
     mock_server.inject(Fault.delay(3))
     env = AnswerEnv()
     rollout = await env.run_rollout(make_request(mock_server))
     assert rollout.termination_reason == "model_error"
+    assert "model call exceeded the default timeout of 0.2s" in caplog.text
     await env.aclose()
-
-
-async def test_default_client_timeout_is_the_sdk_default(mock_server: MockModelServer) -> None:
-    from benchmax.envs._connection_pool import pooled_http_client
-
-    async with pooled_http_client() as client:
-        assert client.timeout.read == 600.0 and client.timeout.connect == 5.0
-    async with pooled_http_client(timeout=3.0) as client:
-        assert client.timeout.read == 3.0
 
 
 async def test_tool_timeout(mock_server: MockModelServer, caplog: pytest.LogCaptureFixture) -> None:

@@ -37,24 +37,33 @@ def advertised_tool_names(tools: Sequence[Any]) -> frozenset[str]:
     return frozenset(names)
 
 
-def function_tool_calls(message: Any) -> list[Any]:
+def function_tool_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The message's tool calls; anything but function tool calls is a contract error."""
-    calls = list(getattr(message, "tool_calls", None) or [])
+    calls = list(message.get("tool_calls") or [])
     for call in calls:
-        if getattr(call, "type", None) != "function" or getattr(call, "function", None) is None:
+        if (
+            not isinstance(call, Mapping)
+            or call.get("type") != "function"
+            or not isinstance(call.get("function"), Mapping)
+        ):
             raise TypeError("BaseEnv supports function tool calls only")
     return calls
 
 
-def assistant_message(message: Any, calls: Sequence[Any]) -> dict[str, Any]:
+def assistant_message(
+    message: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     """The transcript entry for an assistant reply: role, content, and any tool calls."""
-    entry: dict[str, Any] = {"role": "assistant", "content": getattr(message, "content", None)}
+    entry: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
     if calls:
         entry["tool_calls"] = [
             {
-                "id": call.id,
+                "id": call.get("id"),
                 "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments},
+                "function": {
+                    "name": call["function"].get("name"),
+                    "arguments": call["function"].get("arguments"),
+                },
             }
             for call in calls
         ]

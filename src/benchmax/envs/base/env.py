@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmax._modelhttp.chat import CallFailure, ChatSession
+from benchmax._modelhttp.connections import PoolLease
 from benchmax._value_checks import is_finite_number, is_int_at_least
-from benchmax.envs._connection_pool import PoolLease
+from benchmax.auth import ModelRequestContext
 from benchmax.envs._observer import RolloutReport, observing, report_rollout
-from benchmax.envs.base._model_call import ModelCallFailure, ModelSession
 from benchmax.envs.base._tool_calls import (
     ToolTimedOut,
     advertised_tool_names,
@@ -238,15 +239,21 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         example_args: dict[str, Any],
         stopwatch: _Stopwatch | None,
     ) -> BaseRollout:
-        session: ModelSession | None = None
+        session: ChatSession | None = None
         try:
             deadline = asyncio.timeout(settings.rollout_timeout)
             try:
                 async with deadline:
                     tools = await self.list_tools()
-                    session = ModelSession(
-                        request,
-                        self._model_pool(),
+                    session = ChatSession(
+                        self._model_pool().hold(),
+                        base_url=request.base_url,
+                        auth=request.model_auth,
+                        context=ModelRequestContext(
+                            base_url=request.base_url,
+                            model=request.model,
+                            rollout_id=request.rollout_id,
+                        ),
                         timeout=settings.model_timeout,
                         retries=settings.model_retries,
                     )
@@ -275,37 +282,38 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         settings: _Settings,
         tools: list[Tool],
         transcript: Messages,
-        session: ModelSession,
+        session: ChatSession,
         stopwatch: _Stopwatch | None,
     ) -> str:
         rollout_id = request.rollout_id
         advertised = advertised_tool_names(tools)
         tool_calls_used = 0
         for _ in range(settings.max_turns):
+            body = _request_body(request, transcript, tools)
             with _timed(stopwatch, "model"):
-                completion = await session.complete(transcript, tools)
-            if isinstance(completion, ModelCallFailure):
+                reply = await session.complete(body)
+            if isinstance(reply, CallFailure):
                 logger.log(
-                    completion.level,
+                    reply.level,
                     "base.rollout.model_failed rollout_id=%s termination_reason=%s",
                     rollout_id,
-                    completion.termination_reason,
-                    exc_info=completion.error,
+                    reply.termination_reason,
+                    exc_info=reply.error,
                 )
-                return completion.termination_reason
-            choices = getattr(completion, "choices", None)
-            if not choices:
+                return reply.termination_reason
+            choice = _first_choice(reply)
+            if choice is None:
                 logger.error(
                     "base.rollout.model_failed rollout_id=%s termination_reason=model_error: "
                     "response contained no choices",
                     rollout_id,
                 )
                 return "model_error"
-            choice = choices[0]
-            calls = function_tool_calls(choice.message)
-            transcript.append(assistant_message(choice.message, calls))
+            message = choice["message"]
+            calls = function_tool_calls(message)
+            transcript.append(assistant_message(message, calls))
             if not calls:
-                return _finish_reason_outcome(choice.finish_reason)
+                return _finish_reason_outcome(choice.get("finish_reason"))
             if (
                 settings.max_tool_calls is not None
                 and tool_calls_used + len(calls) > settings.max_tool_calls
@@ -353,18 +361,18 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     ) -> list[Message]:
         messages: list[Message] = []
         for call in calls:
-            name = call.function.name
+            name = call["function"].get("name")
             if name not in advertised:
                 content: Any = f"Unknown tool: {name}"
             else:
-                arguments = tool_arguments(call.function.arguments)
+                arguments = tool_arguments(call["function"].get("arguments"))
                 if isinstance(arguments, str):
                     content = arguments
                 else:
                     with _timed(stopwatch, "tool"):
                         result = await self._call_tool(rollout_id, name, arguments, timeout)
                     content = tool_content(result)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": content})
         return messages
 
     async def _call_tool(
@@ -440,6 +448,29 @@ def _prepare_example(payload: object) -> tuple[Messages, dict[str, Any]]:
         transcript.append(dict(message))
     example_args = {key: value for key, value in payload.items() if key != "prompt_messages"}
     return transcript, example_args
+
+
+def _request_body(
+    request: RolloutRequest[JsonRow], transcript: Messages, tools: list[Tool]
+) -> dict[str, Any]:
+    """The chat-completions body of one turn: ``model``, ``messages``, and ``tools``
+    only when there are any (envs.md §4.3)."""
+    body: dict[str, Any] = {"model": request.model, "messages": transcript}
+    if tools:
+        body["tools"] = tools
+    return body
+
+
+def _first_choice(reply: Any) -> dict[str, Any] | None:
+    """The reply's first choice when it has one with a message object (interim
+    reader; reply normalization lives in ``benchmax._modelhttp.replies``)."""
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return None
+    choice = choices[0]
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        return None
+    return choice
 
 
 def _finish_reason_outcome(finish_reason: object) -> str:

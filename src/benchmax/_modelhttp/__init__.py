@@ -1,0 +1,11 @@
+"""Model HTTP for BaseEnv and the Judge (private; a layer between ``auth`` and ``envs``).
+
+* ``connections``: one pool of keep-alive connections per event loop, and its lifetime;
+* ``chat``: one chat-completions call of a rollout (auth per attempt, deadline,
+  retries, failure classification) over aiohttp;
+* ``retries``: the retry policy (what is transient, how long to wait);
+* ``headers``: checking auth headers before they go on the wire;
+* ``json_codec``: request and reply bodies (orjson, with ``json`` for what it refuses).
+
+Nothing outside this package touches HTTP for model calls.
+"""
