@@ -1,5 +1,5 @@
 """One chat-completions call of a rollout: auth per attempt, a deadline per attempt,
-retries, failure classification (envs.md §4.3–4.4, beyond.md §2 and §7).
+retries, failure classification (envs.md §4.3-4.4, beyond.md §2 and §7).
 
 :class:`ChatSession` posts ``{base_url}/chat/completions`` over the event loop's
 pooled aiohttp session (``benchmax._modelhttp.connections``) and returns the

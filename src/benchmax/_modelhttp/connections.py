@@ -78,9 +78,7 @@ class _EnvironmentProxies:
     __slots__ = ("_proxies", "_routes")
 
     def __init__(self) -> None:
-        self._proxies = {
-            scheme: url for scheme, url in urllib.request.getproxies().items() if url
-        }
+        self._proxies = {scheme: url for scheme, url in urllib.request.getproxies().items() if url}
         self._routes: dict[tuple[str, str], str | None] = {}
 
     def for_url(self, url: str) -> str | None:
@@ -212,8 +210,8 @@ class LoopPool:
         "__weakref__",
         "_limiters",
         "_proxies",
-        "_session",
         "_sdk_transports",
+        "_session",
         "closed",
         "closer",
         "holders",

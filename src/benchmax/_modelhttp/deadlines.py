@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TypeVar
 
 __all__ = ["AttemptTimedOut", "within_deadline"]
-
-T = TypeVar("T")
 
 
 class AttemptTimedOut(Exception):
@@ -24,7 +21,7 @@ class AttemptTimedOut(Exception):
         self.seconds = seconds
 
 
-async def within_deadline(call: Awaitable[T], seconds: float, message: str) -> T:
+async def within_deadline[T](call: Awaitable[T], seconds: float, message: str) -> T:
     """Await ``call``; :class:`AttemptTimedOut` with ``message`` when it takes
     longer than ``seconds``. A ``TimeoutError`` raised by ``call`` itself passes
     through unchanged."""

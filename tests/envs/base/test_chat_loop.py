@@ -394,7 +394,9 @@ async def test_wire_request_matches_the_sdk_create_call(mock_server: MockModelSe
     env = ToolEnv(max_turns=1)
     await env.run_rollout(make_request(mock_server, payload={"prompt_messages": prompt}))
     client = openai.AsyncOpenAI(
-        api_key="benchmax-runtime-auth", base_url=mock_server.session_url("rollout-0"), max_retries=0
+        api_key="benchmax-runtime-auth",
+        base_url=mock_server.session_url("rollout-0"),
+        max_retries=0,
     )
     await client.chat.completions.create(
         model="test-model",
