@@ -74,6 +74,9 @@ def test_judge_error_is_a_rollout_failure_with_judge_error_reason() -> None:
         ({"max_retries": 1.0}, ValueError, "judge max_retries must be non-negative"),
         ({"auth_attempts": 0}, ValueError, "judge auth_attempts must be positive"),
         ({"auth_attempts": True}, ValueError, "judge auth_attempts must be positive"),
+        ({"max_concurrent_requests": 0}, ValueError, "max_concurrent_requests must be positive"),
+        ({"max_concurrent_requests": 2.0}, ValueError, "max_concurrent_requests must be posi"),
+        ({"max_concurrent_requests": True}, ValueError, "max_concurrent_requests must be pos"),
     ],
 )
 def test_judge_rejects_invalid_fields(
@@ -109,6 +112,7 @@ def test_judge_defaults_and_none_timeout() -> None:
     assert judge.timeout is None
     assert make_judge().timeout == 60.0
     assert (make_judge().max_retries, make_judge().auth_attempts) == (3, 3)
+    assert make_judge().max_concurrent_requests == 64
 
 
 @pytest.mark.parametrize("dumps", [pickle.dumps, cloudpickle.dumps])

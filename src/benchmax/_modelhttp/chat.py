@@ -260,7 +260,7 @@ class ChatSession:
         return await within_deadline(call, self._deadline, self._timeout_message)
 
     async def _post(self, data: bytes, headers: dict[str, str]) -> Any:
-        session = self._pool.chat_session()
+        session = self._pool.session()
         async with session.post(self._url, data=data, headers=headers, proxy=self._proxy) as reply:
             raw = await reply.read()
             status = reply.status

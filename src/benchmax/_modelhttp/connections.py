@@ -6,16 +6,17 @@ and about a megabyte each; this module shares them per event loop:
 * a registry maps each running loop (weakly) to one :class:`LoopPool`, created
   synchronously on first use and guarded by a ``threading.Lock`` (several
   threads may each run a loop);
-* chat calls (``BaseEnv``) go over the pool's ``aiohttp.ClientSession``: no
-  connection cap, keep-alive, ``TCP_NODELAY``, TLS from
+* every model call on the loop goes over the pool's one ``aiohttp.ClientSession``:
+  no connection cap, keep-alive, ``TCP_NODELAY``, TLS from
   ``ssl.create_default_context()`` (which honors ``SSL_CERT_FILE`` and
-  ``SSL_CERT_DIR``), no cookies shared between rollouts, and the environment's
+  ``SSL_CERT_DIR``), no cookies shared between calls, and the environment's
   proxies (``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, read with the
   standard library's rules when the pool is created);
-* judge calls go through the OpenAI SDK over :func:`sdk_http_client`, a new,
-  cheap client of the HTTP library the installed SDK is built on (``httpx2``
-  for openai 3.x, ``httpx`` for 2.x) over a non-closing view of the pool's
-  transports, so the SDK's ``close()`` never closes the pool;
+* chat calls (``BaseEnv``) use the session directly; judge calls go through the
+  OpenAI SDK over :func:`sdk_http_client`, a new, cheap client of the HTTP
+  library the installed SDK is built on (``httpx2`` for openai 3.x, ``httpx``
+  for 2.x) whose transport is a non-closing view sending over the session, so
+  the SDK's ``close()`` never closes the pool;
 * **stale connections**: a pooled connection the server closed while it sat idle
   is replaced before anything is written to it (:class:`_FreshConnector`); a
   request is never sent twice, since aiohttp retries no ``POST`` and nothing
@@ -146,7 +147,7 @@ class _FreshConnector(aiohttp.TCPConnector):
             connection.close()  # closed while idle: nothing was written; take another
 
 
-def _new_chat_session() -> aiohttp.ClientSession:
+def _new_session() -> aiohttp.ClientSession:
     connector = _FreshConnector(
         limit=0,
         limit_per_host=0,
@@ -178,11 +179,24 @@ def sdk_http_module() -> ModuleType:
     return httpx
 
 
+# Hop-by-hop and framing headers aiohttp sets itself; Accept-Encoding too, so only
+# encodings aiohttp decodes are offered (the body handed back is decoded).
+_REQUEST_HEADERS_AIOHTTP_SETS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+)
+_DECODED_RESPONSE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
 @functools.cache
 def _sdk_view_class(module: ModuleType) -> type[Any]:
     class PooledTransportView(module.AsyncBaseTransport):  # type: ignore[misc, name-defined]
-        """What one judge request's client holds: forwards requests to the loop's
-        pooled transports; closing it only tells the pool this use is over."""
+        """What one judge request's client holds: sends its requests over the loop's
+        pooled aiohttp session; closing it only tells the pool this use is over.
+
+        Bodies are read whole (judge calls do not stream). aiohttp's failures come
+        back as the library's own errors (``ConnectError``, ``ReadError``,
+        ``ReadTimeout``), which the SDK classifies and retries as usual.
+        """
 
         def __init__(self, pool: LoopPool) -> None:
             self._pool = pool
@@ -192,8 +206,39 @@ def _sdk_view_class(module: ModuleType) -> type[Any]:
         async def handle_async_request(self, request: Any) -> Any:
             if self._closed:
                 raise RuntimeError("the pooled HTTP client has been closed")
-            transport = self._pool.sdk_transport(str(request.url))
-            return await transport.handle_async_request(request)
+            url = str(request.url)
+            headers = [
+                (name, value)
+                for name, value in request.headers.multi_items()
+                if name.lower() not in _REQUEST_HEADERS_AIOHTTP_SETS
+            ]
+            body = await request.aread()
+            session = self._pool.session()
+            try:
+                async with session.request(
+                    request.method,
+                    url,
+                    data=body or None,
+                    headers=headers,
+                    proxy=self._pool.proxy_for(url),
+                    allow_redirects=False,
+                ) as reply:
+                    content = await reply.read()
+                    status = reply.status
+                    reply_headers = [
+                        (name, value)
+                        for name, value in reply.headers.items()
+                        if name.lower() not in _DECODED_RESPONSE_HEADERS
+                    ]
+            except (TimeoutError, aiohttp.ServerTimeoutError) as error:
+                raise module.ReadTimeout(str(error) or "timed out", request=request) from error
+            except aiohttp.ClientConnectorError as error:
+                raise module.ConnectError(str(error), request=request) from error
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
+                raise module.ReadError(str(error) or type(error).__name__, request=request) from (
+                    error
+                )
+            return module.Response(status, headers=reply_headers, content=content)
 
         async def aclose(self) -> None:
             if not self._closed:
@@ -204,13 +249,12 @@ def _sdk_view_class(module: ModuleType) -> type[Any]:
 
 
 class LoopPool:
-    """One event loop's model connections and who still uses them."""
+    """One event loop's model connections (one aiohttp session) and who still uses them."""
 
     __slots__ = (
         "__weakref__",
         "_limiters",
         "_proxies",
-        "_sdk_transports",
         "_session",
         "closed",
         "closer",
@@ -224,7 +268,6 @@ class LoopPool:
         self.loop_ref = weakref.ref(loop)
         self._proxies = _EnvironmentProxies()
         self._session: aiohttp.ClientSession | None = None
-        self._sdk_transports: dict[str | None, Any] = {}
         self._limiters: dict[Hashable, asyncio.Semaphore] = {}
         self.users = 0
         self.holders = 0
@@ -236,33 +279,17 @@ class LoopPool:
         if self.closed:
             raise RuntimeError("the model connection pool has been closed")
 
-    def chat_session(self) -> aiohttp.ClientSession:
-        """The aiohttp session chat calls share on this loop."""
+    def session(self) -> aiohttp.ClientSession:
+        """The aiohttp session every model call on this loop shares."""
         session = self._session
         if session is None:
             self._check_open()
-            session = self._session = _new_chat_session()
+            session = self._session = _new_session()
         return session
 
     def proxy_for(self, url: str) -> str | None:
         """The environment's proxy for ``url`` (``None``: connect directly)."""
         return self._proxies.for_url(url)
-
-    def sdk_transport(self, url: str) -> Any:
-        """The pooled transport (of the SDK's HTTP library) a request to ``url`` takes."""
-        proxy = self._proxies.for_url(url)
-        transport = self._sdk_transports.get(proxy)
-        if transport is None:
-            self._check_open()
-            module = sdk_http_module()
-            limits = module.Limits(
-                max_connections=None,
-                max_keepalive_connections=None,
-                keepalive_expiry=KEEPALIVE_SECONDS,
-            )
-            transport = module.AsyncHTTPTransport(limits=limits, proxy=proxy)
-            self._sdk_transports[proxy] = transport
-        return transport
 
     def limiter(self, key: Hashable, limit: int) -> asyncio.Semaphore:
         """A semaphore of ``limit`` slots shared on this loop by every holder of ``key``."""
@@ -289,11 +316,8 @@ class LoopPool:
             return
         self.closed = True
         session, self._session = self._session, None
-        transports, self._sdk_transports = list(self._sdk_transports.values()), {}
         if session is not None:
             await session.close()
-        for transport in transports:
-            await transport.aclose()
 
     async def shutdown(self) -> None:
         """Close now, retiring the loop-shutdown closer as well."""
