@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import httpx
 from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
@@ -92,6 +91,8 @@ async def _endpoint(base_url: str | None, policy: Any) -> AsyncIterator[_Endpoin
 def _check_reachable(base_url: str, shown_url: str) -> None:
     if "{" in base_url:
         return
+    import httpx  # only a run with an explicit endpoint needs it
+
     try:
         httpx.get(base_url.rstrip("/") + "/models", timeout=10.0)
     except (httpx.TransportError, httpx.InvalidURL) as error:

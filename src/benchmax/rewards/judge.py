@@ -20,7 +20,6 @@ from collections.abc import AsyncGenerator, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmax._modelhttp.connections import loop_pool, sdk_http_client, sdk_http_module
 from benchmax._modelhttp.deadlines import within_deadline
 from benchmax._modelhttp.headers import sendable_auth_headers
 from benchmax._value_checks import (
@@ -120,6 +119,8 @@ class Judge:
         )
         from openai import AuthenticationError, PermissionDeniedError
 
+        from benchmax._modelhttp.connections import loop_pool
+
         last_auth_error: AuthenticationError | PermissionDeniedError | None = None
         for attempt in range(self.auth_attempts):
             try:
@@ -189,6 +190,8 @@ class Judge:
         context = ModelRequestContext(
             base_url=self.base_url, model=self.model, rollout_id=request_id
         )
+        from benchmax._modelhttp.connections import sdk_http_client
+
         auth_class = globals().get("_RequestModelAuth") or __getattr__("_RequestModelAuth")
         http_client = sdk_http_client(auth=auth_class(self.auth, context), timeout=self.timeout)
         factory = globals().get("AsyncOpenAI") or __getattr__("AsyncOpenAI")
@@ -232,6 +235,8 @@ def _response_text(response: Any) -> str:
 @functools.cache
 def _request_model_auth_class() -> type[Any]:
     """``_RequestModelAuth``, an ``Auth`` of the HTTP library the installed SDK uses."""
+    from benchmax._modelhttp.connections import sdk_http_module
+
     http = sdk_http_module()
 
     class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]

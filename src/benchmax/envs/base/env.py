@@ -10,10 +10,8 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from benchmax._modelhttp.chat import CallFailure, ChatSession
-from benchmax._modelhttp.connections import PoolLease
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._observer import RolloutReport, observing, report_rollout
@@ -37,6 +35,10 @@ from benchmax.envs.shared_types import (
     RolloutFailure,
     RolloutRequest,
 )
+
+if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
+    from benchmax._modelhttp.chat import ChatSession
+    from benchmax._modelhttp.connections import PoolLease
 
 __all__ = ["BaseEnv", "BaseRollout"]
 
@@ -196,6 +198,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         state = vars(self)
         lease = state.get(_POOL_LEASE_ATTRIBUTE)
         if lease is None:
+            from benchmax._modelhttp.connections import PoolLease
+
             lease = state.setdefault(_POOL_LEASE_ATTRIBUTE, PoolLease())
         return lease
 
@@ -239,6 +243,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         example_args: dict[str, Any],
         stopwatch: _Stopwatch | None,
     ) -> BaseRollout:
+        from benchmax._modelhttp.chat import ChatSession
+
         session: ChatSession | None = None
         try:
             deadline = asyncio.timeout(settings.rollout_timeout)
@@ -285,6 +291,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         session: ChatSession,
         stopwatch: _Stopwatch | None,
     ) -> str:
+        from benchmax._modelhttp.chat import CallFailure
+
         rollout_id = request.rollout_id
         advertised = advertised_tool_names(tools)
         tool_calls_used = 0
