@@ -137,7 +137,7 @@ class Judge:
                 )
             except Exception as error:
                 logger.exception("judge.request_failed request_id=%s", request_id)
-                raise JudgeError(f"judge request failed: {error}") from error
+                raise JudgeError(f"judge request failed: {_failure_text(error)}") from error
             if attempt + 1 < self.auth_attempts:
                 await asyncio.sleep(_AUTH_RETRY_DELAY_SECONDS * (attempt + 1))
         logger.error(
@@ -218,6 +218,16 @@ class Judge:
             return _parse_json_object(raw), raw
         finally:
             await client.close()
+
+
+def _failure_text(error: BaseException) -> str:
+    """``error``'s text, with its direct cause's when it hides it (openai 2.x wraps an
+    auth hook's exception in ``APIConnectionError("Connection error.")``)."""
+    text = str(error)
+    cause = error.__cause__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text += f" ({type(cause).__name__}: {cause})"
+    return text
 
 
 def _response_text(response: Any) -> str:
