@@ -71,7 +71,12 @@ class JudgeError(RolloutFailure):
 
 @dataclass(frozen=True, slots=True)
 class Judge:
-    """Where and how to reach an LLM judge. Holds no client or connection state."""
+    """Where and how to reach an LLM judge. Holds no client or connection state.
+
+    ``timeout`` (seconds, or ``None``) is a total deadline for each attempt.
+    ``max_concurrent_requests`` (keyword-only, default 64) caps this judge's
+    requests in flight on one event loop; equal judges share the cap.
+    """
 
     model: str
     base_url: str
