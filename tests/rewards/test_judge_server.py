@@ -312,3 +312,27 @@ async def test_concurrent_requests_of_one_judge_are_capped(mock_server: MockMode
     peak = 0
     await asyncio.gather(*(other.request_json("p", request_id=f"o{k}") for k in range(10)))
     assert peak == 5
+
+
+async def test_environment_proxy_is_honored_by_judge_requests(
+    monkeypatch: pytest.MonkeyPatch, make_mock_server: Any
+):
+    import asyncio
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    target = await make_mock_server(answer('{"score": 0}'))
+    proxy = await make_mock_server(answer('{"score": 1}'))
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+
+    def score_in_new_loop() -> object:  # a new loop reads the environment afresh
+        judge = server_judge(target)
+        return asyncio.run(judge.request_json("p", request_id="r"))[0]["score"]
+
+    assert await asyncio.to_thread(score_in_new_loop) == 1
+    (proxied,) = proxy.requests
+    assert proxied.path == f"http://127.0.0.1:{target.port}/v1/chat/completions"
+    assert proxied.headers["authorization"] == "Bearer judge-secret"
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert await asyncio.to_thread(score_in_new_loop) == 0
+    assert len(target.requests) == 1 and len(proxy.requests) == 1
