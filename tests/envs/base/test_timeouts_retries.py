@@ -19,7 +19,7 @@ from tests.envs.base.support import (
 )
 from tests.envs.base.test_model_failures import make_request_for_url
 
-from benchmax._modelhttp import retries as _model_call
+from benchmax._modelhttp import retries
 from benchmax.testing import Fault, MockModelServer, scripted
 
 
@@ -179,11 +179,11 @@ async def test_retries_exhausted_keep_last_reason(
     rollout = await env.run_rollout(make_request(mock_server))
     assert rollout.termination_reason == "model_error"
     assert len(mock_server.requests) == 4
-    retries = [r for r in caplog.records if "model_retry" in r.getMessage()]
-    assert len(retries) == 3
-    assert all(r.levelno == logging.WARNING for r in retries)
-    assert retries[0].getMessage().startswith("base.rollout.model_retry rollout_id=rollout-0")
-    assert "still broken" in retries[0].getMessage()
+    retry_records = [r for r in caplog.records if "model_retry" in r.getMessage()]
+    assert len(retry_records) == 3
+    assert all(r.levelno == logging.WARNING for r in retry_records)
+    assert retry_records[0].getMessage().startswith("base.rollout.model_retry rollout_id=rollout-0")
+    assert "still broken" in retry_records[0].getMessage()
     await env.aclose()
 
 
@@ -262,12 +262,12 @@ async def test_backoff_sleeps_for_real_by_default(mock_server: MockModelServer) 
 
 def test_retry_delay_is_exponential_with_jitter_and_capped() -> None:
     for retry, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (7, 30.0), (20, 30.0)]:
-        delays = [_model_call.retry_delay(retry, None) for _ in range(200)]
+        delays = [retries.retry_delay(retry, None) for _ in range(200)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
         assert len(set(delays)) > 1
-    assert _model_call.retry_delay(1, 12.5) == 12.5
-    assert _model_call.retry_delay(1, 0.0) == 0.0
-    assert _model_call.retry_delay(4, 120.0) == 60.0
+    assert retries.retry_delay(1, 12.5) == 12.5
+    assert retries.retry_delay(1, 0.0) == 0.0
+    assert retries.retry_delay(4, 120.0) == 60.0
 
 
 @pytest.mark.parametrize(
