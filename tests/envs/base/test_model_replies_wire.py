@@ -221,3 +221,33 @@ async def test_an_unencodable_body_is_model_error_without_a_request(
     assert rollout.termination_reason == "model_error"
     assert bodies == []
     assert env_record(caplog).levelno == logging.ERROR
+
+
+async def test_model_timeout_bounds_a_reply_dripped_a_byte_at_a_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import asyncio
+
+    sent: list[int] = []
+
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n")
+            for _ in range(200):  # one byte every 50 ms: 10 s in all, each read quick
+                writer.write(b" ")
+                await writer.drain()
+                sent.append(1)
+                await asyncio.sleep(0.05)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(drip, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        rollout = await run(f"http://127.0.0.1:{port}/v1", model_timeout=0.3)
+    assert rollout.termination_reason == "model_timeout"
+    assert 0 < len(sent) < 100
+    assert "model call exceeded model_timeout of 0.3s" in caplog.text
