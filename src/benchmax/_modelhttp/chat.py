@@ -203,7 +203,6 @@ class ChatSession:
         timeout: float | None,
         retries: int,
     ) -> None:
-        pool.open_use()
         self._pool = pool
         self._closed = False
         self._url = base_url if base_url.endswith("/") else base_url + "/"
@@ -219,6 +218,7 @@ class ChatSession:
             else f"model call exceeded the default timeout of {DEFAULT_TIMEOUT_SECONDS:g}s"
         )
         self._retries = retries
+        pool.open_use()
 
     async def aclose(self) -> None:
         if not self._closed:

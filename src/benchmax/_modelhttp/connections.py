@@ -86,7 +86,10 @@ class _EnvironmentProxies:
         """The proxy URL for ``url``, or ``None`` to connect directly."""
         if not self._proxies:
             return None
-        parts = urllib.parse.urlsplit(url)
+        try:
+            parts = urllib.parse.urlsplit(url)
+        except ValueError:  # not a URL: the HTTP client will say so
+            return None
         key = (parts.scheme.lower(), parts.netloc)
         try:
             return self._routes[key]

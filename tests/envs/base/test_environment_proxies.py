@@ -54,3 +54,8 @@ def test_the_environment_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://late:3128")
     assert proxies.for_url("https://api.example.com/v1") is None  # a new pool (loop) reads it
     assert _EnvironmentProxies().for_url("https://api.example.com/v1") == "http://late:3128"
+
+
+def test_an_unparsable_url_goes_direct_and_fails_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    assert _EnvironmentProxies().for_url("http://[::1/v1/chat/completions") is None
