@@ -2,8 +2,10 @@
 
 * ``connections``: one pool of keep-alive connections per event loop, and its lifetime;
 * ``chat``: one chat-completions call of a rollout (auth per attempt, deadline,
-  retries, failure classification) over aiohttp;
+  retries, failure classification) over aiohttp; the Judge keeps the OpenAI SDK,
+  over ``connections.sdk_http_client``;
 * ``retries``: the retry policy (what is transient, how long to wait);
+* ``deadlines``: one total deadline per HTTP attempt;
 * ``headers``: checking auth headers before they go on the wire;
 * ``json_codec``: request and reply bodies (orjson, with ``json`` for what it refuses).
 
