@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: a mock server in its own process, worker loops,
-the bare httpx baseline and a one-call BaseEnv.
+"""What the benchmark scripts share: a server in its own process, worker loops and a
+one-call BaseEnv.
 
 Each script is run as ``uv run python benchmarks/<script>.py``, so this module is
 importable as ``_harness`` from the script's directory.
@@ -13,15 +13,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
+from benchmax.envs import BaseEnv, BaseRollout, Dataset, Example
 
-from benchmax.envs import BaseEnv, BaseRollout, Dataset, Example, _connection_pool
-
-_HERE = str(Path(__file__).resolve().parent)
+HERE = Path(__file__).resolve().parent
 PROMPT = [{"role": "user", "content": "42"}]
 EXAMPLE = Example(id="e", payload={"prompt_messages": PROMPT, "answer": "42"})
 
@@ -43,35 +41,41 @@ class EchoAnswerEnv(BaseEnv):
 
 
 @contextlib.contextmanager
-def mock_server_process(policy: str, env: Mapping[str, str] | None = None) -> Iterator[str]:
-    """Run ``python -m benchmax.testing`` with ``policy`` in its own process; yield its base URL."""
+def server_process(command: Sequence[str]) -> Iterator[str]:
+    """Run a server that prints ``listening on URL`` in its own process; yield the URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "benchmax.testing", "--no-record", "--policy", policy],
+        [sys.executable, *command],
         stdout=subprocess.PIPE,
         text=True,
         env={
             **os.environ,
             "PYTHONUNBUFFERED": "1",
-            # Policies named as ``benchmarks/<script>.py:fn`` import ``_harness`` too.
-            "PYTHONPATH": os.pathsep.join(filter(None, [_HERE, os.environ.get("PYTHONPATH")])),
-            **(env or {}),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
         },
     )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
         if "listening on" not in line:
-            raise RuntimeError(f"mock server did not start: {line!r}")
+            raise RuntimeError(f"server did not start: {line!r}")
         yield line.rsplit(" ", 1)[-1].strip()
     finally:
         process.terminate()
         process.wait(10)
 
 
-async def run_workers(workers: int, units: int, unit: Callable[[], Awaitable[int]]) -> float:
-    """Run ``units`` units of work on ``workers`` workers; return completions per second.
+def fast_server(hold: float = 2.0) -> contextlib.AbstractContextManager[str]:
+    """``_fast_server.py`` in its own process; yields its origin (``http://127.0.0.1:PORT``)."""
+    return server_process([str(HERE / "_fast_server.py"), "--hold", str(hold)])
 
-    Each call of ``unit`` returns how many completions it made (a group of 8 rollouts: 8).
+
+async def run_workers(
+    workers: int, units: int, unit: Callable[[], Awaitable[int]]
+) -> tuple[float, float, int]:
+    """Run ``units`` units of work on ``workers`` workers.
+
+    Returns (wall seconds, process CPU seconds, completions); each call of
+    ``unit`` returns how many completions it made (a group of 8 rollouts: 8).
     """
     remaining = units
     done = 0
@@ -83,44 +87,6 @@ async def run_workers(workers: int, units: int, unit: Callable[[], Awaitable[int
             completed = await unit()  # not ``done += await ...``: that reads ``done`` first
             done += completed
 
-    started = time.perf_counter()
+    cpu, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))
-    return done / (time.perf_counter() - started)
-
-
-async def bare_loop(
-    base_url: str,
-    concurrency: int,
-    requests: int,
-    body: Mapping[str, Any],
-    check: Callable[[dict[str, Any]], None],
-    *,
-    pooled: bool = False,
-) -> float:
-    """Requests/s of plain httpx posts through one shared client, ``concurrency`` in flight.
-
-    ``pooled=True`` uses a client over the loop's shared transport instead of httpx's own
-    connection pool, isolating what the library adds above the wire.
-    """
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    client = (
-        _connection_pool.pooled_http_client(timeout=60.0)
-        if pooled
-        else httpx.AsyncClient(limits=limits, timeout=60.0)
-    )
-    async with client:
-
-        async def post() -> int:
-            response = await client.post(
-                f"{base_url}/chat/completions", json=body, headers={"Authorization": "Bearer bench"}
-            )
-            response.raise_for_status()
-            check(response.json())
-            return 1
-
-        return await run_workers(concurrency, requests, post)
-
-
-def use_stock_pool() -> None:
-    """Measure with httpcore's stock connection pool (the "before" figures)."""
-    _connection_pool.install_keep_alive_pool = lambda transport: transport  # type: ignore[assignment]
+    return time.perf_counter() - started, time.process_time() - cpu, done

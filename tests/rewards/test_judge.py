@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmax._modelhttp.connections import sdk_http_module
 from benchmax.auth import InjectedAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs.shared_types import RolloutFailure
 from benchmax.rewards import Judge, JudgeError
@@ -73,6 +74,9 @@ def test_judge_error_is_a_rollout_failure_with_judge_error_reason() -> None:
         ({"max_retries": 1.0}, ValueError, "judge max_retries must be non-negative"),
         ({"auth_attempts": 0}, ValueError, "judge auth_attempts must be positive"),
         ({"auth_attempts": True}, ValueError, "judge auth_attempts must be positive"),
+        ({"max_concurrent_requests": 0}, ValueError, "max_concurrent_requests must be positive"),
+        ({"max_concurrent_requests": 2.0}, ValueError, "max_concurrent_requests must be posi"),
+        ({"max_concurrent_requests": True}, ValueError, "max_concurrent_requests must be pos"),
     ],
 )
 def test_judge_rejects_invalid_fields(
@@ -108,6 +112,7 @@ def test_judge_defaults_and_none_timeout() -> None:
     assert judge.timeout is None
     assert make_judge().timeout == 60.0
     assert (make_judge().max_retries, make_judge().auth_attempts) == (3, 3)
+    assert make_judge().max_concurrent_requests == 64
 
 
 @pytest.mark.parametrize("dumps", [pickle.dumps, cloudpickle.dumps])
@@ -146,11 +151,12 @@ async def test_request_json_builds_the_documented_client_and_request(stub_judge)
     client = stub_judge.clients[0]
     assert client.args == ()
     assert set(client.kwargs) == {"base_url", "api_key", "http_client", "max_retries"}
+    assert client.kwargs["http_client"] is not None
     assert client.kwargs["base_url"] == "http://judge.invalid/v1"
     assert client.kwargs["api_key"] == "benchmax-explicit-auth"
     assert client.kwargs["max_retries"] == 5
     http_client = client.kwargs["http_client"]
-    assert isinstance(http_client, httpx.AsyncClient)
+    assert isinstance(http_client, sdk_http_module().AsyncClient)  # httpx2 under openai 3
     assert isinstance(http_client.auth, _RequestModelAuth)
     assert stub_judge.requests == [
         {
@@ -363,17 +369,18 @@ class RotatingAuth:
 
 
 async def test_request_model_auth_resolves_headers_for_every_request() -> None:
+    http = sdk_http_module()  # the SDK's HTTP library: httpx2 for openai 3.x, httpx for 2.x
     seen: list[tuple[str | None, str | None]] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Any) -> Any:
         seen.append((request.headers.get("Authorization"), request.headers.get("X-Extra")))
-        return httpx.Response(200, json={})
+        return http.Response(200, json={})
 
     auth = RotatingAuth()
     context = ModelRequestContext(base_url="http://x/v1", model="m", rollout_id="r")
     flow = _RequestModelAuth(auth, context)
-    assert isinstance(flow, httpx.Auth)
-    async with httpx.AsyncClient(auth=flow, transport=httpx.MockTransport(handler)) as client:
+    assert isinstance(flow, http.Auth)
+    async with http.AsyncClient(auth=flow, transport=http.MockTransport(handler)) as client:
         await client.get("http://x/v1/a", headers={"Authorization": "Bearer placeholder"})
         await client.get("http://x/v1/b")
     assert seen == [("Bearer token-1", "yes"), ("Bearer token-2", "yes")]

@@ -226,27 +226,113 @@ async def test_score_rubrics_end_to_end_reads_each_prompt(mock_server: MockModel
     assert all("reference" in r.body["messages"][0]["content"] for r in mock_server.requests)
 
 
-async def test_judge_requests_share_the_loop_transport(
+async def test_judge_requests_share_the_loop_pool(
     mock_server: MockModelServer, monkeypatch: pytest.MonkeyPatch
 ):
-    """After the loop's pool exists, judge requests build no transport or TLS context."""
-    import httpx
+    """After the loop's pool exists, judge requests build no connector, session or TLS context."""
+    import ssl
+
+    import aiohttp
 
     mock_server.policy = answer('{"score": 1}')
     judge = server_judge(mock_server)
     await judge.request_json("warm up", request_id="r")
     built: list[str] = []
-    original_init = httpx.AsyncHTTPTransport.__init__
+    original_init = aiohttp.TCPConnector.__init__
 
-    def counting_init(self, *args: Any, **kwargs: Any) -> None:
-        built.append("transport")
+    def counting_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        built.append("connector")
         original_init(self, *args, **kwargs)
 
-    monkeypatch.setattr(httpx.AsyncHTTPTransport, "__init__", counting_init)
-    for module in (httpx._transports.default, httpx._config):
-        monkeypatch.setattr(
-            module, "create_ssl_context", lambda *a, **k: built.append("tls"), raising=False
-        )
+    monkeypatch.setattr(aiohttp.TCPConnector, "__init__", counting_init)
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: built.append("tls"))
     for _ in range(3):
         assert (await judge.request_json("p", request_id="r"))[0] == {"score": 1}
     assert built == []
+    assert len({request.connection for request in mock_server.requests}) == 1
+
+
+async def test_a_server_dripping_its_reply_cannot_outlast_the_deadline() -> None:
+    import asyncio
+
+    sent: list[int] = []
+
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            writer.write(b"Content-Length: 200\r\n\r\n")
+            for _ in range(200):  # one byte every 50 ms: 10 s in all
+                writer.write(b" ")
+                await writer.drain()
+                sent.append(1)
+                await asyncio.sleep(0.05)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(drip, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    judge = Judge(
+        model="m",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        auth=StaticBearerAuth("k"),
+        timeout=0.3,
+        max_retries=0,
+    )
+    async with server:
+        with pytest.raises(JudgeError, match=r"timed out after 0\.3s"):
+            await judge.request_json("p", request_id="r")
+    assert 0 < len(sent) < 100  # every read was quick; the total deadline ended it
+
+
+async def test_concurrent_requests_of_one_judge_are_capped(mock_server: MockModelServer):
+    import asyncio
+
+    in_flight = 0
+    peak = 0
+
+    async def slow(body: dict[str, Any]) -> str:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.05)
+        in_flight -= 1
+        return '{"score": 1}'
+
+    mock_server.policy = slow
+    judge = server_judge(mock_server, max_concurrent_requests=3)
+    equal = server_judge(mock_server, max_concurrent_requests=3)
+    calls = [j.request_json("p", request_id=f"r{k}") for k in range(6) for j in (judge, equal)]
+    await asyncio.gather(*calls)
+    assert len(mock_server.requests) == 12
+    assert peak == 3  # equal judges share one cap
+    other = server_judge(mock_server, max_concurrent_requests=5)
+    peak = 0
+    await asyncio.gather(*(other.request_json("p", request_id=f"o{k}") for k in range(10)))
+    assert peak == 5
+
+
+async def test_environment_proxy_is_honored_by_judge_requests(
+    monkeypatch: pytest.MonkeyPatch, make_mock_server: Any
+):
+    import asyncio
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    target = await make_mock_server(answer('{"score": 0}'))
+    proxy = await make_mock_server(answer('{"score": 1}'))
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+
+    def score_in_new_loop() -> object:  # a new loop reads the environment afresh
+        judge = server_judge(target)
+        return asyncio.run(judge.request_json("p", request_id="r"))[0]["score"]
+
+    assert await asyncio.to_thread(score_in_new_loop) == 1
+    (proxied,) = proxy.requests
+    assert proxied.path == f"http://127.0.0.1:{target.port}/v1/chat/completions"
+    assert proxied.headers["authorization"] == "Bearer judge-secret"
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert await asyncio.to_thread(score_in_new_loop) == 0
+    assert len(target.requests) == 1 and len(proxy.requests) == 1

@@ -135,7 +135,9 @@ def test_judge_module_integration_names() -> None:
 
     assert judge.AsyncOpenAI is openai.AsyncOpenAI
     assert callable(judge._parse_json_object)
-    assert issubclass(judge._RequestModelAuth, __import__("httpx").Auth)
+    from benchmax._modelhttp.connections import sdk_http_module
+
+    assert issubclass(judge._RequestModelAuth, sdk_http_module().Auth)
 
 
 def test_prompts_does_not_import_rubric_at_runtime() -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import httpx
 from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
@@ -109,6 +108,8 @@ def _check_endpoint(
         return "endpoint check skipped: the base URL changes per rollout ({rollout_id})"
     url = base_url.rstrip("/") + "/models"
     context = ModelRequestContext(base_url=base_url, model=model, rollout_id="preflight")
+    import httpx  # only a run with an explicit endpoint needs it
+
     try:
         headers = dict(asyncio.run(model_auth.headers_for_request(context)))
     except Exception as error:

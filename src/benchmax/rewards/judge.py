@@ -2,22 +2,25 @@
 
 A :class:`Judge` holds only configuration (model, endpoint, auth reference,
 timeouts). Every request builds its own OpenAI SDK client over a cheap HTTP
-client that shares the running event loop's pooled transport, resolves auth
-headers for each physical request, and closes the SDK client exactly once.
+client (of the library the installed SDK is built on: ``httpx2`` for openai 3.x,
+``httpx`` for 2.x) that shares the running event loop's pooled connections,
+resolves auth headers for each physical request, and closes the SDK client
+exactly once. The SDK is imported on first use: ``AsyncOpenAI`` and
+``_RequestModelAuth`` are module attributes resolved lazily.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-from openai import AsyncOpenAI, AuthenticationError, PermissionDeniedError
-
+from benchmax._modelhttp.deadlines import within_deadline
+from benchmax._modelhttp.headers import sendable_auth_headers
 from benchmax._value_checks import (
     is_finite_number,
     is_int_at_least,
@@ -25,9 +28,6 @@ from benchmax._value_checks import (
     is_numeric,
 )
 from benchmax.auth import ModelAuth, ModelRequestContext
-from benchmax.envs._auth_headers import sendable_auth_headers
-from benchmax.envs._connection_pool import pooled_http_client
-from benchmax.envs._sdk_platform import share_platform_probe
 from benchmax.envs.shared_types import RolloutFailure
 from benchmax.rewards.text import message_text, reasoning_finished, without_reasoning
 
@@ -41,6 +41,25 @@ _PLACEHOLDER_API_KEY = "benchmax-explicit-auth"
 _FENCE = "```"
 _AUTH_RETRY_DELAY_SECONDS = 0.5
 
+DEFAULT_MAX_CONCURRENT_REQUESTS = 64
+"""Requests one judge (equal judges count as one) has in flight on an event loop
+at most; the rest wait their turn. Group size x rubrics can be hundreds."""
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve the SDK-dependent module attributes on first use (importing the
+    OpenAI SDK costs most of a second)."""
+    if name == "AsyncOpenAI":
+        from openai import AsyncOpenAI
+
+        globals()[name] = AsyncOpenAI
+        return AsyncOpenAI
+    if name == "_RequestModelAuth":
+        auth_class = _request_model_auth_class()
+        globals()[name] = auth_class
+        return auth_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 class JudgeError(RolloutFailure):
     """No reliable reward could be obtained from the judge (termination reason ``judge_error``)."""
@@ -51,7 +70,12 @@ class JudgeError(RolloutFailure):
 
 @dataclass(frozen=True, slots=True)
 class Judge:
-    """Where and how to reach an LLM judge. Holds no client or connection state."""
+    """Where and how to reach an LLM judge. Holds no client or connection state.
+
+    ``timeout`` (seconds, or ``None``) is a total deadline for each attempt.
+    ``max_concurrent_requests`` (keyword-only, default 64) caps this judge's
+    requests in flight on one event loop; equal judges share the cap.
+    """
 
     model: str
     base_url: str
@@ -59,6 +83,7 @@ class Judge:
     timeout: float | None = 60.0
     max_retries: int = 3
     auth_attempts: int = 3
+    max_concurrent_requests: int = field(default=DEFAULT_MAX_CONCURRENT_REQUESTS, kw_only=True)
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.model):
@@ -73,6 +98,8 @@ class Judge:
             raise ValueError("judge max_retries must be non-negative")
         if not is_int_at_least(self.auth_attempts, 1):
             raise ValueError("judge auth_attempts must be positive")
+        if not is_int_at_least(self.max_concurrent_requests, 1):
+            raise ValueError("judge max_concurrent_requests must be positive")
 
     async def request_json(
         self,
@@ -87,15 +114,22 @@ class Judge:
         Authentication failures (401/403) are retried with freshly resolved
         credentials up to ``auth_attempts`` times; any other failure raises
         :class:`JudgeError` at once (transient retries belong to the SDK's
-        ``max_retries``).
+        ``max_retries``). ``timeout`` is a total deadline for each attempt
+        (SDK retries included), not a per-read timeout. At most
+        ``max_concurrent_requests`` requests of this judge run at once on a loop.
         """
         request = self._build_request(
             prompt, request_id=request_id, temperature=temperature, max_tokens=max_tokens
         )
+        from openai import AuthenticationError, PermissionDeniedError
+
+        from benchmax._modelhttp.connections import loop_pool
+
         last_auth_error: AuthenticationError | PermissionDeniedError | None = None
         for attempt in range(self.auth_attempts):
             try:
-                return await self._attempt(request, request_id=request_id)
+                async with loop_pool().limiter(self._limiter_key(), self.max_concurrent_requests):
+                    return await self._attempt(request, request_id=request_id)
             except (AuthenticationError, PermissionDeniedError) as error:
                 last_auth_error = error
                 logger.warning(
@@ -107,7 +141,7 @@ class Judge:
                 )
             except Exception as error:
                 logger.exception("judge.request_failed request_id=%s", request_id)
-                raise JudgeError(f"judge request failed: {error}") from error
+                raise JudgeError(f"judge request failed: {_failure_text(error)}") from error
             if attempt + 1 < self.auth_attempts:
                 await asyncio.sleep(_AUTH_RETRY_DELAY_SECONDS * (attempt + 1))
         logger.error(
@@ -117,6 +151,13 @@ class Judge:
             exc_info=last_auth_error,
         )
         raise JudgeError(f"judge authentication failed: {last_auth_error}") from last_auth_error
+
+    def _limiter_key(self) -> Hashable:
+        try:
+            hash(self)
+        except TypeError:  # an unhashable auth object: this judge value alone
+            return ("judge", id(self))
+        return ("judge", self)
 
     def _build_request(
         self,
@@ -153,27 +194,44 @@ class Judge:
         context = ModelRequestContext(
             base_url=self.base_url, model=self.model, rollout_id=request_id
         )
-        http_client = pooled_http_client(timeout=self.timeout)
-        http_client.auth = _RequestModelAuth(self.auth, context)
+        from benchmax._modelhttp.connections import sdk_http_client
+
+        auth_class = globals().get("_RequestModelAuth") or __getattr__("_RequestModelAuth")
+        http_client = sdk_http_client(auth=auth_class(self.auth, context), timeout=self.timeout)
+        factory = globals().get("AsyncOpenAI") or __getattr__("AsyncOpenAI")
         try:
-            client = AsyncOpenAI(
+            client = factory(
                 base_url=self.base_url,
                 api_key=_PLACEHOLDER_API_KEY,
                 http_client=http_client,
                 max_retries=self.max_retries,
             )
-            share_platform_probe(client)
         except BaseException:
             await http_client.aclose()
             raise
         try:
-            response = await client.chat.completions.create(**request)
+            call = client.chat.completions.create(**request)
+            if self.timeout is None:
+                response = await call
+            else:
+                message = f"judge request timed out after {self.timeout:g}s (total deadline)"
+                response = await within_deadline(call, self.timeout, message)
             raw = _response_text(response)
             if not raw:
                 raise ValueError("judge returned an empty response")
             return _parse_json_object(raw), raw
         finally:
             await client.close()
+
+
+def _failure_text(error: BaseException) -> str:
+    """``error``'s text, with its direct cause's when it hides it (openai 2.x wraps an
+    auth hook's exception in ``APIConnectionError("Connection error.")``)."""
+    text = str(error)
+    cause = error.__cause__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text += f" ({type(cause).__name__}: {cause})"
+    return text
 
 
 def _response_text(response: Any) -> str:
@@ -188,21 +246,30 @@ def _response_text(response: Any) -> str:
     return message_text(response.choices[0].message.content).strip()
 
 
-class _RequestModelAuth(httpx.Auth):
-    """Resolves ``auth`` headers for every request that flows through a client."""
+@functools.cache
+def _request_model_auth_class() -> type[Any]:
+    """``_RequestModelAuth``, an ``Auth`` of the HTTP library the installed SDK uses."""
+    from benchmax._modelhttp.connections import sdk_http_module
 
-    def __init__(self, auth: ModelAuth, context: ModelRequestContext) -> None:
-        self._auth = auth
-        self._context = context
+    http = sdk_http_module()
 
-    async def async_auth_flow(
-        self, request: httpx.Request
-    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        """Set freshly resolved auth headers on ``request`` (never cached), then send it."""
-        headers = sendable_auth_headers(await self._auth.headers_for_request(self._context))
-        for name, value in headers.items():
-            request.headers[name] = value
-        yield request
+    class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]
+        """Resolves ``auth`` headers for every request that flows through a client."""
+
+        def __init__(self, auth: ModelAuth, context: ModelRequestContext) -> None:
+            self._auth = auth
+            self._context = context
+
+        async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
+            """Set freshly resolved auth headers on ``request`` (never cached), then send it."""
+            headers = sendable_auth_headers(await self._auth.headers_for_request(self._context))
+            for name, value in headers.items():
+                request.headers[name] = value
+            yield request
+
+    _RequestModelAuth.__module__ = __name__
+    _RequestModelAuth.__qualname__ = "_RequestModelAuth"
+    return _RequestModelAuth
 
 
 def _parse_json_object(raw: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmax.envs.base import _model_call
+from benchmax._modelhttp import retries
 
 
 @pytest.fixture
@@ -17,5 +17,5 @@ def backoff_waits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
     async def no_sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr(_model_call, "backoff_sleep", no_sleep)
+    monkeypatch.setattr(retries, "backoff_sleep", no_sleep)
     yield waits

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -390,16 +391,13 @@ async def test_rollout_context_wraps_tools_model_and_reward(mock_server: MockMod
 async def test_wire_request_matches_the_sdk_create_call(mock_server: MockModelServer) -> None:
     import openai
 
-    from benchmax.envs._connection_pool import pooled_http_client
-
-    prompt = [{"role": "user", "content": "6*7?", "name": None}]
+    prompt = [{"role": "user", "content": "6*7? ünïcode", "name": None}]
     env = ToolEnv(max_turns=1)
     await env.run_rollout(make_request(mock_server, payload={"prompt_messages": prompt}))
     client = openai.AsyncOpenAI(
         api_key="benchmax-runtime-auth",
         base_url=mock_server.session_url("rollout-0"),
         max_retries=0,
-        http_client=pooled_http_client(),
     )
     await client.chat.completions.create(
         model="test-model",
@@ -409,12 +407,16 @@ async def test_wire_request_matches_the_sdk_create_call(mock_server: MockModelSe
     )
     await client.close()
     ours, reference = mock_server.requests
-    assert ours.path == reference.path
-    assert ours.raw_body == reference.raw_body
-    volatile = {"x-stainless-retry-count", "x-stainless-read-timeout"}
-    assert {k: v for k, v in ours.headers.items() if k not in volatile} == {
-        k: v for k, v in reference.headers.items() if k not in volatile
-    }
+    assert (ours.method, ours.path) == (reference.method, reference.path)
+    assert ours.body == reference.body  # key order differs between SDK versions
+    assert list(ours.body) == ["model", "messages", "tools"]
+    compact = json.dumps(ours.body, ensure_ascii=False, separators=(",", ":")).encode()
+    assert ours.raw_body == compact  # compact UTF-8, as the SDK sends
+    # The headers the wire contract names; the SDK's User-Agent and X-Stainless-*
+    # telemetry are not part of it (BaseEnv does not use the SDK, beyond.md §1).
+    for name in ("authorization", "content-type", "accept", "content-length"):
+        assert ours.headers[name] == reference.headers[name], name
+    assert not any(name.startswith("x-stainless") for name in ours.headers)
     await env.aclose()
 
 

@@ -1,18 +1,21 @@
-"""The per-loop shared transport under BaseEnv (benchmax.envs._connection_pool)."""
+"""The per-loop connection pool under BaseEnv and the Judge (benchmax._modelhttp.connections)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 import sys
 import threading
+import time
 import warnings
 from typing import Any
 
-import httpx
+import aiohttp
 import pytest
 from tests.envs.base.support import (
     AnswerEnv,
+    HoldUntilAll,
     ToolEnv,
     make_request,
     make_request_for_url,
@@ -20,63 +23,54 @@ from tests.envs.base.support import (
     tool_reply,
 )
 
-from benchmax.envs import _connection_pool
-from benchmax.envs._connection_pool import PoolLease, pooled_http_client
+from benchmax._modelhttp import connections
+from benchmax._modelhttp.connections import PoolLease, sdk_http_client
 from benchmax.testing import Fault, MockModelServer, echo, scripted
 
 
-def shared_transport() -> Any:
-    return _connection_pool._REGISTRY[asyncio.get_running_loop()].transport
+def shared_pool() -> Any:
+    return connections._REGISTRY[asyncio.get_running_loop()]
 
 
-async def test_clients_and_envs_share_one_transport_per_loop(
+async def test_envs_and_judge_clients_share_one_pool_per_loop(
     mock_server: MockModelServer,
 ) -> None:
-    first, second = pooled_http_client(), pooled_http_client()
-    assert first is not second
-    transport = shared_transport()
-    for client in (first, second):
-        response = await client.post(
-            f"{mock_server.base_url}/chat/completions",
-            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
-        )
-        assert response.status_code == 200
-        await client.aclose()
-    assert shared_transport() is transport and not transport.closed
-    a, b = mock_server.requests
-    assert a.connection == b.connection  # the keep-alive connection was reused
-
     envs = [AnswerEnv(), AnswerEnv()]
     for i, env in enumerate(envs):
         await env.run_rollout(make_request(mock_server, f"rollout-{i}"))
-    assert shared_transport() is transport
-    assert {r.connection for r in mock_server.requests} == {a.connection}
+    pool = shared_pool()
+    a, b = mock_server.requests
+    assert a.connection == b.connection  # the keep-alive connection was reused
+    first, second = sdk_http_client(), sdk_http_client()
+    assert first is not second
+    for client in (first, second):
+        response = await client.get(f"{mock_server.base_url}/models")
+        assert response.status_code == 200
+        await client.aclose()
+    assert shared_pool() is pool and not pool.closed
     for env in envs:
         await env.aclose()
-    assert transport.closed
+    assert pool.closed
+    assert asyncio.get_running_loop() not in connections._REGISTRY
 
 
-async def test_closing_a_client_never_closes_the_shared_transport(
-    mock_server: MockModelServer,
-) -> None:
-    async with pooled_http_client() as client:
-        transport = shared_transport()
+async def test_closing_an_sdk_client_never_closes_the_pool(mock_server: MockModelServer) -> None:
+    async with sdk_http_client() as client:
+        pool = shared_pool()
         await client.get(f"{mock_server.base_url}/models")
-    assert not transport.closed
+    assert not pool.closed and pool.users == 0
     with pytest.raises(RuntimeError, match="has been closed"):
-        await client._transport.handle_async_request(  # type: ignore[attr-defined]
-            httpx.Request("GET", f"{mock_server.base_url}/models")
-        )
+        await client.get(f"{mock_server.base_url}/models")
 
 
-def test_a_new_event_loop_gets_a_fresh_transport() -> None:
+def test_a_new_event_loop_gets_a_fresh_pool() -> None:
     env = AnswerEnv()
     seen: list[Any] = []
 
     async def one_run() -> str:
         async with MockModelServer(echo) as server:
             rollout = await env.run_rollout(make_request(server))
-            seen.append(shared_transport())
+            seen.append(shared_pool())
         return rollout.termination_reason
 
     assert asyncio.run(one_run()) == "finished"
@@ -84,17 +78,16 @@ def test_a_new_event_loop_gets_a_fresh_transport() -> None:
     first, second = seen
     assert first is not second
     assert first.closed and second.closed  # closed at loop shutdown
-    assert not _connection_pool._REGISTRY
+    assert not connections._REGISTRY
 
 
-def test_threads_with_their_own_loops_get_their_own_transports() -> None:
+def test_threads_with_their_own_loops_get_their_own_pools() -> None:
     seen: dict[str, Any] = {}
     barrier = threading.Barrier(2)
 
     def worker(name: str) -> None:
         async def run() -> None:
-            pooled_http_client()
-            seen[name] = shared_transport()
+            seen[name] = connections.loop_pool()
             await asyncio.to_thread(barrier.wait, 5)
 
         asyncio.run(run())
@@ -119,7 +112,7 @@ def test_loop_closed_without_shutdown_is_dropped_without_error(
         async with MockModelServer(echo) as server:
             rollout = await env.run_rollout(make_request(server))
             assert rollout.termination_reason == "finished"
-        return shared_transport()  # it still holds the (now server-closed) connection
+        return shared_pool()  # it still holds the (now server-closed) connection
 
     stale = loop.run_until_complete(use_pool())
     loop.close()  # no shutdown_asyncgens: the pool is never closed by the loop
@@ -132,7 +125,7 @@ def test_loop_closed_without_shutdown_is_dropped_without_error(
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # even as errors, warnings of the drop stay unraisable
         assert asyncio.run(next_use()) == "finished"
-        assert loop not in _connection_pool._REGISTRY
+        assert loop not in connections._REGISTRY
         del loop, stale
         gc.collect()
     assert set(unraisable) <= {ResourceWarning}
@@ -157,24 +150,30 @@ def test_aclose_and_loop_end_leave_no_socket_open() -> None:
     assert open_sockets() == baseline
 
 
-async def test_lease_keeps_pool_until_last_holder_and_open_clients_finish(
+async def test_lease_keeps_pool_until_last_holder_and_open_calls_finish(
     mock_server: MockModelServer,
 ) -> None:
     first, second = PoolLease(), PoolLease()
-    client, other = first.client(), second.client()
-    transport = shared_transport()
+    pool = first.hold()
+    assert second.hold() is pool and pool.holders == 2
+    client = sdk_http_client()
     await first.aclose()
-    assert not transport.closed
+    assert not pool.closed
     await second.aclose()
-    assert not transport.closed  # a client over it is still open
+    assert not pool.closed and pool.release_pending  # a client over it is still open
     await client.get(f"{mock_server.base_url}/models")
     await client.aclose()
-    assert not transport.closed
-    await other.aclose()
-    assert transport.closed
-    assert asyncio.get_running_loop() not in _connection_pool._REGISTRY
-    pooled_http_client()
-    assert shared_transport() is not transport
+    assert pool.closed
+    assert asyncio.get_running_loop() not in connections._REGISTRY
+    assert connections.loop_pool() is not pool
+    await first.aclose()  # releasing again is harmless
+
+
+def test_a_lease_pickles_as_a_fresh_one() -> None:
+    import pickle
+
+    lease = pickle.loads(pickle.dumps(PoolLease()))
+    assert isinstance(lease, PoolLease)
 
 
 async def test_a_request_the_server_dropped_is_never_resent(mock_server: MockModelServer) -> None:
@@ -243,12 +242,12 @@ async def test_concurrent_groups_share_the_pool_and_env_works_after_aclose(
     ]
     results = await asyncio.gather(*(env.run_group(group) for group in groups))
     assert all(o.termination_reason == "finished" for r in results for o in r.values())
-    transport = shared_transport()
+    pool = shared_pool()
     await env.aclose()
-    assert transport.closed
+    assert pool.closed
     rollout = await env.run_rollout(make_request(mock_server, "after-aclose"))
     assert rollout.termination_reason == "finished"
-    assert shared_transport() is not transport
+    assert shared_pool() is not pool
     await env.aclose()
 
 
@@ -284,3 +283,112 @@ async def test_https_proxy_from_the_environment_tunnels_requests(
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         assert await asyncio.to_thread(reason_in_new_loop) == "model_error"  # direct: refused
         assert len(request_lines) == 1
+
+
+async def test_every_rollout_in_flight_gets_a_connection_then_they_are_reused(
+    mock_server: MockModelServer,
+) -> None:
+    count = 150  # above aiohttp's default cap of 100 connections
+    mock_server.policy = HoldUntilAll(count, release=True)
+    env = AnswerEnv()
+    env.reward_keys = ("correct",)
+    first = await asyncio.wait_for(
+        env.run_group([make_request(mock_server, f"a{k}") for k in range(count)]), 20
+    )
+    assert {o.termination_reason for o in first.values()} == {"finished"}
+    mock_server.policy = echo
+    await env.run_group([make_request(mock_server, f"b{k}") for k in range(count)])
+    batches = [
+        {r.connection for r in mock_server.requests if r.session.startswith(tag)} for tag in "ab"
+    ]
+    assert len(batches[0]) == count
+    assert batches[1] <= batches[0]  # the second batch rode the kept-alive connections
+    await env.aclose()
+
+
+async def test_connection_close_responses_are_never_reused(make_mock_server: Any) -> None:
+    server = await make_mock_server(keep_alive=False)
+    env = AnswerEnv()
+    for k in range(3):
+        rollout = await env.run_rollout(make_request(server, f"r{k}"))
+        assert rollout.termination_reason == "finished"
+    assert len({r.connection for r in server.requests}) == 3
+    await env.aclose()
+
+
+async def test_rollouts_cancelled_while_waiting_leave_no_connection(
+    mock_server: MockModelServer,
+) -> None:
+    env = AnswerEnv()
+    await env.run_rollout(make_request(mock_server, "warm"))  # one idle connection to reuse
+    baseline = open_sockets()
+    hold = mock_server.policy = HoldUntilAll(10, release=False)
+    tasks = [
+        asyncio.create_task(env.run_rollout(make_request(mock_server, f"held-{k}")))
+        for k in range(10)
+    ]
+    await asyncio.wait_for(hold.all_arrived.wait(), 10)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    # Every client end is closed: what remains are the server's ends of the 10 held
+    # requests (it still holds them), one of which arrived on the kept-alive connection.
+    expected = baseline - 1 + 9
+    for _ in range(50):
+        if open_sockets() == expected:
+            break
+        await asyncio.sleep(0.02)
+    assert open_sockets() == expected
+    mock_server.policy = echo
+    rollout = await env.run_rollout(make_request(mock_server, "after"))
+    assert rollout.termination_reason == "finished"
+    await env.aclose()
+
+
+async def test_a_connection_closed_after_checkout_is_replaced_before_writing(
+    mock_server: MockModelServer,
+) -> None:
+    # The race aiohttp's own check cannot see: the server closes the idle connection
+    # after it was taken from the pool (here: while a trace hook runs). Nothing has
+    # been written yet, so the request goes out once on a new connection.
+    reused: list[str] = []
+
+    async def close_server_side_once(*args: Any) -> None:
+        reused.append("reuse")
+        if len(reused) == 1:
+            assert await mock_server.close_idle_connections() == 1
+            time.sleep(0.05)  # the close reaches this socket, but not yet the event loop
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(close_server_side_once)
+    connector = connections._FreshConnector(limit=0)
+    url = f"{mock_server.base_url}/chat/completions"
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    async with aiohttp.ClientSession(connector=connector, trace_configs=[trace]) as session:
+        for _ in range(2):
+            async with session.post(url, json=body) as response:
+                assert response.status == 200
+                await response.read()
+    warm, sent = mock_server.requests  # the closed connection never carried the request
+    assert warm.connection != sent.connection
+    assert reused == ["reuse"]
+
+
+async def test_readability_check_sees_a_close_the_loop_has_not_seen() -> None:
+    accepted: list[socket.socket] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", port)
+    try:
+        peer, _ = listener.accept()
+        accepted.append(peer)
+        assert not connections._closed_by_peer(transport)  # open and idle
+        peer.close()
+        time.sleep(0.05)  # no await: the event loop has not read the EOF
+        assert not transport.is_closing()
+        assert connections._closed_by_peer(transport)
+    finally:
+        transport.close()
+        listener.close()
+    assert connections._closed_by_peer(transport)  # closing counts as closed

@@ -5,18 +5,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import openai
 import pytest
 from tests.envs.base.support import (
     AnswerEnv,
     ToolEnv,
     assert_env_record,
+    env_record,
     fixed_response_server,
     make_request,
     make_request_for_url,
     tool_reply,
 )
 
+from benchmax._modelhttp.chat import ModelStatusError
 from benchmax.auth import StaticBearerAuth
 from benchmax.testing import Fault, MockModelServer, scripted
 
@@ -45,8 +46,9 @@ async def test_context_budget_400_after_tool_turn_is_context_exceeded(
         caplog,
         f"{MODEL_FAILED}context_exceeded",
         level=logging.WARNING,
-        exc_type=openai.BadRequestError,
+        exc_type=ModelStatusError,
     )
+    assert env_record(caplog).exc_info[1].status == 400
     await env.aclose()
 
 
@@ -60,7 +62,7 @@ async def test_other_400_is_model_error_with_server_message(
     assert outcomes["rollout-0"].rewards == {"correct": 0.0}
     assert env.reward_calls == []
     assert_env_record(
-        caplog, f"{MODEL_FAILED}model_error", level=logging.WARNING, exc_type=openai.BadRequestError
+        caplog, f"{MODEL_FAILED}model_error", level=logging.WARNING, exc_type=ModelStatusError
     )
     assert "malformed messages" in caplog.text
     await env.aclose()
@@ -73,7 +75,8 @@ async def test_401_with_context_code_is_model_error(
     env = AnswerEnv()
     rollout = await env.run_rollout(make_request(mock_server))
     assert rollout.termination_reason == "model_error"
-    assert_env_record(caplog, f"{MODEL_FAILED}model_error", exc_type=openai.AuthenticationError)
+    assert_env_record(caplog, f"{MODEL_FAILED}model_error", exc_type=ModelStatusError)
+    assert env_record(caplog).exc_info[1].status == 401
     await env.aclose()
 
 
@@ -88,7 +91,8 @@ async def test_error_status_is_sent_once_and_is_model_error(
     assert outcomes["rollout-0"].rewards == {"correct": 0.0}
     assert len(mock_server.requests) == 1
     assert env.reward_calls == []
-    assert_env_record(caplog, f"{MODEL_FAILED}model_error", exc_type=openai.APIStatusError)
+    assert_env_record(caplog, f"{MODEL_FAILED}model_error", exc_type=ModelStatusError)
+    assert env_record(caplog).exc_info[1].status == status
     assert "model unavailable" in caplog.text
     await env.aclose()
 

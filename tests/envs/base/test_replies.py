@@ -101,11 +101,8 @@ UNUSABLE = {
         reply({"role": "assistant", "content": 42}),
         f"{MESSAGE}.content must be a string, null or a list of parts, got 42",
     ),
-    "error-object": (
-        Fault.raw({"error": {"message": "upstream timed out", "code": "timeout"}}),
-        "response contained no choices; error: "
-        "{'message': 'upstream timed out', 'code': 'timeout'}",
-    ),
+    # 200 replies carrying an error object are classified by the chat call
+    # (tests/envs/base/test_model_replies_wire.py), before any reply is read.
 }
 
 

@@ -19,7 +19,7 @@ from tests.envs.base.support import (
 )
 from tests.envs.base.test_model_failures import make_request_for_url
 
-from benchmax.envs.base import _model_call
+from benchmax._modelhttp import retries
 from benchmax.testing import Fault, MockModelServer, scripted
 
 
@@ -57,29 +57,20 @@ async def test_model_timeout_ends_rollout_keeping_completed_turns(
     await env.aclose()
 
 
-async def test_sdk_timeout_without_model_timeout_is_model_error(
-    mock_server: MockModelServer, monkeypatch: pytest.MonkeyPatch
+async def test_default_timeout_without_model_timeout_is_model_error(
+    mock_server: MockModelServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import httpx
+    from benchmax._modelhttp import chat
 
-    from benchmax.envs import _connection_pool
-
-    # Stand-in for the SDK's 600 s default: the read timeout fires, model_timeout is unset.
-    monkeypatch.setattr(_connection_pool, "DEFAULT_TIMEOUT", httpx.Timeout(0.2))
+    assert chat.DEFAULT_TIMEOUT_SECONDS == 600.0  # the OpenAI SDK's default
+    # Stand-in for the 600 s default: the deadline fires while model_timeout is unset.
+    monkeypatch.setattr(chat, "DEFAULT_TIMEOUT_SECONDS", 0.2)
     mock_server.inject(Fault.delay(3))
     env = AnswerEnv()
     rollout = await env.run_rollout(make_request(mock_server))
     assert rollout.termination_reason == "model_error"
+    assert "model call exceeded the default timeout of 0.2s" in caplog.text
     await env.aclose()
-
-
-async def test_default_client_timeout_is_the_sdk_default(mock_server: MockModelServer) -> None:
-    from benchmax.envs._connection_pool import pooled_http_client
-
-    async with pooled_http_client() as client:
-        assert client.timeout.read == 600.0 and client.timeout.connect == 5.0
-    async with pooled_http_client(timeout=3.0) as client:
-        assert client.timeout.read == 3.0
 
 
 async def test_tool_timeout(mock_server: MockModelServer, caplog: pytest.LogCaptureFixture) -> None:
@@ -188,11 +179,11 @@ async def test_retries_exhausted_keep_last_reason(
     rollout = await env.run_rollout(make_request(mock_server))
     assert rollout.termination_reason == "model_error"
     assert len(mock_server.requests) == 4
-    retries = [r for r in caplog.records if "model_retry" in r.getMessage()]
-    assert len(retries) == 3
-    assert all(r.levelno == logging.WARNING for r in retries)
-    assert retries[0].getMessage().startswith("base.rollout.model_retry rollout_id=rollout-0")
-    assert "still broken" in retries[0].getMessage()
+    retry_records = [r for r in caplog.records if "model_retry" in r.getMessage()]
+    assert len(retry_records) == 3
+    assert all(r.levelno == logging.WARNING for r in retry_records)
+    assert retry_records[0].getMessage().startswith("base.rollout.model_retry rollout_id=rollout-0")
+    assert "still broken" in retry_records[0].getMessage()
     await env.aclose()
 
 
@@ -271,12 +262,12 @@ async def test_backoff_sleeps_for_real_by_default(mock_server: MockModelServer) 
 
 def test_retry_delay_is_exponential_with_jitter_and_capped() -> None:
     for retry, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (7, 30.0), (20, 30.0)]:
-        delays = [_model_call.retry_delay(retry, None) for _ in range(200)]
+        delays = [retries.retry_delay(retry, None) for _ in range(200)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
         assert len(set(delays)) > 1
-    assert _model_call.retry_delay(1, 12.5) == 12.5
-    assert _model_call.retry_delay(1, 0.0) == 0.0
-    assert _model_call.retry_delay(4, 120.0) == 60.0
+    assert retries.retry_delay(1, 12.5) == 12.5
+    assert retries.retry_delay(1, 0.0) == 0.0
+    assert retries.retry_delay(4, 120.0) == 60.0
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from contextlib import (
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmax._modelhttp.replies import (
     ReplyFailure,
@@ -28,11 +28,10 @@ from benchmax._modelhttp.replies import (
     read_reply,
 )
 from benchmax._value_checks import is_finite_number, is_int_at_least
-from benchmax.envs._connection_pool import PoolLease
+from benchmax.auth import ModelRequestContext
 from benchmax.envs._hook_errors import blame_hook, hook_errors
 from benchmax.envs._observer import RolloutReport, observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
-from benchmax.envs.base._model_call import ModelCallFailure, ModelSession
 from benchmax.envs.base._tool_calls import (
     ToolTimedOut,
     advertised_tool_names,
@@ -51,6 +50,10 @@ from benchmax.envs.shared_types import (
     RolloutFailure,
     RolloutRequest,
 )
+
+if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
+    from benchmax._modelhttp.chat import ChatSession
+    from benchmax._modelhttp.connections import PoolLease
 
 __all__ = ["BaseEnv", "BaseRollout"]
 
@@ -248,6 +251,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         state = vars(self)
         lease = state.get(_POOL_LEASE_ATTRIBUTE)
         if lease is None:
+            from benchmax._modelhttp.connections import PoolLease
+
             lease = state.setdefault(_POOL_LEASE_ATTRIBUTE, PoolLease())
         return lease
 
@@ -296,16 +301,24 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         example_args: dict[str, Any],
         meter: _Meter | None,
     ) -> BaseRollout:
-        session: ModelSession | None = None
+        from benchmax._modelhttp.chat import ChatSession
+
+        session: ChatSession | None = None
         try:
             deadline = asyncio.timeout(settings.rollout_timeout)
             try:
                 async with deadline:
                     with hook_errors(self, "list_tools"):
                         tools = await self.list_tools()
-                    session = ModelSession(
-                        request,
-                        self._model_pool(),
+                    session = ChatSession(
+                        self._model_pool().hold(),
+                        base_url=request.base_url,
+                        auth=request.model_auth,
+                        context=ModelRequestContext(
+                            base_url=request.base_url,
+                            model=request.model,
+                            rollout_id=request.rollout_id,
+                        ),
                         timeout=settings.model_timeout,
                         retries=settings.model_retries,
                     )
@@ -334,9 +347,11 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         settings: _Settings,
         tools: list[Tool],
         transcript: Messages,
-        session: ModelSession,
+        session: ChatSession,
         meter: _Meter | None,
     ) -> str:
+        from benchmax._modelhttp.chat import CallFailure
+
         rollout_id = request.rollout_id
         advertised = advertised_tool_names(tools)
         tool_calls_used = 0
@@ -352,7 +367,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             body.update(request.sampling_args)
             with _timed(meter, "model"):
                 decoded = await session.complete(body)
-            if isinstance(decoded, ModelCallFailure):
+            if isinstance(decoded, CallFailure):
                 logger.log(
                     decoded.level,
                     "base.rollout.model_failed rollout_id=%s termination_reason=%s",

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["sendable_auth_headers"]
+__all__ = ["sendable_auth_headers", "wire_headers"]
 
 # RFC 9110 token characters for names; values without control characters or
 # leading/trailing whitespace (the rules h11 enforces when it writes a request).
@@ -34,3 +34,19 @@ def sendable_auth_headers(headers: Mapping[Any, Any]) -> dict[Any, Any]:
         if not valid:
             raise ValueError(f"model auth returned an invalid value for header {name!r}")
     return checked
+
+
+def wire_headers(headers: Mapping[Any, Any]) -> dict[str, str]:
+    """Checked auth headers as text, for an HTTP client that sends ``str`` values.
+
+    ``bytes`` values are sent as their Latin-1 text (the bytes themselves go on the
+    wire); a value that is neither is refused, naming only the header.
+    """
+    sendable: dict[str, str] = {}
+    for name, value in sendable_auth_headers(headers).items():
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        elif not isinstance(value, str):
+            raise ValueError(f"model auth returned a non-text value for header {name!r}")
+        sendable[name] = value
+    return sendable

@@ -1,0 +1,293 @@
+"""One chat-completions call of a rollout: auth per attempt, a deadline per attempt,
+retries, failure classification (envs.md §4.3-4.4, beyond.md §2 and §7).
+
+:class:`ChatSession` posts ``{base_url}/chat/completions`` over the event loop's
+pooled aiohttp session (``benchmax._modelhttp.connections``) and returns the
+decoded JSON reply as plain data. Failures never raise out of
+:meth:`ChatSession.complete` except cancellation and other ``BaseException``
+instances; they come back as a :class:`CallFailure` naming the termination
+reason, for ``BaseEnv`` to log and settle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from benchmax._modelhttp import json_codec, retries
+from benchmax._modelhttp.connections import LoopPool
+from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
+from benchmax._modelhttp.headers import wire_headers
+from benchmax.auth import ModelAuth, ModelRequestContext
+
+__all__ = ["CallFailure", "ChatSession", "ModelReplyError", "ModelStatusError"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECONDS = 600.0
+"""The deadline of one attempt when ``model_timeout`` is ``None`` (the OpenAI SDK's default)."""
+
+CONTEXT_BUDGET_CODE = "context_budget_exceeded"
+_SERVER_TEXT_LIMIT = 2000
+# Error objects in 200 replies that name no status: what their code or type says.
+_STATUS_BY_KEYWORD = (
+    ("rate_limit", 429),
+    ("overloaded", 503),
+    ("unavailable", 503),
+    ("timeout", 408),
+    ("server_error", 500),
+    ("internal", 500),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallFailure:
+    """Why a model call ended the rollout, and what to log about it."""
+
+    termination_reason: str
+    error: BaseException
+    level: int
+
+
+class ModelStatusError(Exception):
+    """The server refused the call: an HTTP error status, or a 200 reply whose body
+    is an error object (``{"error": {...}}`` without choices, as gateways send).
+
+    ``status`` is the HTTP status, or the one the error object names (``None`` when
+    it names none); ``code`` the error's ``code`` member; the string form carries
+    what the server said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None,
+        code: object,
+        retry_after: float | None = None,
+        should_retry: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
+        self.should_retry = should_retry
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_status_error, (str(self), self.status, self.code))
+
+
+def _rebuild_status_error(message: str, status: int | None, code: object) -> ModelStatusError:
+    return ModelStatusError(message, status=status, code=code)
+
+
+class ModelReplyError(Exception):
+    """A successful status whose body is not JSON."""
+
+
+def _server_text(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    if len(text) > _SERVER_TEXT_LIMIT:
+        text = text[:_SERVER_TEXT_LIMIT] + "..."
+    return text
+
+
+def _error_member(body: object) -> object:
+    """What the error code is read from: the body's ``error`` member if it has one,
+    else the body itself (the OpenAI SDK's rule)."""
+    return body.get("error", body) if isinstance(body, Mapping) else body
+
+
+def _named_status(error: Mapping[str, Any]) -> int | None:
+    """The HTTP status an error object names (``status``, ``status_code`` or a
+    numeric ``code``), else one implied by its code or type (e.g. ``rate_limit``)."""
+    for key in ("status", "status_code", "code"):
+        value = error.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+        if isinstance(value, str) and value.isdigit() and 100 <= int(value) <= 599:
+            return int(value)
+    words = " ".join(str(error.get(key) or "") for key in ("code", "type")).lower()
+    for keyword, status in _STATUS_BY_KEYWORD:
+        if keyword in words:
+            return status
+    return None
+
+
+def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> ModelStatusError:
+    try:
+        body = json_codec.decode(raw) if raw else None
+    except ValueError:
+        body = None
+    error = _error_member(body)
+    code = error.get("code") if isinstance(error, Mapping) else None
+    text = _server_text(raw)
+    message = f"Error code: {status} - {text}" if text else f"Error code: {status}"
+    return ModelStatusError(
+        message,
+        status=status,
+        code=code,
+        retry_after=retries.retry_after_seconds(headers),
+        should_retry=retries.server_retry_verdict(headers),
+    )
+
+
+def _reply_error(reply: Mapping[str, Any], headers: Mapping[str, str]) -> ModelStatusError:
+    """The failure a 200 reply carrying an error object stands for."""
+    error = reply["error"]
+    if isinstance(error, Mapping):
+        status = _named_status(error)
+        code = error.get("code")
+        said = error.get("message")
+    else:
+        status, code, said = None, None, error
+    named = f"status {status}" if status is not None else "no status"
+    message = f"reply carried an error object ({named}, code {code!r})"
+    if said:
+        message += f": {_server_text(str(said).encode())}"
+    return ModelStatusError(
+        message,
+        status=status,
+        code=code,
+        retry_after=retries.retry_after_seconds(headers),
+        should_retry=retries.server_retry_verdict(headers),
+    )
+
+
+def _is_transient(error: BaseException) -> bool:
+    if isinstance(error, ModelStatusError):
+        if error.status is None or error.status == 400:
+            return False  # a 400 is never retried, whatever the server says
+        if error.should_retry is not None:
+            return error.should_retry
+        return retries.is_transient_status(error.status)
+    return isinstance(
+        error,
+        aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | AttemptTimedOut,
+    )
+
+
+class ChatSession:
+    """The model calls of one rollout; :meth:`aclose` when the rollout ends.
+
+    ``timeout`` bounds each HTTP attempt (``None``: the SDK's 600 s, reported as
+    ``model_error`` rather than ``model_timeout``); ``retries`` extra attempts
+    follow transient failures.
+    """
+
+    __slots__ = (
+        "_auth",
+        "_closed",
+        "_context",
+        "_deadline",
+        "_pool",
+        "_proxy",
+        "_retries",
+        "_timeout",
+        "_timeout_message",
+        "_url",
+    )
+
+    def __init__(
+        self,
+        pool: LoopPool,
+        *,
+        base_url: str,
+        auth: ModelAuth,
+        context: ModelRequestContext,
+        timeout: float | None,
+        retries: int,
+    ) -> None:
+        self._pool = pool
+        self._closed = False
+        self._url = base_url if base_url.endswith("/") else base_url + "/"
+        self._url += "chat/completions"
+        self._proxy = pool.proxy_for(self._url)
+        self._auth = auth
+        self._context = context
+        self._timeout = timeout
+        self._deadline = DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
+        self._timeout_message = (
+            f"model call exceeded model_timeout of {timeout:g}s"
+            if timeout is not None
+            else f"model call exceeded the default timeout of {DEFAULT_TIMEOUT_SECONDS:g}s"
+        )
+        self._retries = retries
+        pool.open_use()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._pool.close_use()
+
+    async def complete(self, body: Mapping[str, Any]) -> Any:
+        """Call the model once (plus configured retries on transient failures).
+
+        Returns the decoded JSON of a good reply (whatever JSON value it is), or a
+        :class:`CallFailure`.
+        """
+        try:
+            data = json_codec.encode(body)
+        except (TypeError, ValueError) as error:
+            return CallFailure("model_error", error, logging.ERROR)
+        retry_number = 0
+        while True:
+            try:
+                return await self._attempt(data)
+            except Exception as error:
+                if retry_number >= self._retries or not _is_transient(error):
+                    return self._classify(error)
+                retry_number += 1
+                retry_after = getattr(error, "retry_after", None)
+                delay = retries.retry_delay(retry_number, retry_after)
+                logger.warning(
+                    "base.rollout.model_retry rollout_id=%s attempt=%d retry_in=%.2fs: %s",
+                    self._context.rollout_id,
+                    retry_number,
+                    delay,
+                    error,
+                )
+            await retries.backoff_sleep(delay)
+
+    async def _attempt(self, data: bytes) -> Any:
+        headers = wire_headers(await self._auth.headers_for_request(self._context))
+        call = self._post(data, headers)
+        return await within_deadline(call, self._deadline, self._timeout_message)
+
+    async def _post(self, data: bytes, headers: dict[str, str]) -> Any:
+        session = self._pool.session()
+        async with session.post(self._url, data=data, headers=headers, proxy=self._proxy) as reply:
+            raw = await reply.read()
+            status = reply.status
+            if not 200 <= status < 300:
+                raise _status_error(status, raw, reply.headers)
+            try:
+                decoded = json_codec.decode(raw)
+            except ValueError as error:
+                text = _server_text(raw)
+                raise ModelReplyError(f"reply is not JSON (HTTP {status}): {text!r}") from error
+            if (
+                isinstance(decoded, dict)
+                and "error" in decoded
+                and not decoded.get("choices")
+                and decoded["error"] is not None
+            ):
+                raise _reply_error(decoded, reply.headers)
+            return decoded
+
+    def _classify(self, error: Exception) -> CallFailure:
+        if isinstance(error, ModelStatusError) and error.status == 400:
+            reason = "context_exceeded" if error.code == CONTEXT_BUDGET_CODE else "model_error"
+            return CallFailure(reason, error, logging.WARNING)
+        if isinstance(error, ModelStatusError) and error.code == CONTEXT_BUDGET_CODE:
+            if error.status is None:  # an error object naming only that code
+                return CallFailure("context_exceeded", error, logging.WARNING)
+        timed_out = isinstance(error, AttemptTimedOut | asyncio.TimeoutError)
+        if timed_out and self._timeout is not None:
+            return CallFailure("model_timeout", error, logging.ERROR)
+        return CallFailure("model_error", error, logging.ERROR)
