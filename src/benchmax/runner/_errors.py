@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["GroupContractError", "ResultsFileError", "ResumeMismatchError", "RunError"]
+__all__ = [
+    "ExecutorError",
+    "GroupContractError",
+    "ResultsFileError",
+    "ResumeMismatchError",
+    "RunError",
+]
 
 
 class RunError(Exception):
@@ -39,3 +45,8 @@ class GroupContractError(RunError):
             f"{type(error).__name__}: {error}"
         )
         self.__cause__ = error
+
+
+class ExecutorError(RunError):
+    """The workers running a run's groups cannot go on (e.g. a Ray worker cannot load the
+    bundle, or every worker was lost); the groups already finished are kept."""

@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import inspect
 import itertools
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from benchmax.auth import _BOUND_MODEL_AUTH, bind_model_auth
 from benchmax.envs._observer import RolloutReport, observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
 from benchmax.runner._config import RunConfig
-from benchmax.runner._errors import GroupContractError, RunError
+from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture, running_group
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
 
-__all__ = ["Progress", "run_environment"]
+__all__ = [
+    "GroupCollector",
+    "GroupDispatch",
+    "GroupExecutor",
+    "GroupJob",
+    "GroupResult",
+    "Progress",
+    "run_environment",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +115,59 @@ def _definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, Any]
     }
 
 
+@dataclass(frozen=True, slots=True)
+class GroupJob:
+    """One group to run: an example, its index in the split and the attempt number.
+
+    Rollout ids are ``<run_id>.e<index>.a<attempt>-<session>.r<k>``; a retried job
+    (``retried()``) has the next attempt number and so new ids.
+    """
+
+    example_index: int
+    example: Example[Any]
+    attempt: int
+    run_id: str
+    session: str
+    group_size: int
+
+    @property
+    def rollout_ids(self) -> tuple[str, ...]:
+        prefix = f"{self.run_id}.e{self.example_index}.a{self.attempt}-{self.session}"
+        return tuple(f"{prefix}.r{k}" for k in range(self.group_size))
+
+    def retried(self) -> GroupJob:
+        """The same group under the next attempt number (for a group whose worker was lost)."""
+        return dataclasses.replace(self, attempt=self.attempt + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    """A finished group: its summary and its results lines, ready to append."""
+
+    group: CompletedGroup
+    records: tuple[dict[str, Any], ...]
+
+
+class GroupDispatch(Protocol):
+    """Runs groups for one run; ``capacity`` bounds the groups in flight."""
+
+    capacity: int
+
+    async def run(self, job: GroupJob) -> GroupResult: ...
+
+
+class GroupExecutor(Protocol):
+    """Where a run's groups execute: in this process (the default) or elsewhere (Ray).
+
+    ``open`` prepares the workers for one run and yields the dispatch the runner sends
+    every group through; leaving the block releases them (also on error or Ctrl-C).
+    """
+
+    def open(
+        self, env: Environment[Any, Any], config: RunConfig, run_id: str
+    ) -> AbstractAsyncContextManager[GroupDispatch]: ...
+
+
 class _Run:
     """State of one invocation of ``run_environment``."""
 
@@ -122,8 +186,6 @@ class _Run:
         self.examples = examples
         self.on_progress = on_progress
         self.session = os.urandom(2).hex()
-        self.capture = RolloutLogCapture(config.log_level, config.secrets())
-        self.observer = _TranscriptObserver()
         self.started = time.monotonic()
         self.rollouts_run = 0
         self.first_key = _first_reward_key(env)
@@ -155,7 +217,9 @@ class _Run:
             )
         )
 
-    async def run_pending(self, pending: list[tuple[int, Example[Any]]]) -> None:
+    async def run_pending(
+        self, pending: list[tuple[int, Example[Any]]], dispatch: GroupDispatch
+    ) -> None:
         items = iter(pending)
         errors: list[BaseException] = []
 
@@ -164,21 +228,63 @@ class _Run:
                 if errors:
                     return
                 try:
-                    await self.run_group(index, example)
+                    await self.run_group(index, example, dispatch)
+                except ExecutorError as error:
+                    errors.append(error)
+                    return
                 except Exception as error:
                     errors.append(GroupContractError(index, example.id, error))
                     return
 
-        workers = min(self.config.max_concurrent_groups, len(pending))
+        workers = min(dispatch.capacity, len(pending))
         await asyncio.gather(*(worker() for _ in range(workers)))
         if errors:
             raise errors[0]
 
-    async def run_group(self, index: int, example: Example[Any]) -> None:
+    async def run_group(self, index: int, example: Example[Any], dispatch: GroupDispatch) -> None:
+        job = GroupJob(
+            example_index=index,
+            example=example,
+            attempt=self.store.next_attempt(index),
+            run_id=self.store.run_id,
+            session=self.session,
+            group_size=self.config.group_size,
+        )
+        result = await dispatch.run(job)
+        self.store.append_group(result.group, result.records)
+        self.rollouts_run += len(result.records)
+        self.done += 1
+        self._tally(result.group)
+        self.progress()
+
+
+class GroupCollector:
+    """Runs one group through ``env.run_group`` and collects its results lines.
+
+    The local runner and every Ray worker use it, so both write the same lines: outcomes,
+    what BaseEnv reports through the rollout observer, and the log records filed under
+    each rollout (secrets masked). Enter ``capture.attached()`` once and ``bound()`` in
+    the task that runs groups (the observer and credentials are context variables).
+    """
+
+    def __init__(self, env: Environment[Any, Any], config: RunConfig, run_id: str) -> None:
+        self.env = env
+        self.config = config
+        self.run_id = run_id
+        self.capture = RolloutLogCapture(config.log_level, config.secrets())
+        self.observer = _TranscriptObserver()
+
+    @contextlib.contextmanager
+    def bound(self) -> Iterator[None]:
+        """Bind the rollout observer and the run's credentials for the block."""
+        with observe_rollouts(self.observer), bind_model_auth(_providers(self.config)):
+            yield
+
+    async def collect(self, job: GroupJob) -> GroupResult:
+        """Run ``job``'s group; a ``run_group`` contract error propagates."""
         config = self.config
-        attempt = self.store.next_attempt(index)
-        prefix = f"{self.store.run_id}.e{index}.a{attempt}-{self.session}"
-        ids = [f"{prefix}.r{k}" for k in range(config.group_size)]
+        index, example, attempt = job.example_index, job.example, job.attempt
+        ids = list(job.rollout_ids)
         requests = [
             RolloutRequest(
                 rollout_id=rollout_id,
@@ -214,11 +320,7 @@ class _Run:
             termination_reasons=tuple(outcomes[r].termination_reason for r in ids),
             rewards=tuple(dict(outcomes[r].rewards) for r in ids),
         )
-        self.store.append_group(group, records)
-        self.rollouts_run += len(ids)
-        self.done += 1
-        self._tally(group)
-        self.progress()
+        return GroupResult(group=group, records=tuple(records))
 
     def _record(
         self,
@@ -238,7 +340,7 @@ class _Run:
             timings["reward_seconds"] = round(report.reward_seconds, 6)
         return {
             "type": "rollout",
-            "run_id": self.store.run_id,
+            "run_id": self.run_id,
             "split": self.config.split,
             "example_id": example.id,
             "example_index": index,
@@ -251,6 +353,29 @@ class _Run:
             "transcript": None if report is None else list(report.messages),
             "logs": self.capture.take(rollout_id),
         }
+
+
+class _LocalDispatch:
+    """Runs groups on this process's event loop."""
+
+    def __init__(self, collector: GroupCollector, capacity: int) -> None:
+        self.collector = collector
+        self.capacity = capacity
+
+    async def run(self, job: GroupJob) -> GroupResult:
+        return await self.collector.collect(job)
+
+
+class _LocalExecutor:
+    """The default executor: ``max_concurrent_groups`` groups at once in this process."""
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self, env: Environment[Any, Any], config: RunConfig, run_id: str
+    ) -> AsyncIterator[GroupDispatch]:
+        collector = GroupCollector(env, config, run_id)
+        with collector.capture.attached(), collector.bound():
+            yield _LocalDispatch(collector, config.max_concurrent_groups)
 
 
 def _first_reward_key(env: Environment[Any, Any]) -> str | None:
@@ -272,6 +397,7 @@ async def run_environment(
     config: RunConfig,
     *,
     on_progress: Callable[[Progress], None] | None = None,
+    executor: GroupExecutor | None = None,
 ) -> RunReport:
     """Run every example of ``config.split`` (or the first ``max_examples``) through ``env``.
 
@@ -282,6 +408,11 @@ async def run_environment(
     unless ``config.force``. A ``run_group`` contract error stops scheduling new groups, lets
     the groups in flight finish, and raises ``GroupContractError``. The report is also
     written as JSON beside the results.
+
+    ``executor`` decides where groups run: by default in this process; a
+    ``benchmax.runner.RayExecutor`` runs them on a Ray cluster while this process keeps
+    the results file, progress and report. An ``ExecutorError`` (its workers cannot go on)
+    stops the run.
     """
     started = time.monotonic()
     examples = await _load_examples(env, config)
@@ -298,12 +429,10 @@ async def run_environment(
                 pending.append((i, ex))
         run = _Run(env, config, store, examples, resumed, on_progress)
         run.progress()
-        with (
-            run.capture.attached(),
-            observe_rollouts(run.observer),
-            bind_model_auth(_providers(config)),
-        ):
-            await run.run_pending(pending)
+        if pending:
+            opened = (executor or _LocalExecutor()).open(env, config, store.run_id)
+            async with opened as dispatch:
+                await run.run_pending(pending, dispatch)
     finally:
         store.close()
     report = summarize(
