@@ -7,18 +7,22 @@ import logging
 import re
 import site
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from benchmax.cli._targets import TargetError, load_class_target, parse_env_args
+from benchmax.cli._targets import EnvTarget, TargetError, load_class_target, parse_env_args
 
-__all__ = ["bundle_command", "inspect_command"]
+if TYPE_CHECKING:
+    from benchmax.bundle import Bundle
+
+__all__ = ["bundle_class_target", "bundle_command", "inspect_command"]
 
 _AUTO_CAPTURED = re.compile(r"auto-bundling local module\(s\): (.+?) \(")
 
@@ -77,19 +81,38 @@ def bundle_command(
     output: Path,
 ) -> None:
     """Bundle the environment class TARGET (file.py:Class or package.module:Class) into a file."""
-    from benchmax.bundle import (
-        BundlingError,
-        _project_root_for_module,
-        bundle_digest,
-        dump_bundle,
-        save_bundle,
-    )
+    from benchmax.bundle import BundlingError, bundle_digest, save_bundle
 
     try:
         env_target = load_class_target(target)
         env_args = parse_env_args(env_arg_pairs)
     except TargetError as error:
         raise click.ClickException(str(error)) from None
+    try:
+        bundle, modules = bundle_class_target(env_target, env_args, pip_dependencies)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        save_bundle(bundle, output)
+    except (BundlingError, OSError) as error:
+        raise click.ClickException(f"cannot bundle {target}: {error}") from None
+    _print_facts(
+        Console(soft_wrap=True),
+        [
+            ("wrote", str(output)),
+            ("digest", bundle_digest(bundle)),
+            ("size", f"{output.stat().st_size} bytes"),
+            ("dependencies", ", ".join(bundle.metadata.pip_dependencies) or "(none)"),
+            ("local modules", ", ".join(modules) or "(none)"),
+        ],
+    )
+
+
+def bundle_class_target(
+    env_target: EnvTarget, env_args: dict[str, Any], pip_dependencies: Sequence[str]
+) -> tuple[Bundle, list[str]]:
+    """The bundle ``benchmax bundle`` writes for ``env_target``, and the names of the local
+    modules whose source travels in it. Raises ``BundlingError``."""
+    from benchmax.bundle import _project_root_for_module, dump_bundle
+
     # A target module outside any pyproject project is not captured automatically (capture
     # covers project modules): pass it explicitly so its source travels. An installed one
     # stays a dependency (--pip-dependency).
@@ -101,29 +124,14 @@ def bundle_command(
         and not _installed(module)
         else []
     )
-    try:
-        with _auto_captured() as captured:
-            bundle = dump_bundle(
-                env_target.env_class,
-                constructor_args=env_args,
-                pip_dependencies=list(pip_dependencies),
-                local_modules=local_modules,
-            )
-        output.parent.mkdir(parents=True, exist_ok=True)
-        save_bundle(bundle, output)
-    except (BundlingError, OSError) as error:
-        raise click.ClickException(f"cannot bundle {target}: {error}") from None
-    modules = sorted({*(m.__name__ for m in local_modules), *captured.names})
-    _print_facts(
-        Console(soft_wrap=True),
-        [
-            ("wrote", str(output)),
-            ("digest", bundle_digest(bundle)),
-            ("size", f"{output.stat().st_size} bytes"),
-            ("dependencies", ", ".join(bundle.metadata.pip_dependencies) or "(none)"),
-            ("local modules", ", ".join(modules) or "(none)"),
-        ],
-    )
+    with _auto_captured() as captured:
+        bundle = dump_bundle(
+            env_target.env_class,
+            constructor_args=env_args,
+            pip_dependencies=list(pip_dependencies),
+            local_modules=local_modules,
+        )
+    return bundle, sorted({*(m.__name__ for m in local_modules), *captured.names})
 
 
 def _print_facts(console: Console, facts: list[tuple[str, str]]) -> None:
