@@ -7,9 +7,9 @@ can grow with workers up to the machine's cores. The script starts one local Ray
 (``ray.init``, no dashboard) and runs the same split in this process, then with 1, 2 and 4
 workers; the mock model runs in this (driver) process throughout.
 
-Throughput is counted from the first finished group to the last, so worker start-up
-(process launch, imports, bundle load: several seconds on a loaded machine) is reported
-separately as the wall time.
+Throughput is counted from the moment the workers are ready to the last finished group, so
+worker start-up (process launch, imports, bundle load: several seconds on a loaded machine)
+shows only in the wall time.
 
     uv run python benchmarks/ray_scaling.py [--examples 48] [--group-size 4] [--tool-ms 50]
 """
@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseEnv, BaseRollout, Dataset, DatasetSplit, Example, Tool
-from benchmax.runner import Progress, RayExecutor, RunConfig, run_environment
+from benchmax.runner import RayExecutor, RunConfig, run_environment
 from benchmax.testing import MockModelServer, RecordedRequest
 
 _WORK_TOOL: Tool = {
@@ -101,22 +103,33 @@ def policy(body: dict[str, Any], request: RecordedRequest) -> dict[str, Any] | s
     return {"content": None, "tool_calls": [{"name": "work", "arguments": {"seed": 7}}]}
 
 
+class _Timed:
+    """Wraps an executor to note when its workers are ready (start-up is not throughput)."""
+
+    def __init__(self, inner: RayExecutor) -> None:
+        self.inner = inner
+        self.ready: float | None = None
+
+    @contextlib.asynccontextmanager
+    async def open(self, env: Any, config: RunConfig, run_id: str) -> AsyncIterator[Any]:
+        async with self.inner.open(env, config, run_id) as dispatch:
+            self.ready = time.perf_counter()
+            yield dispatch
+
+
 async def measure(
     env: CrunchEnv, config: RunConfig, executor: RayExecutor | None
 ) -> tuple[float, float, int]:
-    """(steady rollouts/s, wall seconds, groups) for one run into a fresh results file."""
-    finished: list[tuple[float, int]] = []
-
-    def on_progress(progress: Progress) -> None:
-        if progress.rollouts_run:
-            finished.append((time.perf_counter(), progress.rollouts_run))
-
+    """(rollouts/s once the workers are ready, wall seconds, groups) for one fresh run."""
+    last: list[float] = []
+    timed = None if executor is None else _Timed(executor)
     began = time.perf_counter()
-    report = await run_environment(env, config, on_progress=on_progress, executor=executor)
+    report = await run_environment(
+        env, config, on_progress=lambda _: last.append(time.perf_counter()), executor=timed
+    )
     wall = time.perf_counter() - began
-    (first_time, first_count), (last_time, last_count) = finished[0], finished[-1]
-    steady = (last_count - first_count) / (last_time - first_time)
-    return steady, wall, report.groups
+    ready = began if timed is None or timed.ready is None else timed.ready
+    return report.rollouts_run / (last[-1] - ready), wall, report.groups
 
 
 async def main(examples: int, group_size: int, tool_ms: float, workers: list[int]) -> None:
