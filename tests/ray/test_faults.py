@@ -208,3 +208,29 @@ async def test_no_more_groups_in_flight_than_workers_times_concurrency(
     assert 2 <= peak(list(groups.values())) <= 4
     for pid in {g["pid"] for g in groups.values()}:
         assert peak([g for g in groups.values() if g["pid"] == pid]) <= 2
+
+
+async def test_a_worker_no_node_can_host_stops_the_run_after_the_start_timeout(
+    tmp_path: Path, ray_cluster: ModuleType
+) -> None:
+    executor = RayExecutor(
+        workers=1, worker_options={"resources": {"no-such-resource": 1}}, worker_start_timeout=2
+    )
+    with pytest.raises(ExecutorError, match=r"^Ray worker 1 did not start within 2 s \(can any"):
+        await run_environment(NumberEnv(2), number_config(tmp_path), executor=executor)
+
+
+class _Unpicklable(StaticBearerAuth):
+    def __reduce__(self) -> Any:
+        raise TypeError(f"cannot pickle a key ({self.token})")
+
+
+async def test_credentials_that_cannot_travel_stop_the_run_with_the_reason(
+    tmp_path: Path, ray_cluster: ModuleType
+) -> None:
+    config = number_config(tmp_path, auth_providers={"judge": _Unpicklable("sk-unsent-42")})
+    with pytest.raises(ExecutorError) as caught:
+        await run_environment(NumberEnv(2), config, executor=RayExecutor(workers=1))
+    assert str(caught.value) == (
+        "cannot send the run to the Ray workers: TypeError: cannot pickle a key (***)"
+    )

@@ -83,6 +83,8 @@ def test_ray_counts_must_be_positive(option: str) -> None:
         ({"constructor_args": [("a", 1)]}, TypeError, "constructor_args must be a mapping"),
         ({"env_attributes": {1: 2}}, TypeError, "env_attributes must be a mapping with string"),
         ({"worker_options": None}, TypeError, "worker_options must be a mapping"),
+        ({"worker_start_timeout": 0}, ValueError, "worker_start_timeout must be a positive"),
+        ({"worker_start_timeout": "9"}, ValueError, "worker_start_timeout must be a positive"),
         (
             {"max_worker_replacements": -1},
             ValueError,
@@ -103,7 +105,7 @@ def test_ray_executor_repr_hides_the_bundle_and_constructor_arguments() -> None:
     )
     assert "sk-hidden" not in repr(executor) and "pickled" not in repr(executor)
     assert repr(executor).startswith("RayExecutor(address=None, workers=2, worker_concurrency=4")
-    assert executor.where == "a local Ray instance"
+    assert executor.where == "a local Ray instance" and executor.starts_local
     assert RayExecutor(address="ray://head:10001").where == "cluster ray://head:10001"
 
 
@@ -112,6 +114,7 @@ def test_ray_address_falls_back_to_the_ray_address_variable(
 ) -> None:
     monkeypatch.setenv("RAY_ADDRESS", "10.1.2.3:6379")
     assert RayExecutor().where == "cluster 10.1.2.3:6379"
+    assert not RayExecutor().starts_local
     assert RayExecutor(address="auto").where == "cluster auto"
 
 

@@ -196,6 +196,12 @@ async def _execute(plan: _Plan, console: Console) -> RunReport:
                             f"({escape(plan.ray.where)}); starting them...",
                             soft_wrap=True,
                         )
+                        if endpoint.mock_url is not None and not plan.ray.starts_local:
+                            console.print(
+                                "[yellow]note:[/] the embedded mock model listens on "
+                                "127.0.0.1 here: workers on other machines cannot reach it",
+                                soft_wrap=True,
+                            )
                 update(progress)
 
             executor = None

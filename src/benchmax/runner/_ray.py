@@ -25,7 +25,13 @@ from typing import Any
 import cloudpickle
 
 from benchmax._value_checks import is_int_at_least, is_non_empty_str
-from benchmax.bundle import Bundle, dump_bundle, load_bundle, validate_bundle_compatibility
+from benchmax.bundle import (
+    Bundle,
+    BundlingError,
+    dump_bundle,
+    load_bundle,
+    validate_bundle_compatibility,
+)
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._errors import ExecutorError
@@ -72,7 +78,9 @@ class RayExecutor:
       environment after construction (e.g. ``{"model_timeout": 30.0}``).
     - ``worker_options``: extra ``ray.remote`` actor options (``num_cpus``, ``resources``,
       ``runtime_env``...); by default actors reserve no CPU and are spread over the nodes.
-    - ``max_worker_replacements``: lost workers replaced during a run (default: ``workers``).
+    - ``max_worker_replacements``: lost workers replaced during a run (default: ``workers``);
+      ``worker_start_timeout``: seconds a worker may take to start and load the bundle
+      (one that no node can host never starts).
 
     Workers are actors named ``benchmax-<run_id>-w<n>`` (``ray.get_actor`` finds them).
 
@@ -91,6 +99,7 @@ class RayExecutor:
     env_attributes: Mapping[str, Any] = field(default_factory=dict)
     worker_options: Mapping[str, Any] = field(default_factory=dict)
     max_worker_replacements: int | None = None
+    worker_start_timeout: float = 300.0
 
     def __post_init__(self) -> None:
         if self.address is not None and not is_non_empty_str(self.address):
@@ -109,9 +118,17 @@ class RayExecutor:
             self.max_worker_replacements, 0
         ):
             raise ValueError("max_worker_replacements must be a non-negative integer or None")
+        timeout = self.worker_start_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValueError("worker_start_timeout must be a positive number of seconds")
 
     def _address(self) -> str:
         return self.address or os.environ.get("RAY_ADDRESS") or "local"
+
+    @property
+    def starts_local(self) -> bool:
+        """Whether a run starts its own local Ray instance (no address, no ``RAY_ADDRESS``)."""
+        return self._address() == "local"
 
     @property
     def where(self) -> str:
@@ -130,7 +147,7 @@ class RayExecutor:
         """Connect (or start Ray), start the workers, and stop them when the block ends."""
         address = self._address()
         ray = import_ray(local=address == "local")
-        bundle = self.bundle if self.bundle is not None else dump_bundle(type(env))
+        bundle = self.bundle if self.bundle is not None else _bundle_of(env)
         started_here = False
         if not ray.is_initialized():
             options: dict[str, Any] = {"logging_level": logging.WARNING}
@@ -153,6 +170,14 @@ class RayExecutor:
         finally:
             if started_here:
                 ray.shutdown()
+
+
+def _bundle_of(env: Environment[Any, Any]) -> Bundle:
+    try:
+        return dump_bundle(type(env))
+    except BundlingError as error:
+        name = type(env).__qualname__
+        raise ExecutorError(f"cannot bundle {name} for the Ray workers: {error}") from error
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +290,7 @@ class _WorkerPool:
         self._ray = ray
         self._executor = executor
         self._secrets = config.secrets()
+        self._start_timeout = executor.worker_start_timeout
         workers = executor.workers
         if workers is None:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -276,13 +302,13 @@ class _WorkerPool:
             else workers
         )
         worker_config = dataclasses.replace(config, auth_providers=_providers(config), output=None)
-        self._args = (
-            ray.put(bundle),
-            ray.put(worker_config),
-            run_id,
-            dict(executor.constructor_args),
-            dict(executor.env_attributes),
-        )
+        shipped = (worker_config, dict(executor.constructor_args), dict(executor.env_attributes))
+        try:
+            cloudpickle.dumps(shipped)
+        except Exception as error:  # an auth provider or argument that cannot be pickled
+            reason = self._masked(_line(error))
+            raise ExecutorError(f"cannot send the run to the Ray workers: {reason}") from None
+        self._args = (ray.put(bundle), ray.put(worker_config), run_id, *shipped[1:])
         self._options: dict[str, Any] = {
             "max_concurrency": executor.worker_concurrency + 4,
             "max_restarts": 0,
@@ -308,10 +334,18 @@ class _WorkerPool:
         worker = _Worker(handle, self._numbers)
         self._starting += 1
         try:
-            ready: _Ready = await worker.handle.start.remote()
+            ready: _Ready = await asyncio.wait_for(
+                _awaited(worker.handle.start.remote()), self._start_timeout
+            )
         except self._ray.exceptions.RayActorError as error:
             raise ExecutorError(
                 f"Ray worker {worker.number} died while starting: {self._masked(_line(error))}"
+            ) from None
+        except TimeoutError:
+            self._ray.kill(worker.handle)
+            raise ExecutorError(
+                f"Ray worker {worker.number} did not start within {self._start_timeout:g} s "
+                "(can any node provide the resources it asks for?)"
             ) from None
         finally:
             self._starting -= 1
@@ -394,6 +428,10 @@ class _WorkerPool:
         for worker in self._workers:
             with contextlib.suppress(Exception):
                 self._ray.kill(worker.handle)
+
+
+async def _awaited(ref: Any) -> Any:
+    return await ref
 
 
 def _line(error: BaseException) -> str:
