@@ -319,6 +319,7 @@ class _WorkerPool:
         self._run_id = run_id
         self._actor_class = ray.remote(_GroupWorker)
         self._workers: list[_Worker] = []
+        self._handles: list[Any] = []  # every actor started, ready or not
         self._numbers = 0
         self._changed = asyncio.Event()
         self._starting = 0
@@ -331,6 +332,7 @@ class _WorkerPool:
         self._numbers += 1
         name = f"benchmax-{self._run_id}-w{self._numbers}"
         handle = self._actor_class.options(**self._options, name=name).remote(*self._args)
+        self._handles.append(handle)
         worker = _Worker(handle, self._numbers)
         self._starting += 1
         try:
@@ -409,6 +411,8 @@ class _WorkerPool:
         if not worker.alive:
             return
         worker.alive = False
+        with contextlib.suppress(Exception):  # gone already, or unreachable: never reused
+            self._ray.kill(worker.handle)
         self._last_loss = f"worker {worker.number} on node {worker.node}: {_line(error)}"
         if self._replacements_left > 0:
             self._replacements_left -= 1
@@ -425,9 +429,10 @@ class _WorkerPool:
         self.kill()
 
     def kill(self) -> None:
-        for worker in self._workers:
+        """End every actor this pool started (also those still starting)."""
+        for handle in self._handles:
             with contextlib.suppress(Exception):
-                self._ray.kill(worker.handle)
+                self._ray.kill(handle)
 
 
 async def _awaited(ref: Any) -> Any:
