@@ -80,3 +80,30 @@ def test_example_on_ray_writes_the_lines_of_a_local_run(
     if name == "calculator":  # what BaseEnv reports, and attributed logs, came back
         assert all(r["transcript"] and "tool_seconds" in r["timings"] for r in remote_lines)
         assert any("max_turns_exceeded" in e["message"] for r in remote_lines for e in r["logs"])
+
+
+def test_a_bundle_target_runs_on_ray_as_it_is_with_its_mock_arguments(
+    tmp_path: Path, ray_cluster: ModuleType
+) -> None:
+    """The bundle file travels as is; its stored ``@mock`` argument reaches the workers
+    as the embedded server's URL (a run-time value, not a change to the bundle)."""
+    bundle = tmp_path / "judge.bundle"
+    target = f"{EXAMPLES}/rubric_judge/env.py:RubricJudgeEnv"
+    arguments = ["bundle", target, "--env-arg", "judge_base_url=@mock", "-o", str(bundle)]
+    made = CliRunner().invoke(cli, arguments)
+    assert made.exit_code == 0, made.output
+    outputs = {}
+    for label, extra in (("local", []), ("ray", ["--ray", "--ray-workers", "1"])):
+        outputs[label] = tmp_path / f"{label}.jsonl"
+        args = [
+            "run", str(bundle), "--data", str(EXAMPLES / "rubric_judge"), "--mock-policy",
+            f"{EXAMPLES}/rubric_judge/policy.py:respond", "-n", "4", "-k", "2",
+            "-o", str(outputs[label]), *extra,
+        ]  # fmt: skip
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    local, remote = lines(outputs["local"]), lines(outputs["ray"])
+    assert {r["termination_reason"] for r in remote} == {"finished"}
+    assert [comparable(r) for r in remote] == [comparable(r) for r in local]
+    definition = read_results(outputs["ray"]).header["definition"]
+    assert set(definition["env"]) == {"bundle_digest"}
