@@ -38,6 +38,19 @@ def saved(output: Path) -> list[dict]:
     return [json.loads(line) for line in output.read_text().splitlines()[1:] if line.endswith("}")]
 
 
+def group_workers() -> list[int]:
+    """Process ids of live Ray worker actors of benchmax (their title is ``ray::_GroupWorker``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if entry.name.isdigit() and title.startswith(b"ray::_GroupWorker"):
+            found.append(int(entry.name))
+    return found
+
+
 def outcomes(path: Path) -> dict[tuple[int, int], tuple[str, dict]]:
     return {
         (r["example_index"], r["group_index"]): (r["termination_reason"], r["rewards"])
@@ -67,6 +80,8 @@ def test_ctrl_c_keeps_finished_groups_and_the_run_resumes(
     try:
         deadline = time.monotonic() + 240  # a local Ray instance starts first
         while len(saved(output)) < 2 * GROUP_SIZE:
+            if len(saved(output)) and not group_workers():
+                pytest.fail("workers write groups but no ray::_GroupWorker process is seen")
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "the Ray run made no progress"
             time.sleep(0.05)
@@ -78,6 +93,10 @@ def test_ctrl_c_keeps_finished_groups_and_the_run_resumes(
             process.communicate()
     assert process.returncode == 130, stderr
     assert "interrupted:" in stderr and f"-o {output}" in stderr
+    deadline = time.monotonic() + 60
+    while group_workers():  # the interrupted run's workers stop (with its Ray instance)
+        assert time.monotonic() < deadline, group_workers()
+        time.sleep(0.2)
 
     per_group = Counter(record["example_index"] for record in saved(output))
     assert set(per_group.values()) == {GROUP_SIZE}  # groups are written whole
