@@ -84,6 +84,10 @@ def test_run_options_have_the_documented_defaults() -> None:
         "reward_timeout": None,
         "no_model_check": False,
         "mock_policy": "echo",
+        "use_ray": False,  # --ray (issue 13): groups run in this process by default
+        "ray_address": None,
+        "ray_workers": None,
+        "ray_worker_concurrency": 4,
     }
     options = {param.name: set(param.opts) for param in command.params}
     assert options["max_examples"] == {"-n", "--max-examples", "--limit"}

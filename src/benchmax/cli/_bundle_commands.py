@@ -9,10 +9,10 @@ import logging
 import re
 import site
 import sysconfig
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -20,9 +20,12 @@ from rich.markup import escape
 from rich.syntax import Syntax
 
 from benchmax.cli._safe_text import terminal_safe
-from benchmax.cli._targets import TargetError, load_class_target, parse_env_args
+from benchmax.cli._targets import EnvTarget, TargetError, load_class_target, parse_env_args
 
-__all__ = ["bundle_command", "inspect_command"]
+if TYPE_CHECKING:
+    from benchmax.bundle import Bundle
+
+__all__ = ["bundle_class_target", "bundle_command", "inspect_command"]
 
 _AUTO_CAPTURED = re.compile(r"auto-bundling local module\(s\): (.+?) \(")
 
@@ -94,13 +97,7 @@ def bundle_command(
     Modules of TARGET's project (the directory of the nearest pyproject.toml above its
     file) are captured automatically; name other local modules with --local-module.
     """
-    from benchmax.bundle import (
-        BundlingError,
-        _project_root_for_module,
-        bundle_digest,
-        dump_bundle,
-        save_bundle,
-    )
+    from benchmax.bundle import BundlingError, bundle_digest, save_bundle
 
     try:
         env_target = load_class_target(target)
@@ -109,6 +106,38 @@ def bundle_command(
         named_modules = [_import_local_module(name) for name in local_module_names]
     except TargetError as error:
         raise click.ClickException(str(error)) from None
+    try:
+        bundle, modules = bundle_class_target(
+            env_target, env_args, pip_dependencies, extra_local_modules=named_modules
+        )
+        output.parent.mkdir(parents=True, exist_ok=True)
+        save_bundle(bundle, output)
+    except (BundlingError, OSError) as error:
+        raise click.ClickException(f"cannot bundle {target}: {error}") from None
+    _print_facts(
+        Console(soft_wrap=True),
+        [
+            ("wrote", str(output)),
+            ("digest", bundle_digest(bundle)),
+            ("size", f"{output.stat().st_size} bytes"),
+            ("dependencies", ", ".join(bundle.metadata.pip_dependencies) or "(none)"),
+            ("local modules", ", ".join(modules) or "(none)"),
+        ],
+    )
+
+
+def bundle_class_target(
+    env_target: EnvTarget,
+    env_args: dict[str, Any],
+    pip_dependencies: Sequence[str],
+    *,
+    extra_local_modules: Sequence[ModuleType] = (),
+) -> tuple[Bundle, list[str]]:
+    """The bundle ``benchmax bundle`` writes for ``env_target`` (with ``extra_local_modules``
+    named by ``--local-module``), and the names of the local modules whose source travels
+    in it. Raises ``BundlingError``."""
+    from benchmax.bundle import _project_root_for_module, dump_bundle
+
     # A target module outside any pyproject project is not captured automatically (capture
     # covers project modules): pass it explicitly so its source travels. An installed one
     # stays a dependency (--pip-dependency).
@@ -120,30 +149,15 @@ def bundle_command(
         and not _installed(module)
         else []
     )
-    local_modules += [m for m in named_modules if m not in local_modules]
-    try:
-        with _auto_captured() as captured:
-            bundle = dump_bundle(
-                env_target.env_class,
-                constructor_args=env_args,
-                pip_dependencies=list(pip_dependencies),
-                local_modules=local_modules,
-            )
-        output.parent.mkdir(parents=True, exist_ok=True)
-        save_bundle(bundle, output)
-    except (BundlingError, OSError) as error:
-        raise click.ClickException(f"cannot bundle {target}: {error}") from None
-    modules = sorted({*(m.__name__ for m in local_modules), *captured.names})
-    _print_facts(
-        Console(soft_wrap=True),
-        [
-            ("wrote", str(output)),
-            ("digest", bundle_digest(bundle)),
-            ("size", f"{output.stat().st_size} bytes"),
-            ("dependencies", ", ".join(bundle.metadata.pip_dependencies) or "(none)"),
-            ("local modules", ", ".join(modules) or "(none)"),
-        ],
-    )
+    local_modules += [m for m in extra_local_modules if m not in local_modules]
+    with _auto_captured() as captured:
+        bundle = dump_bundle(
+            env_target.env_class,
+            constructor_args=env_args,
+            pip_dependencies=list(pip_dependencies),
+            local_modules=local_modules,
+        )
+    return bundle, sorted({*(m.__name__ for m in local_modules), *captured.names})
 
 
 def _check_constructor_args(env_class: type, env_args: Mapping[str, Any]) -> None:

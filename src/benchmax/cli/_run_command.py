@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
+from benchmax.cli._bundle_commands import bundle_class_target
 from benchmax.cli._credentials import (
     MOCK_KEY,
     auth_variables,
@@ -42,8 +43,10 @@ from benchmax.cli._targets import (
 from benchmax.envs._sampling_args import RESERVED_BODY_KEYS
 from benchmax.envs.environment import Environment
 from benchmax.runner import (
+    ExecutorError,
     NoModelAuth,
     Progress,
+    RayExecutor,
     RunConfig,
     RunError,
     RunReport,
@@ -175,6 +178,7 @@ class _Plan:
     auth_names: frozenset[str]
     limits: dict[str, float | int]
     endpoint_note: str | None = None
+    ray: RayExecutor | None = None  # None: the groups run in this process
 
     @property
     def output(self) -> Path:
@@ -182,12 +186,17 @@ class _Plan:
         return self.config.output
 
 
-def _prepare(plan: _Plan, endpoint: _Endpoint) -> Environment[Any, Any]:
-    """Construct the environment for this endpoint and bind its credentials into the config."""
+def _constructor_args(plan: _Plan, endpoint: _Endpoint) -> dict[str, Any]:
+    """The arguments the environment is constructed with (``@mock`` replaced)."""
     args = {**plan.target.constructor_args, **plan.env_args}
     if endpoint.mock_url is not None:
         args = substitute_mock(args, endpoint.mock_url)
-    env = _construct(plan.target, args)
+    return args
+
+
+def _prepare(plan: _Plan, endpoint: _Endpoint) -> Environment[Any, Any]:
+    """Construct the environment for this endpoint and apply the run's limits to it."""
+    env = _construct(plan.target, _constructor_args(plan, endpoint))
     for name, value in plan.limits.items():
         if not hasattr(env, name):
             option = "--" + name.replace("_", "-")
@@ -235,10 +244,31 @@ async def _execute(plan: _Plan, console: Console) -> RunReport:
                             "pass --base-url to use a real model",
                             soft_wrap=True,
                         )
+                    if plan.ray is not None:
+                        console.print(
+                            f"[bold]ray:[/] groups run on Ray workers "
+                            f"({escape(plan.ray.where)}); starting them...",
+                            soft_wrap=True,
+                        )
+                        if endpoint.mock_url is not None and not plan.ray.starts_local:
+                            console.print(
+                                "[yellow]note:[/] the embedded mock model listens on "
+                                "127.0.0.1 here: workers on other machines cannot reach it",
+                                soft_wrap=True,
+                            )
                 update(progress)
 
+            executor = None
+            if plan.ray is not None:
+                executor = dataclasses.replace(
+                    plan.ray,
+                    constructor_args=_constructor_args(plan, endpoint),
+                    env_attributes=dict(plan.limits),
+                )
             with bar:
-                return await run_environment(env, config, on_progress=on_progress)
+                return await run_environment(
+                    env, config, on_progress=on_progress, executor=executor
+                )
         finally:
             await env.aclose()
 
@@ -334,7 +364,7 @@ def _given(parameter: str) -> bool:
     type=click.IntRange(min=1),
     default=8,
     show_default=True,
-    help="Groups in flight at once.",
+    help="Groups in flight at once (with --ray: workers x --ray-worker-concurrency).",
 )
 @click.option(
     "-o",
@@ -412,6 +442,33 @@ def _given(parameter: str) -> bool:
     show_default=True,
     help="Policy of the embedded mock: echo, tool_exerciser, module:function or file.py:function.",
 )
+@click.option(
+    "--ray",
+    "use_ray",
+    is_flag=True,
+    help="Run the groups on a Ray cluster (needs benchmax[ray]); this process keeps the "
+    "results file, progress and report.",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDRESS",
+    help="Ray cluster to join (auto, ray://host:10001, host:6379); default RAY_ADDRESS, "
+    "else a local Ray instance started for the run.",
+)
+@click.option(
+    "--ray-workers",
+    metavar="N",
+    type=click.IntRange(min=1),
+    help="Ray worker actors (default: the cluster's CPU count).",
+)
+@click.option(
+    "--ray-worker-concurrency",
+    metavar="C",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Groups in flight per Ray worker.",
+)
 def run_command(
     target: str,
     split: str,
@@ -438,6 +495,10 @@ def run_command(
     reward_timeout: float | None,
     no_model_check: bool,
     mock_policy: str,
+    use_ray: bool,
+    ray_address: str | None,
+    ray_workers: int | None,
+    ray_worker_concurrency: int,
 ) -> None:
     """Run TARGET's examples as rollout groups and summarize the rewards.
 
@@ -464,6 +525,12 @@ def run_command(
             ),
             model_check=not no_model_check,
             output=output,
+            ray=_ray_options(
+                use_ray,
+                address=ray_address,
+                workers=ray_workers,
+                worker_concurrency=ray_worker_concurrency,
+            ),
             options={
                 "split": split,
                 "base_dir": data_dir,
@@ -519,6 +586,7 @@ def _plan(
     limits: dict[str, float | int],
     model_check: bool,
     output: Path | None,
+    ray: RayExecutor | None,
     options: dict[str, Any],
 ) -> _Plan:
     """Resolve the command line into a plan; raises ``TargetError`` with a one-line reason."""
@@ -578,7 +646,43 @@ def _plan(
         auth_names=frozenset(auth_vars),
         limits=limits,
         endpoint_note=note,
+        ray=None if ray is None else _with_bundle(ray, target, env_target),
     )
+
+
+def _ray_options(
+    use_ray: bool, *, address: str | None, workers: int | None, worker_concurrency: int
+) -> RayExecutor | None:
+    """The ``--ray-*`` options when ``--ray`` is given; raises ``TargetError`` for a ``--ray-*``
+    option without ``--ray`` or when Ray is not installed."""
+    if not use_ray:
+        for name in ("ray_address", "ray_workers", "ray_worker_concurrency"):
+            if _given(name):
+                raise TargetError(f"--{name.replace('_', '-')} needs --ray")
+        return None
+    if address is not None and not address.strip():
+        raise TargetError("--ray-address must be auto, ray://HOST:PORT or HOST:PORT")
+    executor = RayExecutor(address=address, workers=workers, worker_concurrency=worker_concurrency)
+    try:
+        executor.check_installed()
+    except ExecutorError as error:
+        raise TargetError(str(error)) from None
+    return executor
+
+
+def _with_bundle(executor: RayExecutor, target: str, env_target: EnvTarget) -> RayExecutor:
+    """The bundle the workers load: the bundle file itself, or what ``benchmax bundle``
+    makes of the class (the run's constructor arguments travel separately)."""
+    from benchmax.bundle import BundlingError, read_bundle
+
+    try:
+        if env_target.bundle_digest is not None:
+            bundle = read_bundle(target)
+        else:
+            bundle, _modules = bundle_class_target(env_target, {}, ())
+    except (BundlingError, OSError) as error:
+        raise TargetError(f"cannot bundle {target} for the Ray workers: {error}") from None
+    return dataclasses.replace(executor, bundle=bundle)
 
 
 def _masked(text: str, plan: _Plan) -> str:

@@ -5,6 +5,7 @@ every completed group to a resumable JSONL results file and returns a ``RunRepor
 Reading results: ``read_results``; ``write_html_report`` (the ``view`` page),
 ``select_rollouts`` (``show``), ``rescore_results`` (score stored transcripts again) and
 ``compare_results`` (paired comparison of two runs).
+``executor=RayExecutor(...)`` runs the groups on a Ray cluster instead (``benchmax[ray]``).
 """
 
 from benchmax.runner._compare import (
@@ -16,6 +17,7 @@ from benchmax.runner._compare import (
 )
 from benchmax.runner._config import NoModelAuth, RunConfig
 from benchmax.runner._errors import (
+    ExecutorError,
     GroupContractError,
     ResultsFileError,
     ResultsWriteError,
@@ -29,6 +31,7 @@ from benchmax.runner._html_report import (
     write_html_report,
 )
 from benchmax.runner._metrics import PassAtK, pass_at_k, pass_at_k_metrics
+from benchmax.runner._ray import RayExecutor
 from benchmax.runner._report import RewardStats, RunReport, UsageStats
 from benchmax.runner._rescore import RESCORED_REASONS, RescoreReport, rescore_results
 from benchmax.runner._results import RESULTS_FORMAT, Results, read_results
@@ -40,12 +43,14 @@ __all__ = [
     "RESULTS_FORMAT",
     "Comparison",
     "ExampleChange",
+    "ExecutorError",
     "GroupContractError",
     "HtmlReport",
     "KeyComparison",
     "NoModelAuth",
     "PassAtK",
     "Progress",
+    "RayExecutor",
     "RescoreReport",
     "ResultGroup",
     "Results",

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ExecutorError",
     "GroupContractError",
     "ResultsFileError",
     "ResultsWriteError",
@@ -106,3 +107,8 @@ def _rebuilt_contract_error(
     log_path: Path | None,
 ) -> GroupContractError:
     return GroupContractError(example_index, example_id, error, hook=hook, log_path=log_path)
+
+
+class ExecutorError(RunError):
+    """The workers running a run's groups cannot go on (e.g. a Ray worker cannot load the
+    bundle, or every worker was lost); the groups already finished are kept."""

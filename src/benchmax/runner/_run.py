@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import inspect
 import itertools
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from benchmax._context import BOUND_MODEL_AUTH
 from benchmax.auth import bind_model_auth
@@ -19,13 +22,21 @@ from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
 from benchmax.runner._config import RunConfig
 from benchmax.runner._definition import run_definition
 from benchmax.runner._error_log import group_contract_error
-from benchmax.runner._errors import GroupContractError, RunError
+from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
 from benchmax.runner._records import LogEntry, RolloutRecord, RolloutTimings
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
 
-__all__ = ["Progress", "run_environment"]
+__all__ = [
+    "GroupCollector",
+    "GroupDispatch",
+    "GroupExecutor",
+    "GroupJob",
+    "GroupResult",
+    "Progress",
+    "run_environment",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +111,63 @@ def _accepts_max_examples(method: Callable[..., Any]) -> bool:
     return any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
+@dataclass(frozen=True, slots=True)
+class GroupJob:
+    """One group to run: an example, its index in the split and the attempt number.
+
+    Rollout ids are ``<run_id>.e<index>.a<attempt>-<session>.r<k>``; a retried job
+    (``retried()``) has the next attempt number and so new ids.
+    """
+
+    example_index: int
+    example: Example[Any]
+    attempt: int
+    run_id: str
+    session: str
+    group_size: int
+
+    @property
+    def rollout_ids(self) -> tuple[str, ...]:
+        prefix = f"{self.run_id}.e{self.example_index}.a{self.attempt}-{self.session}"
+        return tuple(f"{prefix}.r{k}" for k in range(self.group_size))
+
+    def retried(self) -> GroupJob:
+        """The same group under the next attempt number (for a group whose worker was lost)."""
+        return dataclasses.replace(self, attempt=self.attempt + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    """A finished group: its summary and its results lines, ready to append."""
+
+    group: CompletedGroup
+    records: tuple[RolloutRecord, ...]
+
+
+class GroupDispatch(Protocol):
+    """Runs groups for one run; ``capacity`` bounds the groups in flight."""
+
+    capacity: int
+
+    async def run(self, job: GroupJob) -> GroupResult: ...
+
+    def failed_group_logs(self, example_index: int) -> list[LogEntry]:
+        """What the group of ``example_index`` logged before it raised (for the error log)."""
+        ...
+
+
+class GroupExecutor(Protocol):
+    """Where a run's groups execute: in this process (the default) or elsewhere (Ray).
+
+    ``open`` prepares the workers for one run and yields the dispatch the runner sends
+    every group through; leaving the block releases them (also on error or Ctrl-C).
+    """
+
+    def open(
+        self, env: Environment[Any, Any], config: RunConfig, run_id: str
+    ) -> AbstractAsyncContextManager[GroupDispatch]: ...
+
+
 class _Run:
     """State of one invocation of ``run_environment``."""
 
@@ -118,9 +186,6 @@ class _Run:
         self.examples = examples
         self.on_progress = on_progress
         self.session = os.urandom(2).hex()
-        self.capture = RolloutLogCapture(config.log_level, config.secrets())
-        self.observer = _TranscriptObserver()
-        self.unsaved_logs: dict[int, list[LogEntry]] = {}
         self.started = time.monotonic()
         self.rollouts_run = 0
         self.first_key = _first_reward_key(env)
@@ -152,7 +217,9 @@ class _Run:
             )
         )
 
-    async def run_pending(self, pending: list[tuple[int, Example[Any]]]) -> None:
+    async def run_pending(
+        self, pending: list[tuple[int, Example[Any]]], dispatch: GroupDispatch
+    ) -> None:
         items = iter(pending)
         errors: list[BaseException] = []
 
@@ -161,21 +228,21 @@ class _Run:
                 if errors:
                     return
                 try:
-                    await self.run_group(index, example)
-                except RunError as error:  # the runner's own failure (results file)
+                    await self.run_group(index, example, dispatch)
+                except (RunError, ExecutorError) as error:  # the runner's own failure
                     errors.append(error)
                     return
                 except Exception as error:
-                    errors.append(self.contract_error(index, example, error))
+                    errors.append(self.contract_error(index, example, error, dispatch))
                     return
 
-        workers = min(self.config.max_concurrent_groups, len(pending))
+        workers = min(dispatch.capacity, len(pending))
         await asyncio.gather(*(worker() for _ in range(workers)))
         if errors:
             raise errors[0]
 
     def contract_error(
-        self, index: int, example: Example[Any], error: Exception
+        self, index: int, example: Example[Any], error: Exception, dispatch: GroupDispatch
     ) -> GroupContractError:
         return group_contract_error(
             self.env,
@@ -184,14 +251,54 @@ class _Run:
             error,
             self.config.output,
             self.config.secrets(),
-            logs=self.unsaved_logs.pop(index, []),
+            logs=dispatch.failed_group_logs(index),
         )
 
-    async def run_group(self, index: int, example: Example[Any]) -> None:
+    async def run_group(self, index: int, example: Example[Any], dispatch: GroupDispatch) -> None:
+        job = GroupJob(
+            example_index=index,
+            example=example,
+            attempt=self.store.next_attempt(index),
+            run_id=self.store.run_id,
+            session=self.session,
+            group_size=self.config.group_size,
+        )
+        result = await dispatch.run(job)
+        self.store.append_group(result.group, result.records)
+        self.rollouts_run += len(result.records)
+        self.done += 1
+        self._tally(result.group)
+        self.progress()
+
+
+class GroupCollector:
+    """Runs one group through ``env.run_group`` and collects its results lines.
+
+    The local runner and every Ray worker use it, so both write the same lines: outcomes,
+    what BaseEnv reports through the rollout observer, and the log records filed under
+    each rollout (secrets masked). Enter ``capture.attached()`` once and ``bound()`` in
+    the task that runs groups (the observer and credentials are context variables).
+    """
+
+    def __init__(self, env: Environment[Any, Any], config: RunConfig, run_id: str) -> None:
+        self.env = env
+        self.config = config
+        self.run_id = run_id
+        self.capture = RolloutLogCapture(config.log_level, config.secrets())
+        self.observer = _TranscriptObserver()
+        self.unsaved_logs: dict[int, list[LogEntry]] = {}
+
+    @contextlib.contextmanager
+    def bound(self) -> Iterator[None]:
+        """Bind the rollout observer and the run's credentials for the block."""
+        with observe_rollouts(self.observer), bind_model_auth(_providers(self.config)):
+            yield
+
+    async def collect(self, job: GroupJob) -> GroupResult:
+        """Run ``job``'s group; a ``run_group`` contract error propagates."""
         config = self.config
-        attempt = self.store.next_attempt(index)
-        prefix = f"{self.store.run_id}.e{index}.a{attempt}-{self.session}"
-        ids = [f"{prefix}.r{k}" for k in range(config.group_size)]
+        index, example, attempt = job.example_index, job.example, job.attempt
+        ids = list(job.rollout_ids)
         requests = [
             RolloutRequest(
                 rollout_id=rollout_id,
@@ -230,11 +337,7 @@ class _Run:
             rewards=tuple(dict(outcomes[r].rewards) for r in ids),
             usage=tuple(record["usage"] for record in records),
         )
-        self.store.append_group(group, records)
-        self.rollouts_run += len(ids)
-        self.done += 1
-        self._tally(group)
-        self.progress()
+        return GroupResult(group=group, records=tuple(records))
 
     def _record(
         self,
@@ -254,7 +357,7 @@ class _Run:
             timings["reward_seconds"] = round(report.reward_seconds, 6)
         return {
             "type": "rollout",
-            "run_id": self.store.run_id,
+            "run_id": self.run_id,
             "split": self.config.split,
             "example_id": example.id,
             "example_index": index,
@@ -277,6 +380,32 @@ def _usage(report: RolloutReport | None) -> dict[str, int] | None:
     return dict(report.usage)
 
 
+class _LocalDispatch:
+    """Runs groups on this process's event loop."""
+
+    def __init__(self, collector: GroupCollector, capacity: int) -> None:
+        self.collector = collector
+        self.capacity = capacity
+
+    async def run(self, job: GroupJob) -> GroupResult:
+        return await self.collector.collect(job)
+
+    def failed_group_logs(self, example_index: int) -> list[LogEntry]:
+        return self.collector.unsaved_logs.pop(example_index, [])
+
+
+class _LocalExecutor:
+    """The default executor: ``max_concurrent_groups`` groups at once in this process."""
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self, env: Environment[Any, Any], config: RunConfig, run_id: str
+    ) -> AsyncIterator[GroupDispatch]:
+        collector = GroupCollector(env, config, run_id)
+        with collector.capture.attached(), collector.bound():
+            yield _LocalDispatch(collector, config.max_concurrent_groups)
+
+
 def _first_reward_key(env: Environment[Any, Any]) -> str | None:
     try:
         keys = env.reward_keys
@@ -296,6 +425,7 @@ async def run_environment(
     config: RunConfig,
     *,
     on_progress: Callable[[Progress], None] | None = None,
+    executor: GroupExecutor | None = None,
 ) -> RunReport:
     """Run every example of ``config.split`` (or the first ``max_examples``) through ``env``.
 
@@ -306,6 +436,11 @@ async def run_environment(
     unless ``config.force``. A ``run_group`` contract error stops scheduling new groups, lets
     the groups in flight finish, and raises ``GroupContractError``. The report is also
     written as JSON beside the results.
+
+    ``executor`` decides where groups run: by default in this process; a
+    ``benchmax.runner.RayExecutor`` runs them on a Ray cluster while this process keeps
+    the results file, progress and report. An ``ExecutorError`` (its workers cannot go on)
+    stops the run.
     """
     started = time.monotonic()
     examples = await _load_examples(env, config)
@@ -326,12 +461,10 @@ async def run_environment(
                 pending.append((i, ex))
         run = _Run(env, config, store, examples, resumed, on_progress)
         run.progress()
-        with (
-            run.capture.attached(),
-            observe_rollouts(run.observer),
-            bind_model_auth(_providers(config)),
-        ):
-            await run.run_pending(pending)
+        if pending:
+            opened = (executor or _LocalExecutor()).open(env, config, store.run_id)
+            async with opened as dispatch:
+                await run.run_pending(pending, dispatch)
     finally:
         store.close()
     report = summarize(
