@@ -516,6 +516,20 @@ async def test_a_sync_policy_in_a_thread_may_still_raise_a_fault(
     assert (await _chat(mock_server, USER)).status_code == 429
 
 
+async def test_a_sync_policy_raising_stop_iteration_answers_500_instead_of_hanging(
+    mock_server: MockModelServer,
+) -> None:
+    # An asyncio future cannot hold a StopIteration: raised in the policy thread (a next()
+    # on an exhausted iterator), it used to leave the request waiting forever.
+    def exhausted(body: dict[str, Any]) -> str:
+        return next(iter(()))
+
+    mock_server.policy = exhausted
+    response = await asyncio.wait_for(_chat(mock_server, USER), timeout=30)
+    assert response.status_code == 500
+    assert "StopIteration" in response.json()["error"]["message"]
+
+
 class _AsyncCallable:
     async def __call__(self, body: dict[str, Any]) -> str:
         return "ok"

@@ -7,6 +7,7 @@ import inspect
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Final, Self
@@ -407,4 +408,19 @@ class MockModelServer:
             return bound(body, record)
         if self._threads is None:
             self._threads = ThreadPoolExecutor(_POLICY_THREADS, thread_name_prefix="mock-policy")
-        return await asyncio.get_running_loop().run_in_executor(self._threads, bound, body, record)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads, _without_stop_iteration, bound, body, record
+        )
+
+
+def _without_stop_iteration(policy: Callable[..., Any], *args: Any) -> Any:
+    """Call ``policy``; a ``StopIteration`` it raises becomes a ``RuntimeError``.
+
+    An asyncio future cannot hold a ``StopIteration`` (``set_exception`` refuses it),
+    so one raised in the policy thread (a ``next()`` on an exhausted iterator) would
+    leave the request waiting forever instead of answering 500.
+    """
+    try:
+        return policy(*args)
+    except StopIteration as error:
+        raise RuntimeError(f"the policy raised StopIteration: {error!r}") from error
