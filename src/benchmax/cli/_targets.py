@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
+from benchmax._mock_url import MOCK_URL_MARKER, substitute_mock, uses_mock
 from benchmax.envs.environment import Environment
 
 __all__ = [
@@ -29,8 +30,6 @@ __all__ = [
     "substitute_mock",
     "uses_mock",
 ]
-
-MOCK_URL_MARKER = "@mock"
 
 
 class TargetError(Exception):
@@ -194,25 +193,3 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
 def _not_json(constant: str) -> Any:
     """``NaN`` and ``Infinity`` are not JSON: such a value stays a plain string."""
     raise ValueError(f"{constant} is not a JSON value")
-
-
-def substitute_mock(value: Any, url: str) -> Any:
-    """Replace every ``"@mock"`` string (also nested in lists and objects) with ``url``."""
-    if isinstance(value, str):
-        return url if value == MOCK_URL_MARKER else value
-    if isinstance(value, list):
-        return [substitute_mock(item, url) for item in value]
-    if isinstance(value, dict):
-        return {key: substitute_mock(item, url) for key, item in value.items()}
-    return value
-
-
-def uses_mock(value: Any) -> bool:
-    """Whether ``"@mock"`` occurs in ``value`` (also nested in lists and objects)."""
-    if isinstance(value, str):
-        return value == MOCK_URL_MARKER
-    if isinstance(value, list):
-        return any(uses_mock(item) for item in value)
-    if isinstance(value, dict):
-        return any(uses_mock(item) for item in value.values())
-    return False

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from benchmax._mock_url import MOCK_URL_MARKER
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth
 from benchmax.bundle import BundleMetadata
@@ -16,7 +17,6 @@ from benchmax.testing import Policy
 
 __all__ = ["MOCK_URL_MARKER", "ValidationConfig"]
 
-MOCK_URL_MARKER = "@mock"
 """In ``constructor_args``, stands for the embedded mock model's URL (as in ``benchmax run``)."""
 
 _DEFAULT_SIZE_WARNING = 10 * 1024 * 1024

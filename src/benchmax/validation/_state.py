@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from benchmax._mock_url import substitute_mock
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import DatasetSplit, Example
 from benchmax.testing import MockModelServer
-from benchmax.validation._config import MOCK_URL_MARKER, ValidationConfig
+from benchmax.validation._config import ValidationConfig
 from benchmax.validation._report import CheckResult, CheckStatus
 
 __all__ = [
@@ -68,16 +69,6 @@ def capturing_logs() -> Iterator[Records]:
         yield handler
     finally:
         root.removeHandler(handler)
-
-
-def substitute_mock(value: Any, url: str) -> Any:
-    if isinstance(value, str):
-        return url if value == MOCK_URL_MARKER else value
-    if isinstance(value, list):
-        return [substitute_mock(item, url) for item in value]
-    if isinstance(value, dict):
-        return {key: substitute_mock(item, url) for key, item in value.items()}
-    return value
 
 
 @dataclass
