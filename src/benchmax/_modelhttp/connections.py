@@ -97,7 +97,10 @@ class _EnvironmentProxies:
             pass
         proxy = self._proxies.get(key[0]) or self._proxies.get("all")
         host = parts.netloc.rpartition("@")[2]
-        if proxy is not None and urllib.request.proxy_bypass_environment(host, self._proxies):
+        # The stdlib's NO_PROXY matcher on every platform (``proxy_bypass`` consults the
+        # OS settings on macOS/Windows); typeshed omits it as undocumented.
+        bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+        if proxy is not None and bypass(host, self._proxies):
             proxy = None
         self._routes[key] = proxy
         return proxy

@@ -37,6 +37,7 @@ from benchmax.envs.shared_types import (
 from benchmax.runner._config import NoModelAuth
 from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
+from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RewardStats
 from benchmax.runner._results import RESULTS_FORMAT, new_run_id, read_results
 from benchmax.runner._selection import ResultGroup, groups_of
@@ -353,7 +354,7 @@ def _rewritten(
     reason: str,
     rewards: dict[str, float],
     reward_seconds: float | None,
-    logs: list[dict[str, Any]],
+    logs: list[LogEntry],
 ) -> dict[str, Any]:
     new = dict(record)
     new["run_id"] = run_id

@@ -18,7 +18,7 @@ from contextlib import (
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from benchmax._modelhttp.replies import (
     ReplyFailure,
@@ -39,7 +39,7 @@ from benchmax.envs.base._tool_calls import (
     tool_content,
 )
 from benchmax.envs.base.dataset import JsonRow
-from benchmax.envs.base.openai_types import Message, Messages, Tool
+from benchmax.envs.base.openai_types import Messages, Tool
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
@@ -61,6 +61,10 @@ logger = logging.getLogger(__name__)
 
 _POOL_LEASE_ATTRIBUTE = "_benchmax_model_pool_lease"
 _TIMEOUT_NAMES = ("model_timeout", "tool_timeout", "rollout_timeout", "reward_timeout")
+
+_Transcript = list[dict[str, Any]]
+"""A rollout's messages while it runs: decoded JSON objects. They become
+``BaseRollout.messages`` (typed as the SDK's message params) only when it settles."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,7 +253,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     def _model_pool(self) -> PoolLease:
         # Created lazily: subclasses may skip __init__, and instances are pickled.
         state = vars(self)
-        lease = state.get(_POOL_LEASE_ATTRIBUTE)
+        lease: PoolLease | None = state.get(_POOL_LEASE_ATTRIBUTE)
         if lease is None:
             from benchmax._modelhttp.connections import PoolLease
 
@@ -297,7 +301,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         self,
         request: RolloutRequest[JsonRow],
         settings: _Settings,
-        transcript: Messages,
+        transcript: _Transcript,
         example_args: dict[str, Any],
         meter: _Meter | None,
     ) -> BaseRollout:
@@ -346,7 +350,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         request: RolloutRequest[JsonRow],
         settings: _Settings,
         tools: list[Tool],
-        transcript: Messages,
+        transcript: _Transcript,
         session: ChatSession,
         meter: _Meter | None,
     ) -> str:
@@ -448,8 +452,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         advertised: frozenset[str],
         timeout: float | None,
         meter: _Meter | None,
-    ) -> list[Message]:
-        messages: list[Message] = []
+    ) -> _Transcript:
+        messages: _Transcript = []
         for call in calls:
             name = call.name
             arguments = call.arguments
@@ -485,7 +489,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         request: RolloutRequest[JsonRow],
         settings: _Settings,
         reason: str,
-        transcript: Messages,
+        transcript: _Transcript,
         example_args: dict[str, Any],
         meter: _Meter | None,
     ) -> BaseRollout:
@@ -496,7 +500,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 rollout_id=rollout_id,
                 termination_reason=termination_reason,
                 rewards=rewards,
-                messages=transcript,
+                # The transcript holds prompt messages, decoded replies and tool
+                # messages: plain dicts shaped as the SDK's message params.
+                messages=cast(Messages, transcript),
                 example_args=example_args,
                 split=request.split,
             )
@@ -589,14 +595,14 @@ def _non_finite_reward(rewards: object, declared: Sequence[str]) -> tuple[str, f
     return found
 
 
-def _prepare_example(payload: object) -> tuple[Messages, dict[str, Any]]:
+def _prepare_example(payload: object) -> tuple[_Transcript, dict[str, Any]]:
     """A new transcript of shallow prompt copies, and every other payload field."""
     if not isinstance(payload, Mapping):
         raise TypeError("BaseEnv example payload must be a JSON object")
     prompt = payload.get("prompt_messages")
     if not isinstance(prompt, list) or not prompt:
         raise ValueError("BaseEnv example payload requires a non-empty prompt_messages list")
-    transcript: Messages = []
+    transcript: _Transcript = []
     for index, message in enumerate(prompt):
         if not isinstance(message, Mapping):
             raise TypeError(f"prompt_messages[{index}] must be a JSON object")
