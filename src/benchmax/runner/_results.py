@@ -177,7 +177,9 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
     return scan
 
 
-def _usage_of(records: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, object] | None, ...] | None:
+def _usage_of(
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[Mapping[str, object] | None, ...] | None:
     if not all("usage" in record for record in records):
         return None
     return tuple(r["usage"] if isinstance(r["usage"], Mapping) else None for r in records)
