@@ -75,7 +75,7 @@ def _request(
 
 
 async def check_rollouts(
-    validation, env: Environment[Any, Any], split: Split, keys: tuple[str, ...]
+    validation: Validation, env: Environment[Any, Any], split: Split, keys: tuple[str, ...]
 ) -> None:
     config = validation.config
     where = "the embedded mock model" if config.uses_mock else config.base_url
@@ -90,8 +90,8 @@ async def check_rollouts(
                         _request(validation, f"validate.e{index}.r{k}", example, split.name)
                         for k in range(config.group_size)
                     ]
-                    outcomes = await env.run_group(requests)
-                    groups.append([outcomes[r.rollout_id] for r in requests])
+                    by_id = await env.run_group(requests)
+                    groups.append([by_id[r.rollout_id] for r in requests])
     except TimeoutError:
         validation.add(
             "rollouts",
