@@ -195,6 +195,7 @@ _DECODED_RESPONSE_HEADERS = frozenset({"content-encoding", "content-length", "tr
 
 @functools.cache
 def _sdk_view_class(module: ModuleType) -> type[Any]:
+    # The base class comes from whichever HTTP library the installed SDK uses.
     class PooledTransportView(module.AsyncBaseTransport):  # type: ignore[misc, name-defined]
         """What one judge request's client holds: sends its requests over the loop's
         pooled aiohttp session; closing it only tells the pool this use is over.

@@ -70,10 +70,11 @@ def _reading(path: Path) -> Iterator[None]:
 
 
 def _size(count: int) -> str:
+    size: float = count
     for unit in ("bytes", "KB", "MB", "GB"):
-        if count < 1024 or unit == "GB":
-            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
-        count /= 1024  # type: ignore[assignment]
+        if size < 1024 or unit == "GB":
+            return f"{count} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
     raise AssertionError("unreachable")
 
 

@@ -253,6 +253,7 @@ def _request_model_auth_class() -> type[Any]:
 
     http = sdk_http_module()
 
+    # The base class comes from whichever HTTP library the installed SDK uses.
     class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]
         """Resolves ``auth`` headers for every request that flows through a client."""
 

@@ -41,7 +41,7 @@ __all__ = [
 try:
     import fcntl
 except ImportError:  # Windows: no advisory lock, one run per file is up to the user
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module or None, by platform
 
 RESULTS_FORMAT = "benchmax.results/1"
 
