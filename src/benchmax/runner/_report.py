@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmax.envs.shared_types import OUTPUT_EXCEEDED
 from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_metrics
 from benchmax.runner._results import CompletedGroup
 
@@ -193,7 +194,7 @@ def summarize(
         pass_at_k=_pass_at_k(groups, values),
         usage=UsageStats.of(usages),
         output_exceeded_share=(
-            rollout_reasons["output_exceeded"] / rollout_reasons.total() if rollout_reasons else 0.0
+            rollout_reasons[OUTPUT_EXCEEDED] / rollout_reasons.total() if rollout_reasons else 0.0
         ),
     )
 

@@ -43,6 +43,14 @@ from benchmax.envs.base.openai_types import Messages, Tool
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
+    FINISHED,
+    MAX_TURNS_EXCEEDED,
+    REWARD_ERROR,
+    REWARD_TIMEOUT,
+    ROLLOUT_TIMEOUT,
+    TOOL_BUDGET_EXCEEDED,
+    TOOL_ERROR,
+    TOOL_TIMEOUT,
     DatasetSplit,
     Example,
     RewardMap,
@@ -339,7 +347,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     settings.rollout_timeout,
                     exc_info=error,
                 )
-                reason = "rollout_timeout"
+                reason = ROLLOUT_TIMEOUT
             return await self._score(request, settings, reason, transcript, example_args, meter)
         finally:
             if session is not None:
@@ -410,7 +418,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 settings.max_tool_calls is not None
                 and tool_calls_used + len(calls) > settings.max_tool_calls
             ):
-                return "tool_budget_exceeded"
+                return TOOL_BUDGET_EXCEEDED
             tool_calls_used += len(calls)
             try:
                 tool_messages = await self._run_tool_calls(
@@ -423,7 +431,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     timeout,
                     exc_info=timeout,
                 )
-                return "tool_timeout"
+                return TOOL_TIMEOUT
             except RolloutFailure as failure:
                 logger.error(
                     "base.rollout.tool_failed rollout_id=%s termination_reason=%s: %s",
@@ -439,11 +447,11 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     rollout_id,
                     exc_info=error,
                 )
-                return "tool_error"
+                return TOOL_ERROR
             transcript.extend(tool_messages)
             if sent is not transcript:
                 sent.extend(tool_messages)
-        return "max_turns_exceeded"
+        return MAX_TURNS_EXCEEDED
 
     async def _run_tool_calls(
         self,
@@ -510,7 +518,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         def zero(termination_reason: str) -> BaseRollout:
             return settle(termination_reason, dict.fromkeys(self.reward_keys, 0.0))
 
-        if reason != "finished":
+        if reason != FINISHED:
             return zero(reason)
         deadline = asyncio.timeout(settings.reward_timeout)
         try:
@@ -535,14 +543,14 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     settings.reward_timeout,
                     exc_info=error,
                 )
-                return zero("reward_timeout")
+                return zero(REWARD_TIMEOUT)
             logger.error(
                 "base.rollout.reward_failed rollout_id=%s termination_reason=reward_error: %s",
                 rollout_id,
                 error,
                 exc_info=error,
             )
-            return zero("reward_error")
+            return zero(REWARD_ERROR)
         non_finite = _non_finite_reward(rewards, self.reward_keys)
         if non_finite is not None:
             logger.error(
@@ -551,7 +559,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 rollout_id,
                 *non_finite,
             )
-            return zero("reward_error")
+            return zero(REWARD_ERROR)
         with hook_errors(self, "compute_reward"):
             return settle(reason, rewards)
 
