@@ -256,6 +256,19 @@ def test_sigterm_interrupts_like_ctrl_c_inside_the_block_only() -> None:
     assert quiet.exit_status == 130
 
 
+def test_a_record_made_before_the_block_is_the_one_sigterm_fills() -> None:
+    # benchmax run makes it before entering the block, so an interrupt while the
+    # block is entered still finds it (it used to be bound only by ``as``).
+    from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
+
+    record = TerminationSignals()
+    with pytest.raises(KeyboardInterrupt), terminate_like_interrupt(record) as signals:
+        assert signals is record
+        os.kill(os.getpid(), signal.SIGTERM)
+        pytest.fail("SIGTERM did not interrupt")
+    assert record.received == [signal.SIGTERM] and record.exit_status == 143
+
+
 def test_names_the_environment_chose_are_shown_escaped(
     invoke: Callable[..., Result], tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from benchmax.envs import (
@@ -107,6 +108,12 @@ class BadContentEnv(GoodEnv):
 class BadToolSchemaEnv(GoodEnv):
     async def list_tools(self) -> list[dict[str, Any]]:
         parameters = {"type": "object", "properties": {"q": {"type": "strng"}}}
+        return [{"type": "function", "function": {"name": "search", "parameters": parameters}}]
+
+
+class ReadOnlyToolSchemaEnv(GoodEnv):
+    async def list_tools(self) -> list[dict[str, Any]]:
+        parameters = MappingProxyType({"type": "object", "properties": {}})
         return [{"type": "function", "function": {"name": "search", "parameters": parameters}}]
 
 

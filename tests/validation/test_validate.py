@@ -188,6 +188,8 @@ async def test_prompt_messages_must_be_chat_messages(
     [
         (envs.BadToolSchemaEnv, "not a valid JSON Schema at properties/q/type"),
         (envs.BadToolNameEnv, "'web search' must be 1-64 letters"),
+        # Not JSON's object (jsonschema called it "not of type 'object'" at the root).
+        (envs.ReadOnlyToolSchemaEnv, "parameters is a mappingproxy; use a JSON Schema object"),
     ],
 )
 async def test_tools_must_be_openai_function_schemas(

@@ -97,7 +97,10 @@ class _EnvironmentProxies:
             pass
         proxy = self._proxies.get(key[0]) or self._proxies.get("all")
         host = parts.netloc.rpartition("@")[2]
-        if proxy is not None and urllib.request.proxy_bypass_environment(host, self._proxies):
+        # The stdlib's NO_PROXY matcher on every platform (``proxy_bypass`` consults the
+        # OS settings on macOS/Windows); typeshed omits it as undocumented.
+        bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+        if proxy is not None and bypass(host, self._proxies):
             proxy = None
         self._routes[key] = proxy
         return proxy
@@ -192,6 +195,7 @@ _DECODED_RESPONSE_HEADERS = frozenset({"content-encoding", "content-length", "tr
 
 @functools.cache
 def _sdk_view_class(module: ModuleType) -> type[Any]:
+    # The base class comes from whichever HTTP library the installed SDK uses.
     class PooledTransportView(module.AsyncBaseTransport):  # type: ignore[misc, name-defined]
         """What one judge request's client holds: sends its requests over the loop's
         pooled aiohttp session; closing it only tells the pool this use is over.

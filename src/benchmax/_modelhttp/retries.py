@@ -43,7 +43,7 @@ def retry_delay(retry_number: int, retry_after: float | None) -> float:
     """
     if retry_after is not None:
         return min(retry_after, RETRY_AFTER_CAP)
-    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (retry_number - 1))
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** (retry_number - 1))
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 

@@ -47,7 +47,8 @@ def find_module(name: str) -> ModuleType | None:
     view = ModuleType(name)
     view.__spec__ = spec
     view.__file__ = spec.origin
-    view.__path__ = spec.submodule_search_locations  # type: ignore[assignment]
+    if spec.submodule_search_locations is not None:  # only packages have a __path__
+        view.__path__ = spec.submodule_search_locations
     return view
 
 

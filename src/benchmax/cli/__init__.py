@@ -53,7 +53,7 @@ _NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
 class _OneLineErrors(click.Group):
     """A group that reports every click error, usage errors included, as one line."""
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,

@@ -18,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from benchmax.cli._safe_text import terminal_safe
+from benchmax.envs.shared_types import FINISHED
 from benchmax.runner import Progress as RunProgress
 from benchmax.runner import RunReport, read_results
 from benchmax.runner._records import LogEntry
@@ -64,7 +65,7 @@ def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
     """For each termination reason other than ``finished``: one rollout id and why it ended
     (the last line of its first logged exception, else its first warning), read back from
     the results file."""
-    wanted = set(report.rollouts_by_reason) - {"finished"}
+    wanted = set(report.rollouts_by_reason) - {FINISHED}
     if not wanted or report.results_path is None:
         return {}
     found: dict[str, tuple[str, str]] = {}
@@ -95,7 +96,7 @@ def render_report(report: RunReport, console: Console) -> None:
     reasons.add_column("rollouts", justify="right")
     reasons.add_column("groups", justify="right")
     for reason, count in report.rollouts_by_reason.items():
-        style = "green" if reason == "finished" else "yellow"
+        style = "green" if reason == FINISHED else "yellow"
         reasons.add_row(
             f"[{style}]{_shown(reason)}[/]",
             str(count),

@@ -38,6 +38,7 @@ from benchmax.cli._targets import (
     uses_mock,
 )
 from benchmax.envs import BaseEnv
+from benchmax.envs.shared_types import FINISHED
 from benchmax.runner import (
     RescoreReport,
     Results,
@@ -70,10 +71,11 @@ def _reading(path: Path) -> Iterator[None]:
 
 
 def _size(count: int) -> str:
+    size: float = count
     for unit in ("bytes", "KB", "MB", "GB"):
-        if count < 1024 or unit == "GB":
-            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
-        count /= 1024  # type: ignore[assignment]
+        if size < 1024 or unit == "GB":
+            return f"{count} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
     raise AssertionError("unreachable")
 
 
@@ -187,7 +189,7 @@ def _arguments(arguments: Any) -> str:
 def _rollout_panel(record: Mapping[str, Any]) -> Panel:
     rewards = ", ".join(f"{k}={v:g}" for k, v in (record.get("rewards") or {}).items())
     reason = str(record["termination_reason"])
-    style = "green" if reason == "finished" else "yellow"
+    style = "green" if reason == FINISHED else "yellow"
     title = Text.assemble(
         (f"example {record['example_index']} ", "bold"),
         (visible(str(record["example_id"]))[:16], "dim"),

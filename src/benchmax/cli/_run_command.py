@@ -27,7 +27,7 @@ from benchmax.cli._credentials import (
     injected_auth_names,
 )
 from benchmax.cli._render import progress_bar, render_report
-from benchmax.cli._signals import terminate_like_interrupt
+from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import (
     MOCK_URL_MARKER,
     USER_CODE_ERRORS,
@@ -550,8 +550,10 @@ def run_command(
         raise click.ClickException(str(error)) from None
     if plan.endpoint_note is not None:
         console.print(f"[yellow]note:[/] {escape(plan.endpoint_note)}", soft_wrap=True)
+    # Made before the block: a Ctrl-C while it is being entered still finds it.
+    signals = TerminationSignals()
     try:
-        with terminate_like_interrupt() as signals:
+        with terminate_like_interrupt(signals):
             report = asyncio.run(_execute(plan, console))
     except KeyboardInterrupt:
         _report_interruption(console, plan.output)

@@ -24,15 +24,21 @@ class TerminationSignals:
 
 
 @contextlib.contextmanager
-def terminate_like_interrupt() -> Iterator[TerminationSignals]:
+def terminate_like_interrupt(
+    signals: TerminationSignals | None = None,
+) -> Iterator[TerminationSignals]:
     """Inside the block, SIGTERM does what SIGINT does at that moment.
+
+    The block gets ``signals`` (a new record when not given). Pass one made before the
+    ``with`` when an interrupt while entering the block must still find it.
 
     SIGINT's current handler is called: under ``asyncio.run`` that cancels the main task
     (the run stops cleanly and ``KeyboardInterrupt`` comes out of ``asyncio.run``);
     otherwise Python's default raises ``KeyboardInterrupt``. Outside the main thread
     nothing changes (signal handlers can only be set there).
     """
-    signals = TerminationSignals()
+    if signals is None:
+        signals = TerminationSignals()
     if threading.current_thread() is not threading.main_thread():
         yield signals
         return

@@ -14,6 +14,8 @@ from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.logging import group_context, rollout_context
 from benchmax.envs.shared_types import (
+    FINISHED,
+    GROUP_REWARD_ERROR,
     DatasetSplit,
     RewardMap,
     RolloutAttempt,
@@ -105,7 +107,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                 outcomes[rollout_id] = _zero_outcome(declared, result.termination_reason)
             elif isinstance(result, BaseException):
                 contract_errors.append(result)
-            elif result.termination_reason != "finished":
+            elif result.termination_reason != FINISHED:
                 rewards = dict(result.rewards or {})
                 _check_reward_shape(rollout_id, rewards, declared)
                 nonzero = sorted(key for key, value in rewards.items() if value != 0)
@@ -179,7 +181,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                 exc_info=error,
                 extra={"rollout_ids": ids},
             )
-            return {rid: _zero_outcome(declared, "group_reward_error") for rid in ids}
+            return {rid: _zero_outcome(declared, GROUP_REWARD_ERROR) for rid in ids}
         with hook_errors(self, "compute_group_rewards"):
             return {
                 attempt.rollout_id: RolloutOutcome(

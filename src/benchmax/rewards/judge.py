@@ -28,7 +28,7 @@ from benchmax._value_checks import (
     is_numeric,
 )
 from benchmax.auth import ModelAuth, ModelRequestContext
-from benchmax.envs.shared_types import RolloutFailure
+from benchmax.envs.shared_types import JUDGE_ERROR, RolloutFailure
 from benchmax.rewards.text import message_text, reasoning_finished, without_reasoning
 
 __all__ = ["Judge", "JudgeError"]
@@ -65,7 +65,7 @@ class JudgeError(RolloutFailure):
     """No reliable reward could be obtained from the judge (termination reason ``judge_error``)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("judge_error", message)
+        super().__init__(JUDGE_ERROR, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +253,7 @@ def _request_model_auth_class() -> type[Any]:
 
     http = sdk_http_module()
 
+    # The base class comes from whichever HTTP library the installed SDK uses.
     class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]
         """Resolves ``auth`` headers for every request that flows through a client."""
 

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from benchmax.envs.shared_types import FINISHED
 from benchmax.runner._metrics import pass_at_k_metrics
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, Results, read_results
@@ -392,7 +393,7 @@ def _summary_section(summary: Mapping[str, Any], keys: Sequence[str]) -> str:
 
 
 def _reason_class(reason: str) -> str:
-    return "ok" if reason == "finished" else "bad"
+    return "ok" if reason == FINISHED else "bad"
 
 
 def _charts_section(data: Mapping[str, Any]) -> str:

@@ -35,7 +35,7 @@ from benchmax.bundle import (
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._errors import ExecutorError
-from benchmax.runner._records import LogEntry
+from benchmax.runner._records import LogEntry, RolloutRecord
 from benchmax.runner._run import GroupCollector, GroupDispatch, GroupJob, GroupResult, _providers
 
 __all__ = ["RAY_MISSING", "RayExecutor"]
@@ -221,7 +221,9 @@ class _GroupWorker:
         import ray
 
         context = ray.get_runtime_context()
-        node_ip, node_id = ray.util.get_node_ip_address(), context.get_node_id()
+        # Ray leaves this public helper unannotated; it returns the node's IP as a str.
+        node_ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        node_id = context.get_node_id()
         try:
             env = self._load()
         except Exception as error:
@@ -233,7 +235,7 @@ class _GroupWorker:
 
     def _load(self) -> Environment[Any, Any]:
         validate_bundle_compatibility(self._bundle.metadata)
-        env_class, bundled_args = load_bundle(self._bundle, instantiate=False)  # type: ignore[misc]
+        env_class, bundled_args = load_bundle(self._bundle, instantiate=False)
         env = env_class(**{**bundled_args, **self._constructor_args})
         for name, value in self._env_attributes.items():
             setattr(env, name, value)
@@ -255,7 +257,7 @@ class _GroupWorker:
             await self._collector.env.aclose()
 
 
-def _as_json(records: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+def _as_json(records: tuple[RolloutRecord, ...]) -> tuple[RolloutRecord, ...]:
     """``records`` as plain JSON values: what the results file would hold for them.
 
     The results writer encodes with ``default=str``, so a round trip through the same
@@ -381,7 +383,7 @@ class _WorkerPool:
             worker = await self._pick()
             worker.in_flight += 1
             try:
-                reply = await worker.handle.run.remote(job)
+                reply: GroupResult | _GroupFailed = await worker.handle.run.remote(job)
             except exceptions.RayActorError as error:
                 await self._lost(worker, error, job)
                 job = job.retried()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmax.envs.shared_types import OUTPUT_EXCEEDED
 from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_metrics
 from benchmax.runner._results import CompletedGroup
 
@@ -60,19 +61,18 @@ class UsageStats:
     completion_tokens_max: int | None
 
     @classmethod
-    def of(cls, usages: list[Mapping[str, int]]) -> UsageStats | None:
-        """Stats of the given per-rollout usages (``None`` when the list is empty)."""
+    def of(cls, usages: Sequence[Mapping[str, object]]) -> UsageStats | None:
+        """Stats of the given per-rollout usages (``None`` when the list is empty).
+
+        A count that is not an integer (a hand-edited results line) is left out.
+        """
         if not usages:
             return None
         totals: dict[str, int | None] = {}
         for key in _TOKEN_KEYS:
-            values = [int(u[key]) for u in usages if isinstance(u.get(key), int)]
+            values = _counts(usages, key)
             totals[key] = sum(values) if values else None
-        completions = [
-            int(u["completion_tokens"])
-            for u in usages
-            if isinstance(u.get("completion_tokens"), int)
-        ]
+        completions = _counts(usages, "completion_tokens")
         return cls(
             rollouts=len(usages),
             prompt_tokens=totals["prompt_tokens"],
@@ -83,6 +83,14 @@ class UsageStats:
             completion_tokens_mean=(sum(completions) / len(completions)) if completions else None,
             completion_tokens_max=max(completions) if completions else None,
         )
+
+
+def _counts(usages: Sequence[Mapping[str, object]], key: str) -> list[int]:
+    return [
+        count
+        for usage in usages
+        if isinstance(count := usage.get(key), int) and not isinstance(count, bool)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +167,7 @@ def summarize(
     group_reasons: Counter[str] = Counter()
     values: dict[str, list[float]] = {}
     flat_groups = 0
-    usages: list[Mapping[str, int]] = []
+    usages: list[Mapping[str, object]] = []
     for group in groups:
         usages.extend(usage for usage in group.usage or () if usage)
         rollout_reasons.update(group.termination_reasons)
@@ -186,7 +194,7 @@ def summarize(
         pass_at_k=_pass_at_k(groups, values),
         usage=UsageStats.of(usages),
         output_exceeded_share=(
-            rollout_reasons["output_exceeded"] / rollout_reasons.total() if rollout_reasons else 0.0
+            rollout_reasons[OUTPUT_EXCEEDED] / rollout_reasons.total() if rollout_reasons else 0.0
         ),
     )
 

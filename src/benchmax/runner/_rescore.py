@@ -28,6 +28,11 @@ from benchmax.envs import BaseEnv, BaseRollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
+    FINISHED,
+    GROUP_REWARD_ERROR,
+    JUDGE_ERROR,
+    REWARD_ERROR,
+    REWARD_TIMEOUT,
     DatasetSplit,
     Example,
     RewardMap,
@@ -37,6 +42,7 @@ from benchmax.envs.shared_types import (
 from benchmax.runner._config import NoModelAuth
 from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
+from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RewardStats
 from benchmax.runner._results import RESULTS_FORMAT, new_run_id, read_results
 from benchmax.runner._selection import ResultGroup, groups_of
@@ -46,7 +52,7 @@ __all__ = ["RESCORED_REASONS", "RescoreReport", "rescore_results"]
 logger = logging.getLogger(__name__)
 
 RESCORED_REASONS = frozenset(
-    {"finished", "reward_error", "reward_timeout", "judge_error", "group_reward_error"}
+    {FINISHED, REWARD_ERROR, REWARD_TIMEOUT, JUDGE_ERROR, GROUP_REWARD_ERROR}
 )
 """Rollouts that ended with one of these reasons reached scoring, so they are scored again;
 any other reason (a model, tool or turn-limit failure) is kept, with zero rewards."""
@@ -119,7 +125,7 @@ class _Replay(Environment[Any, BaseRollout]):
         deadline = asyncio.timeout(getattr(self.inner, "reward_timeout", None))
         try:
             async with deadline:
-                rewards = await self.inner.compute_reward(settle("finished", None))
+                rewards = await self.inner.compute_reward(settle(FINISHED, None))
         except RolloutFailure as failure:
             logger.error(
                 "rescore.reward_failed rollout_id=%s termination_reason=%s: %s",
@@ -137,12 +143,12 @@ class _Replay(Environment[Any, BaseRollout]):
                 request.rollout_id,
                 exc_info=error,
             )
-            return settle("reward_timeout", zeros)
+            return settle(REWARD_TIMEOUT, zeros)
         except Exception as error:
             return self._reward_error(request.rollout_id, error, settle, zeros)
         finally:
             self.reward_seconds[request.rollout_id] = time.perf_counter() - started
-        return settle("finished", rewards)
+        return settle(FINISHED, rewards)
 
     @staticmethod
     def _reward_error(
@@ -157,7 +163,7 @@ class _Replay(Environment[Any, BaseRollout]):
             error,
             exc_info=error,
         )
-        return settle("reward_error", zeros)
+        return settle(REWARD_ERROR, zeros)
 
     async def compute_group_rewards(
         self, rollouts: Sequence[BaseRollout]
@@ -353,7 +359,7 @@ def _rewritten(
     reason: str,
     rewards: dict[str, float],
     reward_seconds: float | None,
-    logs: list[dict[str, Any]],
+    logs: list[LogEntry],
 ) -> dict[str, Any]:
     new = dict(record)
     new["run_id"] = run_id

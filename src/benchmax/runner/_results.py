@@ -41,7 +41,7 @@ __all__ = [
 try:
     import fcntl
 except ImportError:  # Windows: no advisory lock, one run per file is up to the user
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module or None, by platform
 
 RESULTS_FORMAT = "benchmax.results/1"
 
@@ -111,8 +111,9 @@ class CompletedGroup:
     example_id: str
     termination_reasons: tuple[str, ...]
     rewards: tuple[Mapping[str, float], ...]
-    usage: tuple[Mapping[str, int] | None, ...] | None = None
-    """Each rollout's token usage; ``None`` for lines written before usage was recorded."""
+    usage: tuple[Mapping[str, object] | None, ...] | None = None
+    """Each rollout's token usage as its line holds it (values unchecked: lines come
+    from files); ``None`` for lines written before usage was recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +177,9 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
     return scan
 
 
-def _usage_of(records: Sequence[Mapping[str, Any]]) -> tuple[Any, ...] | None:
+def _usage_of(
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[Mapping[str, object] | None, ...] | None:
     if not all("usage" in record for record in records):
         return None
     return tuple(r["usage"] if isinstance(r["usage"], Mapping) else None for r in records)

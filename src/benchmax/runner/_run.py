@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from benchmax._context import BOUND_MODEL_AUTH
 from benchmax.auth import bind_model_auth
@@ -24,7 +24,7 @@ from benchmax.runner._definition import run_definition
 from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
-from benchmax.runner._records import LogEntry, RolloutRecord, RolloutTimings
+from benchmax.runner._records import LogEntry, RolloutRecord, RolloutTimings, TokenUsage
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
 
@@ -373,11 +373,12 @@ class GroupCollector:
         }
 
 
-def _usage(report: RolloutReport | None) -> dict[str, int] | None:
+def _usage(report: RolloutReport | None) -> TokenUsage | None:
     """The rollout's token usage as BaseEnv reported it (``None``: none reported)."""
     if report is None or not report.usage:
         return None
-    return dict(report.usage)
+    # BaseEnv sums only TokenUsage's keys (the envs layer cannot name the runner's type).
+    return cast(TokenUsage, dict(report.usage))
 
 
 class _LocalDispatch:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from dataclasses import dataclass
 from typing import Final, Literal
 
 from benchmax._value_checks import is_finite_number, is_numeric
@@ -266,6 +267,12 @@ def _non_negative(value: float, what: str) -> float:
     return value
 
 
+@dataclass(slots=True)
+class _Queued:
+    fault: Fault
+    remaining: int | None  # calls left; None: forever
+
+
 class FaultSchedule:
     """Queued faults: per session first, then for any session; FIFO within each queue.
 
@@ -276,8 +283,8 @@ class FaultSchedule:
     __slots__ = ("_any", "_by_session")
 
     def __init__(self) -> None:
-        self._any: deque[list[object]] = deque()
-        self._by_session: dict[str, deque[list[object]]] = {}
+        self._any: deque[_Queued] = deque()
+        self._by_session: dict[str, deque[_Queued]] = {}
 
     def add(self, fault: Fault, *, session: str | None, times: int | None) -> None:
         if not isinstance(fault, Fault):
@@ -289,7 +296,7 @@ class FaultSchedule:
         if times is not None and times < 1:
             raise ValueError("fault times must be a positive integer or None")
         queue = self._any if session is None else self._by_session.setdefault(session, deque())
-        queue.append([fault, times])
+        queue.append(_Queued(fault, times))
 
     def take(self, session: str) -> Fault | None:
         """The fault for the next call of ``session``, consuming one use of it."""
@@ -299,13 +306,12 @@ class FaultSchedule:
             if not queue:
                 return None
         entry = queue[0]
-        fault, remaining = entry
-        if remaining is not None:
-            if remaining == 1:
+        if entry.remaining is not None:
+            if entry.remaining == 1:
                 queue.popleft()
             else:
-                entry[1] = remaining - 1  # type: ignore[operator]
-        return fault  # type: ignore[return-value]
+                entry.remaining -= 1
+        return entry.fault
 
     def clear(self) -> None:
         self._any.clear()

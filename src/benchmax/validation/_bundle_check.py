@@ -8,6 +8,7 @@ import logging
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 from benchmax.bundle import (
     Bundle,
@@ -30,7 +31,7 @@ _AUTO_CAPTURE_MARK = "auto-bundling local module(s): "
 _STDERR_TAIL = 600
 
 
-def _local_modules(validation: Validation) -> list:  # type: ignore[type-arg]
+def _local_modules(validation: Validation) -> list[ModuleType]:
     """The env's module when it lies outside any project and is not installed (as ``bundle``)."""
     modules = list(validation.config.local_modules)
     module = sys.modules.get(validation.env_class.__module__)

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from benchmax._mock_url import MOCK_URL_MARKER
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
@@ -74,7 +74,8 @@ class ValidationConfig:
             raise ValueError("group_size must be a positive integer")
         # The bundler's own normalization: the same errors as dump_bundle would raise.
         deps = BundleMetadata(
-            pip_dependencies=self.pip_dependencies,
+            # BundleMetadata checks and normalizes any value into the sorted tuple.
+            pip_dependencies=cast(tuple[str, ...], self.pip_dependencies),
             python_version="3",
             benchmax_version="0",
             env_class_source=None,

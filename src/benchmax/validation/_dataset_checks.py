@@ -71,7 +71,7 @@ async def check_split(
 
 
 async def _check_stable(
-    validation, env: Environment[Any, Any], split: DatasetSplit, ids: list[str]
+    validation: Validation, env: Environment[Any, Any], split: DatasetSplit, ids: list[str]
 ) -> None:
     name = f"dataset {split}: ids stable"
     try:

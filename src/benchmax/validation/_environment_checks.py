@@ -18,7 +18,7 @@ __all__ = ["check_class", "check_dependencies", "check_reward_keys", "construct"
 
 
 def check_class(validation: Validation) -> bool:
-    cls = validation.env_class
+    cls: object = validation.env_class  # from untyped callers too: checked here
     if not isinstance(cls, type) or not issubclass(cls, Environment):
         validation.add(
             "environment class",

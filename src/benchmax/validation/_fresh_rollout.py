@@ -15,21 +15,23 @@ import itertools
 import json
 import sys
 from pathlib import Path
+from typing import cast
 
 from benchmax.auth import StaticBearerAuth, bind_model_auth
 from benchmax.bundle import load_bundle, read_bundle, validate_bundle_compatibility
-from benchmax.envs.shared_types import RolloutRequest
+from benchmax.envs.shared_types import DatasetSplit, RolloutRequest
 
 PLACEHOLDER_KEY = "benchmax-validate-placeholder"
 
 
 async def _main(argv: list[str]) -> dict[str, object]:
-    bundle_path, base_dir, split, base_url, model, names = argv
+    bundle_path, base_dir, split_name, base_url, model, names = argv
+    split = cast(DatasetSplit, split_name)  # the validator passes a split it has checked
     bundle = read_bundle(Path(bundle_path))
     validate_bundle_compatibility(bundle.metadata)
     env = load_bundle(bundle)
     try:
-        dataset = await env.create_dataset(split, Path(base_dir))  # type: ignore[arg-type]
+        dataset = await env.create_dataset(split, Path(base_dir))
         example = next(itertools.islice(dataset, 1))
         request = RolloutRequest(
             rollout_id="validate-bundle.r0",
@@ -37,7 +39,7 @@ async def _main(argv: list[str]) -> dict[str, object]:
             model=model,
             base_url=base_url,
             model_auth=StaticBearerAuth(PLACEHOLDER_KEY),
-            split=split,  # type: ignore[arg-type]
+            split=split,
         )
         providers = {name: StaticBearerAuth(PLACEHOLDER_KEY) for name in json.loads(names)}
         with bind_model_auth(providers):

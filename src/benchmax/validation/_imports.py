@@ -122,7 +122,7 @@ def undeclared_imports(
     modules: Iterable[ModuleType], pip_dependencies: Sequence[str]
 ) -> list[UndeclaredImport]:
     """Third-party imports of ``modules`` whose distribution is not declared (nor benchmax's)."""
-    declared = {canonicalize_name(Requirement(spec).name) for spec in pip_dependencies}
+    declared: set[str] = {canonicalize_name(Requirement(spec).name) for spec in pip_dependencies}
     declared |= _benchmax_requirements()
     providers = importlib.metadata.packages_distributions()
     problems: dict[tuple[str, str], UndeclaredImport] = {}

@@ -14,7 +14,7 @@ __all__ = ["CheckResult", "CheckStatus", "ValidationReport"]
 CheckStatus = Literal["passed", "failed", "warning", "skipped"]
 """``failed`` makes the report fail; ``warning`` and ``skipped`` do not."""
 
-_STATUSES: tuple[str, ...] = get_args(CheckStatus)
+_STATUSES: tuple[CheckStatus, ...] = get_args(CheckStatus)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ class ValidationReport:
     def counts(self) -> Mapping[str, int]:
         """Checks per status, every status present (zero when none)."""
         found = Counter(check.status for check in self.checks)
-        return {status: found.get(status, 0) for status in _STATUSES}
+        return {status: found[status] for status in _STATUSES}
 
     def failed(self) -> tuple[CheckResult, ...]:
         return tuple(check for check in self.checks if check.status == "failed")

@@ -9,7 +9,22 @@ from typing import Any
 from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
 from benchmax.envs.base import BaseEnv
 from benchmax.envs.environment import Environment
-from benchmax.envs.shared_types import DatasetSplit, Example, RolloutOutcome, RolloutRequest
+from benchmax.envs.shared_types import (
+    CONTENT_FILTER,
+    GROUP_REWARD_ERROR,
+    JUDGE_ERROR,
+    MODEL_ERROR,
+    MODEL_TIMEOUT,
+    REWARD_ERROR,
+    REWARD_TIMEOUT,
+    ROLLOUT_TIMEOUT,
+    TOOL_ERROR,
+    TOOL_TIMEOUT,
+    DatasetSplit,
+    Example,
+    RolloutOutcome,
+    RolloutRequest,
+)
 from benchmax.validation._shapes import tool_problems
 from benchmax.validation._state import Split, Validation, error_text, listed
 
@@ -18,16 +33,16 @@ __all__ = ["MOCK_KEY", "check_rollouts", "check_tools"]
 MOCK_KEY = "benchmax-validate-placeholder"
 _OPERATIONAL_FAILURES = frozenset(
     {
-        "model_error",
-        "model_timeout",
-        "tool_error",
-        "tool_timeout",
-        "rollout_timeout",
-        "reward_error",
-        "reward_timeout",
-        "group_reward_error",
-        "judge_error",
-        "content_filter",
+        MODEL_ERROR,
+        MODEL_TIMEOUT,
+        TOOL_ERROR,
+        TOOL_TIMEOUT,
+        ROLLOUT_TIMEOUT,
+        REWARD_ERROR,
+        REWARD_TIMEOUT,
+        GROUP_REWARD_ERROR,
+        JUDGE_ERROR,
+        CONTENT_FILTER,
     }
 )
 
@@ -75,7 +90,7 @@ def _request(
 
 
 async def check_rollouts(
-    validation, env: Environment[Any, Any], split: Split, keys: tuple[str, ...]
+    validation: Validation, env: Environment[Any, Any], split: Split, keys: tuple[str, ...]
 ) -> None:
     config = validation.config
     where = "the embedded mock model" if config.uses_mock else config.base_url
@@ -90,8 +105,8 @@ async def check_rollouts(
                         _request(validation, f"validate.e{index}.r{k}", example, split.name)
                         for k in range(config.group_size)
                     ]
-                    outcomes = await env.run_group(requests)
-                    groups.append([outcomes[r.rollout_id] for r in requests])
+                    by_id = await env.run_group(requests)
+                    groups.append([by_id[r.rollout_id] for r in requests])
     except TimeoutError:
         validation.add(
             "rollouts",

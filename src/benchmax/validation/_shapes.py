@@ -124,7 +124,9 @@ def _schema_problems(where: str, schema: object) -> list[str]:
     import jsonschema.exceptions
     import jsonschema.validators
 
-    if not isinstance(schema, Mapping):
+    # A dict, as JSON decodes to: jsonschema's metaschema check calls any other
+    # mapping "not of type 'object'", and the request encoder refuses it.
+    if not isinstance(schema, dict):
         return [f"{where}: parameters is a {type(schema).__name__}; use a JSON Schema object"]
     validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:

@@ -105,4 +105,8 @@ class Validation:
 
     @property
     def constructor_args(self) -> dict[str, Any]:
-        return substitute_mock(dict(self.config.constructor_args), self.mock.base_url)
+        url = self.mock.base_url
+        return {
+            name: substitute_mock(value, url)
+            for name, value in self.config.constructor_args.items()
+        }

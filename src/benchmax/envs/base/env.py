@@ -18,7 +18,7 @@ from contextlib import (
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from benchmax._modelhttp.replies import (
     ReplyFailure,
@@ -39,10 +39,18 @@ from benchmax.envs.base._tool_calls import (
     tool_content,
 )
 from benchmax.envs.base.dataset import JsonRow
-from benchmax.envs.base.openai_types import Message, Messages, Tool
+from benchmax.envs.base.openai_types import Messages, Tool
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
+    FINISHED,
+    MAX_TURNS_EXCEEDED,
+    REWARD_ERROR,
+    REWARD_TIMEOUT,
+    ROLLOUT_TIMEOUT,
+    TOOL_BUDGET_EXCEEDED,
+    TOOL_ERROR,
+    TOOL_TIMEOUT,
     DatasetSplit,
     Example,
     RewardMap,
@@ -61,6 +69,10 @@ logger = logging.getLogger(__name__)
 
 _POOL_LEASE_ATTRIBUTE = "_benchmax_model_pool_lease"
 _TIMEOUT_NAMES = ("model_timeout", "tool_timeout", "rollout_timeout", "reward_timeout")
+
+_Transcript = list[dict[str, Any]]
+"""A rollout's messages while it runs: decoded JSON objects. They become
+``BaseRollout.messages`` (typed as the SDK's message params) only when it settles."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,7 +261,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     def _model_pool(self) -> PoolLease:
         # Created lazily: subclasses may skip __init__, and instances are pickled.
         state = vars(self)
-        lease = state.get(_POOL_LEASE_ATTRIBUTE)
+        lease: PoolLease | None = state.get(_POOL_LEASE_ATTRIBUTE)
         if lease is None:
             from benchmax._modelhttp.connections import PoolLease
 
@@ -297,7 +309,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         self,
         request: RolloutRequest[JsonRow],
         settings: _Settings,
-        transcript: Messages,
+        transcript: _Transcript,
         example_args: dict[str, Any],
         meter: _Meter | None,
     ) -> BaseRollout:
@@ -335,7 +347,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     settings.rollout_timeout,
                     exc_info=error,
                 )
-                reason = "rollout_timeout"
+                reason = ROLLOUT_TIMEOUT
             return await self._score(request, settings, reason, transcript, example_args, meter)
         finally:
             if session is not None:
@@ -346,7 +358,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         request: RolloutRequest[JsonRow],
         settings: _Settings,
         tools: list[Tool],
-        transcript: Messages,
+        transcript: _Transcript,
         session: ChatSession,
         meter: _Meter | None,
     ) -> str:
@@ -406,7 +418,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 settings.max_tool_calls is not None
                 and tool_calls_used + len(calls) > settings.max_tool_calls
             ):
-                return "tool_budget_exceeded"
+                return TOOL_BUDGET_EXCEEDED
             tool_calls_used += len(calls)
             try:
                 tool_messages = await self._run_tool_calls(
@@ -419,7 +431,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     timeout,
                     exc_info=timeout,
                 )
-                return "tool_timeout"
+                return TOOL_TIMEOUT
             except RolloutFailure as failure:
                 logger.error(
                     "base.rollout.tool_failed rollout_id=%s termination_reason=%s: %s",
@@ -435,11 +447,11 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     rollout_id,
                     exc_info=error,
                 )
-                return "tool_error"
+                return TOOL_ERROR
             transcript.extend(tool_messages)
             if sent is not transcript:
                 sent.extend(tool_messages)
-        return "max_turns_exceeded"
+        return MAX_TURNS_EXCEEDED
 
     async def _run_tool_calls(
         self,
@@ -448,8 +460,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         advertised: frozenset[str],
         timeout: float | None,
         meter: _Meter | None,
-    ) -> list[Message]:
-        messages: list[Message] = []
+    ) -> _Transcript:
+        messages: _Transcript = []
         for call in calls:
             name = call.name
             arguments = call.arguments
@@ -485,7 +497,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         request: RolloutRequest[JsonRow],
         settings: _Settings,
         reason: str,
-        transcript: Messages,
+        transcript: _Transcript,
         example_args: dict[str, Any],
         meter: _Meter | None,
     ) -> BaseRollout:
@@ -496,7 +508,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 rollout_id=rollout_id,
                 termination_reason=termination_reason,
                 rewards=rewards,
-                messages=transcript,
+                # The transcript holds prompt messages, decoded replies and tool
+                # messages: plain dicts shaped as the SDK's message params.
+                messages=cast(Messages, transcript),
                 example_args=example_args,
                 split=request.split,
             )
@@ -504,7 +518,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         def zero(termination_reason: str) -> BaseRollout:
             return settle(termination_reason, dict.fromkeys(self.reward_keys, 0.0))
 
-        if reason != "finished":
+        if reason != FINISHED:
             return zero(reason)
         deadline = asyncio.timeout(settings.reward_timeout)
         try:
@@ -529,14 +543,14 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     settings.reward_timeout,
                     exc_info=error,
                 )
-                return zero("reward_timeout")
+                return zero(REWARD_TIMEOUT)
             logger.error(
                 "base.rollout.reward_failed rollout_id=%s termination_reason=reward_error: %s",
                 rollout_id,
                 error,
                 exc_info=error,
             )
-            return zero("reward_error")
+            return zero(REWARD_ERROR)
         non_finite = _non_finite_reward(rewards, self.reward_keys)
         if non_finite is not None:
             logger.error(
@@ -545,7 +559,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 rollout_id,
                 *non_finite,
             )
-            return zero("reward_error")
+            return zero(REWARD_ERROR)
         with hook_errors(self, "compute_reward"):
             return settle(reason, rewards)
 
@@ -589,14 +603,14 @@ def _non_finite_reward(rewards: object, declared: Sequence[str]) -> tuple[str, f
     return found
 
 
-def _prepare_example(payload: object) -> tuple[Messages, dict[str, Any]]:
+def _prepare_example(payload: object) -> tuple[_Transcript, dict[str, Any]]:
     """A new transcript of shallow prompt copies, and every other payload field."""
     if not isinstance(payload, Mapping):
         raise TypeError("BaseEnv example payload must be a JSON object")
     prompt = payload.get("prompt_messages")
     if not isinstance(prompt, list) or not prompt:
         raise ValueError("BaseEnv example payload requires a non-empty prompt_messages list")
-    transcript: Messages = []
+    transcript: _Transcript = []
     for index, message in enumerate(prompt):
         if not isinstance(message, Mapping):
             raise TypeError(f"prompt_messages[{index}] must be a JSON object")
