@@ -40,9 +40,18 @@ def blame_hook(error: BaseException, owner: object, hook: str) -> None:
 
 @contextmanager
 def hook_errors(owner: object, hook: str) -> Iterator[None]:
-    """Blame ``owner``'s ``hook`` for any contract error raised in the block."""
+    """Blame ``owner``'s ``hook`` for any contract error raised in the block.
+
+    A ``SystemExit`` from the hook (``sys.exit()`` in user code) becomes a ``RuntimeError``
+    saying so: raised in a task, it would otherwise escape the event loop and end the
+    process without a word, losing the group.
+    """
     try:
         yield
+    except SystemExit as exit_error:
+        error = RuntimeError(f"{type(owner).__name__}.{hook} called sys.exit({exit_error.code!r})")
+        blame_hook(error, owner, hook)
+        raise error from exit_error
     except Exception as error:
         blame_hook(error, owner, hook)
         raise

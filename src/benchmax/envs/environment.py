@@ -158,7 +158,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
     ) -> dict[str, RolloutOutcome]:
         ids = tuple(attempt.rollout_id for attempt in finished)
         try:
-            with group_context(ids):
+            with group_context(ids), hook_errors(self, "compute_group_rewards"):
                 group_rewards = await self.compute_group_rewards(finished)
             merged = _merge_group_rewards(finished, group_rewards, declared)
             _check_finite_group_rewards(merged)

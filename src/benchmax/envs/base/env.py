@@ -510,7 +510,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         try:
             with _timed(meter, "reward"):
                 async with deadline:
-                    rewards = await self.compute_reward(settle(reason, None))
+                    with hook_errors(self, "compute_reward"):
+                        rewards = await self.compute_reward(settle(reason, None))
         except RolloutFailure as failure:
             logger.error(
                 "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
