@@ -178,6 +178,22 @@ def test_sys_exit_in_a_reward_hook_settles_every_rollout(
     assert any(f"Env.{hook} called sys.exit(3)" in message for message in messages)
 
 
+@pytest.mark.parametrize(
+    ("hook", "reason"),
+    [("compute_reward", "reward_error"), ("compute_group_rewards", "group_reward_error")],
+)
+def test_the_summary_names_the_error_of_a_failing_reward_hook(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, hook: str, reason: str
+) -> None:
+    path = answer_env_file(tmp_path, hook)
+    source = path.read_text().replace("        yield\n", "").replace("sys.exit(3)", "1 / 0")
+    path.write_text(source, encoding="utf-8")
+    result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.output.splitlines() if f"{reason}, e.g." in line]
+    assert line.endswith("ZeroDivisionError: division by zero"), line
+
+
 # --- control sequences in what the CLI prints -----------------------------------------------
 
 ESCAPES = "\x1b[2J\x1b]0;owned\x07\u202e\r"

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from benchmax.envs.shared_types import RolloutFailure
 
-__all__ = ["HOOK_NOTE_PREFIX", "blame_hook", "hook_errors", "hook_of"]
+__all__ = ["HOOK_NOTE_PREFIX", "blame_hook", "exits_as_errors", "hook_errors", "hook_of"]
 
 HOOK_NOTE_PREFIX = "benchmax: raised by "
 
@@ -47,11 +47,20 @@ def hook_errors(owner: object, hook: str) -> Iterator[None]:
     process without a word, losing the group.
     """
     try:
-        yield
-    except SystemExit as exit_error:
-        error = RuntimeError(f"{type(owner).__name__}.{hook} called sys.exit({exit_error.code!r})")
-        blame_hook(error, owner, hook)
-        raise error from exit_error
+        with exits_as_errors(owner, hook):
+            yield
     except Exception as error:
         blame_hook(error, owner, hook)
         raise
+
+
+@contextmanager
+def exits_as_errors(owner: object, hook: str) -> Iterator[None]:
+    """Turn a ``SystemExit`` raised in the block into a ``RuntimeError`` naming ``hook``
+    (for hooks whose errors settle a rollout rather than break the contract)."""
+    try:
+        yield
+    except SystemExit as exit_error:
+        raise RuntimeError(
+            f"{type(owner).__name__}.{hook} called sys.exit({exit_error.code!r})"
+        ) from exit_error
