@@ -269,6 +269,7 @@ def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_pat
         ([ANSWER_ENV, "--env-arg", "bogus=1"], "cannot construct AnswerEnv"),
         ([ANSWER_ENV, "--auth", "judge"], "invalid --auth 'judge'"),
         ([ANSWER_ENV, "--data", "/no/such/dir"], "data directory not found"),
+        ([ANSWER_ENV, "--data", str(SAMPLE_ENVS)], f"--data {SAMPLE_ENVS} is a file, not"),
         ([ANSWER_ENV, "--mock-policy", "nomodule_xyz:f"], "cannot import"),
         ([ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1"], "--model is required"),
         (

@@ -593,6 +593,10 @@ def _plan(
     env_target = load_target(target)
     env_args = parse_env_args(env_arg_pairs)
     auth_vars = auth_variables(auth_pairs)
+    if Path(options["base_dir"]).is_file():
+        raise TargetError(
+            f"--data {options['base_dir']} is a file, not the directory create_dataset reads"
+        )
     if not Path(options["base_dir"]).is_dir():
         raise TargetError(f"data directory not found: {options['base_dir']}")
     if base_url is not None and not base_url.strip():
