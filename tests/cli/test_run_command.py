@@ -324,6 +324,11 @@ def test_unreadable_bundle(invoke: Callable[..., Result], tmp_path: Path) -> Non
         (["run", "--grup", "1", ANSWER_ENV], "No such option '--grup'"),
         (["run"], "Missing argument 'TARGET'"),
         (["run", ANSWER_ENV, "--split", "test"], "Invalid value for '--split'"),
+        (["run", ANSWER_ENV, "--model-timeout", "inf"], "'inf' is not a finite number of"),
+        (["run", ANSWER_ENV, "--reward-timeout", "nan"], "'nan' is not a finite number of"),
+        (["run", ANSWER_ENV, "--tool-timeout", "1e999"], "Invalid value for '--tool-timeout'"),
+        (["run", ANSWER_ENV, "--rollout-timeout", "-inf"], "'--rollout-timeout'"),
+        (["run", ANSWER_ENV, "-n", "1" + "0" * 30], "Invalid value for '-n'"),
         (["nope"], "No such command 'nope'"),
     ],
 )
