@@ -7,6 +7,7 @@ import inspect
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Final, Self
@@ -407,4 +408,16 @@ class MockModelServer:
             return bound(body, record)
         if self._threads is None:
             self._threads = ThreadPoolExecutor(_POLICY_THREADS, thread_name_prefix="mock-policy")
-        return await asyncio.get_running_loop().run_in_executor(self._threads, bound, body, record)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._threads, _no_stop_iteration, bound, body, record
+        )
+
+
+def _no_stop_iteration(policy: Callable[..., Any], *args: Any) -> Any:
+    """Call ``policy``; a ``StopIteration`` it raises (``next()`` on an exhausted iterator)
+    becomes a ``RuntimeError``, which an asyncio future can hold: set on the future
+    that awaits the thread, it would be refused and the request would hang."""
+    try:
+        return policy(*args)
+    except StopIteration as error:
+        raise RuntimeError(f"StopIteration: {error}") from error
