@@ -269,6 +269,7 @@ def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_pat
         ([ANSWER_ENV, "--env-arg", "bogus=1"], "cannot construct AnswerEnv"),
         ([ANSWER_ENV, "--auth", "judge"], "invalid --auth 'judge'"),
         ([ANSWER_ENV, "--data", "/no/such/dir"], "data directory not found"),
+        ([ANSWER_ENV, "--data", str(SAMPLE_ENVS)], f"--data {SAMPLE_ENVS} is a file, not"),
         ([ANSWER_ENV, "--mock-policy", "nomodule_xyz:f"], "cannot import"),
         ([ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1"], "--model is required"),
         (
@@ -323,6 +324,11 @@ def test_unreadable_bundle(invoke: Callable[..., Result], tmp_path: Path) -> Non
         (["run", "--grup", "1", ANSWER_ENV], "No such option '--grup'"),
         (["run"], "Missing argument 'TARGET'"),
         (["run", ANSWER_ENV, "--split", "test"], "Invalid value for '--split'"),
+        (["run", ANSWER_ENV, "--model-timeout", "inf"], "'inf' is not a finite number of"),
+        (["run", ANSWER_ENV, "--reward-timeout", "nan"], "'nan' is not a finite number of"),
+        (["run", ANSWER_ENV, "--tool-timeout", "1e999"], "Invalid value for '--tool-timeout'"),
+        (["run", ANSWER_ENV, "--rollout-timeout", "-inf"], "'--rollout-timeout'"),
+        (["run", ANSWER_ENV, "-n", "1" + "0" * 30], "Invalid value for '-n'"),
         (["nope"], "No such command 'nope'"),
     ],
 )

@@ -114,6 +114,86 @@ def test_a_mock_policy_stopping_at_import_is_one_error_line(
     assert one_line_error(result) == f"Error: cannot import {policy}: SystemExit: 9"
 
 
+def answer_env_file(tmp_path: Path, hook: str) -> Path:
+    """An AnswerEnv subclass whose ``hook`` calls ``sys.exit(3)``."""
+    sample_envs_importable()
+    bodies = {
+        "create_dataset": "async def create_dataset(self, split, base_dir, *, max_examples=None):",
+        "list_tools": "async def list_tools(self):",
+        "rollout_context": (
+            "@contextlib.asynccontextmanager\n    async def rollout_context(self, i, e):"
+        ),
+        "compute_reward": "async def compute_reward(self, rollout):",
+        "compute_group_rewards": "async def compute_group_rewards(self, rollouts):",
+    }
+    path = tmp_path / f"exits_in_{hook}.py"
+    path.write_text(
+        "import contextlib, sys\nfrom sample_envs import AnswerEnv\n\n"
+        f"class Env(AnswerEnv):\n    {bodies[hook]}\n        sys.exit(3)\n        yield\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("hook", "shown"),
+    [
+        ("create_dataset", "Error: cannot load the eval split from {data}: SystemExit: 3"),
+        ("list_tools", "broke the environment contract in Env.list_tools: RuntimeError:"),
+        ("rollout_context", "broke the environment contract in Env.rollout_context: Runtime"),
+    ],
+)
+def test_sys_exit_in_a_hook_stops_the_run_with_one_error_line(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, hook: str, shown: str
+) -> None:
+    path = answer_env_file(tmp_path, hook)
+    if hook != "rollout_context":  # a generator function would not be a coroutine
+        path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
+    result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    [message] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert shown.format(data=answer_data) in message
+    if hook != "create_dataset":
+        assert "Env." + hook + " called sys.exit(3)" in message
+
+
+@pytest.mark.parametrize(
+    ("hook", "reason"),
+    [("compute_reward", "reward_error"), ("compute_group_rewards", "group_reward_error")],
+)
+def test_sys_exit_in_a_reward_hook_settles_every_rollout(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, hook: str, reason: str
+) -> None:
+    path = answer_env_file(tmp_path, hook)
+    path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
+    output = tmp_path / "o.jsonl"
+    result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", output)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    rollouts = read_results(output).rollouts
+    assert len(rollouts) == 6 * 4
+    assert {rollout["termination_reason"] for rollout in rollouts} == {reason}
+    messages = [log["message"] for rollout in rollouts for log in rollout["logs"]]
+    assert any(f"Env.{hook} called sys.exit(3)" in message for message in messages)
+
+
+@pytest.mark.parametrize(
+    ("hook", "reason"),
+    [("compute_reward", "reward_error"), ("compute_group_rewards", "group_reward_error")],
+)
+def test_the_summary_names_the_error_of_a_failing_reward_hook(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, hook: str, reason: str
+) -> None:
+    path = answer_env_file(tmp_path, hook)
+    source = path.read_text().replace("        yield\n", "").replace("sys.exit(3)", "1 / 0")
+    path.write_text(source, encoding="utf-8")
+    result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.output.splitlines() if f"{reason}, e.g." in line]
+    assert line.endswith("ZeroDivisionError: division by zero"), line
+
+
 # --- control sequences in what the CLI prints -----------------------------------------------
 
 ESCAPES = "\x1b[2J\x1b]0;owned\x07\u202e\r"

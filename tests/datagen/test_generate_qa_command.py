@@ -115,7 +115,7 @@ def test_a_real_endpoint_gets_the_model_and_the_key(
                 "--mock-policy",
                 "echo",
             ],
-            "overlap_chars",
+            "--chunk-overlap (300) must be smaller than --chunk-size (300)",
         ),
         (
             ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--text-field", "body"],
@@ -141,3 +141,14 @@ def test_failed_requests_exit_non_zero(project: Path) -> None:
         )  # fmt: skip
     assert result.exit_code == 1
     assert "request failed" in result.output
+
+
+def test_a_run_that_keeps_no_pair_exits_non_zero_saying_why(project: Path) -> None:
+    result = invoke(
+        "generate-qa", "examples/corpus", "-o", "out", "--mock-policy",
+        "examples/quickstart/policy.py:reply",
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "Error: no question-answer pairs were kept: 11 of 11 chunks got a bad reply" in (
+        " ".join(result.output.split())
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,33 @@ async def test_a_corrupt_line_in_the_middle_is_refused(tmp_path: Path) -> None:
     path.write_text(raw[0] + "garbage\n" + "".join(raw[1:]))
     with pytest.raises(ResultsFileError, match=r"results.jsonl:2 is not a rollout record"):
         await run_environment(NumberEnv(2), number_config(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("rewards", {"hit": "x", "value": 1.0}, "reward 'hit' is not a number"),
+        ("rewards", {"hit": True, "value": 1.0}, "reward 'hit' is not a number"),
+        ("rewards", [1.0], "rewards is not an object"),
+        ("termination_reason", None, "termination_reason is not a string"),
+        ("example_id", 7, "example_id is not a string"),
+        ("group_index", "0", "group_index is not an integer"),
+        ("group_index", None, "group_index is not an integer"),
+    ],
+)
+async def test_a_rollout_line_with_a_wrong_field_is_refused_naming_it(
+    tmp_path: Path, field: str, value: object, problem: str
+) -> None:
+    await run_environment(NumberEnv(2), number_config(tmp_path))
+    path = tmp_path / "results.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[2])
+    record[field] = value
+    lines[2] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    message = re.escape(f"results.jsonl:3 is not a rollout record: {problem}")
+    with pytest.raises(ResultsFileError, match=message):
+        read_results(path)
 
 
 async def test_read_results_leaves_out_partial_groups(tmp_path: Path) -> None:

@@ -294,6 +294,22 @@ async def test_policy_exception_is_a_500_and_logged(
     assert (await _chat(mock_server, USER)).status_code == 500  # server keeps serving
 
 
+@pytest.mark.parametrize("in_a_thread", [True, False])
+async def test_a_policy_raising_stop_iteration_is_a_500_not_a_hang(
+    mock_server: MockModelServer, in_a_thread: bool
+) -> None:
+    def exhausted(body: dict) -> str:
+        return next(iter([]))  # e.g. next() over rows that do not match
+
+    async def exhausted_async(body: dict) -> str:
+        return exhausted(body)
+
+    mock_server.policy = exhausted if in_a_thread else exhausted_async
+    response = await asyncio.wait_for(_chat(mock_server, USER), 30)
+    assert response.status_code == 500
+    assert "StopIteration" in response.json()["error"]["message"]
+
+
 @pytest.mark.parametrize(
     "answer",
     [
@@ -514,20 +530,6 @@ async def test_a_sync_policy_in_a_thread_may_still_raise_a_fault(
 
     mock_server.policy = failing
     assert (await _chat(mock_server, USER)).status_code == 429
-
-
-async def test_a_sync_policy_raising_stop_iteration_answers_500_instead_of_hanging(
-    mock_server: MockModelServer,
-) -> None:
-    # An asyncio future cannot hold a StopIteration: raised in the policy thread (a next()
-    # on an exhausted iterator), it used to leave the request waiting forever.
-    def exhausted(body: dict[str, Any]) -> str:
-        return next(iter(()))
-
-    mock_server.policy = exhausted
-    response = await asyncio.wait_for(_chat(mock_server, USER), timeout=30)
-    assert response.status_code == 500
-    assert "StopIteration" in response.json()["error"]["message"]
 
 
 class _AsyncCallable:

@@ -63,6 +63,21 @@ def test_embedded_json_cannot_end_the_script_element(tmp_path: Path) -> None:
     assert json.loads(raw)["groups"][0]["p"] == transcript
 
 
+def test_a_lone_surrogate_in_a_transcript_is_written_and_read_back(tmp_path: Path) -> None:
+    text = "lone \ud800 and \udfff surrogates"
+    transcript = [{"role": "user", "content": text}]
+    head = header(group_size=1, model="m\udc80")
+    path = tmp_path / "s.jsonl"
+    record = rollout(0, "e", 0, rewards={"ok": 1.0}, transcript=transcript)
+    path.write_text(json.dumps(head) + "\n" + json.dumps(record) + "\n", encoding="utf-8")
+    report = write_html_report(path, tmp_path / "s.html")
+    page = report.path.read_text(encoding="utf-8")
+    assert json.loads(DATA.search(page).group(1))["groups"][0]["p"] == transcript  # type: ignore[union-attr]
+    assert embedded(render_html_report(read_results(path)))["header"]["definition"]["model"] == (
+        "m\udc80"
+    )
+
+
 def test_untrusted_text_is_escaped_in_the_static_html(tmp_path: Path) -> None:
     hostile = "<script>alert('x')</script>{{DATA}}{{STATIC}}"
     head = header(model=hostile, group_size=1)

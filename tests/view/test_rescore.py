@@ -213,6 +213,18 @@ async def test_refusals(source: tuple[Path, Path], tmp_path: Path) -> None:
         await rescore_results(ScoreEnv(), no_transcript, tmp_path / "n.jsonl", base_dir=data)
 
 
+async def test_rescoring_into_the_results_file_itself_is_refused(
+    source: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results, data = source
+    before = results.read_bytes()
+    monkeypatch.chdir(results.parent)
+    for output in (results, Path(results.name), results.parent / "." / results.name):
+        with pytest.raises(RunError, match="would replace the results it rescores"):
+            await rescore_results(ScoreEnv(), results, output, base_dir=data)
+    assert results.read_bytes() == before
+
+
 def copy_calculator(tmp_path: Path, edit: tuple[str, str]) -> Path:
     package = tmp_path / "edited_calculator"
     shutil.copytree(EXAMPLES / "calculator", package)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -115,6 +116,15 @@ def test_show_escapes_control_characters(tmp_path: Path) -> None:
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out and "\u2028" not in out
     assert "\\x1b[31mred\\x1b[0m \\u202eevil\\u2028next \\x07bell [bold]markup[/bold]" in out
     assert "f\\x1b[2J" in out and '{"x": "\\u001b[2J"}' in out  # JSON's own escape
+
+
+def test_show_escapes_lone_surrogates(tmp_path: Path) -> None:
+    transcript = [{"role": "assistant", "content": "lone \ud800 surrogate"}]
+    path = tmp_path / "s.jsonl"
+    record = rollout(0, "e", 0, rewards={"ok": 1.0}, transcript=transcript)
+    path.write_text(json.dumps(header(group_size=1)) + "\n" + json.dumps(record) + "\n")
+    out = show(path)
+    assert "lone \\ud800 surrogate" in out
 
 
 @pytest.mark.parametrize(

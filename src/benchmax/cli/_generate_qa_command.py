@@ -179,6 +179,11 @@ def generate_qa_command(
                 )
             policy = load_mock_policy(mock_policy)
             auth = StaticBearerAuth(MOCK_KEY)
+        if chunk_overlap >= chunk_size:
+            raise TargetError(
+                f"--chunk-overlap ({chunk_overlap}) must be smaller than --chunk-size "
+                f"({chunk_size})"
+            )
         config = GenerationConfig(
             pairs_per_chunk=pairs_per_chunk,
             max_answer_words=max_answer_words,
@@ -235,3 +240,10 @@ def generate_qa_command(
         )
     if summary.chunks_failed:
         raise SystemExit(1)
+    if summary.pairs_kept == 0:
+        raise click.ClickException(
+            "no question-answer pairs were kept: "
+            f"{summary.chunks_skipped} of {summary.chunks} chunks got a bad reply twice, "
+            f"{summary.pairs_generated} pairs were generated; check that the model writes "
+            "the JSON object asked for and that its answers are stated in the chunk"
+        )

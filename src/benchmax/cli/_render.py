@@ -136,7 +136,10 @@ def _rewards_table(report: RunReport) -> Table:
     if report.pass_at_k:
         columns += ["pass@1", pass_k, "groups solved"]
     for column in columns:
-        rewards.add_column(column, justify="left" if column == "key" else "right")
+        if column == "key":  # a long name on a narrow terminal wraps, never loses its end
+            rewards.add_column(column, overflow="fold")
+        else:
+            rewards.add_column(column, justify="right")
     for key, stats in report.reward_stats.items():
         row = [_shown(key), *(f"{v:.3f}" for v in (stats.mean, stats.std, stats.min, stats.max))]
         if report.pass_at_k:

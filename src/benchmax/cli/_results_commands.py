@@ -113,10 +113,11 @@ def view_command(results: Path, output: Path | None, open_page: bool) -> None:
 
 def visible(text: str) -> str:
     """``text`` with control and format characters (ANSI escapes, bidi overrides, zero-width
-    characters, line separators other than ``\\n``) spelled out as ``\\xNN``/``\\uNNNN``."""
+    characters, line separators other than ``\\n``, lone surrogates) spelled out as
+    ``\\xNN``/``\\uNNNN``."""
     out = []
     for char in text:
-        if char not in _KEEP and unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+        if char not in _KEEP and unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             code = ord(char)
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
         else:

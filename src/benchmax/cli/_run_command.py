@@ -7,6 +7,8 @@ import contextlib
 import dataclasses
 import difflib
 import json
+import math
+import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,6 +60,20 @@ from benchmax.runner._config import mask_secrets
 __all__ = ["load_mock_policy", "run_command"]
 
 MOCK_MODEL = "mock-model"
+
+
+class _Seconds(click.FloatRange):
+    """A positive, finite number of seconds (``inf`` and ``nan`` are refused here rather
+    than by the environment, mid-run)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return seconds
+
+
+SECONDS = _Seconds(min=0, min_open=True)
 MOCK_PLACEHOLDER_URL = "http://mock.invalid/v1"  # replaced by the server's URL once it listens
 
 
@@ -345,7 +361,7 @@ def _given(parameter: str) -> bool:
     "--max-examples",
     "--limit",
     "max_examples",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=sys.maxsize),
     metavar="N",
     help="Run only the first N examples.",
 )
@@ -403,7 +419,7 @@ def _given(parameter: str) -> bool:
 @click.option(
     "--model-timeout",
     metavar="SECONDS",
-    type=click.FloatRange(min=0, min_open=True),
+    type=SECONDS,
     help="Seconds for one model call attempt (BaseEnv).",
 )
 @click.option(
@@ -415,19 +431,19 @@ def _given(parameter: str) -> bool:
 @click.option(
     "--tool-timeout",
     metavar="SECONDS",
-    type=click.FloatRange(min=0, min_open=True),
+    type=SECONDS,
     help="Seconds for one tool call (BaseEnv).",
 )
 @click.option(
     "--rollout-timeout",
     metavar="SECONDS",
-    type=click.FloatRange(min=0, min_open=True),
+    type=SECONDS,
     help="Seconds for a whole rollout (BaseEnv).",
 )
 @click.option(
     "--reward-timeout",
     metavar="SECONDS",
-    type=click.FloatRange(min=0, min_open=True),
+    type=SECONDS,
     help="Seconds for scoring one rollout (BaseEnv).",
 )
 @click.option(
@@ -595,6 +611,10 @@ def _plan(
     env_target = load_target(target)
     env_args = parse_env_args(env_arg_pairs)
     auth_vars = auth_variables(auth_pairs)
+    if Path(options["base_dir"]).is_file():
+        raise TargetError(
+            f"--data {options['base_dir']} is a file, not the directory create_dataset reads"
+        )
     if not Path(options["base_dir"]).is_dir():
         raise TargetError(f"data directory not found: {options['base_dir']}")
     if base_url is not None and not base_url.strip():

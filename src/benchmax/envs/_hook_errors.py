@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from benchmax.envs.shared_types import RolloutFailure
 
-__all__ = ["HOOK_NOTE_PREFIX", "blame_hook", "hook_errors", "hook_of"]
+__all__ = ["HOOK_NOTE_PREFIX", "blame_hook", "exits_as_errors", "hook_errors", "hook_of"]
 
 HOOK_NOTE_PREFIX = "benchmax: raised by "
 
@@ -40,9 +40,27 @@ def blame_hook(error: BaseException, owner: object, hook: str) -> None:
 
 @contextmanager
 def hook_errors(owner: object, hook: str) -> Iterator[None]:
-    """Blame ``owner``'s ``hook`` for any contract error raised in the block."""
+    """Blame ``owner``'s ``hook`` for any contract error raised in the block.
+
+    A ``SystemExit`` from the hook (``sys.exit()`` in user code) becomes a ``RuntimeError``
+    saying so: raised in a task, it would otherwise escape the event loop and end the
+    process without a word, losing the group.
+    """
     try:
-        yield
+        with exits_as_errors(owner, hook):
+            yield
     except Exception as error:
         blame_hook(error, owner, hook)
         raise
+
+
+@contextmanager
+def exits_as_errors(owner: object, hook: str) -> Iterator[None]:
+    """Turn a ``SystemExit`` raised in the block into a ``RuntimeError`` naming ``hook``
+    (for hooks whose errors settle a rollout rather than break the contract)."""
+    try:
+        yield
+    except SystemExit as exit_error:
+        raise RuntimeError(
+            f"{type(owner).__name__}.{hook} called sys.exit({exit_error.code!r})"
+        ) from exit_error

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmax.envs._hook_errors import hook_errors
+from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.logging import group_context, rollout_context
@@ -160,7 +160,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
     ) -> dict[str, RolloutOutcome]:
         ids = tuple(attempt.rollout_id for attempt in finished)
         try:
-            with group_context(ids):
+            with group_context(ids), exits_as_errors(self, "compute_group_rewards"):
                 group_rewards = await self.compute_group_rewards(finished)
             merged = _merge_group_rewards(finished, group_rewards, declared)
             _check_finite_group_rewards(merged)

@@ -64,7 +64,7 @@ def write_html_report(results_path: str | Path, output: str | Path | None = None
     results = read_results(source)
     page = render_html_report(results, source=str(source))
     target = Path(output) if output is not None else source.with_suffix(".html")
-    data = page.encode("utf-8")
+    data = page.encode("utf-8", "backslashreplace")  # a lone surrogate outside the data
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
     return HtmlReport(
@@ -219,7 +219,8 @@ def _shared_prefix(transcripts: Sequence[list[Any]]) -> list[Any]:
 
 def embedded_json(data: Any) -> str:
     """``data`` as JSON safe inside a ``<script>`` element: no ``<`` (so no ``</script>``
-    or ``<!--``) and no raw U+2028/U+2029 line separators."""
+    or ``<!--``), no raw U+2028/U+2029 line separators and no lone surrogates (UTF-8 has
+    no form for them; they are written as the JSON escape ``\\ud800``)."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
     return (
         text.replace("<", "\\u003c")
@@ -227,6 +228,8 @@ def embedded_json(data: Any) -> str:
         .replace("&", "\\u0026")
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
+        .encode("utf-8", "backslashreplace")  # lone surrogates as JSON's own \\udXXX
+        .decode("utf-8")
     )
 
 

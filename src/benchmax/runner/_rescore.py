@@ -201,11 +201,11 @@ async def rescore_results(
     usage and logs (the rescore's log records are appended); timings keep the run's
     values except ``reward_seconds``.
 
-    Raises ``RunError`` when examples are missing from the dataset (unless
-    ``allow_missing``, which leaves their groups out), when a rollout to rescore has no
-    transcript, or when the split cannot be loaded; ``GroupContractError`` when a hook
-    breaks the reward contract (nothing is written then); ``ResultsFileError`` for a file
-    that is not a results file.
+    Raises ``RunError`` when ``output`` is ``results_path`` itself, when examples are
+    missing from the dataset (unless ``allow_missing``, which leaves their groups out), when
+    a rollout to rescore has no transcript, or when the split cannot be loaded;
+    ``GroupContractError`` when a hook breaks the reward contract (nothing is written
+    then); ``ResultsFileError`` for a file that is not a results file.
     """
     if not isinstance(env, BaseEnv):
         raise RunError(
@@ -215,6 +215,11 @@ async def rescore_results(
         raise ValueError("max_concurrent_groups must be at least 1")
     source = Path(results_path)
     target = Path(output)
+    if target.resolve() == source.resolve():
+        raise RunError(
+            f"the output {target} would replace the results it rescores; "
+            "write the rescored run to another file"
+        )
     results = read_results(source)
     definition = dict(results.definition)
     split = definition.get("split", "eval")

@@ -158,6 +158,9 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
             index, attempt = int(record["example_index"]), int(record["attempt"])
         except (ValueError, KeyError, TypeError) as error:
             raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
+        problem = _record_problem(record)
+        if problem is not None:
+            raise ResultsFileError(f"{path}:{number} is not a rollout record: {problem}")
         if not keep_records:
             record.pop("transcript", None)
             record.pop("logs", None)
@@ -175,6 +178,23 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
                 usage=_usage_of(records),
             )
     return scan
+
+
+def _record_problem(record: Mapping[str, Any]) -> str | None:
+    """What is wrong with the fields every reader of a rollout line relies on, or ``None``."""
+    for name in ("example_id", "termination_reason"):
+        if not isinstance(record.get(name), str):
+            return f"{name} is not a string"
+    group_index = record.get("group_index")
+    if not isinstance(group_index, int) or isinstance(group_index, bool):
+        return "group_index is not an integer"
+    rewards = record.get("rewards")
+    if not isinstance(rewards, Mapping):
+        return "rewards is not an object"
+    for key, value in rewards.items():
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return f"reward {key!r} is not a number"
+    return None
 
 
 def _usage_of(

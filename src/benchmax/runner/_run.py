@@ -87,7 +87,7 @@ async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[
         return list(itertools.islice(dataset, n))
     except (FileNotFoundError, RunError):
         raise
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # sys.exit() in user code is its defect
         raise RunError(
             f"cannot load the {config.split} split from {config.base_dir}: "
             f"{type(error).__name__}: {error}{_noted(error)}"

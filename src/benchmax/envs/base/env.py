@@ -29,7 +29,7 @@ from benchmax._modelhttp.replies import (
 )
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.auth import ModelRequestContext
-from benchmax.envs._hook_errors import blame_hook, hook_errors
+from benchmax.envs._hook_errors import blame_hook, exits_as_errors, hook_errors
 from benchmax.envs._observer import RolloutReport, observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._tool_calls import (
@@ -524,7 +524,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         try:
             with _timed(meter, "reward"):
                 async with deadline:
-                    rewards = await self.compute_reward(settle(reason, None))
+                    with exits_as_errors(self, "compute_reward"):
+                        rewards = await self.compute_reward(settle(reason, None))
         except RolloutFailure as failure:
             logger.error(
                 "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
