@@ -217,11 +217,18 @@ def _shared_prefix(transcripts: Sequence[list[Any]]) -> list[Any]:
     return prefix
 
 
+# Outside JSON syntax, so in the dumped text they occur only inside string literals.
+_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def embedded_json(data: Any) -> str:
     """``data`` as JSON safe inside a ``<script>`` element: no ``<`` (so no ``</script>``
     or ``<!--``), no raw U+2028/U+2029 line separators and no lone surrogates (UTF-8 has
-    no form for them; they are written as the JSON escape ``\\ud800``)."""
+    no form for them; they are written as the JSON escape ``\\ud800``). Bidirectional
+    formatting characters (``U+202E`` and kin, which would reorder the text around them on
+    the page, "Trojan Source") become the visible text ``\\u202e``, as ``show`` prints them."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _BIDI_CONTROLS.sub(lambda match: f"\\\\u{ord(match.group()):04x}", text)
     return (
         text.replace("<", "\\u003c")
         .replace(">", "\\u003e")
