@@ -50,7 +50,7 @@ def test_the_table_names_every_check_and_the_verdict(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     for text in ("dataset eval: ids stable", "reward variance", "bundle: fresh interpreter"):
         assert text in result.output
-    assert "ok: " in result.output and "warnings" in result.output
+    assert "ok: " in result.output and ", 1 warning, " in result.output
 
 
 def test_a_failed_check_exits_non_zero_and_says_what_to_change(tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ def render_validation(report: Any, console: Console) -> None:
     verdict = "[bold green]ok[/]" if report.ok else "[bold red]failed[/]"
     console.print(
         f"{verdict}: {counts['passed']} passed, {counts['failed']} failed, "
-        f"{counts['warning']} warnings, {counts['skipped']} skipped"
+        f"{counts['warning']} warning{'' if counts['warning'] == 1 else 's'}, "
+        f"{counts['skipped']} skipped"
     )
 
 
