@@ -283,6 +283,10 @@ def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_pat
             "BENCHMAX_TEST_UNSET_VARIABLE, which is not set",
         ),
         (
+            [ANSWER_ENV, "--api-key-env", "HOME"],
+            "--api-key-env needs --base-url (the embedded mock model takes no key)",
+        ),
+        (
             ["tests.runner.sample_envs:NumberEnv", "--model-timeout", "1"],
             "--model-timeout applies to BaseEnv environments only",
         ),

@@ -622,6 +622,11 @@ def _plan(
     mock = base_url is None
     policy: Any = None
     if mock:
+        if api_key_env:
+            # The mock takes no key; a key read but unused would not be masked either.
+            raise TargetError(
+                "--api-key-env needs --base-url (the embedded mock model takes no key)"
+            )
         policy = load_mock_policy(mock_policy)
         model_auth: ModelAuth = StaticBearerAuth(MOCK_KEY)
         providers: dict[str, ModelAuth] = {}
