@@ -17,6 +17,7 @@ from rich.table import Table
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.cli._credentials import MOCK_KEY, bearer_from_variable
+from benchmax.cli._options import api_key_env_option
 from benchmax.cli._run_command import MOCK_MODEL, load_mock_policy
 from benchmax.cli._targets import TargetError
 
@@ -72,7 +73,7 @@ def _summary_table(summary: Any) -> Table:
     metavar="URL",
     help="OpenAI-compatible endpoint; without it the embedded mock model answers.",
 )
-@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the bearer key.")
+@api_key_env_option()
 @click.option(
     "--mock-policy",
     metavar="POLICY",

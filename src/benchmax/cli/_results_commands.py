@@ -26,6 +26,7 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
+from benchmax.cli._options import auth_option, data_option, env_arg_option
 from benchmax.cli._run_command import free_path, load_mock_policy
 from benchmax.cli._targets import (
     EnvTarget,
@@ -438,35 +439,15 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
 @click.command("rescore")
 @click.argument("results", type=click.Path(path_type=Path))
 @click.argument("target", required=False)
-@click.option(
-    "--data",
-    "data_dir",
-    metavar="DIR",
-    type=click.Path(path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Data directory the run used (the examples' payloads are read from it).",
-)
+@data_option("Data directory the run used (the examples' payloads are read from it).")
 @click.option(
     "-o",
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
     help="New results file (default: RESULTS-stem.rescored.jsonl beside RESULTS).",
 )
-@click.option(
-    "--env-arg",
-    "env_arg_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a constructor argument of the run (value parsed as JSON). Repeatable.",
-)
-@click.option(
-    "--auth",
-    "auth_pairs",
-    multiple=True,
-    metavar="NAME=VAR",
-    help="Bind InjectedAuth(NAME) (e.g. a judge) to the bearer key in variable VAR.",
-)
+@env_arg_option("Override a constructor argument of the run (value parsed as JSON). Repeatable.")
+@auth_option("Bind InjectedAuth(NAME) (e.g. a judge) to the bearer key in variable VAR.")
 @click.option(
     "--mock-policy",
     metavar="POLICY",

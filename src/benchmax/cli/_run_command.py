@@ -28,6 +28,7 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
+from benchmax.cli._options import api_key_env_option, auth_option, data_option, env_arg_option
 from benchmax.cli._render import progress_bar, render_report
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import (
@@ -320,22 +321,10 @@ def _given(parameter: str) -> bool:
     show_default=True,
     help="Dataset split to run.",
 )
-@click.option(
-    "--data",
-    "data_dir",
-    metavar="DIR",
-    type=click.Path(path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Data directory passed to create_dataset as base_dir.",
-)
-@click.option(
-    "--env-arg",
-    "env_arg_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Constructor argument (value parsed as JSON, else kept as a string); "
-    "'@mock' stands for the embedded mock server's URL. Repeatable.",
+@data_option()
+@env_arg_option(
+    "Constructor argument (value parsed as JSON, else kept as a string); "
+    "'@mock' stands for the embedded mock server's URL. Repeatable."
 )
 @click.option(
     "--model",
@@ -348,14 +337,8 @@ def _given(parameter: str) -> bool:
     help="OpenAI-compatible endpoint root, e.g. http://localhost:8000/v1 ({rollout_id} in it "
     "is replaced per rollout). Without it an embedded mock model answers.",
 )
-@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the bearer key.")
-@click.option(
-    "--auth",
-    "auth_pairs",
-    multiple=True,
-    metavar="NAME=VAR",
-    help="Bind InjectedAuth(NAME) to the bearer key in variable VAR. Repeatable.",
-)
+@api_key_env_option()
+@auth_option()
 @click.option(
     "-n",
     "--max-examples",

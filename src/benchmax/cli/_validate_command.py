@@ -20,6 +20,7 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
+from benchmax.cli._options import api_key_env_option, auth_option, data_option, env_arg_option
 from benchmax.cli._run_command import load_mock_policy
 from benchmax.cli._targets import (
     EnvTarget,
@@ -70,21 +71,9 @@ def render_validation(report: Any, console: Console) -> None:
 
 @click.command("validate")
 @click.argument("target")
-@click.option(
-    "--data",
-    "data_dir",
-    metavar="DIR",
-    type=click.Path(path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Data directory passed to create_dataset as base_dir.",
-)
-@click.option(
-    "--env-arg",
-    "env_arg_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Constructor argument (JSON, else a string); '@mock' is the mock's URL. Repeatable.",
+@data_option()
+@env_arg_option(
+    "Constructor argument (JSON, else a string); '@mock' is the mock's URL. Repeatable."
 )
 @click.option("--model", metavar="NAME", help="Model name (required with --base-url).")
 @click.option(
@@ -92,14 +81,8 @@ def render_validation(report: Any, console: Console) -> None:
     metavar="URL",
     help="OpenAI-compatible endpoint for the rollouts; without it the embedded mock answers.",
 )
-@click.option("--api-key-env", metavar="VAR", help="Environment variable holding the bearer key.")
-@click.option(
-    "--auth",
-    "auth_pairs",
-    multiple=True,
-    metavar="NAME=VAR",
-    help="Bind InjectedAuth(NAME) to the bearer key in variable VAR. Repeatable.",
-)
+@api_key_env_option()
+@auth_option()
 @click.option(
     "--mock-policy",
     metavar="POLICY",
