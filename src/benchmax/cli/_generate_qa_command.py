@@ -180,6 +180,8 @@ def generate_qa_command(
                 )
             policy = load_mock_policy(mock_policy)
             auth = StaticBearerAuth(MOCK_KEY)
+        if not corpus.exists():  # before the progress bar shows
+            raise TargetError(f"corpus not found: {corpus}")
         if chunk_overlap >= chunk_size:
             raise TargetError(
                 f"--chunk-overlap ({chunk_overlap}) must be smaller than --chunk-size "
