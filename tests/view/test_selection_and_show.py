@@ -97,6 +97,9 @@ def test_show_prints_the_selection_with_transcripts_and_logs(results: Path) -> N
     assert "showed 1 of 4 matching rollouts (--limit to see more)" in out
     out = show(results, "--reason", "tool_error")
     assert "no rollout matches" in out and "reasons: finished, model_error" in out
+    assert "prefix" not in out
+    out = show(results, "--example", "bbb")
+    assert "no rollout matches" in out and "an --example prefix needs at least 4 characters" in out
 
 
 def test_show_escapes_control_characters(tmp_path: Path) -> None:

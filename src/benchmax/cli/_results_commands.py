@@ -274,9 +274,14 @@ def show_command(
     console = Console()
     if not matching:
         reasons = sorted({str(r["termination_reason"]) for r in loaded.rollouts})
+        hint = (
+            "; an --example prefix needs at least 4 characters"
+            if example_id is not None and len(example_id) < 4
+            else ""
+        )
         console.print(
             f"no rollout matches (the file has {len(loaded.rollouts)} rollouts; "
-            f"reasons: {escape(', '.join(reasons) or 'none')})",
+            f"reasons: {escape(', '.join(reasons) or 'none')}){hint}",
             soft_wrap=True,
         )
         return
