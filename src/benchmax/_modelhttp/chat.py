@@ -87,7 +87,7 @@ def _rebuild_status_error(message: str, status: int | None, code: object) -> Mod
 
 
 class ModelReplyError(Exception):
-    """A successful status whose body is not JSON."""
+    """A successful status whose body is not a JSON reply (empty, an event stream, or not JSON)."""
 
 
 def _server_text(raw: bytes) -> str:
@@ -266,6 +266,13 @@ class ChatSession:
             status = reply.status
             if not 200 <= status < 300:
                 raise _status_error(status, raw, reply.headers)
+            if reply.content_type == "text/event-stream":
+                raise ModelReplyError(
+                    f"reply is an event stream (HTTP {status}, Content-Type: text/event-stream),"
+                    " but the request did not ask to stream; the chat loop reads whole JSON replies"
+                )
+            if not raw.strip():
+                raise ModelReplyError(f"reply body is empty (HTTP {status})")
             try:
                 decoded = json_codec.decode(raw)
             except ValueError as error:
