@@ -50,11 +50,12 @@ def sized(body: bytes, *headers: bytes, **options: Any) -> bytes:
 
 @asynccontextmanager
 async def raw_server(
-    answer: Reply, *, close_after: bool = False
+    answer: Reply, *, close_after: bool = False, heads: list[bytes] | None = None
 ) -> AsyncIterator[tuple[str, list[bytes], list[int]]]:
     """A server writing ``answer(n, request_line)`` for request ``n`` (1-based); keeps
     the connection open for more requests unless ``close_after``. Yields its base URL,
-    the request lines it saw and the number of each connection a request came on."""
+    the request lines it saw and the number of each connection a request came on
+    (``heads`` collects each request's whole head)."""
     lines: list[bytes] = []
     connections: list[int] = []
     opened = 0
@@ -76,6 +77,8 @@ async def raw_server(
                         length = int(value)
                 await reader.readexactly(length)
                 lines.append(head.split(b"\r\n", 1)[0])
+                if heads is not None:
+                    heads.append(head)
                 connections.append(number)
                 writer.write(answer(len(lines), lines[-1]))
                 await writer.drain()
@@ -226,3 +229,78 @@ async def test_a_reply_starting_with_a_byte_order_mark_is_decoded(bom: bytes) ->
         (rollout,) = await run(url)
     assert rollout.termination_reason == "finished"
     assert rollout.messages[-1]["content"] == "42"
+
+
+async def test_a_raw_deflate_reply_is_decoded() -> None:
+    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)  # no zlib header, as some servers send
+    body = packer.compress(GOOD) + packer.flush()
+    async with raw_server(lambda n, line: sized(body, b"Content-Encoding: deflate")) as (url, _, _):
+        (rollout,) = await run(url)
+    assert rollout.termination_reason == "finished"
+
+
+async def test_connection_close_is_honored_even_when_the_server_keeps_the_socket() -> None:
+    answer = sized(GOOD, b"Connection: close")
+    async with raw_server(lambda n, line: answer) as (url, _, connections):
+        rollouts = await run(url, times=2, model_retries=0)
+    assert [r.termination_reason for r in rollouts] == ["finished", "finished"]
+    assert connections == [1, 2]
+
+
+async def test_a_redirect_to_another_origin_drops_the_authorization_header() -> None:
+    target_heads: list[bytes] = []
+    async with raw_server(lambda n, line: sized(GOOD), heads=target_heads) as (target, _, _):
+        location = target.encode() + b"/chat/completions"
+
+        def moved(n: int, line: bytes) -> bytes:
+            return reply(b"", b"Location: " + location, b"Content-Length: 0", status=b"307 X")
+
+        origin_heads: list[bytes] = []
+        async with raw_server(moved, heads=origin_heads) as (url, _, _):
+            (rollout,) = await run(url)
+    assert rollout.termination_reason == "finished"
+    assert b"authorization: bearer k" in origin_heads[0].lower()
+    assert b"authorization" not in target_heads[0].lower()
+
+
+async def test_a_302_turns_the_post_into_a_get_as_the_sdk_client_did(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def answer(n: int, line: bytes) -> bytes:
+        if line.startswith(b"GET "):
+            return sized(b'{"error": {"message": "method not allowed"}}', status=b"405 X")
+        return reply(b"", b"Location: /v1/chat/completions", b"Content-Length: 0", status=b"302 X")
+
+    async with raw_server(answer) as (url, lines, _):
+        (rollout,) = await run(url)
+    assert rollout.termination_reason == "model_error"
+    assert [line.split(b" ")[0] for line in lines] == [b"POST", b"GET"]
+    assert "Error code: 405" in str(env_record(caplog).exc_info[1])
+
+
+async def test_endless_redirects_are_model_error_and_not_retried(
+    backoff_waits: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    def answer(n: int, line: bytes) -> bytes:
+        return reply(b"", b"Location: /v1/chat/completions", b"Content-Length: 0", status=b"307 X")
+
+    async with raw_server(answer) as (url, lines, _):
+        (rollout,) = await run(url, model_retries=2)
+    assert rollout.termination_reason == "model_error"
+    assert backoff_waits == [] and len(lines) == 10  # aiohttp's limit, as httpx has one
+    error = env_record(caplog).exc_info[1]
+    assert isinstance(error, ModelReplyError)
+    assert str(error).startswith("reply redirected too many times (")
+    assert url + "/chat/completions" in str(error)
+
+
+async def test_a_reply_cut_short_by_the_server_is_retried(backoff_waits: list[float]) -> None:
+    def answer(n: int, line: bytes) -> bytes:
+        if n == 1:  # promises more bytes than it sends, then closes
+            return reply(GOOD[:20], b"Content-Length: %d" % len(GOOD), b"Connection: close")
+        return sized(GOOD)
+
+    async with raw_server(answer, close_after=True) as (url, lines, _):
+        (rollout,) = await run(url, model_retries=1)
+    assert rollout.termination_reason == "finished"
+    assert len(lines) == 2 and len(backoff_waits) == 1
