@@ -310,6 +310,9 @@ def test_request_sampling_args_are_validated_copied_and_shown_in_repr() -> None:
         make_request(sampling_args={"temperature": float("nan")})
     with pytest.raises(TypeError, match="must be a mapping"):
         make_request(sampling_args=[("temperature", 1)])
+    with pytest.raises(ValueError, match="must not set 'stream' to true"):
+        make_request(sampling_args={"stream": True})
+    assert make_request(sampling_args={"stream": False}).sampling_args == {"stream": False}
     assert cloudpickle.loads(cloudpickle.dumps(request)).sampling_args == args
 
 

@@ -145,6 +145,7 @@ async def test_resume_with_other_sampling_args_is_refused(tmp_path: Path) -> Non
         ({"model": "x"}, ValueError, "must not set 'model'"),
         ({"messages": []}, ValueError, "must not set 'messages'"),
         ({"tools": []}, ValueError, "must not set 'tools'"),
+        ({"stream": True}, ValueError, "must not set 'stream' to true"),
         ({"temperature": float("nan")}, ValueError, r"sampling_args\['temperature'\] must be JSON"),
         ({"stop": object()}, ValueError, r"sampling_args\['stop'\] must be JSON"),
         ({"": 1}, TypeError, "keys must be non-empty strings"),

@@ -87,7 +87,8 @@ def _rebuild_status_error(message: str, status: int | None, code: object) -> Mod
 
 
 class ModelReplyError(Exception):
-    """A successful status whose body is not JSON."""
+    """A successful status whose body is not a JSON reply (empty, an event stream, or
+    not JSON), or a chain of redirects too long to follow."""
 
 
 def _server_text(raw: bytes) -> str:
@@ -260,12 +261,28 @@ class ChatSession:
         return await within_deadline(call, self._deadline, self._timeout_message)
 
     async def _post(self, data: bytes, headers: dict[str, str]) -> Any:
+        try:
+            return await self._post_once(data, headers)
+        except aiohttp.TooManyRedirects as error:  # aiohttp's own text is "0, message=''"
+            raise ModelReplyError(
+                f"reply redirected too many times ({len(error.history)} redirects, last to"
+                f" {error.request_info.real_url})"
+            ) from error
+
+    async def _post_once(self, data: bytes, headers: dict[str, str]) -> Any:
         session = self._pool.session()
         async with session.post(self._url, data=data, headers=headers, proxy=self._proxy) as reply:
             raw = await reply.read()
             status = reply.status
             if not 200 <= status < 300:
                 raise _status_error(status, raw, reply.headers)
+            if reply.content_type == "text/event-stream":
+                raise ModelReplyError(
+                    f"reply is an event stream (HTTP {status}, Content-Type: text/event-stream),"
+                    " but the request did not ask to stream; the chat loop reads whole JSON replies"
+                )
+            if not raw.strip():
+                raise ModelReplyError(f"reply body is empty (HTTP {status})")
             try:
                 decoded = json_codec.decode(raw)
             except ValueError as error:

@@ -17,7 +17,8 @@ def validated_sampling_args(value: object, owner: str = "sampling_args") -> dict
 
     Raises ``TypeError`` when ``value`` is not a mapping with string keys and
     ``ValueError`` naming the key when it sets ``model``, ``messages`` or
-    ``tools`` or its value is not JSON-serializable (finite numbers only).
+    ``tools``, sets a truthy ``stream`` (``stream: false`` is allowed) or its value
+    is not JSON-serializable (finite numbers only).
     """
     if not isinstance(value, Mapping):
         raise TypeError(f"{owner} must be a mapping of request body fields")
@@ -27,6 +28,10 @@ def validated_sampling_args(value: object, owner: str = "sampling_args") -> dict
             raise TypeError(f"{owner} keys must be non-empty strings")
         if key in RESERVED_BODY_KEYS:
             raise ValueError(f"{owner} must not set {key!r} (the chat loop sets it)")
+        if key == "stream" and item:
+            raise ValueError(
+                f"{owner} must not set 'stream' to true (the chat loop reads whole replies)"
+            )
         try:
             json.dumps(item, allow_nan=False)
         except (TypeError, ValueError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 from collections.abc import AsyncIterator
@@ -462,6 +463,8 @@ async def test_class_sampling_args_apply_without_tools(mock_server: MockModelSer
         ({"model": "other"}, ValueError, "sampling_args must not set 'model'"),
         ({"messages": []}, ValueError, "sampling_args must not set 'messages'"),
         ({"tools": []}, ValueError, "sampling_args must not set 'tools'"),
+        ({"stream": True}, ValueError, "sampling_args must not set 'stream' to true"),
+        ({"stream": 1}, ValueError, "sampling_args must not set 'stream' to true"),
         ({"temperature": math.nan}, ValueError, r"sampling_args\['temperature'\] must be JSON"),
         ({"seed": object()}, ValueError, r"sampling_args\['seed'\] must be JSON"),
         ("temperature=0", TypeError, "sampling_args must be a mapping"),
@@ -802,3 +805,16 @@ async def test_rollout_context_still_sees_the_body_error_and_may_suppress_nothin
         await env.run_rollout(make_request(mock_server))
     assert seen == [raised.value]
     assert raised.value.__notes__ == ["benchmax: raised by Watching.list_tools"]
+
+
+async def test_sampling_args_may_set_stream_false(mock_server: MockModelServer) -> None:
+    mock_server.policy = scripted(["42"])
+    env = AnswerEnv(sampling_args={"stream": False})
+    request = make_request(mock_server)
+    request = dataclasses.replace(request, sampling_args={"stream": False})
+    try:
+        rollout = await env.run_rollout(request)
+    finally:
+        await env.aclose()
+    assert rollout.termination_reason == "finished"
+    assert mock_server.requests[0].body["stream"] is False
