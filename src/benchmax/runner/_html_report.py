@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax.envs.shared_types import FINISHED
-from benchmax.runner._metrics import pass_at_k_metrics
-from benchmax.runner._report import RunReport, summarize
+from benchmax.runner._report import RunReport, UsageStats, summarize
 from benchmax.runner._results import CompletedGroup, Results, read_results
 from benchmax.runner._selection import ResultGroup, groups_of, reward_keys_of
 
@@ -91,37 +90,29 @@ def report_data(results: Results, *, source: str | None = None) -> dict[str, Any
         "format": DATA_FORMAT,
         "source": source,
         "header": dict(results.header),
-        "summary": _summary(groups, keys),
+        "summary": _summary(groups),
         "keys": keys,
         "reasons": reasons,
         "groups": [_group_data(group, keys, reason_index) for group in groups],
     }
 
 
-def _summary(groups: Sequence[ResultGroup], keys: Sequence[str]) -> dict[str, Any]:
+def _summary(groups: Sequence[ResultGroup]) -> dict[str, Any]:
+    """The run's summary as ``summarize`` computes it (the numbers of ``.report.json``)."""
     report = _run_report(groups)
-    summary: dict[str, Any] = {
+    data = report.to_dict()
+    return {
         "examples": len(groups),
         "groups": report.groups,
         "rollouts": report.rollouts,
-        "rollouts_by_reason": dict(report.rollouts_by_reason),
-        "groups_by_reason": dict(report.groups_by_reason),
-        "reward_stats": report.to_dict()["reward_stats"],
+        "rollouts_by_reason": data["rollouts_by_reason"],
+        "groups_by_reason": data["groups_by_reason"],
+        "reward_stats": data["reward_stats"],
         "no_variance_group_share": report.no_variance_group_share,
         "no_variance_groups": sum(_is_flat(group) for group in groups),
-        "pass_at_k": {},
-        "usage": _usage_summary(groups),
+        "pass_at_k": data["pass_at_k"],
+        "usage": _usage_summary(report.usage),
     }
-    for key in keys:
-        metrics = pass_at_k_metrics([group.values(key) for group in groups])
-        if metrics is not None:
-            summary["pass_at_k"][key] = {
-                "k": metrics.k,
-                "pass_at_1": metrics.pass_at_1,
-                "pass_at_k": metrics.pass_at_k,
-                "any_success_share": metrics.any_success_share,
-            }
-    return summary
 
 
 def _run_report(groups: Sequence[ResultGroup]) -> RunReport:
@@ -135,6 +126,10 @@ def _run_report(groups: Sequence[ResultGroup]) -> RunReport:
                 example_id=group.example_id,
                 termination_reasons=group.termination_reasons,
                 rewards=tuple(dict(r.get("rewards") or {}) for r in group.rollouts),
+                usage=tuple(
+                    usage if isinstance(usage := r.get("usage"), Mapping) else None
+                    for r in group.rollouts
+                ),
             )
             for group in groups
         ],
@@ -149,26 +144,16 @@ def _is_flat(group: ResultGroup) -> bool:
     return all(r.get("rewards") == first for r in group.rollouts[1:])
 
 
-def _usage_summary(groups: Sequence[ResultGroup]) -> dict[str, Any] | None:
-    """Token totals over the rollouts that recorded usage; ``None`` when none did."""
-    totals: Counter[str] = Counter()
-    counted = 0
-    for group in groups:
-        for record in group.rollouts:
-            usage = record.get("usage")
-            if not isinstance(usage, Mapping):
-                continue
-            counted += 1
-            for key in _USAGE_KEYS:
-                value = usage.get(key)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    totals[key] += value
-    if not counted:
+def _usage_summary(usage: UsageStats | None) -> dict[str, Any] | None:
+    """Token totals, and their mean over the rollouts that recorded usage (``None``:
+    none did), from the report's ``UsageStats``."""
+    if usage is None:
         return None
+    totals = {key: total for key in _USAGE_KEYS if (total := getattr(usage, key)) is not None}
     return {
-        "rollouts_with_usage": counted,
-        "totals": {key: totals[key] for key in _USAGE_KEYS if key in totals},
-        "mean_per_rollout": {key: totals[key] / counted for key in _USAGE_KEYS if key in totals},
+        "rollouts_with_usage": usage.rollouts,
+        "totals": totals,
+        "mean_per_rollout": {key: total / usage.rollouts for key, total in totals.items()},
     }
 
 
