@@ -66,10 +66,17 @@ class ScoreEnv(BaseEnv):
 
 
 class NotFiniteEnv(ScoreEnv):
-    """Breaks the reward contract: a non-finite reward is a defect, not a failure."""
+    """A non-finite reward: a hook defect that settles as reward_error, as in a run (§7)."""
 
     async def compute_reward(self, rollout: BaseRollout) -> RewardMap:
         return {"correct": float("nan")}
+
+
+class NotNumericEnv(ScoreEnv):
+    """Breaks the reward contract: a reward that is not a number."""
+
+    async def compute_reward(self, rollout: BaseRollout) -> RewardMap:
+        return {"correct": "high"}  # type: ignore[dict-item]
 
 
 def example(row: Mapping[str, Any]) -> Example[JsonRow]:

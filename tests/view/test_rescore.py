@@ -10,12 +10,20 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from tests.view.conftest import EXAMPLES, invoke
-from tests.view.rescore_envs import LEAKED_KEY, BoundedEnv, NotFiniteEnv, ScoreEnv, example
+from tests.view.rescore_envs import (
+    LEAKED_KEY,
+    BoundedEnv,
+    NotFiniteEnv,
+    NotNumericEnv,
+    ScoreEnv,
+    example,
+)
 from tests.view.synthetic import header, rollout, write
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.cli import cli
 from benchmax.runner import (
+    RESCORED_REASONS,
     GroupContractError,
     RunError,
     read_results,
@@ -176,9 +184,22 @@ async def test_a_contract_violation_raises_and_writes_nothing(
 ) -> None:
     results, data = source
     output = tmp_path / "new.jsonl"
-    with pytest.raises(GroupContractError, match="must be finite"):
-        await rescore_results(NotFiniteEnv(), results, output, base_dir=data)
+    with pytest.raises(GroupContractError, match="must be numeric"):
+        await rescore_results(NotNumericEnv(), results, output, base_dir=data)
     assert not output.exists()
+
+
+async def test_a_non_finite_reward_settles_as_reward_error_as_in_a_run(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Rescore scores through BaseEnv's own scoring, so beyond.md §7 holds here too.
+    results, data = source
+    report = await rescore_results(NotFiniteEnv(), results, tmp_path / "new.jsonl", base_dir=data)
+    old = {r["rollout_id"]: r for r in read_results(results).rollouts}
+    for record in read_results(report.output).rollouts:
+        if old[record["rollout_id"]]["termination_reason"] in RESCORED_REASONS:
+            assert record["termination_reason"] == "reward_error"
+            assert record["rewards"] == {"correct": 0.0, "length": 0.0}
 
 
 async def test_missing_examples_are_named(source: tuple[Path, Path], tmp_path: Path) -> None:

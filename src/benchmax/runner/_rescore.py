@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +36,6 @@ from benchmax.envs.shared_types import (
     DatasetSplit,
     Example,
     RewardMap,
-    RolloutFailure,
     RolloutRequest,
 )
 from benchmax.runner._config import NoModelAuth
@@ -103,67 +102,25 @@ class _Replay(Environment[Any, BaseRollout]):
         raise NotImplementedError("a replay has no dataset of its own")
 
     async def run_rollout(self, request: RolloutRequest[Any]) -> BaseRollout:
+        """Score the stored transcript exactly as ``BaseEnv`` scores a run's rollout
+        (reward_timeout, reward_error, non-finite values); a rollout that never reached
+        scoring keeps its reason and zero rewards."""
         record = self.records[request.rollout_id]
         reason = str(record["termination_reason"])
         payload = request.example.payload
         example_args = {k: v for k, v in payload.items() if k != "prompt_messages"}
-
-        def settle(termination_reason: str, rewards: RewardMap | None) -> BaseRollout:
-            return BaseRollout(
-                rollout_id=request.rollout_id,
-                termination_reason=termination_reason,
-                rewards=rewards,
-                messages=list(record["transcript"] or []),
-                example_args=example_args,
-                split=request.split,
-            )
-
-        zeros = dict.fromkeys(self.inner.reward_keys, 0.0)
-        if reason not in RESCORED_REASONS:
-            return settle(reason, zeros)
         started = time.perf_counter()
-        deadline = asyncio.timeout(getattr(self.inner, "reward_timeout", None))
         try:
-            async with deadline:
-                rewards = await self.inner.compute_reward(settle(FINISHED, None))
-        except RolloutFailure as failure:
-            logger.error(
-                "rescore.reward_failed rollout_id=%s termination_reason=%s: %s",
-                request.rollout_id,
-                failure.termination_reason,
-                failure,
-                exc_info=failure,
+            return await self.inner._score(
+                request,
+                self.inner.reward_timeout,
+                FINISHED if reason in RESCORED_REASONS else reason,
+                list(record["transcript"] or []),
+                example_args,
+                None,
             )
-            return settle(failure.termination_reason, zeros)
-        except TimeoutError as error:
-            if not deadline.expired():
-                return self._reward_error(request.rollout_id, error, settle, zeros)
-            logger.error(
-                "rescore.reward_failed rollout_id=%s termination_reason=reward_timeout",
-                request.rollout_id,
-                exc_info=error,
-            )
-            return settle(REWARD_TIMEOUT, zeros)
-        except Exception as error:
-            return self._reward_error(request.rollout_id, error, settle, zeros)
         finally:
             self.reward_seconds[request.rollout_id] = time.perf_counter() - started
-        return settle(FINISHED, rewards)
-
-    @staticmethod
-    def _reward_error(
-        rollout_id: str,
-        error: Exception,
-        settle: Callable[[str, RewardMap | None], BaseRollout],
-        zeros: RewardMap,
-    ) -> BaseRollout:
-        logger.error(
-            "rescore.reward_failed rollout_id=%s termination_reason=reward_error: %s",
-            rollout_id,
-            error,
-            exc_info=error,
-        )
-        return settle(REWARD_ERROR, zeros)
 
     async def compute_group_rewards(
         self, rollouts: Sequence[BaseRollout]

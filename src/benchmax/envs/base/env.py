@@ -348,7 +348,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     exc_info=error,
                 )
                 reason = ROLLOUT_TIMEOUT
-            return await self._score(request, settings, reason, transcript, example_args, meter)
+            return await self._score(
+                request, settings.reward_timeout, reason, transcript, example_args, meter
+            )
         finally:
             if session is not None:
                 await session.aclose()
@@ -495,7 +497,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     async def _score(
         self,
         request: RolloutRequest[JsonRow],
-        settings: _Settings,
+        reward_timeout: float | None,
         reason: str,
         transcript: _Transcript,
         example_args: dict[str, Any],
@@ -520,7 +522,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
         if reason != FINISHED:
             return zero(reason)
-        deadline = asyncio.timeout(settings.reward_timeout)
+        deadline = asyncio.timeout(reward_timeout)
         try:
             with _timed(meter, "reward"):
                 async with deadline:
@@ -541,7 +543,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     "base.rollout.reward_failed rollout_id=%s termination_reason=reward_timeout: "
                     "compute_reward exceeded reward_timeout of %gs",
                     rollout_id,
-                    settings.reward_timeout,
+                    reward_timeout,
                     exc_info=error,
                 )
                 return zero(REWARD_TIMEOUT)
