@@ -27,7 +27,7 @@ from benchmax.runner import (
     read_results,
     run_environment,
 )
-from benchmax.runner._results import ResultsStore, _line
+from benchmax.runner._results import ResultsStore, encoded_line
 from benchmax.testing import MockModelServer, RecordedRequest, scripted
 
 
@@ -138,7 +138,7 @@ def test_a_line_never_fails_on_the_values_a_record_holds() -> None:
         "object": Opaque(),
         "broken": Unprintable(),
     }
-    line = _line(record)
+    line = encoded_line(record)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     back = json.loads(line.decode("utf-8"))
     assert back["text"] == "a\ud800b\udfffc é"
@@ -146,7 +146,7 @@ def test_a_line_never_fails_on_the_values_a_record_holds() -> None:
     assert back["cycle"] == ["<cycle>"]
     assert back["object"] == "opaque"
     assert back["broken"] == "<unprintable Unprintable>"
-    plain = _line({"text": "é \\ud800 \\\ud800"})  # backslashes next to a surrogate
+    plain = encoded_line({"text": "é \\ud800 \\\ud800"})  # backslashes next to a surrogate
     assert json.loads(plain) == {"text": "é \\ud800 \\\ud800"}
     assert "é".encode() in plain  # readable text stays unescaped
 

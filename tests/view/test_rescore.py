@@ -368,3 +368,19 @@ def test_rescore_with_a_bundle_target(example_runs: dict[str, Path], tmp_path: P
     env = read_results(output).definition["env"]
     assert len(env["bundle_digest"]) == 64 and env["constructor_args"] == {}
     assert settled(output) == settled(run)
+
+
+async def test_a_lone_surrogate_in_a_stored_transcript_is_written_back(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # The results file holds a model's lone surrogate as its JSON escape; rescore writes
+    # its file with the results writer's own encoder, so the write never fails on it.
+    results, data = source
+    lines = results.read_text().splitlines()
+    record = json.loads(lines[1])
+    record["transcript"][-1]["content"] += "\ud800"
+    lines[1] = json.dumps(record)  # ensure_ascii: the surrogate as \ud800
+    results.write_text("\n".join(lines) + "\n")
+    report = await rescore_results(ScoreEnv(), results, tmp_path / "new.jsonl", base_dir=data)
+    rescored = {r["rollout_id"]: r for r in read_results(report.output).rollouts}
+    assert rescored[record["rollout_id"]]["transcript"][-1]["content"].endswith("\ud800")

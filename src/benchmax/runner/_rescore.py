@@ -10,7 +10,6 @@ stored transcript.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -43,7 +42,7 @@ from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
 from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RewardStats
-from benchmax.runner._results import RESULTS_FORMAT, new_run_id, read_results
+from benchmax.runner._results import RESULTS_FORMAT, encoded_line, new_run_id, read_results
 from benchmax.runner._selection import ResultGroup, groups_of
 
 __all__ = ["RESCORED_REASONS", "RescoreReport", "rescore_results"]
@@ -352,8 +351,7 @@ def _write(path: Path, header: Mapping[str, Any], records: Sequence[Mapping[str,
     """Write the whole file next to ``path`` first, then move it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    lines = [header, *records]
-    with open(temporary, "w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+    # The results file's own line encoder: text a model wrote (a lone surrogate) never
+    # makes the write fail.
+    temporary.write_bytes(b"".join(encoded_line(line) for line in (header, *records)))
     os.replace(temporary, path)

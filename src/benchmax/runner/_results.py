@@ -34,6 +34,7 @@ __all__ = [
     "Results",
     "ResultsStore",
     "definition_differences",
+    "encoded_line",
     "new_run_id",
     "read_results",
 ]
@@ -303,7 +304,7 @@ class ResultsStore:
         try:
             if handle.seek(0, os.SEEK_END) == 0:
                 run_id = new_run_id()
-                _append_or_cut(handle, path, _line(_header(run_id, definition)))
+                _append_or_cut(handle, path, encoded_line(_header(run_id, definition)))
                 return cls(path, handle, run_id, {}, {}, secrets)
             scan = _scan(path, group_size, keep_records=False)
             differences = definition_differences(scan.header["definition"], definition)
@@ -351,9 +352,9 @@ class ResultsStore:
     def _masked_line(self, record: Mapping[str, Any]) -> bytes:
         """The record's line with every secret masked; the record is only walked when a
         secret occurs in its line (as JSON writes it)."""
-        line = _line(record)
+        line = encoded_line(record)
         if any(secret in line for secret in self._secrets_as_written):
-            line = _line(_mask_strings(record, self._secrets))
+            line = encoded_line(_mask_strings(record, self._secrets))
         return line
 
     def close(self) -> None:
@@ -434,14 +435,14 @@ def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> N
     header["definition"] = dict(definition)
     temporary = path.with_name(path.name + ".tmp")
     try:
-        temporary.write_bytes(_line(header) + body)
+        temporary.write_bytes(encoded_line(header) + body)
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
 
 
-def _line(record: Mapping[str, Any]) -> bytes:
+def encoded_line(record: Mapping[str, Any]) -> bytes:
     """One JSON line, UTF-8; never fails on the values a record holds.
 
     Text UTF-8 cannot encode (lone surrogates from a model's ``\\ud800`` escape) is written
