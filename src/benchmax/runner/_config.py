@@ -14,7 +14,13 @@ from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
 
-__all__ = ["ROLLOUT_ID_PLACEHOLDER", "NoModelAuth", "RunConfig"]
+__all__ = [
+    "ROLLOUT_ID_PLACEHOLDER",
+    "NoModelAuth",
+    "RunConfig",
+    "credential_secrets",
+    "mask_secrets",
+]
 
 ROLLOUT_ID_PLACEHOLDER = "{rollout_id}"
 """Written in ``RunConfig.base_url``, it is replaced by each rollout's id (per-rollout sessions)."""
@@ -114,9 +120,14 @@ class RunConfig:
     def secrets(self) -> tuple[str, ...]:
         """Bearer tokens (and a password in ``base_url``) this config carries, so the runner
         can mask them in what it records."""
-        found = [self.model_auth, *self.auth_providers.values()]
-        tokens = [auth.token for auth in found if isinstance(auth, StaticBearerAuth)]
-        return tuple(t for t in (*tokens, _url_password(self.base_url)) if t)
+        return credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
+
+
+def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tuple[str, ...]:
+    """The bearer tokens of ``auths`` and the password in ``base_url`` (if any), non-empty:
+    the strings to mask in what is recorded or printed."""
+    tokens = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
+    return tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
 
 
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:

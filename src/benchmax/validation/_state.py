@@ -7,12 +7,11 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from benchmax._mock_url import substitute_mock
-from benchmax.auth import StaticBearerAuth
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import DatasetSplit, Example
+from benchmax.runner._config import credential_secrets, mask_secrets
 from benchmax.testing import MockModelServer
 from benchmax.validation._config import ValidationConfig
 from benchmax.validation._report import CheckResult, CheckStatus
@@ -88,20 +87,17 @@ class Validation:
     checks: list[CheckResult] = field(default_factory=list)
 
     def add(self, name: str, status: CheckStatus, detail: str = "") -> CheckResult:
-        for secret in self._secrets():
-            detail = detail.replace(secret, "***")
+        detail = mask_secrets(detail, self._secrets())
         check = CheckResult(name=name, status=status, detail=detail)
         self.checks.append(check)
         return check
 
-    def _secrets(self) -> list[str]:
+    def _secrets(self) -> tuple[str, ...]:
         """Credentials that must never appear in a check's detail."""
         config = self.config
-        auths = [config.model_auth, *config.auth_providers.values()]
-        found = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
-        with contextlib.suppress(ValueError):
-            found.append(urlsplit(config.base_url or "").password or "")
-        return [secret for secret in found if secret]
+        return credential_secrets(
+            [config.model_auth, *config.auth_providers.values()], config.base_url
+        )
 
     @property
     def constructor_args(self) -> dict[str, Any]:
