@@ -417,7 +417,10 @@ def test_every_row_maps_case_insensitively(raw: str, reason: str, case: Any) -> 
         ([], "model_error", "and no message text"),
         ([{"type": "text", "text": ""}], "model_error", "and no message text"),
         ([{"type": "image_url", "image_url": {"url": "x"}}], "model_error", "and no message text"),
-        ([{"text": "no type"}], "model_error", "and no message text"),
+        # An untyped part with text is text, by the one rule message_text reads with.
+        ([{"text": "no type"}], "finished", "with message text"),
+        (["plain"], "finished", "with message text"),
+        ([{"type": "refusal", "refusal": "no"}], "model_error", "and no message text"),
     ],
 )
 def test_null_or_empty_finish_reason_depends_on_text(
@@ -605,7 +608,17 @@ def test_bounded_repr_of_small_values_is_their_repr() -> None:
 
 @pytest.mark.parametrize(
     ("content", "has_text"),
-    [("x", True), ("", False), (None, False), ([{"type": "text", "text": "x"}], True), (3, False)],
+    [
+        ("x", True),
+        ("", False),
+        (None, False),
+        ([{"type": "text", "text": "x"}], True),
+        (3, False),
+        # the same rule as benchmax.rewards.text.message_text: untyped parts and strings
+        (["x"], True),
+        ([{"text": "x"}], True),
+        ([{"type": "image_url", "image_url": {"url": "u"}}, {"type": "text", "text": ""}], False),
+    ],
 )
 def test_message_has_text(content: Any, has_text: bool) -> None:
     assert message_has_text(content) is has_text

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from benchmax._message_content import content_text
 from benchmax._value_checks import is_non_empty_str
 
 __all__ = [
@@ -202,19 +203,9 @@ def finish_reason_table(overrides: object) -> Mapping[str, str]:
 
 
 def message_has_text(content: object) -> bool:
-    """Whether message ``content`` holds text: a non-empty string, or a list with a
-    non-empty ``{"type": "text", "text": ...}`` part."""
-    if isinstance(content, str):
-        return bool(content)
-    if isinstance(content, list):
-        return any(
-            isinstance(part, Mapping)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-            and bool(part["text"])
-            for part in content
-        )
-    return False
+    """Whether message ``content`` holds text, read by the one rule every reader uses
+    (``benchmax.rewards.text.message_text``)."""
+    return bool(content_text(content))
 
 
 def _count(value: object) -> int | None:

@@ -10,7 +10,8 @@ before a lone ``</think>``, is the model's reasoning, never its answer).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+
+from benchmax._message_content import content_text
 
 __all__ = ["message_text", "reasoning_finished", "without_reasoning"]
 
@@ -26,21 +27,7 @@ def message_text(content: object) -> str:
     absent) and whose ``"text"`` is a string, and plain string items. Other
     parts (images, audio, refusals, provider reasoning parts) are not text.
     """
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list | tuple):
-        return ""
-    texts: list[str] = []
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-        elif (
-            isinstance(part, Mapping)
-            and part.get("type", "text") == "text"
-            and isinstance(part.get("text"), str)
-        ):
-            texts.append(part["text"])
-    return "".join(texts)
+    return content_text(content)
 
 
 def without_reasoning(text: str) -> str:
