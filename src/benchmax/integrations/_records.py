@@ -1,0 +1,31 @@
+"""Facts about a rollout that several trainer exporters read the same way."""
+
+from __future__ import annotations
+
+from benchmax.integrations._sequence import RolloutSequence, rollout_sequence
+from benchmax.trajectory import Trajectory
+
+__all__ = ["required_sequence", "turns_after_prompt"]
+
+
+def required_sequence(trajectory: Trajectory) -> RolloutSequence:
+    """The rollout's one training sequence; ``ValueError`` naming the rollout when none of
+    its model calls recorded tokens (run with ``--tokens`` / ``record_tokens``)."""
+    sequence = rollout_sequence(trajectory)
+    if sequence is None:
+        raise ValueError(
+            f"rollout {trajectory.rollout_id!r} has no token ids: record tokens "
+            "(--tokens, RunConfig(tokens=True) or RolloutRequest(record_tokens=True))"
+        )
+    return sequence
+
+
+def turns_after_prompt(trajectory: Trajectory) -> int:
+    """Messages the rollout added after its prompt (assistant, tool and later user turns):
+    the first model call's ``message_index`` is the prompt's length; 0 without calls."""
+    messages = trajectory.messages or ()
+    first = next(
+        (call.message_index for call in trajectory.model_calls if call.message_index is not None),
+        None,
+    )
+    return 0 if first is None else max(0, len(messages) - first)

@@ -1,0 +1,66 @@
+"""verl's agent-loop record from a benchmax trajectory (a plain function; imports no verl).
+
+:func:`agent_loop_output` returns the fields of verl's ``AgentLoopOutput``
+(``verl/experimental/agent_loop/agent_loop.py``, verl 0.9), ready for
+``AgentLoopOutput(**fields)`` in a custom ``AgentLoopBase.run``:
+
+| verl field | from benchmax |
+| --- | --- |
+| ``prompt_ids`` | the rollout's training sample ``prompt_ids`` (first call's prompt) |
+| ``response_ids`` | ``completion_ids``: sampled tokens and the tokens the environment added |
+| ``response_mask`` | ``completion_mask``: 1 sampled, 0 added; all 0 for a non-trainable rollout |
+| ``response_logprobs`` | ``completion_logprobs`` (0.0 at added tokens) |
+| ``reward_score`` | the scalar reward given, else the trajectory's declared scalar |
+| ``num_turns`` | messages after the prompt + 1 (verl counts user, assistant and tool turns) |
+| ``metrics`` | ``generate_sequences``/``tool_calls``/``compute_score``: model, tool and reward seconds; ``num_preempted`` -1 (unknown) |
+| ``extra_fields`` | ``rollout_id``, ``example_id``, ``termination_reason``, ``trainable``, ``token_prefix_breaks``, ``rewards`` |
+
+The sequence is the rollout's last training sample (see ``benchmax.integrations``).
+verl computes its group advantages from ``reward_score`` itself, so a non-trainable rollout
+still counts in its group's baseline: drop rows with ``extra_fields["trainable"]`` false
+before grouping to keep it out entirely.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmax.integrations._records import required_sequence, turns_after_prompt
+from benchmax.training import trajectory_reward
+from benchmax.trajectory import Trajectory
+
+__all__ = ["agent_loop_output"]
+
+
+def agent_loop_output(
+    trajectory: Trajectory, *, reward_score: float | None = None
+) -> dict[str, Any]:
+    """The ``AgentLoopOutput`` fields of one rollout (table in the module docs).
+
+    ``reward_score`` defaults to ``benchmax.training.trajectory_reward(trajectory)``.
+    ``ValueError`` when the rollout recorded no token ids.
+    """
+    sequence = required_sequence(trajectory)
+    timings = trajectory.timings
+    return {
+        "prompt_ids": list(sequence.prompt_ids),
+        "response_ids": list(sequence.completion_ids),
+        "response_mask": list(sequence.completion_mask),
+        "response_logprobs": list(sequence.completion_logprobs),
+        "reward_score": trajectory_reward(trajectory) if reward_score is None else reward_score,
+        "num_turns": turns_after_prompt(trajectory) + 1,
+        "metrics": {
+            "generate_sequences": float(timings.get("model_seconds", 0.0)),
+            "tool_calls": float(timings.get("tool_seconds", 0.0)),
+            "compute_score": float(timings.get("reward_seconds", 0.0)),
+            "num_preempted": -1,
+        },
+        "extra_fields": {
+            "rollout_id": trajectory.rollout_id,
+            "example_id": trajectory.example_id,
+            "termination_reason": trajectory.termination_reason,
+            "trainable": sequence.trainable,
+            "token_prefix_breaks": trajectory.token_prefix_breaks,
+            "rewards": dict(trajectory.rewards),
+        },
+    }
