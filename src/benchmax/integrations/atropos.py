@@ -4,15 +4,17 @@
 (``atroposlib/envs/base.py``, atroposlib 0.4) for one group, one item per rollout, in the
 order given (an Atropos environment's ``collect_trajectories`` can return it as is):
 
-| Atropos field | from benchmax |
-| --- | --- |
-| ``tokens`` | the training sample's ``prompt_ids + completion_ids`` |
-| ``masks`` | ``-100`` for prompt and environment-added tokens, the token id where sampled; all ``-100`` for a non-trainable rollout |
-| ``scores`` | one scalar per rollout: given, else the trajectory's declared scalar |
-| ``inference_logprobs`` | aligned with ``tokens``: ``1.0`` where the mask is ``-100`` (Atropos's convention), else the server's logprob |
-| ``messages`` | the rollout's transcript |
-| ``overrides`` | ``{"set_advantage_to_zero": True}`` for a non-trainable rollout, else ``{}`` |
-| ``advantages``, ``ref_logprobs``, ``generation_params``, ``group_overrides``, ``images``, ``distill_token_ids``, ``distill_logprobs`` | ``None`` |
+* ``tokens``: the training sample's ``prompt_ids + completion_ids``
+* ``masks``: ``-100`` for prompt and environment-added tokens, the token id where sampled;
+  all ``-100`` for a non-trainable rollout
+* ``scores``: one scalar per rollout: given, else the trajectory's declared scalar
+* ``inference_logprobs``: aligned with ``tokens``: ``1.0`` where the mask is ``-100``
+  (Atropos's convention), else the server's logprob
+* ``messages``: the rollout's transcript
+* ``overrides``: ``{"set_advantage_to_zero": True}`` for a non-trainable rollout, else
+  ``{}``
+* ``advantages``, ``ref_logprobs``, ``generation_params``, ``group_overrides``, ``images``,
+  ``distill_token_ids``, ``distill_logprobs``: ``None``
 
 Atropos's trainer normalises ``scores`` over the whole group before applying
 ``set_advantage_to_zero``, so a non-trainable rollout's score still enters the group's

@@ -4,19 +4,20 @@
 (``skyrl/train/generators/base.py``, skyrl 0.4) for a batch of rollouts, one row each, in
 the order given (a custom ``GeneratorInterface.generate`` returns it as is):
 
-| SkyRL field | from benchmax |
-| --- | --- |
-| ``prompt_token_ids`` | the training sample's ``prompt_ids`` |
-| ``response_ids`` | ``completion_ids`` (sampled and environment-added tokens) |
-| ``rewards`` | one scalar per rollout: given, else the trajectory's declared scalar |
-| ``loss_masks`` | ``completion_mask``: 1 sampled, 0 added; all 0 for a non-trainable rollout |
-| ``stop_reasons`` | the last model call's ``finish_reason`` (``"stop"``, ``"length"``...), else the termination reason |
-| ``rollout_logprobs`` | ``completion_logprobs`` (0.0 at added tokens) |
-| ``trajectory_ids`` | ``{"instance_id": example_id, "repetition_id": group_index}`` (``TrajectoryID(**row)``) |
-| ``trajectory_generation_times`` | model + tool + reward seconds |
-| ``trajectory_time_splits`` | ``{"llm": model seconds, "env": tool + reward seconds}`` |
-| ``rollout_metrics``, ``env_metrics`` | ``None`` / per row ``{"termination_reason", "trainable", "token_prefix_breaks"}`` |
-| other fields (experts, sample support, step-wise, images) | ``None`` |
+* ``prompt_token_ids``: the training sample's ``prompt_ids``
+* ``response_ids``: ``completion_ids`` (sampled and environment-added tokens)
+* ``rewards``: one scalar per rollout: given, else the trajectory's declared scalar
+* ``loss_masks``: ``completion_mask``: 1 sampled, 0 added; all 0 for a non-trainable rollout
+* ``stop_reasons``: the last model call's ``finish_reason`` (``"stop"``, ``"length"``...),
+  else the termination reason
+* ``rollout_logprobs``: ``completion_logprobs`` (0.0 at added tokens)
+* ``trajectory_ids``: ``{"instance_id": example_id, "repetition_id": group_index}``
+  (``TrajectoryID(**row)``)
+* ``trajectory_generation_times``: model + tool + reward seconds
+* ``trajectory_time_splits``: ``{"llm": model seconds, "env": tool + reward seconds}``
+* ``rollout_metrics``, ``env_metrics``: ``None`` / per row ``{"termination_reason",
+  "trainable", "token_prefix_breaks"}``
+* other fields (experts, sample support, step-wise, images): ``None``
 
 SkyRL's ``apply_overlong_filtering`` zeroes the mask of rows whose stop reason is not
 ``"stop"``; a non-trainable rollout's mask is already zero, but its reward still enters

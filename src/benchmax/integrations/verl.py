@@ -4,16 +4,17 @@
 (``verl/experimental/agent_loop/agent_loop.py``, verl 0.9), ready for
 ``AgentLoopOutput(**fields)`` in a custom ``AgentLoopBase.run``:
 
-| verl field | from benchmax |
-| --- | --- |
-| ``prompt_ids`` | the rollout's training sample ``prompt_ids`` (first call's prompt) |
-| ``response_ids`` | ``completion_ids``: sampled tokens and the tokens the environment added |
-| ``response_mask`` | ``completion_mask``: 1 sampled, 0 added; all 0 for a non-trainable rollout |
-| ``response_logprobs`` | ``completion_logprobs`` (0.0 at added tokens) |
-| ``reward_score`` | the scalar reward given, else the trajectory's declared scalar |
-| ``num_turns`` | messages after the prompt + 1 (verl counts user, assistant and tool turns) |
-| ``metrics`` | ``generate_sequences``/``tool_calls``/``compute_score``: model, tool and reward seconds; ``num_preempted`` -1 (unknown) |
-| ``extra_fields`` | ``rollout_id``, ``example_id``, ``termination_reason``, ``trainable``, ``token_prefix_breaks``, ``rewards`` |
+* ``prompt_ids``: the rollout's training sample ``prompt_ids`` (first call's prompt)
+* ``response_ids``: ``completion_ids``: sampled tokens and the tokens the environment added
+* ``response_mask``: ``completion_mask``: 1 sampled, 0 added; all 0 for a non-trainable
+  rollout
+* ``response_logprobs``: ``completion_logprobs`` (0.0 at added tokens)
+* ``reward_score``: the scalar reward given, else the trajectory's declared scalar
+* ``num_turns``: messages after the prompt + 1 (verl counts user, assistant and tool turns)
+* ``metrics``: ``generate_sequences``/``tool_calls``/``compute_score``: model, tool and
+  reward seconds; ``num_preempted`` -1 (unknown)
+* ``extra_fields``: ``rollout_id``, ``example_id``, ``termination_reason``, ``trainable``,
+  ``token_prefix_breaks``, ``rewards``
 
 The sequence is the rollout's last training sample (see ``benchmax.integrations``).
 verl computes its group advantages from ``reward_score`` itself, so a non-trainable rollout
