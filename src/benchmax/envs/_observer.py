@@ -9,10 +9,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol, cast
 
 from benchmax import _context
+from benchmax._vocabulary import TokenUsage
+from benchmax.trajectory import LogEntry, ModelCall, RolloutTimings, ToolCallTiming, Trajectory
 
 __all__ = ["RolloutObserver", "RolloutReport", "observe_rollouts", "observing", "report_rollout"]
 
@@ -29,6 +32,53 @@ class RolloutReport:
     reward_seconds: float
     usage: Mapping[str, int] | None = None
     """Token usage summed over the rollout's model calls (``None``: none reported)."""
+    model_calls: tuple[ModelCall, ...] = ()
+    """One entry per model call, in order."""
+    tool_calls: tuple[ToolCallTiming, ...] = ()
+    """One entry per tool message, in order."""
+    annotations: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """What the rollout attached with ``benchmax.trajectory.annotate``."""
+
+    def to_trajectory(
+        self,
+        *,
+        example_id: str,
+        termination_reason: str,
+        rewards: Mapping[str, float],
+        group_seconds: float | None = None,
+        logs: Sequence[LogEntry] = (),
+        attempt: int = 1,
+        run_id: str | None = None,
+        split: str = "train",
+        example_index: int | None = None,
+        group_index: int = 0,
+    ) -> Trajectory:
+        """The rollout's record, with the final outcome (group rewards merged) and where
+        it belongs; timings are rounded to microseconds."""
+        timings: RolloutTimings = {}
+        if group_seconds is not None:
+            timings["group_seconds"] = round(group_seconds, 6)
+        timings["model_seconds"] = round(self.model_seconds, 6)
+        timings["tool_seconds"] = round(self.tool_seconds, 6)
+        timings["reward_seconds"] = round(self.reward_seconds, 6)
+        return Trajectory(
+            rollout_id=self.rollout_id,
+            example_id=example_id,
+            termination_reason=termination_reason,
+            rewards=rewards,
+            attempt=attempt,
+            run_id=run_id,
+            split=split,
+            example_index=example_index,
+            group_index=group_index,
+            messages=tuple(self.messages),
+            model_calls=self.model_calls,
+            tool_calls=self.tool_calls,
+            timings=cast(Mapping[str, float], timings),
+            usage=cast(TokenUsage, dict(self.usage)) if self.usage else None,
+            logs=tuple(logs),
+            annotations=self.annotations,
+        )
 
 
 class RolloutObserver(Protocol):

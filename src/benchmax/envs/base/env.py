@@ -15,12 +15,13 @@ from contextlib import (
     contextmanager,
     nullcontext,
 )
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from benchmax._modelhttp.replies import (
+    Reply,
     ReplyFailure,
     ToolCall,
     add_usage,
@@ -58,6 +59,7 @@ from benchmax.envs.shared_types import (
     RolloutFailure,
     RolloutRequest,
 )
+from benchmax.trajectory import ModelCall, ToolCallTiming, recording_annotations
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
     from benchmax._modelhttp.chat import ChatSession
@@ -102,15 +104,38 @@ class _Settings:
 
 class _Meter:
     """What a runner is told about a rollout: time spent waiting on the model, in tools
-    and in ``compute_reward``, and the token usage the model's replies reported."""
+    and in ``compute_reward``, the token usage the model's replies reported, one
+    ``ModelCall`` per model call and one ``ToolCallTiming`` per tool message."""
 
-    __slots__ = ("model", "reward", "tool", "usage")
+    __slots__ = ("calls", "model", "reward", "tool", "tool_calls", "tools_pending", "usage")
 
     def __init__(self) -> None:
         self.model = 0.0
         self.tool = 0.0
         self.reward = 0.0
         self.usage: dict[str, int] | None = None
+        self.calls: list[ModelCall] = []
+        self.tool_calls: list[ToolCallTiming] = []
+        self.tools_pending: list[tuple[str, float]] = []
+
+    def describe_call(self, reply: Reply | ReplyFailure, message_index: int | None) -> None:
+        """Fill in the last model call from its reply (``message_index``: where its
+        assistant message went in the transcript, ``None`` when it added none)."""
+        finish_reason = reply.finish_reason if isinstance(reply, Reply) else None
+        self.calls[-1] = replace(
+            self.calls[-1],
+            finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+            usage=cast(Any, reply.usage),
+            message_index=message_index,
+        )
+
+    def tools_answered(self, first_index: int) -> None:
+        """The pending tool calls' messages went into the transcript from ``first_index``."""
+        self.tool_calls.extend(
+            ToolCallTiming(name=name, seconds=seconds, message_index=first_index + offset)
+            for offset, (name, seconds) in enumerate(self.tools_pending)
+        )
+        self.tools_pending.clear()
 
     @contextmanager
     def timing(self, part: str) -> Iterator[None]:
@@ -125,6 +150,20 @@ class _Meter:
 def _timed(meter: _Meter | None, part: str) -> AbstractContextManager[None]:
     """Time ``part`` when a runner observes rollouts; nothing otherwise."""
     return nullcontext() if meter is None else meter.timing(part)
+
+
+async def _call_model(session: ChatSession, body: dict[str, Any], meter: _Meter | None) -> Any:
+    """``session.complete(body)``; when observed, its time joins ``model_seconds`` and a
+    ``ModelCall`` is started for it (also when the call is cancelled)."""
+    if meter is None:
+        return await session.complete(body)
+    started = time.perf_counter()
+    try:
+        return await session.complete(body)
+    finally:
+        seconds = time.perf_counter() - started
+        meter.model += seconds
+        meter.calls.append(ModelCall(seconds=seconds))
 
 
 class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
@@ -287,10 +326,16 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         )
         transcript, example_args = _prepare_example(request.example.payload)
         meter = _Meter() if observing() else None
-        with hook_errors(self, "rollout_context"):
-            context = self.rollout_context(request.rollout_id, request.example)
-        async with _blaming_exit(self, context):
-            rollout = await self._run_in_context(request, settings, transcript, example_args, meter)
+        recording: AbstractContextManager[dict[str, Any]] = (
+            nullcontext({}) if meter is None else recording_annotations()
+        )
+        with recording as annotations:
+            with hook_errors(self, "rollout_context"):
+                context = self.rollout_context(request.rollout_id, request.example)
+            async with _blaming_exit(self, context):
+                rollout = await self._run_in_context(
+                    request, settings, transcript, example_args, meter
+                )
         if meter is not None:
             report_rollout(
                 RolloutReport(
@@ -301,6 +346,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     tool_seconds=meter.tool,
                     reward_seconds=meter.reward,
                     usage=meter.usage,
+                    model_calls=tuple(meter.calls),
+                    tool_calls=tuple(meter.tool_calls),
+                    annotations=annotations,
                 )
             )
         return rollout
@@ -379,8 +427,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 body["tools"] = tools
             body.update(settings.sampling_args)
             body.update(request.sampling_args)
-            with _timed(meter, "model"):
-                decoded = await session.complete(body)
+            decoded = await _call_model(session, body, meter)
             if isinstance(decoded, CallFailure):
                 logger.log(
                     decoded.level,
@@ -393,6 +440,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             reply = read_reply(decoded, taken_ids=call_ids, finish_reasons=settings.finish_reasons)
             if meter is not None:
                 meter.usage = add_usage(meter.usage, reply.usage)
+                added = None if isinstance(reply, ReplyFailure) else len(transcript)
+                meter.describe_call(reply, added)
             if isinstance(reply, ReplyFailure):
                 logger.error(
                     "base.rollout.model_failed rollout_id=%s termination_reason=%s: %s",
@@ -450,6 +499,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     exc_info=error,
                 )
                 return TOOL_ERROR
+            if meter is not None:
+                meter.tools_answered(len(transcript))
             transcript.extend(tool_messages)
             if sent is not transcript:
                 sent.extend(tool_messages)
@@ -467,6 +518,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         for call in calls:
             name = call.name
             arguments = call.arguments
+            spent_before = 0.0 if meter is None else meter.tool
             if name not in advertised:
                 content: Any = f"Unknown tool: {name}"
             elif isinstance(arguments, str):
@@ -478,6 +530,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     result = await self._call_tool(rollout_id, name, arguments, timeout)
                 content = tool_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            if meter is not None:
+                meter.tools_pending.append((name, meter.tool - spent_before))
         return messages
 
     async def _call_tool(
