@@ -154,8 +154,10 @@ class PolicyServer:
         *,
         fail_requests: Sequence[int] = (),
         seed: int = 0,
+        free_tokens: int | None = None,
     ) -> None:
         self.model = model
+        self.free_tokens = free_tokens
         self.tokenizer = tokenizer
         self.fail_requests = set(fail_requests)
         self.sampled: list[Sampled] = []
@@ -217,7 +219,10 @@ class PolicyServer:
                 tokenize=False,
             )
             prompt_ids = self._grammar.encode(prompt_text)
-            sample = self._sample(prompt_ids)
+            if self.free_tokens is None:
+                sample = self._sample(prompt_ids)
+            else:
+                sample = self._sample_freely(prompt_ids, self.free_tokens)
             self.sampled.append(sample)
             self.generation_seconds += time.perf_counter() - started
         return 200, self._reply(body, sample)
@@ -268,9 +273,34 @@ class PolicyServer:
         text = self.tokenizer.decode(ids[:-1])  # without <|im_end|>
         return Sampled(prompt_ids, ids, logprobs, text)
 
+    def _sample_freely(self, prompt_ids: list[int], limit: int) -> Sampled:
+        """Plain sampling (temperature 1, no top-k/top-p) until EOS or ``limit`` tokens."""
+        eos = self.tokenizer.eos_token_id
+        ids: list[int] = []
+        logprobs: list[float] = []
+        past = None
+        step_input = torch.tensor([prompt_ids])
+        with torch.no_grad():
+            for _ in range(limit):
+                out = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                full = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+                pick = int(torch.multinomial(full.exp(), 1, generator=self._generator))
+                ids.append(pick)
+                logprobs.append(float(full[pick]))
+                if pick == eos:
+                    break
+                step_input = torch.tensor([[pick]])
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return Sampled(prompt_ids, ids, logprobs, text)
+
     def _reply(self, body: dict[str, Any], sample: Sampled) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": sample.text}
         finish_reason = "stop"
+        if self.free_tokens is not None and sample.completion_ids[-1:] != [
+            self.tokenizer.eos_token_id
+        ]:
+            finish_reason = "length"
         if sample.text.startswith("<tool_call>"):
             call = json.loads(sample.text.removeprefix("<tool_call>").removesuffix("</tool_call>"))
             arguments = sample.text[sample.text.index('"arguments": ') + 13 : -len("}</tool_call>")]
