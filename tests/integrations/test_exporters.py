@@ -202,7 +202,7 @@ def test_exporters_refuse_a_rollout_without_tokens() -> None:
         lambda t: generator_output([t]),
         lambda t: scored_data_group([t]),
     ):
-        with pytest.raises(ValueError, match="r9.*no token ids"):
+        with pytest.raises(ValueError, match=r"r9.*no token ids"):
             export(bare)
     with pytest.raises(ValueError, match="2 rewards for 1 trajectories"):
         generator_output([two_turns()], rewards=[1.0, 2.0])
