@@ -233,11 +233,16 @@ class PolicyServer:
         g = self._grammar
         ids: list[int] = []
         logprobs: list[float] = []
+        cache: list[Any] = [None]  # the model's key/value cache up to the last token fed
 
         def step(allowed: Sequence[int]) -> int:
+            fresh = prompt_ids if not ids else ids[-1:]
             with torch.no_grad():
-                logits = self.model(torch.tensor([prompt_ids + ids])).logits[0, -1].float()
-            full = torch.log_softmax(logits, dim=-1)
+                out = self.model(
+                    input_ids=torch.tensor([fresh]), past_key_values=cache[0], use_cache=True
+                )
+            cache[0] = out.past_key_values
+            full = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
             choices = torch.tensor(list(allowed))
             probs = torch.softmax(full[choices], dim=-1)
             pick = int(choices[torch.multinomial(probs, 1, generator=self._generator)])
