@@ -33,8 +33,9 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
+from examples.calculator.env import CalculatorEnv  # noqa: E402
+from tests.trl.tiny_policy import PolicyServer, build_model, build_tokenizer  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from benchmax.integrations.trl import (  # noqa: E402
     RolloutFunc,
@@ -42,8 +43,7 @@ from benchmax.integrations.trl import (  # noqa: E402
     dataset_rows,
     load_examples,
 )
-from examples.calculator.env import CalculatorEnv  # noqa: E402
-from tests.trl.tiny_policy import PolicyServer, build_model, build_tokenizer  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 GENERATIONS = 4
 
