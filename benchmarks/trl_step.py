@@ -3,7 +3,7 @@
     uv run --group trl python benchmarks/trl_step.py [--steps 4]
 
 Both trainers use the tiny random 2-layer Qwen2 and trained tokenizer of the TRL tests
-(``tests/trl/tiny_policy.py``), one prompt x 4 generations per step, ``use_vllm=False``.
+(``tests/trl_training/tiny_policy.py``), one prompt x 4 generations per step, ``use_vllm=False``.
 
 * benchmax: ``RolloutFunc`` runs the calculator example (multi-turn, tools) against the
   in-process ``PolicyServer`` sampling from the trainer's weights over HTTP, with tokens.
@@ -34,7 +34,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from examples.calculator.env import CalculatorEnv  # noqa: E402
-from tests.trl.tiny_policy import PolicyServer, build_model, build_tokenizer  # noqa: E402
+from tests.trl_training.tiny_policy import PolicyServer, build_model, build_tokenizer  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
 from benchmax.integrations.trl import (  # noqa: E402
@@ -72,6 +72,7 @@ def _config(out: str, steps: int) -> GRPOConfig:
         learning_rate=5e-3,
         report_to=[],
         use_cpu=True,
+        bf16=False,  # GRPOConfig defaults to bf16 autocast, slow on CPU
         save_strategy="no",
         seed=0,
         disable_tqdm=True,

@@ -127,7 +127,10 @@ class RolloutFunc:
     ``benchmax.training.collect_group``, every request asking the server for token ids and
     logprobs (``record_tokens``), against ``base_url`` with ``model``; ``model_auth``
     defaults to ``Bearer EMPTY`` (vLLM's convention for no key). ``sampling_args`` go into
-    every request; by default they carry the trainer's ``temperature`` and ``top_p``.
+    every request; by default they carry the trainer's ``temperature`` and ``top_p``. With
+    ``seed``, every rollout sends its own ``seed`` (derived from ``seed``, the call's
+    number, the group and the rollout's index in it; a ``seed`` in ``sampling_args`` wins),
+    so a server that honours seeds samples reproducibly whatever the request order.
 
     Per prompt, in TRL's order, the call returns ``prompt_ids``, ``completion_ids``,
     ``logprobs``, ``env_mask`` (see ``_sequence``: the last training sample of the
@@ -150,6 +153,7 @@ class RolloutFunc:
         model_auth: ModelAuth | None = None,
         sampling_args: Mapping[str, Any] | None = None,
         split: DatasetSplit = "train",
+        seed: int | None = None,
         on_group: Callable[[Sequence[Trajectory]], None] | None = None,
     ) -> None:
         self.env = env
@@ -158,6 +162,7 @@ class RolloutFunc:
         self._auth: ModelAuth = model_auth or StaticBearerAuth("EMPTY")
         self._sampling_args = None if sampling_args is None else dict(sampling_args)
         self._split: DatasetSplit = split
+        self._seed = seed
         self._on_group = on_group
         self._by_prompt: dict[str, Example[Any]] = {}
         self._by_id: dict[str, Example[Any]] = {}
@@ -212,7 +217,7 @@ class RolloutFunc:
                     base_url=self.base_url,
                     model_auth=self._auth,
                     split=self._split,
-                    sampling_args=sampling_args,
+                    sampling_args=self._seeded(sampling_args, call, group, index),
                     record_tokens=True,
                 )
                 for index in range(len(members))
@@ -292,6 +297,13 @@ class RolloutFunc:
                 chosen[name] = float(value)
         return chosen
 
+    def _seeded(
+        self, sampling_args: dict[str, Any], call: int, group: int, index: int
+    ) -> dict[str, Any]:
+        if self._seed is None or "seed" in sampling_args:
+            return sampling_args
+        return {**sampling_args, "seed": _rollout_seed(self._seed, call, group, index)}
+
     async def _collect(
         self, groups: Sequence[Sequence[RolloutRequest[Any]]]
     ) -> list[Sequence[Trajectory]]:
@@ -307,6 +319,15 @@ class RolloutFunc:
 
     def _run[T](self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+
+def _rollout_seed(seed: int, call: int, group: int, index: int) -> int:
+    """A distinct 31-bit seed per rollout of a run: FNV-1a over the four numbers."""
+    value = 0x811C9DC5
+    for number in (seed, call, group, index):
+        for byte in number.to_bytes(8, "little", signed=True):
+            value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value & 0x7FFFFFFF
 
 
 def _prompt_messages(example: Example[Any]) -> list[Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+from benchmax.auth import ModelRequestContext
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 ADDED = ["<tool_call>", "</tool_call>", "<answer>", "</answer>"]
@@ -107,6 +109,14 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> Qwen2ForCa
     return Qwen2ForCausalLM(config)
 
 
+@dataclass(frozen=True)
+class RolloutIdAuth:
+    """Model auth sending ``Bearer EMPTY`` and the rollout's id as ``X-Rollout-Id``."""
+
+    async def headers_for_request(self, context: ModelRequestContext) -> Mapping[str, str]:
+        return {"Authorization": "Bearer EMPTY", "X-Rollout-Id": context.rollout_id}
+
+
 @dataclass
 class Sampled:
     """One completion: the ids and raw logprobs the server returned, and its text."""
@@ -143,7 +153,8 @@ class _Grammar:
 class PolicyServer:
     """OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 sampling from ``model``.
 
-    ``fail_requests`` holds 1-based request numbers answered with HTTP 500 (a model error).
+    ``fail_rollouts`` holds rollout ids whose requests are answered with HTTP 500 (a model
+    error); a request names its rollout in the ``X-Rollout-Id`` header (see ``RolloutIdAuth``).
     ``sampled`` lists every completion returned, in order; ``requests`` every request body.
     """
 
@@ -152,14 +163,14 @@ class PolicyServer:
         model: torch.nn.Module,
         tokenizer: PreTrainedTokenizerFast,
         *,
-        fail_requests: Sequence[int] = (),
+        fail_rollouts: Sequence[str] = (),
         seed: int = 0,
         free_tokens: int | None = None,
     ) -> None:
         self.model = model
         self.free_tokens = free_tokens
         self.tokenizer = tokenizer
-        self.fail_requests = set(fail_requests)
+        self.fail_rollouts = set(fail_rollouts)
         self.sampled: list[Sampled] = []
         self.requests: list[dict[str, Any]] = []
         self.generation_seconds = 0.0
@@ -186,7 +197,7 @@ class PolicyServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length))
-                status, reply = server.answer(body)
+                status, reply = server.answer(body, self.headers.get("X-Rollout-Id"))
                 data = json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -206,10 +217,10 @@ class PolicyServer:
         self._httpd.server_close()
         self._thread.join()
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def answer(self, body: dict[str, Any], rollout_id: str | None) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append(body)
-            if len(self.requests) in self.fail_requests:
+            if rollout_id in self.fail_rollouts:
                 return 500, {"error": {"message": "injected failure", "type": "server_error"}}
             started = time.perf_counter()
             prompt_text = self.tokenizer.apply_chat_template(
@@ -219,6 +230,9 @@ class PolicyServer:
                 tokenize=False,
             )
             prompt_ids = self._grammar.encode(prompt_text)
+            if isinstance(body.get("seed"), int):  # per request: reproducible under concurrency
+                turn = sum(1 for m in body["messages"] if m.get("role") == "assistant")
+                self._generator.manual_seed(body["seed"] * 1009 + turn)
             if self.free_tokens is None:
                 sample = self._sample(prompt_ids)
             else:
@@ -256,7 +270,7 @@ class PolicyServer:
 
         def number(then: str) -> None:
             follow = g.encode(then)
-            step(g.digits)
+            step(g.digits[1:])  # no leading zero: the arguments stay valid JSON
             for _ in range(2):
                 if step([*g.digits, follow[0]]) == follow[0]:
                     force(follow[1:])
