@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from benchmax._context import BOUND_MODEL_AUTH
 from benchmax.auth import bind_model_auth
-from benchmax.envs._observer import RolloutReport, observe_rollouts
+from benchmax.envs._observer import observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
 from benchmax.runner._config import RunConfig
@@ -60,16 +60,16 @@ class _TranscriptObserver:
     """Collects what BaseEnv reports about the finished rollouts of this run's groups."""
 
     def __init__(self) -> None:
-        self._reports: dict[str, RolloutReport | None] = {}
+        self._reports: dict[str, Trajectory | None] = {}
 
     def expect(self, rollout_ids: Sequence[str]) -> None:
         self._reports.update(dict.fromkeys(rollout_ids))
 
-    def rollout_finished(self, report: RolloutReport) -> None:
+    def rollout_finished(self, report: Trajectory) -> None:
         if report.rollout_id in self._reports:
             self._reports[report.rollout_id] = report
 
-    def take(self, rollout_id: str) -> RolloutReport | None:
+    def take(self, rollout_id: str) -> Trajectory | None:
         return self._reports.pop(rollout_id, None)
 
 
@@ -345,7 +345,7 @@ class GroupCollector:
 
 
 def trajectory_of(
-    report: RolloutReport | None,
+    report: Trajectory | None,
     *,
     rollout_id: str,
     example_id: str,
@@ -359,32 +359,28 @@ def trajectory_of(
     group_index: int,
 ) -> Trajectory:
     """One rollout's record: what BaseEnv reported (nothing for other environments) with
-    its final outcome and its place in the run."""
-    if report is not None:
-        return report.to_trajectory(
+    its final outcome (group rewards merged) and its place in the run."""
+    timings: dict[str, float] = {}
+    if group_seconds is not None:
+        timings["group_seconds"] = round(group_seconds, 6)
+    if report is None:
+        report = Trajectory(
+            rollout_id=rollout_id,
             example_id=example_id,
             termination_reason=outcome.termination_reason,
-            rewards=dict(outcome.rewards),
-            group_seconds=group_seconds,
-            logs=logs,
-            attempt=attempt,
-            run_id=run_id,
-            split=split,
-            example_index=example_index,
-            group_index=group_index,
+            rewards={},
         )
-    return Trajectory(
-        rollout_id=rollout_id,
-        example_id=example_id,
+    return dataclasses.replace(
+        report,
         termination_reason=outcome.termination_reason,
         rewards=dict(outcome.rewards),
+        timings={**timings, **report.timings},
+        logs=tuple(logs),
         attempt=attempt,
         run_id=run_id,
         split=split,
         example_index=example_index,
         group_index=group_index,
-        timings={} if group_seconds is None else {"group_seconds": round(group_seconds, 6)},
-        logs=tuple(logs),
     )
 
 
