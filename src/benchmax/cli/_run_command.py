@@ -750,7 +750,7 @@ def _report_interruption(console: Console, output: Path) -> None:
         console.print("[bold red]interrupted[/] before the run started; nothing was saved")
         return
     try:
-        saved = len({r["example_index"] for r in read_results(output).rollouts})
+        saved = len({r.example_index for r in read_results(output).rollouts})
     except (OSError, RunError):
         saved = 0
     console.print(

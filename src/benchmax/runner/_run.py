@@ -26,7 +26,7 @@ from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
 from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RunReport, summarize
-from benchmax.runner._results import CompletedGroup, ResultsStore
+from benchmax.runner._results import CompletedGroup, ResultsStore, completed_group
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -381,17 +381,6 @@ def trajectory_of(
         split=split,
         example_index=example_index,
         group_index=group_index,
-    )
-
-
-def completed_group(example_index: int, trajectories: Sequence[Trajectory]) -> CompletedGroup:
-    """The summary of one complete group, from its records in group order."""
-    return CompletedGroup(
-        example_index=example_index,
-        example_id=trajectories[0].example_id,
-        termination_reasons=tuple(t.termination_reason for t in trajectories),
-        rewards=tuple(dict(t.rewards) for t in trajectories),
-        usage=tuple(None if t.usage is None else dict(t.usage) for t in trajectories),
     )
 
 
