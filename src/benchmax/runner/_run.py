@@ -180,8 +180,10 @@ class _Run:
         examples: Sequence[Example[Any]],
         resumed: Sequence[CompletedGroup],
         on_progress: Callable[[Progress], None] | None,
+        on_group: Callable[[tuple[Trajectory, ...]], None] | None = None,
     ) -> None:
         self.env = env
+        self.on_group = on_group
         self.config = config
         self.store = store
         self.examples = examples
@@ -269,6 +271,14 @@ class _Run:
         self.rollouts_run += len(result.trajectories)
         self.done += 1
         self._tally(result.group)
+        if self.on_group is not None:
+            try:
+                self.on_group(result.trajectories)
+            except Exception as error:
+                raise RunError(
+                    f"on_group raised {type(error).__name__}: {error} "
+                    f"(after the group of example {example.id!r} was saved)"
+                ) from error
         self.progress()
 
 
@@ -308,9 +318,9 @@ class GroupCollector:
                 base_url=config.base_url_for(rollout_id),
                 model_auth=config.model_auth,
                 split=config.split,
-                sampling_args=config.sampling_args,
+                sampling_args=config.sampling_args_for(example.id, k),
             )
-            for rollout_id in ids
+            for k, rollout_id in enumerate(ids)
         ]
         self.capture.track(ids)
         self.observer.expect(ids)
@@ -430,6 +440,7 @@ async def run_environment(
     *,
     on_progress: Callable[[Progress], None] | None = None,
     executor: GroupExecutor | None = None,
+    on_group: Callable[[tuple[Trajectory, ...]], None] | None = None,
 ) -> RunReport:
     """Run every example of ``config.split`` (or the first ``max_examples``) through ``env``.
 
@@ -445,6 +456,14 @@ async def run_environment(
     ``benchmax.runner.RayExecutor`` runs them on a Ray cluster while this process keeps
     the results file, progress and report. An ``ExecutorError`` (its workers cannot go on)
     stops the run.
+
+    ``on_group`` receives the records (``benchmax.trajectory.Trajectory``, in group order:
+    transcript, model calls, token data when recorded, outcome) of every group this
+    invocation runs, as each completes and after it is saved; groups resumed from the file
+    are not replayed (``benchmax.training.read_trajectories`` reads them). This is how a
+    trainer gets trajectories with ``config.output=None``: nothing else keeps them, so
+    memory stays at the groups in flight plus whatever the callback keeps. An exception
+    from ``on_group`` stops the run as a ``RunError``.
     """
     started = time.monotonic()
     examples = await _load_examples(env, config)
@@ -463,7 +482,7 @@ async def run_environment(
                 resumed.append(store.groups[i])
             else:
                 pending.append((i, ex))
-        run = _Run(env, config, store, examples, resumed, on_progress)
+        run = _Run(env, config, store, examples, resumed, on_progress, on_group)
         run.progress()
         if pending:
             opened = (executor or _LocalExecutor()).open(env, config, store.run_id)
