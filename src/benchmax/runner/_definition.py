@@ -40,7 +40,8 @@ def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, A
     ``constructor_args``), ``env_source`` (unless the environment comes from a bundle),
     ``split``, ``model``, ``base_url``, ``group_size``, ``max_examples``, ``limits`` (only
     for environments with BaseEnv limits), ``sampling_args`` (only when some are set: the
-    environment's merged with the run's) and ``config.definition_extras``.
+    environment's merged with the run's), ``seed`` (only when set) and
+    ``config.definition_extras``.
     """
     if config.env_definition is not None:
         env_part = dict(config.env_definition)
@@ -65,6 +66,8 @@ def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, A
     sampling = merged_sampling_args(_env_sampling_args(env), config.sampling_args)
     if sampling:
         definition["sampling_args"] = sampling
+    if config.seed is not None:
+        definition["seed"] = config.seed
     definition.update(config.definition_extras)
     return definition
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from benchmax._context import BOUND_MODEL_AUTH
 from benchmax.auth import bind_model_auth
-from benchmax.envs._observer import RolloutReport, observe_rollouts
+from benchmax.envs._observer import observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
 from benchmax.runner._config import RunConfig
@@ -26,7 +26,7 @@ from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
 from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RunReport, summarize
-from benchmax.runner._results import CompletedGroup, ResultsStore
+from benchmax.runner._results import CompletedGroup, ResultsStore, completed_group
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -60,16 +60,16 @@ class _TranscriptObserver:
     """Collects what BaseEnv reports about the finished rollouts of this run's groups."""
 
     def __init__(self) -> None:
-        self._reports: dict[str, RolloutReport | None] = {}
+        self._reports: dict[str, Trajectory | None] = {}
 
     def expect(self, rollout_ids: Sequence[str]) -> None:
         self._reports.update(dict.fromkeys(rollout_ids))
 
-    def rollout_finished(self, report: RolloutReport) -> None:
+    def rollout_finished(self, report: Trajectory) -> None:
         if report.rollout_id in self._reports:
             self._reports[report.rollout_id] = report
 
-    def take(self, rollout_id: str) -> RolloutReport | None:
+    def take(self, rollout_id: str) -> Trajectory | None:
         return self._reports.pop(rollout_id, None)
 
 
@@ -180,8 +180,10 @@ class _Run:
         examples: Sequence[Example[Any]],
         resumed: Sequence[CompletedGroup],
         on_progress: Callable[[Progress], None] | None,
+        on_group: Callable[[tuple[Trajectory, ...]], None] | None = None,
     ) -> None:
         self.env = env
+        self.on_group = on_group
         self.config = config
         self.store = store
         self.examples = examples
@@ -269,6 +271,14 @@ class _Run:
         self.rollouts_run += len(result.trajectories)
         self.done += 1
         self._tally(result.group)
+        if self.on_group is not None:
+            try:
+                self.on_group(result.trajectories)
+            except Exception as error:
+                raise RunError(
+                    f"on_group raised {type(error).__name__}: {error} "
+                    f"(after the group of example {example.id!r} was saved)"
+                ) from error
         self.progress()
 
 
@@ -308,9 +318,9 @@ class GroupCollector:
                 base_url=config.base_url_for(rollout_id),
                 model_auth=config.model_auth,
                 split=config.split,
-                sampling_args=config.sampling_args,
+                sampling_args=config.sampling_args_for(example.id, k),
             )
-            for rollout_id in ids
+            for k, rollout_id in enumerate(ids)
         ]
         self.capture.track(ids)
         self.observer.expect(ids)
@@ -345,7 +355,7 @@ class GroupCollector:
 
 
 def trajectory_of(
-    report: RolloutReport | None,
+    report: Trajectory | None,
     *,
     rollout_id: str,
     example_id: str,
@@ -359,43 +369,28 @@ def trajectory_of(
     group_index: int,
 ) -> Trajectory:
     """One rollout's record: what BaseEnv reported (nothing for other environments) with
-    its final outcome and its place in the run."""
-    if report is not None:
-        return report.to_trajectory(
+    its final outcome (group rewards merged) and its place in the run."""
+    timings: dict[str, float] = {}
+    if group_seconds is not None:
+        timings["group_seconds"] = round(group_seconds, 6)
+    if report is None:
+        report = Trajectory(
+            rollout_id=rollout_id,
             example_id=example_id,
             termination_reason=outcome.termination_reason,
-            rewards=dict(outcome.rewards),
-            group_seconds=group_seconds,
-            logs=logs,
-            attempt=attempt,
-            run_id=run_id,
-            split=split,
-            example_index=example_index,
-            group_index=group_index,
+            rewards={},
         )
-    return Trajectory(
-        rollout_id=rollout_id,
-        example_id=example_id,
+    return dataclasses.replace(
+        report,
         termination_reason=outcome.termination_reason,
         rewards=dict(outcome.rewards),
+        timings={**timings, **report.timings},
+        logs=tuple(logs),
         attempt=attempt,
         run_id=run_id,
         split=split,
         example_index=example_index,
         group_index=group_index,
-        timings={} if group_seconds is None else {"group_seconds": round(group_seconds, 6)},
-        logs=tuple(logs),
-    )
-
-
-def completed_group(example_index: int, trajectories: Sequence[Trajectory]) -> CompletedGroup:
-    """The summary of one complete group, from its records in group order."""
-    return CompletedGroup(
-        example_index=example_index,
-        example_id=trajectories[0].example_id,
-        termination_reasons=tuple(t.termination_reason for t in trajectories),
-        rewards=tuple(dict(t.rewards) for t in trajectories),
-        usage=tuple(None if t.usage is None else dict(t.usage) for t in trajectories),
     )
 
 
@@ -445,6 +440,7 @@ async def run_environment(
     *,
     on_progress: Callable[[Progress], None] | None = None,
     executor: GroupExecutor | None = None,
+    on_group: Callable[[tuple[Trajectory, ...]], None] | None = None,
 ) -> RunReport:
     """Run every example of ``config.split`` (or the first ``max_examples``) through ``env``.
 
@@ -460,6 +456,14 @@ async def run_environment(
     ``benchmax.runner.RayExecutor`` runs them on a Ray cluster while this process keeps
     the results file, progress and report. An ``ExecutorError`` (its workers cannot go on)
     stops the run.
+
+    ``on_group`` receives the records (``benchmax.trajectory.Trajectory``, in group order:
+    transcript, model calls, token data when recorded, outcome) of every group this
+    invocation runs, as each completes and after it is saved; groups resumed from the file
+    are not replayed (``benchmax.training.read_trajectories`` reads them). This is how a
+    trainer gets trajectories with ``config.output=None``: nothing else keeps them, so
+    memory stays at the groups in flight plus whatever the callback keeps. An exception
+    from ``on_group`` stops the run as a ``RunError``.
     """
     started = time.monotonic()
     examples = await _load_examples(env, config)
@@ -478,7 +482,7 @@ async def run_environment(
                 resumed.append(store.groups[i])
             else:
                 pending.append((i, ex))
-        run = _Run(env, config, store, examples, resumed, on_progress)
+        run = _Run(env, config, store, examples, resumed, on_progress, on_group)
         run.progress()
         if pending:
             opened = (executor or _LocalExecutor()).open(env, config, store.run_id)

@@ -29,9 +29,10 @@ from benchmax._modelhttp.replies import (
     read_reply,
 )
 from benchmax._value_checks import is_finite_number, is_int_at_least
+from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._hook_errors import blame_hook, exits_as_errors, hook_errors
-from benchmax.envs._observer import RolloutReport, observing, report_rollout
+from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._tool_calls import (
     ToolTimedOut,
@@ -59,7 +60,7 @@ from benchmax.envs.shared_types import (
     RolloutFailure,
     RolloutRequest,
 )
-from benchmax.trajectory import ModelCall, ToolCallTiming, recording_annotations
+from benchmax.trajectory import ModelCall, ToolCallTiming, Trajectory, recording_annotations
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
     from benchmax._modelhttp.chat import ChatSession
@@ -132,7 +133,7 @@ class _Meter:
     def tools_answered(self, first_index: int) -> None:
         """The pending tool calls' messages went into the transcript from ``first_index``."""
         self.tool_calls.extend(
-            ToolCallTiming(name=name, seconds=seconds, message_index=first_index + offset)
+            ToolCallTiming(name=name, seconds=round(seconds, 6), message_index=first_index + offset)
             for offset, (name, seconds) in enumerate(self.tools_pending)
         )
         self.tools_pending.clear()
@@ -163,7 +164,7 @@ async def _call_model(session: ChatSession, body: dict[str, Any], meter: _Meter 
     finally:
         seconds = time.perf_counter() - started
         meter.model += seconds
-        meter.calls.append(ModelCall(seconds=seconds))
+        meter.calls.append(ModelCall(seconds=round(seconds, 6)))
 
 
 class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
@@ -338,16 +339,21 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 )
         if meter is not None:
             report_rollout(
-                RolloutReport(
+                Trajectory(
                     rollout_id=rollout.rollout_id,
+                    example_id=request.example.id,
                     termination_reason=rollout.termination_reason,
-                    messages=rollout.messages,
-                    model_seconds=meter.model,
-                    tool_seconds=meter.tool,
-                    reward_seconds=meter.reward,
-                    usage=meter.usage,
+                    rewards=rollout.rewards or {},
+                    split=request.split,
+                    messages=tuple(cast(list[dict[str, Any]], rollout.messages)),
                     model_calls=tuple(meter.calls),
                     tool_calls=tuple(meter.tool_calls),
+                    timings={
+                        "model_seconds": round(meter.model, 6),
+                        "tool_seconds": round(meter.tool, 6),
+                        "reward_seconds": round(meter.reward, 6),
+                    },
+                    usage=cast(TokenUsage | None, meter.usage),
                     annotations=annotations,
                 )
             )
