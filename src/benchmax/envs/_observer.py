@@ -29,6 +29,8 @@ class RolloutReport:
     reward_seconds: float
     usage: Mapping[str, int] | None = None
     """Token usage summed over the rollout's model calls (``None``: none reported)."""
+    call_tokens: Sequence[Any] = ()
+    """Per model call, its exact tokens (``CallTokens``) when the rollout recorded them."""
 
 
 class RolloutObserver(Protocol):

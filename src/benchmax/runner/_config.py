@@ -45,7 +45,9 @@ class RunConfig:
     server-specific ones such as ``top_k``) put into every ``RolloutRequest``; they override
     the environment's and may not set ``model``, ``messages`` or ``tools``. ``output`` is
     the results JSONL file (``None`` keeps results in memory only); an existing file is
-    resumed.
+    resumed. ``tokens`` asks every rollout to record the exact tokens of its model calls
+    (``RolloutRequest.record_tokens``); the run then starts with one preflight model call
+    and stops with ``RunError`` when the server's reply lacks token data.
 
     The results header records the run definition: the environment's class path with
     ``constructor_args`` (the keyword arguments the environment was built with: the runner
@@ -74,6 +76,7 @@ class RunConfig:
     definition_extras: Mapping[str, Any] = field(default_factory=dict)
     recorded_base_url: str | None = None
     log_level: int = logging.WARNING
+    tokens: bool = False
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.model):
@@ -103,6 +106,8 @@ class RunConfig:
             object.__setattr__(self, "output", Path(self.output))
         if isinstance(self.log_level, bool) or not isinstance(self.log_level, int):
             raise ValueError("log_level must be a logging level number")
+        if not isinstance(self.tokens, bool):
+            raise TypeError("tokens must be True or False")
 
     def base_url_for(self, rollout_id: str) -> str:
         """The endpoint root for one rollout."""

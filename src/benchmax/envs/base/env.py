@@ -27,6 +27,12 @@ from benchmax._modelhttp.replies import (
     finish_reason_table,
     read_reply,
 )
+from benchmax._modelhttp.tokens import (
+    TOKEN_REQUEST_FIELDS,
+    CallTokens,
+    TokenDeficiency,
+    read_call_tokens,
+)
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._hook_errors import blame_hook, exits_as_errors, hook_errors
@@ -45,6 +51,7 @@ from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
     FINISHED,
     MAX_TURNS_EXCEEDED,
+    MODEL_ERROR,
     REWARD_ERROR,
     REWARD_TIMEOUT,
     ROLLOUT_TIMEOUT,
@@ -98,19 +105,21 @@ class _Settings:
     send_reasoning: bool
     sampling_args: Mapping[str, Any]
     finish_reasons: Mapping[str, str]
+    record_tokens: bool
 
 
 class _Meter:
     """What a runner is told about a rollout: time spent waiting on the model, in tools
     and in ``compute_reward``, and the token usage the model's replies reported."""
 
-    __slots__ = ("model", "reward", "tool", "usage")
+    __slots__ = ("call_tokens", "model", "reward", "tool", "usage")
 
     def __init__(self) -> None:
         self.model = 0.0
         self.tool = 0.0
         self.reward = 0.0
         self.usage: dict[str, int] | None = None
+        self.call_tokens: list[CallTokens] = []
 
     @contextmanager
     def timing(self, part: str) -> Iterator[None]:
@@ -151,6 +160,13 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     kept in the transcript (``BaseRollout.messages``, seen by the reward hooks
     and recorded by the runner) but sent back to the model only when
     ``send_reasoning`` is true.
+
+    Exact tokens (issue 17): with ``record_tokens`` true (or a request's
+    ``record_tokens``), every model call asks the server for its prompt token ids,
+    completion token ids and logprobs (``logprobs`` and ``return_token_ids`` body
+    fields, before ``sampling_args``, which may add to them) and records them per
+    call; a reply without them ends the rollout with ``model_error`` naming what
+    it lacked, so no rollout is recorded with tokens silently missing.
     """
 
     max_turns: int | None = None
@@ -163,6 +179,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     send_reasoning: bool = False
     sampling_args: Mapping[str, Any] = MappingProxyType({})
     finish_reasons: Mapping[str, str] = MappingProxyType({})
+    record_tokens: bool = False
 
     def __init__(
         self,
@@ -176,11 +193,13 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         reward_timeout: float | None = None,
         send_reasoning: bool | None = None,
         sampling_args: Mapping[str, Any] | None = None,
+        record_tokens: bool | None = None,
     ) -> None:
         """Override class-level settings; a ``None`` argument keeps the class value.
 
         Raises ``ValueError`` (``TypeError`` for a wrongly typed ``send_reasoning``,
-        ``sampling_args`` or ``finish_reasons``) naming the setting that is invalid.
+        ``record_tokens``, ``sampling_args`` or ``finish_reasons``) naming the setting
+        that is invalid.
         """
         super().__init__()
         overrides = {
@@ -193,6 +212,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             "reward_timeout": reward_timeout,
             "send_reasoning": send_reasoning,
             "sampling_args": sampling_args,
+            "record_tokens": record_tokens,
         }
         if sampling_args is not None:  # a copy: later changes to the caller's dict don't leak
             overrides["sampling_args"] = validated_sampling_args(sampling_args)
@@ -218,6 +238,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             raise ValueError("model_retries must be a non-negative integer")
         if not isinstance(self.send_reasoning, bool):
             raise TypeError("send_reasoning must be True or False")
+        if not isinstance(self.record_tokens, bool):
+            raise TypeError("record_tokens must be True or False")
         sampling_args = validated_sampling_args(self.sampling_args)
         return sampling_args, finish_reason_table(self.finish_reasons)
 
@@ -284,6 +306,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             send_reasoning=self.send_reasoning,
             sampling_args=sampling_args,
             finish_reasons=finish_reasons,
+            record_tokens=self.record_tokens or request.record_tokens,
         )
         transcript, example_args = _prepare_example(request.example.payload)
         meter = _Meter() if observing() else None
@@ -301,6 +324,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     tool_seconds=meter.tool,
                     reward_seconds=meter.reward,
                     usage=meter.usage,
+                    call_tokens=tuple(meter.call_tokens),
                 )
             )
         return rollout
@@ -316,6 +340,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         from benchmax._modelhttp.chat import ChatSession
 
         session: ChatSession | None = None
+        call_tokens = meter.call_tokens if meter is not None else []
         try:
             deadline = asyncio.timeout(settings.rollout_timeout)
             try:
@@ -335,7 +360,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                         retries=settings.model_retries,
                     )
                     reason = await self._chat_loop(
-                        request, settings, tools, transcript, session, meter
+                        request, settings, tools, transcript, session, meter, call_tokens
                     )
             except TimeoutError as error:
                 if not deadline.expired():
@@ -363,6 +388,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         transcript: _Transcript,
         session: ChatSession,
         meter: _Meter | None,
+        call_tokens: list[CallTokens],
     ) -> str:
         from benchmax._modelhttp.chat import CallFailure
 
@@ -377,6 +403,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             body: dict[str, Any] = {"model": request.model, "messages": sent}
             if tools:
                 body["tools"] = tools
+            if settings.record_tokens:
+                body.update(TOKEN_REQUEST_FIELDS)
             body.update(settings.sampling_args)
             body.update(request.sampling_args)
             with _timed(meter, "model"):
@@ -401,6 +429,18 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     reply.message,
                 )
                 return reply.termination_reason
+            if settings.record_tokens:
+                tokens = read_call_tokens(decoded)
+                if isinstance(tokens, TokenDeficiency):
+                    logger.error(
+                        "base.rollout.model_failed rollout_id=%s termination_reason=%s:"
+                        " record_tokens is on but %s",
+                        rollout_id,
+                        MODEL_ERROR,
+                        tokens.message,
+                    )
+                    return MODEL_ERROR
+                call_tokens.append(tokens)
             transcript.append(reply.message)
             if sent is not transcript:
                 sent.append(reply.message_without_reasoning)
