@@ -62,6 +62,8 @@ below the 1e-3..1e-2 gap between inference and training engines' logprobs), whic
 a 1,000-token call under 16 KB on disk."""
 
 _TOKEN_ID_PREFIX: Final = "token_id:"
+_SCALE: Final = 10.0**LOGPROB_DECIMALS
+_INT_ONLY: Final = {int}
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +161,10 @@ def read_call_tokens(body: object) -> CallTokens | TokenDeficiency:
 def _ids(value: object) -> tuple[int, ...] | None:
     if type(value) is not list:
         return None
-    for item in value:
-        if type(item) is not int or item < 0:
-            return None
+    if not value:
+        return ()
+    if set(map(type, value)) != _INT_ONLY or min(value) < 0:  # C-speed loops
+        return None
     return tuple(value)
 
 
@@ -181,28 +184,42 @@ def _ids_from_logprob_tokens(content: list[Any]) -> list[int] | None:
 def _logprobs(
     content: list[Any], completion_ids: tuple[int, ...]
 ) -> tuple[float, ...] | TokenDeficiency:
-    values: list[float] = []
-    append = values.append
+    """The rounded logprobs (``round(x * 10**5) / 10**5``: the nearest double to the
+    decimal, so it prints short), or what is wrong with them."""
+    try:
+        values = tuple([round(entry["logprob"] * _SCALE) / _SCALE for entry in content])
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return _logprob_problem(content)
+    if content:
+        first = content[0].get("token")
+        if type(first) is str and first.startswith(_TOKEN_ID_PREFIX):
+            problem = _token_id_mismatch(content, completion_ids)
+            if problem is not None:
+                return problem
+    return values
+
+
+def _logprob_problem(content: list[Any]) -> TokenDeficiency:
     for index, entry in enumerate(content):
+        where = f"choices[0].logprobs.content[{index}]"
         if not isinstance(entry, Mapping):
-            return TokenDeficiency(f"an object at choices[0].logprobs.content[{index}]")
+            return TokenDeficiency(f"an object at {where}")
         value = entry.get("logprob")
-        if type(value) is float:
-            if not math.isfinite(value):
-                return TokenDeficiency(f"a finite logprob at choices[0].logprobs.content[{index}]")
-            append(round(value, LOGPROB_DECIMALS))
-        elif type(value) is int:
-            append(float(value))
-        else:
-            return TokenDeficiency(f"a number at choices[0].logprobs.content[{index}].logprob")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return TokenDeficiency(f"a number at {where}.logprob")
+        if not math.isfinite(value):
+            return TokenDeficiency(f"a finite logprob at {where}")
+    return TokenDeficiency("usable logprobs at choices[0].logprobs.content")  # pragma: no cover
+
+
+def _token_id_mismatch(
+    content: list[Any], completion_ids: tuple[int, ...]
+) -> TokenDeficiency | None:
+    for index, (entry, token_id) in enumerate(zip(content, completion_ids, strict=True)):
         token = entry.get("token")
-        if (
-            type(token) is str
-            and token.startswith(_TOKEN_ID_PREFIX)
-            and token != f"{_TOKEN_ID_PREFIX}{completion_ids[index]}"
-        ):
+        if type(token) is str and token != f"{_TOKEN_ID_PREFIX}{token_id}":
             return TokenDeficiency(
                 f"logprob tokens matching the completion ids (choices[0].logprobs.content"
-                f"[{index}].token is {token!r}, completion id {completion_ids[index]})"
+                f"[{index}].token is {token!r}, completion id {token_id})"
             )
-    return tuple(values)
+    return None
