@@ -157,9 +157,8 @@ def main() -> None:
                 best["off"], asyncio.run(rollouts(origin, arguments.rollouts, tokens=False))
             )
     per_call, reply_bytes, completion_bytes, prompt_bytes = reader_and_size()
-    print(
-        f"{COMPLETION_TOKENS}-token completions, {CONCURRENCY} in flight, best of {arguments.repeats}:"
-    )
+    shape = f"{COMPLETION_TOKENS}-token completions, {CONCURRENCY} in flight"
+    print(f"{shape}, best of {arguments.repeats}:")
     print(f"  bare aiohttp + orjson loop (token bodies): {best['bare']:8.0f} requests/s")
     print(
         f"  BaseEnv rollouts, tokens on:               {best['on']:8.0f} rollouts/s"
