@@ -63,7 +63,7 @@ class KeepTokens:
         self.calls = 0
 
     def rollout_finished(self, report: RolloutReport) -> None:
-        self.calls += len(report.call_tokens)
+        self.calls += sum(call.has_tokens for call in report.model_calls)
 
 
 async def bare_loop(origin: str, requests: int) -> float:

@@ -11,6 +11,9 @@ by the code running inside it (tasks created in the block copy the binding):
   ``benchmax.auth._BOUND_MODEL_AUTH``, set by ``bind_model_auth``.
 - ``ROLLOUT_OBSERVER``: the runner's observer of finished BaseEnv rollouts, set by
   ``benchmax.envs._observer.observe_rollouts``.
+- ``ANNOTATIONS``: the annotations of the rollout being recorded (``None``: not
+  recording), set by ``benchmax.trajectory.recording_annotations`` and filled by
+  ``benchmax.trajectory.annotate``.
 
 This module sits below every layer that uses it and imports nothing from benchmax, so
 the value types of the last two are ``Any`` here; the owning modules re-export them with
@@ -22,7 +25,13 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["BOUND_MODEL_AUTH", "CURRENT_GROUP_RIDS", "CURRENT_ROLLOUT_ID", "ROLLOUT_OBSERVER"]
+__all__ = [
+    "ANNOTATIONS",
+    "BOUND_MODEL_AUTH",
+    "CURRENT_GROUP_RIDS",
+    "CURRENT_ROLLOUT_ID",
+    "ROLLOUT_OBSERVER",
+]
 
 CURRENT_ROLLOUT_ID: ContextVar[str | None] = ContextVar("benchmax_capture_rollout_id", default=None)
 CURRENT_GROUP_RIDS: ContextVar[tuple[str, ...] | None] = ContextVar(
@@ -32,3 +41,6 @@ BOUND_MODEL_AUTH: ContextVar[dict[str, Any] | None] = ContextVar(
     "benchmax_bound_model_auth", default=None
 )
 ROLLOUT_OBSERVER: ContextVar[Any] = ContextVar("benchmax_rollout_observer", default=None)
+ANNOTATIONS: ContextVar[dict[str, Any] | None] = ContextVar(
+    "benchmax_rollout_annotations", default=None
+)

@@ -62,6 +62,11 @@ def test_a_token_server_passes_the_preflight(
     records = lines(output)
     assert records[0]["definition"]["tokens"] is True
     assert {r["termination_reason"] for r in records[1:]} == {"finished"}
+    for record in records[1:]:
+        (call,) = record["model_calls"]
+        assert call["prompt_token_ids"][0] == 1  # <|im_start|>
+        assert call["completion_token_ids"][-1] == 2  # <|im_end|>
+        assert len(call["completion_logprobs"]) == len(call["completion_token_ids"])
 
 
 def test_a_tokens_run_resumes_and_refuses_a_run_without_tokens(
@@ -76,6 +81,7 @@ def test_a_tokens_run_resumes_and_refuses_a_run_without_tokens(
     records = lines(output)
     assert len(records) == 1 + 6
     assert records[0]["definition"]["tokens"] is True
+    assert all(r["model_calls"][0]["completion_token_ids"] for r in records[1:])
     refused = invoke(*common, "-n", "3")
     assert "tokens" in one_line_error(refused)
 

@@ -291,7 +291,7 @@ def test_a_contract_error_is_one_line_naming_the_hook_and_the_traceback_file(
 
 def _limit_file_size() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (3072, resource.RLIM_INFINITY))
 
 
 def test_a_full_disk_stops_the_run_with_one_line_and_the_run_resumes(
@@ -313,7 +313,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_run_resumes(
     assert line.startswith(f"Error: cannot write the results file {output}: File too large;")
     assert "contract" not in process.stderr and "Traceback" not in process.stderr
     data = output.read_bytes()
-    assert 0 < len(data) <= 2048 and data.endswith(b"\n")
+    assert 0 < len(data) <= 3072 and data.endswith(b"\n")
     saved = {r["example_index"] for r in read_results(output).rollouts}
     assert 0 < len(saved) < 6
     resumed = invoke(*args, "-o", output)

@@ -73,11 +73,11 @@ class TableEnv(Environment[dict[str, Any], RolloutAttempt]):
         report_rollout(
             RolloutReport(
                 rollout_id=request.rollout_id,
+                example_id=request.example.id,
                 termination_reason=reason,
-                messages=[],
-                model_seconds=0.0,
-                tool_seconds=0.0,
-                reward_seconds=0.0,
+                rewards={},
+                messages=(),
+                timings={"model_seconds": 0.0, "tool_seconds": 0.0, "reward_seconds": 0.0},
                 usage=row.get("usage"),
             )
         )

@@ -10,6 +10,7 @@ import logging
 import resource
 import signal
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from benchmax.runner import (
 )
 from benchmax.runner._results import ResultsStore, encoded_line
 from benchmax.testing import MockModelServer, RecordedRequest, scripted
+from benchmax.trajectory import Trajectory
 
 
 def raw_lines(path: Path) -> list[dict[str, Any]]:
@@ -231,16 +233,18 @@ def test_after_a_failed_write_the_store_refuses_more_groups(
     store = ResultsStore.open(path, {"group_size": 1}, group_size=1, force=False)
     size = path.stat().st_size
     group = CompletedGroup(0, "ex-0", ("finished",), ({"r": 1.0},))
-    record = {"example_index": 0, "attempt": 1, "group_index": 0, "example_id": "ex-0"}
+    record = Trajectory(
+        rollout_id="r0", example_id="ex-0", termination_reason="finished", rewards={"r": 1.0}
+    )
     file_size_limit(size + 5)
     try:
         with pytest.raises(ResultsWriteError):
-            store.append_group(group, [{**record, "pad": "x" * 100}])  # type: ignore[list-item]
+            store.append_group(group, [replace(record, annotations={"pad": "x" * 100})])
     finally:
         file_size_limit(resource.RLIM_INFINITY)
     assert path.stat().st_size == size
     with pytest.raises(ResultsWriteError):  # space is back, but this run has stopped
-        store.append_group(group, [record])  # type: ignore[list-item]
+        store.append_group(group, [record])
     store.close()
     assert path.stat().st_size == size and 0 not in store.groups
 
@@ -650,28 +654,25 @@ def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: P
     path = tmp_path / "results.jsonl"
     secrets = ['pa"ss\\wörd\n', "123"]
     store = ResultsStore.open(path, {"group_size": 1}, group_size=1, force=False, secrets=secrets)
-    record = {
-        "type": "rollout",
-        "example_id": "ex-0",
-        "example_index": 0,
-        "group_index": 0,
-        "attempt": 1,
-        "termination_reason": "finished",
-        "rewards": {"r": 123.0},
-        "transcript": [{"role": "assistant", "content": f"key {secrets[0]} and x123"}],
-        "logs": [{"message": f"{secrets[0]}"}],
-        f"odd key {secrets[0]}": [("tuple", "123")],
-    }
-    clean = {**record, "example_index": 1, "transcript": None, "logs": []}
-    del clean[f"odd key {secrets[0]}"]
+    record = Trajectory(
+        rollout_id="ex-0.r0",
+        example_id="ex-0",
+        example_index=0,
+        termination_reason="finished",
+        rewards={"r": 123.0},
+        messages=({"role": "assistant", "content": f"key {secrets[0]} and x123"},),
+        logs=({"message": f"{secrets[0]}"},),  # type: ignore[typeddict-item]
+        annotations={f"odd key {secrets[0]}": [("tuple", "123")]},
+    )
+    clean = replace(record, example_index=1, messages=None, logs=(), annotations={})
     group = CompletedGroup(0, "ex-0", ("finished",), ({"r": 123.0},))
-    store.append_group(group, [record, clean])  # type: ignore[list-item]
+    store.append_group(group, [record, clean])
     store.close()
     raw = path.read_bytes()
     assert b"ss\\\\w" not in raw and "wörd".encode() not in raw
     lines = raw_lines(path)[1:]
     assert lines[0]["transcript"] == [{"role": "assistant", "content": "key *** and x***"}]
     assert lines[0]["logs"] == [{"message": "***"}]
-    assert lines[0]["odd key ***"] == [["tuple", "***"]]
+    assert lines[0]["annotations"]["odd key ***"] == [["tuple", "***"]]
     assert lines[0]["rewards"] == {"r": 123.0} and lines[1]["rewards"] == {"r": 123.0}
-    assert lines[1] == json.loads(json.dumps(clean))
+    assert lines[1] == json.loads(json.dumps(clean.to_json()))

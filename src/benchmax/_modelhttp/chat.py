@@ -23,6 +23,7 @@ from benchmax._modelhttp import json_codec, retries
 from benchmax._modelhttp.connections import LoopPool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import wire_headers
+from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_TIMEOUT
 from benchmax.auth import ModelAuth, ModelRequestContext
 
 __all__ = ["CallFailure", "ChatSession", "ModelReplyError", "ModelStatusError"]
@@ -235,7 +236,7 @@ class ChatSession:
         try:
             data = json_codec.encode(body)
         except (TypeError, ValueError) as error:
-            return CallFailure("model_error", error, logging.ERROR)
+            return CallFailure(MODEL_ERROR, error, logging.ERROR)
         retry_number = 0
         while True:
             try:
@@ -299,12 +300,12 @@ class ChatSession:
 
     def _classify(self, error: Exception) -> CallFailure:
         if isinstance(error, ModelStatusError) and error.status == 400:
-            reason = "context_exceeded" if error.code == CONTEXT_BUDGET_CODE else "model_error"
+            reason = CONTEXT_EXCEEDED if error.code == CONTEXT_BUDGET_CODE else MODEL_ERROR
             return CallFailure(reason, error, logging.WARNING)
         if isinstance(error, ModelStatusError) and error.code == CONTEXT_BUDGET_CODE:
             if error.status is None:  # an error object naming only that code
-                return CallFailure("context_exceeded", error, logging.WARNING)
+                return CallFailure(CONTEXT_EXCEEDED, error, logging.WARNING)
         timed_out = isinstance(error, AttemptTimedOut | asyncio.TimeoutError)
         if timed_out and self._timeout is not None:
-            return CallFailure("model_timeout", error, logging.ERROR)
-        return CallFailure("model_error", error, logging.ERROR)
+            return CallFailure(MODEL_TIMEOUT, error, logging.ERROR)
+        return CallFailure(MODEL_ERROR, error, logging.ERROR)

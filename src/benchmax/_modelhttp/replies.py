@@ -41,6 +41,13 @@ from typing import Any, Final
 
 from benchmax._message_content import content_text
 from benchmax._value_checks import is_non_empty_str
+from benchmax._vocabulary import (
+    CONTENT_FILTER,
+    FINISHED,
+    MODEL_ERROR,
+    OUTPUT_EXCEEDED,
+    TOKEN_USAGE_KEYS,
+)
 
 __all__ = [
     "FINISH_REASONS",
@@ -58,22 +65,22 @@ __all__ = [
 
 FINISH_REASONS: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "stop": "finished",
-        "eos": "finished",
-        "eos_token": "finished",
-        "end_turn": "finished",
-        "stop_sequence": "finished",
-        "length": "output_exceeded",
-        "max_tokens": "output_exceeded",
-        "model_length": "output_exceeded",
-        "max_output_tokens": "output_exceeded",
-        "content_filter": "content_filter",
-        "safety": "content_filter",
-        "recitation": "content_filter",
-        "prohibited_content": "content_filter",
-        "error": "model_error",
-        "tool_calls": "finished",
-        "function_call": "finished",
+        "stop": FINISHED,
+        "eos": FINISHED,
+        "eos_token": FINISHED,
+        "end_turn": FINISHED,
+        "stop_sequence": FINISHED,
+        "length": OUTPUT_EXCEEDED,
+        "max_tokens": OUTPUT_EXCEEDED,
+        "model_length": OUTPUT_EXCEEDED,
+        "max_output_tokens": OUTPUT_EXCEEDED,
+        "content_filter": CONTENT_FILTER,
+        "safety": CONTENT_FILTER,
+        "recitation": CONTENT_FILTER,
+        "prohibited_content": CONTENT_FILTER,
+        "error": MODEL_ERROR,
+        "tool_calls": FINISHED,
+        "function_call": FINISHED,
     }
 )
 """Default ``finish_reason`` (lower case) -> termination reason, for replies without tool calls."""
@@ -81,11 +88,11 @@ FINISH_REASONS: Final[Mapping[str, str]] = MappingProxyType(
 REASONING_FIELDS: Final = ("reasoning_content", "reasoning")
 """Reply message fields holding the model's reasoning, kept in the transcript."""
 
-_USAGE_COUNTS: Final = ("prompt_tokens", "completion_tokens", "total_tokens")
-_USAGE_DETAILS: Final = (
-    ("completion_tokens_details", "reasoning_tokens"),
-    ("prompt_tokens_details", "cached_tokens"),
-)
+_USAGE_DETAILS: Final = {
+    "reasoning_tokens": "completion_tokens_details",
+    "cached_tokens": "prompt_tokens_details",
+}
+"""The usage keys a reply reports inside a details object, and that object's name."""
 _REPR_LIMIT: Final = 300
 _MESSAGE: Final = "choices[0].message"
 
@@ -169,7 +176,7 @@ class ReplyFailure:
 
     message: str
     usage: Mapping[str, int] | None = None
-    termination_reason: str = "model_error"
+    termination_reason: str = MODEL_ERROR
 
 
 class _Unusable(Exception):
@@ -232,14 +239,11 @@ def reply_usage(body: object) -> dict[str, int] | None:
     if not isinstance(usage, Mapping):
         return None
     counts: dict[str, int] = {}
-    for key in _USAGE_COUNTS:
-        count = _count(usage.get(key))
-        if count is not None:
-            counts[key] = count
-    for section, key in _USAGE_DETAILS:
-        details = usage.get(section)
-        if isinstance(details, Mapping):
-            count = _count(details.get(key))
+    for key in TOKEN_USAGE_KEYS:
+        section = _USAGE_DETAILS.get(key)
+        holder = usage if section is None else usage.get(section)
+        if isinstance(holder, Mapping):
+            count = _count(holder.get(key))
             if count is not None:
                 counts[key] = count
     return counts or None
@@ -406,11 +410,11 @@ def _finish_outcome(
     key = finish_reason.lower() if isinstance(finish_reason, str) else None
     if key is not None and key in table:
         reason = table[key]
-        if key == "stop" and reason == "finished":
+        if key == "stop" and reason == FINISHED:
             return reason, None
         return reason, f"finish_reason {shown} maps to {reason}"
     if finish_reason is None or key == "":
         if message_has_text(content):
-            return "finished", f"finish_reason {shown} with message text"
-        return "model_error", f"finish_reason {shown} and no message text"
-    return "model_error", f"finish_reason {shown} is not in the finish_reason table"
+            return FINISHED, f"finish_reason {shown} with message text"
+        return MODEL_ERROR, f"finish_reason {shown} and no message text"
+    return MODEL_ERROR, f"finish_reason {shown} is not in the finish_reason table"

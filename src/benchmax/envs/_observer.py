@@ -7,34 +7,25 @@ unchanged. The local runner binds one for the duration of a run.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from benchmax import _context
+from benchmax.trajectory import Trajectory
 
 __all__ = ["RolloutObserver", "RolloutReport", "observe_rollouts", "observing", "report_rollout"]
 
 
-@dataclass(frozen=True, slots=True)
-class RolloutReport:
-    """What a finished BaseEnv rollout tells the observer beyond its outcome."""
-
-    rollout_id: str
-    termination_reason: str
-    messages: Sequence[Any]
-    model_seconds: float
-    tool_seconds: float
-    reward_seconds: float
-    usage: Mapping[str, int] | None = None
-    """Token usage summed over the rollout's model calls (``None``: none reported)."""
-    call_tokens: Sequence[Any] = ()
-    """Per model call, its exact tokens (``CallTokens``) when the rollout recorded them."""
+RolloutReport = Trajectory
+"""What a finished BaseEnv rollout reports: its record, with the rollout's own outcome
+(before group rewards are merged) and no place in a run yet (``run_id``,
+``example_index``, ``group_index``, ``attempt`` and ``logs`` are the runner's to fill
+with ``dataclasses.replace``)."""
 
 
 class RolloutObserver(Protocol):
-    def rollout_finished(self, report: RolloutReport) -> None: ...
+    def rollout_finished(self, report: Trajectory) -> None: ...
 
 
 _ROLLOUT_OBSERVER: ContextVar[RolloutObserver | None] = _context.ROLLOUT_OBSERVER
@@ -55,7 +46,7 @@ def observing() -> bool:
     return _ROLLOUT_OBSERVER.get() is not None
 
 
-def report_rollout(report: RolloutReport) -> None:
+def report_rollout(report: Trajectory) -> None:
     """Hand ``report`` to the bound observer, if any."""
     observer = _ROLLOUT_OBSERVER.get()
     if observer is not None:

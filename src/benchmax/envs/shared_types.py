@@ -2,9 +2,10 @@
 
 Termination reasons are open-ended strings; the ones this library and its adapters
 produce are the ``Final`` constants below (``FINISHED``, ``MODEL_ERROR``, ...) and the
-``TerminationReason`` literal type that lists them. They are importable from this
-module but, like the rest of its helpers, not part of ``__all__`` (the 0.2 contract
-fixes that list).
+``TerminationReason`` literal type that lists them, defined once in
+``benchmax._vocabulary`` and re-exported here. They are importable from this module
+but, like the rest of its helpers, not part of ``__all__`` (the 0.2 contract fixes
+that list).
 """
 
 from __future__ import annotations
@@ -12,11 +13,38 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from benchmax._value_checks import is_non_empty_str, is_numeric
 from benchmax.auth import ModelAuth
 from benchmax.envs._sampling_args import validated_sampling_args
+
+# isort: off
+from benchmax._vocabulary import (  # re-exported: importable from here by name
+    CONTENT_FILTER as CONTENT_FILTER,
+    CONTEXT_EXCEEDED as CONTEXT_EXCEEDED,
+    FINISHED as FINISHED,
+    GROUP_REWARD_ERROR as GROUP_REWARD_ERROR,
+    HARNESS_ERROR as HARNESS_ERROR,
+    HARNESS_TIMEOUT as HARNESS_TIMEOUT,
+    JUDGE_ERROR as JUDGE_ERROR,
+    MAX_TURNS_EXCEEDED as MAX_TURNS_EXCEEDED,
+    MODEL_ERROR as MODEL_ERROR,
+    MODEL_TIMEOUT as MODEL_TIMEOUT,
+    OUTPUT_EXCEEDED as OUTPUT_EXCEEDED,
+    REWARD_ERROR as REWARD_ERROR,
+    REWARD_TIMEOUT as REWARD_TIMEOUT,
+    ROLLOUT_TIMEOUT as ROLLOUT_TIMEOUT,
+    SANDBOX_ERROR as SANDBOX_ERROR,
+    TOOL_BUDGET_EXCEEDED as TOOL_BUDGET_EXCEEDED,
+    TOOL_ERROR as TOOL_ERROR,
+    TOOL_TIMEOUT as TOOL_TIMEOUT,
+    UNKNOWN as UNKNOWN,
+    VERIFIER_ERROR as VERIFIER_ERROR,
+    VERIFIER_TIMEOUT as VERIFIER_TIMEOUT,
+    TerminationReason as TerminationReason,
+)
+# isort: on
 
 __all__ = [
     "DatasetSplit",
@@ -30,59 +58,6 @@ __all__ = [
 
 DatasetSplit = Literal["train", "eval"]
 
-TerminationReason = Literal[
-    "finished",
-    "max_turns_exceeded",
-    "tool_budget_exceeded",
-    "output_exceeded",
-    "context_exceeded",
-    "content_filter",
-    "model_error",
-    "model_timeout",
-    "tool_error",
-    "tool_timeout",
-    "rollout_timeout",
-    "reward_error",
-    "reward_timeout",
-    "group_reward_error",
-    "judge_error",
-    "harness_error",
-    "harness_timeout",
-    "sandbox_error",
-    "verifier_error",
-    "verifier_timeout",
-    "unknown",
-]
-"""The built-in termination reasons; any other non-empty string is also valid.
-
-A model's unrecognized ``finish_reason`` may be passed through verbatim.
-"""
-
-# The one success value: the rollout ended normally and was scored.
-FINISHED: Final = "finished"
-# BaseEnv's chat/tool loop hit a limit.
-MAX_TURNS_EXCEEDED: Final = "max_turns_exceeded"
-TOOL_BUDGET_EXCEEDED: Final = "tool_budget_exceeded"
-OUTPUT_EXCEEDED: Final = "output_exceeded"
-CONTEXT_EXCEEDED: Final = "context_exceeded"
-CONTENT_FILTER: Final = "content_filter"
-# An operational failure or a deadline of one step.
-MODEL_ERROR: Final = "model_error"
-MODEL_TIMEOUT: Final = "model_timeout"
-TOOL_ERROR: Final = "tool_error"
-TOOL_TIMEOUT: Final = "tool_timeout"
-ROLLOUT_TIMEOUT: Final = "rollout_timeout"
-REWARD_ERROR: Final = "reward_error"
-REWARD_TIMEOUT: Final = "reward_timeout"
-GROUP_REWARD_ERROR: Final = "group_reward_error"
-JUDGE_ERROR: Final = "judge_error"
-# Harbor trials: the agent harness, the sandbox and the verifier.
-HARNESS_ERROR: Final = "harness_error"
-HARNESS_TIMEOUT: Final = "harness_timeout"
-SANDBOX_ERROR: Final = "sandbox_error"
-VERIFIER_ERROR: Final = "verifier_error"
-VERIFIER_TIMEOUT: Final = "verifier_timeout"
-UNKNOWN: Final = "unknown"
 
 type RewardMap = Mapping[str, float]
 

@@ -35,8 +35,9 @@ from benchmax.bundle import (
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._errors import ExecutorError
-from benchmax.runner._records import LogEntry, RolloutRecord
+from benchmax.runner._records import LogEntry
 from benchmax.runner._run import GroupCollector, GroupDispatch, GroupJob, GroupResult, _providers
+from benchmax.trajectory import Trajectory
 
 __all__ = ["RAY_MISSING", "RayExecutor"]
 
@@ -249,7 +250,7 @@ class _GroupWorker:
             except Exception as error:
                 logs = self._collector.unsaved_logs.pop(job.example_index, [])
                 return _GroupFailed(_portable(error), logs)
-        return GroupResult(group=result.group, records=_as_json(result.records))
+        return GroupResult(group=result.group, trajectories=_as_json(result.trajectories))
 
     async def close(self) -> None:
         self._stack.close()
@@ -257,14 +258,15 @@ class _GroupWorker:
             await self._collector.env.aclose()
 
 
-def _as_json(records: tuple[RolloutRecord, ...]) -> tuple[RolloutRecord, ...]:
-    """``records`` as plain JSON values: what the results file would hold for them.
+def _as_json(trajectories: tuple[Trajectory, ...]) -> tuple[Trajectory, ...]:
+    """``trajectories`` holding plain JSON values only: what the results file would hold.
 
     The results writer encodes with ``default=str``, so a round trip through the same
     encoding yields identical lines and nothing unpicklable crosses the wire.
     """
     return tuple(
-        json.loads(json.dumps(record, ensure_ascii=False, default=str)) for record in records
+        Trajectory.from_json(json.loads(json.dumps(t.to_json(), ensure_ascii=False, default=str)))
+        for t in trajectories
     )
 
 

@@ -27,6 +27,7 @@ import benchmax
 from benchmax.runner._config import mask_secrets
 from benchmax.runner._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
 from benchmax.runner._records import ResultsHeader, RolloutRecord
+from benchmax.trajectory import Trajectory
 
 __all__ = [
     "RESULTS_FORMAT",
@@ -332,7 +333,7 @@ class ResultsStore:
     def next_attempt(self, example_index: int) -> int:
         return self._attempts.get(example_index, 0) + 1
 
-    def append_group(self, group: CompletedGroup, records: Iterable[RolloutRecord]) -> None:
+    def append_group(self, group: CompletedGroup, trajectories: Iterable[Trajectory]) -> None:
         """Write one complete group's lines at once (unbuffered), then remember it.
 
         A failed write is cut back to where the group started and raises
@@ -341,7 +342,7 @@ class ResultsStore:
         if self._file is not None:
             if self._failure is not None:
                 raise self._failure
-            data = b"".join(self._masked_line(record) for record in records)
+            data = b"".join(self._masked_line(t.to_json()) for t in trajectories)
             try:
                 _append_or_cut(self._file, self.path, data)
             except ResultsWriteError as failure:

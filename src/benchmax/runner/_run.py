@@ -12,11 +12,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from benchmax._context import BOUND_MODEL_AUTH
 from benchmax.auth import bind_model_auth
-from benchmax.envs._observer import RolloutReport, observe_rollouts
+from benchmax.envs._observer import observe_rollouts
 from benchmax.envs._sampling_args import merged_sampling_args
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
@@ -25,9 +25,10 @@ from benchmax.runner._definition import env_sampling_args, run_definition
 from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
-from benchmax.runner._records import LogEntry, RolloutRecord, RolloutTimings, TokenUsage
+from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore
+from benchmax.trajectory import Trajectory
 
 __all__ = [
     "GroupCollector",
@@ -60,16 +61,16 @@ class _TranscriptObserver:
     """Collects what BaseEnv reports about the finished rollouts of this run's groups."""
 
     def __init__(self) -> None:
-        self._reports: dict[str, RolloutReport | None] = {}
+        self._reports: dict[str, Trajectory | None] = {}
 
     def expect(self, rollout_ids: Sequence[str]) -> None:
         self._reports.update(dict.fromkeys(rollout_ids))
 
-    def rollout_finished(self, report: RolloutReport) -> None:
+    def rollout_finished(self, report: Trajectory) -> None:
         if report.rollout_id in self._reports:
             self._reports[report.rollout_id] = report
 
-    def take(self, rollout_id: str) -> RolloutReport | None:
+    def take(self, rollout_id: str) -> Trajectory | None:
         return self._reports.pop(rollout_id, None)
 
 
@@ -139,10 +140,10 @@ class GroupJob:
 
 @dataclass(frozen=True, slots=True)
 class GroupResult:
-    """A finished group: its summary and its results lines, ready to append."""
+    """A finished group: its summary and its rollouts' records, in group order."""
 
     group: CompletedGroup
-    records: tuple[RolloutRecord, ...]
+    trajectories: tuple[Trajectory, ...]
 
 
 class GroupDispatch(Protocol):
@@ -265,8 +266,8 @@ class _Run:
             group_size=self.config.group_size,
         )
         result = await dispatch.run(job)
-        self.store.append_group(result.group, result.records)
-        self.rollouts_run += len(result.records)
+        self.store.append_group(result.group, result.trajectories)
+        self.rollouts_run += len(result.trajectories)
         self.done += 1
         self._tally(result.group)
         self.progress()
@@ -326,61 +327,74 @@ class GroupCollector:
             self.unsaved_logs[index] = logs  # a contract error's report shows them
             raise
         group_seconds = time.perf_counter() - began
-        records = [
-            self._record(
-                index, example, k, rollout_id, attempt, outcomes[rollout_id], group_seconds
+        trajectories = tuple(
+            trajectory_of(
+                self.observer.take(rollout_id),
+                rollout_id=rollout_id,
+                example_id=example.id,
+                outcome=outcomes[rollout_id],
+                group_seconds=group_seconds,
+                logs=self.capture.take(rollout_id),
+                attempt=attempt,
+                run_id=self.run_id,
+                split=self.config.split,
+                example_index=index,
+                group_index=k,
             )
             for k, rollout_id in enumerate(ids)
-        ]
-        group = CompletedGroup(
-            example_index=index,
-            example_id=example.id,
-            termination_reasons=tuple(outcomes[r].termination_reason for r in ids),
-            rewards=tuple(dict(outcomes[r].rewards) for r in ids),
-            usage=tuple(record["usage"] for record in records),
         )
-        return GroupResult(group=group, records=tuple(records))
-
-    def _record(
-        self,
-        index: int,
-        example: Example[Any],
-        group_index: int,
-        rollout_id: str,
-        attempt: int,
-        outcome: RolloutOutcome,
-        group_seconds: float,
-    ) -> RolloutRecord:
-        report = self.observer.take(rollout_id)
-        timings: RolloutTimings = {"group_seconds": round(group_seconds, 6)}
-        if report is not None:
-            timings["model_seconds"] = round(report.model_seconds, 6)
-            timings["tool_seconds"] = round(report.tool_seconds, 6)
-            timings["reward_seconds"] = round(report.reward_seconds, 6)
-        return {
-            "type": "rollout",
-            "run_id": self.run_id,
-            "split": self.config.split,
-            "example_id": example.id,
-            "example_index": index,
-            "group_index": group_index,
-            "rollout_id": rollout_id,
-            "attempt": attempt,
-            "termination_reason": outcome.termination_reason,
-            "rewards": dict(outcome.rewards),
-            "timings": timings,
-            "usage": _usage(report),
-            "transcript": None if report is None else list(report.messages),
-            "logs": self.capture.take(rollout_id),
-        }
+        return GroupResult(group=completed_group(index, trajectories), trajectories=trajectories)
 
 
-def _usage(report: RolloutReport | None) -> TokenUsage | None:
-    """The rollout's token usage as BaseEnv reported it (``None``: none reported)."""
-    if report is None or not report.usage:
-        return None
-    # BaseEnv sums only TokenUsage's keys (the envs layer cannot name the runner's type).
-    return cast(TokenUsage, dict(report.usage))
+def trajectory_of(
+    report: Trajectory | None,
+    *,
+    rollout_id: str,
+    example_id: str,
+    outcome: RolloutOutcome,
+    group_seconds: float | None,
+    logs: list[LogEntry],
+    attempt: int,
+    run_id: str | None,
+    split: str,
+    example_index: int | None,
+    group_index: int,
+) -> Trajectory:
+    """One rollout's record: what BaseEnv reported (nothing for other environments) with
+    its final outcome (group rewards merged) and its place in the run."""
+    timings: dict[str, float] = {}
+    if group_seconds is not None:
+        timings["group_seconds"] = round(group_seconds, 6)
+    if report is None:
+        report = Trajectory(
+            rollout_id=rollout_id,
+            example_id=example_id,
+            termination_reason=outcome.termination_reason,
+            rewards={},
+        )
+    return dataclasses.replace(
+        report,
+        termination_reason=outcome.termination_reason,
+        rewards=dict(outcome.rewards),
+        timings={**timings, **report.timings},
+        logs=tuple(logs),
+        attempt=attempt,
+        run_id=run_id,
+        split=split,
+        example_index=example_index,
+        group_index=group_index,
+    )
+
+
+def completed_group(example_index: int, trajectories: Sequence[Trajectory]) -> CompletedGroup:
+    """The summary of one complete group, from its records in group order."""
+    return CompletedGroup(
+        example_index=example_index,
+        example_id=trajectories[0].example_id,
+        termination_reasons=tuple(t.termination_reason for t in trajectories),
+        rewards=tuple(dict(t.rewards) for t in trajectories),
+        usage=tuple(None if t.usage is None else dict(t.usage) for t in trajectories),
+    )
 
 
 class _LocalDispatch:

@@ -37,7 +37,7 @@ def groups_of(results: Results) -> list[ResultGroup]:
     """The complete groups of ``results``, in example order."""
     by_index: dict[int, list[Mapping[str, Any]]] = {}
     for record in results.rollouts:
-        by_index.setdefault(int(record["example_index"]), []).append(record)
+        by_index.setdefault(int(record["example_index"] or 0), []).append(record)
     return [
         ResultGroup(
             example_index=index,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from tests.envs.base.support import ToolEnv, make_request, tool_reply
 
 from benchmax.envs._observer import RolloutReport, observe_rollouts
@@ -52,15 +53,24 @@ async def test_each_rollout_reports_transcript_and_timings(mock_server: MockMode
 
     finished = by_id["rollout-0"]
     assert finished.termination_reason == "finished"
+    assert finished.messages is not None
     assert [m["role"] for m in finished.messages] == ["user", "assistant", "tool", "assistant"]
-    assert finished.model_seconds >= 0.04
-    assert 0.05 <= finished.tool_seconds < finished.model_seconds + 0.2
-    assert finished.reward_seconds >= 0.03
+    assert finished.messages is not None
+    timings = finished.timings
+    assert timings["model_seconds"] >= 0.04
+    assert 0.05 <= timings["tool_seconds"] < timings["model_seconds"] + 0.2
+    assert timings["reward_seconds"] >= 0.03
+    assert [call.message_index for call in finished.model_calls] == [1, 3]
+    assert [(t.name, t.message_index) for t in finished.tool_calls] == [("multiply", 2)]
+    assert finished.tool_calls[0].seconds == pytest.approx(timings["tool_seconds"], abs=2e-6)
 
     failed = by_id["rollout-1"]
     assert failed.termination_reason == "model_error"
-    assert failed.tool_seconds == 0.0 and failed.reward_seconds == 0.0
+    assert failed.timings["tool_seconds"] == 0.0 and failed.timings["reward_seconds"] == 0.0
+    assert failed.messages is not None
     assert [m["role"] for m in failed.messages] == ["user"]
+    (call,) = failed.model_calls
+    assert call.message_index is None and call.finish_reason is None
     await env.aclose()
 
 

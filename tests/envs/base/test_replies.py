@@ -354,7 +354,7 @@ async def test_reasoning_is_kept_in_the_transcript_but_not_sent_back(
         "reasoning": {"summary": "done"},
     }
     (report,) = recorder.reports
-    assert report.messages == rollout.messages
+    assert list(report.messages or ()) == rollout.messages
     assert env.reward_calls[0].messages == rollout.messages  # compute_reward sees it all
 
     sent = mock_server.requests[1].body["messages"]

@@ -252,7 +252,7 @@ async def test_no_server_reply_raises_out_of_run_group(
             assert set(outcome.rewards.values()) == {0.0}
     assert len(recorder.reports) == len(requests)
     for report in recorder.reports:
-        check_transcript(report.messages)
+        check_transcript(list(report.messages or ()))
         if report.usage is not None:
             assert report.usage and all(
                 isinstance(v, int) and v >= 0 for v in report.usage.values()

@@ -59,7 +59,7 @@ def test_recorded_tokens_are_the_servers_stream(
     rollout, report, bodies = asyncio.run(_converse(replies, template, send_reasoning))
     assert rollout.termination_reason == "finished"
     toy = ToyChatTemplate(template)  # type: ignore[arg-type]
-    calls = report.call_tokens
+    calls = report.model_calls
     assert len(calls) == len(replies) == len(bodies)
     for tokens, body, reply in zip(calls, bodies, replies, strict=True):
         # Exactly the server's ids for what it was sent and what it answered.
@@ -68,11 +68,11 @@ def test_recorded_tokens_are_the_servers_stream(
             {"function": {"name": c["name"], "arguments": c["arguments"]}}
             for c in reply.get("tool_calls", [])
         ]}  # fmt: skip
+        assert tokens.completion_token_ids is not None and tokens.completion_logprobs is not None
         assert list(tokens.completion_token_ids) == toy.completion_ids(sent_reply)
         assert len(tokens.completion_logprobs) == len(tokens.completion_token_ids)
     for earlier, later, reply in zip(calls, calls[1:], replies, strict=False):
-        stream = earlier.prompt_token_ids + earlier.completion_token_ids
-        continues = later.prompt_token_ids[: len(stream)] == stream
+        continues = later.continues(earlier)
         # The stream continues unless the template lost the reply's reasoning: not sent
         # back, or dropped by qwen3 (only before a later user turn: none here).
         assert continues == ("reasoning_content" not in reply or send_reasoning)

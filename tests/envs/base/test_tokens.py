@@ -39,7 +39,7 @@ async def test_tokens_off_sends_the_same_body_as_before() -> None:
     assert rollout.termination_reason == "finished"
     expected = {"model": "test-model", "messages": PROMPT, "temperature": 0.5}
     assert call.raw_body == json.dumps(expected, separators=(",", ":")).encode()
-    assert report.call_tokens == ()
+    assert [call.has_tokens for call in report.model_calls] == [False]
 
 
 @pytest.mark.parametrize("how", ["attribute", "keyword", "request"])
@@ -57,7 +57,7 @@ async def test_each_switch_records_the_calls_tokens(how: str) -> None:
     assert rollout.termination_reason == "finished"
     assert call.body["logprobs"] is True and call.body["return_token_ids"] is True
     template = ToyChatTemplate()
-    (tokens,) = report.call_tokens
+    (tokens,) = report.model_calls
     assert tokens.prompt_token_ids == tuple(template.prompt_ids(PROMPT))
     assert tokens.completion_token_ids == tuple(template.completion_ids({"content": "42"}))
     assert len(tokens.completion_logprobs) == len(tokens.completion_token_ids)
@@ -70,7 +70,7 @@ async def test_sampling_args_come_after_the_token_fields() -> None:
         (call,) = server.requests
     assert list(call.body)[2:] == ["logprobs", "return_token_ids", "return_tokens_as_token_ids"]
     assert rollout.termination_reason == "finished"
-    assert len(report.call_tokens) == 1
+    assert [call.has_tokens for call in report.model_calls] == [True]
 
 
 async def test_a_tool_turn_continues_the_token_stream() -> None:
@@ -78,7 +78,7 @@ async def test_a_tool_turn_continues_the_token_stream() -> None:
     async with MockModelServer(policy, tokens=True) as server:
         rollout, report = await _run(ToolEnv(record_tokens=True), make_request(server))
     assert rollout.termination_reason == "finished"
-    first, second = report.call_tokens
+    first, second = report.model_calls
     stream = first.prompt_token_ids + first.completion_token_ids
     assert second.prompt_token_ids[: len(stream)] == stream
     tool_part = ToyChatTemplate().decode(second.prompt_token_ids[len(stream) :])
@@ -91,7 +91,8 @@ async def test_a_reply_without_tokens_ends_the_rollout(caplog: pytest.LogCapture
             rollout, report = await _run(AnswerEnv(record_tokens=True), make_request(server))
     assert rollout.termination_reason == "model_error"
     assert rollout.rewards == {"correct": 0.0}
-    assert report.call_tokens == ()
+    (call,) = report.model_calls
+    assert call.prompt_token_ids is None and call.message_index is None
     assert "record_tokens is on but the reply lacked prompt token ids" in caplog.text
 
 

@@ -15,12 +15,13 @@ from contextlib import (
     contextmanager,
     nullcontext,
 )
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from benchmax._modelhttp.replies import (
+    Reply,
     ReplyFailure,
     ToolCall,
     add_usage,
@@ -34,9 +35,10 @@ from benchmax._modelhttp.tokens import (
     read_call_tokens,
 )
 from benchmax._value_checks import is_finite_number, is_int_at_least
+from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._hook_errors import blame_hook, exits_as_errors, hook_errors
-from benchmax.envs._observer import RolloutReport, observing, report_rollout
+from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._tool_calls import (
     ToolTimedOut,
@@ -65,6 +67,7 @@ from benchmax.envs.shared_types import (
     RolloutFailure,
     RolloutRequest,
 )
+from benchmax.trajectory import ModelCall, ToolCallTiming, Trajectory, recording_annotations
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
     from benchmax._modelhttp.chat import ChatSession
@@ -110,16 +113,48 @@ class _Settings:
 
 class _Meter:
     """What a runner is told about a rollout: time spent waiting on the model, in tools
-    and in ``compute_reward``, and the token usage the model's replies reported."""
+    and in ``compute_reward``, the token usage the model's replies reported, one
+    ``ModelCall`` per model call and one ``ToolCallTiming`` per tool message."""
 
-    __slots__ = ("call_tokens", "model", "reward", "tool", "usage")
+    __slots__ = ("calls", "model", "reward", "tool", "tool_calls", "tools_pending", "usage")
 
     def __init__(self) -> None:
         self.model = 0.0
         self.tool = 0.0
         self.reward = 0.0
         self.usage: dict[str, int] | None = None
-        self.call_tokens: list[CallTokens] = []
+        self.calls: list[ModelCall] = []
+        self.tool_calls: list[ToolCallTiming] = []
+        self.tools_pending: list[tuple[str, float]] = []
+
+    def describe_call(
+        self,
+        reply: Reply | ReplyFailure,
+        message_index: int | None,
+        tokens: CallTokens | TokenDeficiency | None = None,
+    ) -> None:
+        """Fill in the last model call from its reply (``message_index``: where its
+        assistant message went in the transcript, ``None`` when it added none) and, when
+        recorded, its exact tokens."""
+        finish_reason = reply.finish_reason if isinstance(reply, Reply) else None
+        fields: dict[str, Any] = {
+            "finish_reason": finish_reason if isinstance(finish_reason, str) else None,
+            "usage": reply.usage,
+            "message_index": message_index,
+        }
+        if isinstance(tokens, CallTokens):
+            fields["prompt_token_ids"] = tokens.prompt_token_ids
+            fields["completion_token_ids"] = tokens.completion_token_ids
+            fields["completion_logprobs"] = tokens.completion_logprobs
+        self.calls[-1] = replace(self.calls[-1], **fields)
+
+    def tools_answered(self, first_index: int) -> None:
+        """The pending tool calls' messages went into the transcript from ``first_index``."""
+        self.tool_calls.extend(
+            ToolCallTiming(name=name, seconds=round(seconds, 6), message_index=first_index + offset)
+            for offset, (name, seconds) in enumerate(self.tools_pending)
+        )
+        self.tools_pending.clear()
 
     @contextmanager
     def timing(self, part: str) -> Iterator[None]:
@@ -134,6 +169,20 @@ class _Meter:
 def _timed(meter: _Meter | None, part: str) -> AbstractContextManager[None]:
     """Time ``part`` when a runner observes rollouts; nothing otherwise."""
     return nullcontext() if meter is None else meter.timing(part)
+
+
+async def _call_model(session: ChatSession, body: dict[str, Any], meter: _Meter | None) -> Any:
+    """``session.complete(body)``; when observed, its time joins ``model_seconds`` and a
+    ``ModelCall`` is started for it (also when the call is cancelled)."""
+    if meter is None:
+        return await session.complete(body)
+    started = time.perf_counter()
+    try:
+        return await session.complete(body)
+    finally:
+        seconds = time.perf_counter() - started
+        meter.model += seconds
+        meter.calls.append(ModelCall(seconds=round(seconds, 6)))
 
 
 class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
@@ -310,21 +359,34 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         )
         transcript, example_args = _prepare_example(request.example.payload)
         meter = _Meter() if observing() else None
-        with hook_errors(self, "rollout_context"):
-            context = self.rollout_context(request.rollout_id, request.example)
-        async with _blaming_exit(self, context):
-            rollout = await self._run_in_context(request, settings, transcript, example_args, meter)
+        recording: AbstractContextManager[dict[str, Any]] = (
+            nullcontext({}) if meter is None else recording_annotations()
+        )
+        with recording as annotations:
+            with hook_errors(self, "rollout_context"):
+                context = self.rollout_context(request.rollout_id, request.example)
+            async with _blaming_exit(self, context):
+                rollout = await self._run_in_context(
+                    request, settings, transcript, example_args, meter
+                )
         if meter is not None:
             report_rollout(
-                RolloutReport(
+                Trajectory(
                     rollout_id=rollout.rollout_id,
+                    example_id=request.example.id,
                     termination_reason=rollout.termination_reason,
-                    messages=rollout.messages,
-                    model_seconds=meter.model,
-                    tool_seconds=meter.tool,
-                    reward_seconds=meter.reward,
-                    usage=meter.usage,
-                    call_tokens=tuple(meter.call_tokens),
+                    rewards=rollout.rewards or {},
+                    split=request.split,
+                    messages=tuple(cast(list[dict[str, Any]], rollout.messages)),
+                    model_calls=tuple(meter.calls),
+                    tool_calls=tuple(meter.tool_calls),
+                    timings={
+                        "model_seconds": round(meter.model, 6),
+                        "tool_seconds": round(meter.tool, 6),
+                        "reward_seconds": round(meter.reward, 6),
+                    },
+                    usage=cast(TokenUsage | None, meter.usage),
+                    annotations=annotations,
                 )
             )
         return rollout
@@ -340,7 +402,6 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         from benchmax._modelhttp.chat import ChatSession
 
         session: ChatSession | None = None
-        call_tokens = meter.call_tokens if meter is not None else []
         try:
             deadline = asyncio.timeout(settings.rollout_timeout)
             try:
@@ -360,7 +421,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                         retries=settings.model_retries,
                     )
                     reason = await self._chat_loop(
-                        request, settings, tools, transcript, session, meter, call_tokens
+                        request, settings, tools, transcript, session, meter
                     )
             except TimeoutError as error:
                 if not deadline.expired():
@@ -388,7 +449,6 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         transcript: _Transcript,
         session: ChatSession,
         meter: _Meter | None,
-        call_tokens: list[CallTokens],
     ) -> str:
         from benchmax._modelhttp.chat import CallFailure
 
@@ -407,8 +467,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 body.update(TOKEN_REQUEST_FIELDS)
             body.update(settings.sampling_args)
             body.update(request.sampling_args)
-            with _timed(meter, "model"):
-                decoded = await session.complete(body)
+            decoded = await _call_model(session, body, meter)
             if isinstance(decoded, CallFailure):
                 logger.log(
                     decoded.level,
@@ -419,8 +478,15 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 )
                 return decoded.termination_reason
             reply = read_reply(decoded, taken_ids=call_ids, finish_reasons=settings.finish_reasons)
+            tokens = (
+                read_call_tokens(decoded)
+                if settings.record_tokens and not isinstance(reply, ReplyFailure)
+                else None
+            )
             if meter is not None:
                 meter.usage = add_usage(meter.usage, reply.usage)
+                kept = isinstance(reply, Reply) and not isinstance(tokens, TokenDeficiency)
+                meter.describe_call(reply, len(transcript) if kept else None, tokens)
             if isinstance(reply, ReplyFailure):
                 logger.error(
                     "base.rollout.model_failed rollout_id=%s termination_reason=%s: %s",
@@ -429,18 +495,15 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     reply.message,
                 )
                 return reply.termination_reason
-            if settings.record_tokens:
-                tokens = read_call_tokens(decoded)
-                if isinstance(tokens, TokenDeficiency):
-                    logger.error(
-                        "base.rollout.model_failed rollout_id=%s termination_reason=%s:"
-                        " record_tokens is on but %s",
-                        rollout_id,
-                        MODEL_ERROR,
-                        tokens.message,
-                    )
-                    return MODEL_ERROR
-                call_tokens.append(tokens)
+            if isinstance(tokens, TokenDeficiency):
+                logger.error(
+                    "base.rollout.model_failed rollout_id=%s termination_reason=%s:"
+                    " record_tokens is on but %s",
+                    rollout_id,
+                    MODEL_ERROR,
+                    tokens.message,
+                )
+                return MODEL_ERROR
             transcript.append(reply.message)
             if sent is not transcript:
                 sent.append(reply.message_without_reasoning)
@@ -490,6 +553,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     exc_info=error,
                 )
                 return TOOL_ERROR
+            if meter is not None:
+                meter.tools_answered(len(transcript))
             transcript.extend(tool_messages)
             if sent is not transcript:
                 sent.extend(tool_messages)
@@ -507,6 +572,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         for call in calls:
             name = call.name
             arguments = call.arguments
+            spent_before = 0.0 if meter is None else meter.tool
             if name not in advertised:
                 content: Any = f"Unknown tool: {name}"
             elif isinstance(arguments, str):
@@ -518,6 +584,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     result = await self._call_tool(rollout_id, name, arguments, timeout)
                 content = tool_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            if meter is not None:
+                meter.tools_pending.append((name, meter.tool - spent_before))
         return messages
 
     async def _call_tool(

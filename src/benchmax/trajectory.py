@@ -1,0 +1,526 @@
+"""The rollout record: one :class:`Trajectory` per rollout, one :class:`ModelCall` per model call.
+
+A trajectory is what a rollout did and how it ended: its ids, termination reason and
+rewards, the transcript (``messages``), every model call (finish reason, token usage,
+seconds, the index of the assistant message it produced and, when a run records tokens,
+the exact prompt and completion token ids and completion logprobs the server returned),
+every tool call's timing, the rollout's timings, token usage, logs and the
+:func:`annotate` data the environment attached. The results file holds one trajectory per
+line (:meth:`Trajectory.to_json` / :meth:`Trajectory.from_json`); the runner, ``show``,
+``view``, ``compare``, ``rescore``, the Ray executor and ``benchmax.training`` all pass
+this one record around.
+
+This module sits low (it imports only benchmax's leaf modules), so environments can use
+:func:`annotate`. Records are frozen and validated: a constructor raises ``TypeError`` or
+``ValueError`` naming the field that is wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, NotRequired, TypedDict, cast
+
+from benchmax import _context
+from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
+from benchmax._vocabulary import TOKEN_USAGE_KEYS, TRAINABLE_REASONS, TokenUsage
+
+__all__ = [
+    "LogEntry",
+    "ModelCall",
+    "RolloutRecord",
+    "RolloutTimings",
+    "ToolCallTiming",
+    "Trajectory",
+    "annotate",
+    "recording_annotations",
+]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class RolloutTimings(TypedDict, total=False):
+    """Seconds spent on one rollout; the last three only for ``BaseEnv`` rollouts."""
+
+    group_seconds: float
+    model_seconds: float
+    tool_seconds: float
+    reward_seconds: float
+
+
+class LogEntry(TypedDict):
+    """One log record attributed to a rollout (secrets masked)."""
+
+    time: str
+    level: str
+    logger: str
+    message: str
+    exception: NotRequired[str]
+
+
+class ModelCallRecord(TypedDict):
+    """A model call as a results line holds it (token fields only when recorded)."""
+
+    finish_reason: str | None
+    usage: TokenUsage | None
+    seconds: float
+    message_index: int | None
+    prompt_token_ids: NotRequired[list[int]]
+    completion_token_ids: NotRequired[list[int]]
+    completion_logprobs: NotRequired[list[float]]
+
+
+class ToolCallRecord(TypedDict):
+    """A tool call's timing as a results line holds it."""
+
+    name: str
+    seconds: float
+    message_index: int
+
+
+class RolloutRecord(TypedDict):
+    """One results-file line (``benchmax.results/1``): a trajectory as JSON.
+
+    ``model_calls``, ``tool_calls`` and ``annotations`` were added later: lines written
+    before lack them and read back as empty.
+    """
+
+    type: Literal["rollout"]
+    run_id: str | None
+    split: str
+    example_id: str
+    example_index: int | None
+    group_index: int
+    rollout_id: str
+    attempt: int
+    termination_reason: str
+    rewards: dict[str, float]
+    timings: RolloutTimings
+    usage: NotRequired[TokenUsage | None]
+    transcript: list[dict[str, Any]] | None
+    logs: list[LogEntry]
+    model_calls: NotRequired[list[ModelCallRecord]]
+    tool_calls: NotRequired[list[ToolCallRecord]]
+    annotations: NotRequired[dict[str, Any]]
+
+
+def _seconds(value: object, name: str) -> float:
+    if not is_numeric(value) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _optional_index(value: object, name: str) -> int | None:
+    if value is not None and not is_int_at_least(value, 0):
+        raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
+    return value
+
+
+def _token_ids(value: object, name: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, tuple | list):
+        raise TypeError(f"{name} must be a sequence of token ids or None")
+    ids = tuple(value)
+    for token in ids:
+        if type(token) is not int or token < 0:
+            raise ValueError(f"{name} must hold non-negative integers, got {token!r}")
+    return ids
+
+
+def _logprobs(value: object, name: str) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, tuple | list):
+        raise TypeError(f"{name} must be a sequence of floats or None")
+    if all(type(logprob) is float for logprob in value):
+        return tuple(value)
+    for logprob in value:
+        if not is_numeric(logprob):
+            raise ValueError(f"{name} must hold numbers, got {logprob!r}")
+    return tuple(float(logprob) for logprob in value)
+
+
+def _usage(value: object, name: str) -> TokenUsage | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping of token counts or None")
+    for key, count in value.items():
+        if key not in TOKEN_USAGE_KEYS:
+            raise ValueError(f"{name} has unknown key {key!r} (known: {TOKEN_USAGE_KEYS})")
+        if not is_int_at_least(count, 0):
+            raise ValueError(f"{name}[{key!r}] must be a non-negative integer, got {count!r}")
+    return cast(TokenUsage, dict(value))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCall:
+    """One chat-completions call of a rollout.
+
+    ``finish_reason`` is the reply's raw ``finish_reason`` (``None`` when the call failed
+    or the reply sent none or a non-string); ``usage`` the token counts that reply
+    reported (``None``: none); ``seconds`` the time spent waiting on it, retries included;
+    ``message_index`` the index in the trajectory's ``messages`` of the assistant message
+    it produced (``None`` when it produced none: a failed call or an unusable reply).
+
+    Token data (``None`` when the run did not record tokens): ``prompt_token_ids`` the
+    ids of the whole prompt as the server tokenized it (chat template included),
+    ``completion_token_ids`` the ids it sampled, ``completion_logprobs`` one logprob per
+    completion token, aligned with ``completion_token_ids`` (same length, else
+    ``ValueError``). Lists given are stored as tuples.
+    """
+
+    finish_reason: str | None = None
+    usage: TokenUsage | None = None
+    seconds: float = 0.0
+    message_index: int | None = None
+    prompt_token_ids: tuple[int, ...] | None = None
+    completion_token_ids: tuple[int, ...] | None = None
+    completion_logprobs: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.finish_reason is not None and not isinstance(self.finish_reason, str):
+            raise TypeError("finish_reason must be a string or None")
+        set_ = object.__setattr__
+        set_(self, "usage", _usage(self.usage, "usage"))
+        set_(self, "seconds", _seconds(self.seconds, "seconds"))
+        _optional_index(self.message_index, "message_index")
+        set_(self, "prompt_token_ids", _token_ids(self.prompt_token_ids, "prompt_token_ids"))
+        completion = _token_ids(self.completion_token_ids, "completion_token_ids")
+        set_(self, "completion_token_ids", completion)
+        logprobs = _logprobs(self.completion_logprobs, "completion_logprobs")
+        set_(self, "completion_logprobs", logprobs)
+        if logprobs is not None and (completion is None or len(logprobs) != len(completion)):
+            raise ValueError(
+                "completion_logprobs must be aligned with completion_token_ids "
+                f"({len(logprobs)} logprobs for "
+                f"{'no' if completion is None else len(completion)} completion tokens)"
+            )
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether this call recorded both its prompt and its completion token ids."""
+        return self.prompt_token_ids is not None and self.completion_token_ids is not None
+
+    def continues(self, previous: ModelCall) -> bool:
+        """Whether this call's prompt ids start with ``previous``'s prompt + completion ids
+        (so both calls stitch into one training sequence). ``False`` when either call
+        lacks token ids."""
+        prompt, before, sampled = (
+            self.prompt_token_ids,
+            previous.prompt_token_ids,
+            previous.completion_token_ids,
+        )
+        if prompt is None or before is None or sampled is None:
+            return False
+        split = len(before)
+        end = split + len(sampled)
+        return len(prompt) >= end and prompt[:split] == before and prompt[split:end] == sampled
+
+    def to_json(self) -> ModelCallRecord:
+        """This call as a results line holds it (token lists only when recorded)."""
+        data: ModelCallRecord = {
+            "finish_reason": self.finish_reason,
+            "usage": None if self.usage is None else cast(TokenUsage, dict(self.usage)),
+            "seconds": self.seconds,
+            "message_index": self.message_index,
+        }
+        if self.prompt_token_ids is not None:
+            data["prompt_token_ids"] = list(self.prompt_token_ids)
+        if self.completion_token_ids is not None:
+            data["completion_token_ids"] = list(self.completion_token_ids)
+        if self.completion_logprobs is not None:
+            data["completion_logprobs"] = list(self.completion_logprobs)
+        return data
+
+    @classmethod
+    def from_json(cls, data: object) -> ModelCall:
+        """The call a results line holds; ``ValueError``/``TypeError`` naming a bad field."""
+        if not isinstance(data, Mapping):
+            raise TypeError("a model call must be a JSON object")
+        return cls(
+            finish_reason=data.get("finish_reason"),
+            usage=data.get("usage"),
+            seconds=data.get("seconds", 0.0),
+            message_index=data.get("message_index"),
+            prompt_token_ids=data.get("prompt_token_ids"),
+            completion_token_ids=data.get("completion_token_ids"),
+            completion_logprobs=data.get("completion_logprobs"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallTiming:
+    """One tool call of a rollout: the tool's ``name``, the ``seconds`` its ``run_tool``
+    took (0 when it did not run: unknown tool, bad arguments) and the index in
+    ``messages`` of the tool message answering it."""
+
+    name: str
+    seconds: float
+    message_index: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError("tool call name must be a string")
+        object.__setattr__(self, "seconds", _seconds(self.seconds, "seconds"))
+        if not is_int_at_least(self.message_index, 0):
+            raise ValueError("message_index must be a non-negative integer")
+
+    def to_json(self) -> ToolCallRecord:
+        return {"name": self.name, "seconds": self.seconds, "message_index": self.message_index}
+
+    @classmethod
+    def from_json(cls, data: object) -> ToolCallTiming:
+        if not isinstance(data, Mapping):
+            raise TypeError("a tool call must be a JSON object")
+        return cls(
+            name=data.get("name"),  # type: ignore[arg-type]  # checked by __post_init__
+            seconds=data.get("seconds", 0.0),
+            message_index=data.get("message_index"),  # type: ignore[arg-type]  # checked
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trajectory:
+    """One rollout as recorded: what it did, how it ended and where it belongs.
+
+    Identity: ``rollout_id``, ``example_id``, ``attempt`` (1 for a group's first run; a
+    resumed run's retry of an incomplete group counts up), and for a runner's results
+    ``run_id``, ``split``, ``example_index`` (index in the split) and ``group_index`` (the
+    rollout's index in its group); ``run_id``/``example_index`` are ``None`` outside a run.
+
+    Outcome: ``termination_reason`` and ``rewards`` (the final ones, group rewards merged).
+
+    What happened: ``messages`` (the transcript: prompt, assistant replies with any
+    reasoning fields, tool messages; ``None`` for environments that are not ``BaseEnv``),
+    ``model_calls`` (one :class:`ModelCall` per call, in order), ``tool_calls`` (one
+    :class:`ToolCallTiming` per tool message), ``timings`` (seconds: ``group_seconds``,
+    and for BaseEnv ``model_seconds``, ``tool_seconds``, ``reward_seconds``), ``usage``
+    (token counts summed over the calls, ``None``: none reported), ``logs`` (records
+    attributed to the rollout, secrets masked) and ``annotations`` (JSON data the
+    environment attached with :func:`annotate`).
+    """
+
+    rollout_id: str
+    example_id: str
+    termination_reason: str
+    rewards: Mapping[str, float]
+    attempt: int = 1
+    run_id: str | None = None
+    split: str = "train"
+    example_index: int | None = None
+    group_index: int = 0
+    messages: tuple[Mapping[str, Any], ...] | None = None
+    model_calls: tuple[ModelCall, ...] = ()
+    tool_calls: tuple[ToolCallTiming, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    usage: TokenUsage | None = None
+    logs: tuple[LogEntry, ...] = ()
+    annotations: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        for name in ("rollout_id", "example_id", "termination_reason"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a string")
+        if not self.termination_reason:
+            raise ValueError("termination_reason must be a non-empty string")
+        if not isinstance(self.rewards, Mapping):
+            raise TypeError("rewards must be a mapping of reward keys to numbers")
+        for key, value in self.rewards.items():
+            if not isinstance(key, str) or not is_numeric(value):
+                raise ValueError(f"reward {key!r} must be a number, got {value!r}")
+        if not is_int_at_least(self.attempt, 0):
+            raise ValueError("attempt must be a non-negative integer")
+        if self.run_id is not None and not isinstance(self.run_id, str):
+            raise TypeError("run_id must be a string or None")
+        if not isinstance(self.split, str):
+            raise TypeError("split must be a string")
+        _optional_index(self.example_index, "example_index")
+        if not is_int_at_least(self.group_index, 0):
+            raise ValueError("group_index must be a non-negative integer")
+        if self.messages is not None:
+            if not isinstance(self.messages, tuple | list):
+                raise TypeError("messages must be a sequence of message objects or None")
+            set_(self, "messages", tuple(self.messages))
+        set_(self, "model_calls", _items(self.model_calls, ModelCall, "model_calls"))
+        set_(self, "tool_calls", _items(self.tool_calls, ToolCallTiming, "tool_calls"))
+        if not isinstance(self.timings, Mapping) or not all(
+            isinstance(k, str) and is_numeric(v) for k, v in self.timings.items()
+        ):
+            raise ValueError("timings must map names to seconds")
+        set_(self, "usage", _usage(self.usage, "usage"))
+        if not isinstance(self.logs, tuple | list) or not all(
+            isinstance(entry, Mapping) for entry in self.logs
+        ):
+            raise TypeError("logs must be a sequence of log entries")
+        set_(self, "logs", tuple(self.logs))
+        if not isinstance(self.annotations, Mapping) or not all(
+            isinstance(key, str) for key in self.annotations
+        ):
+            raise TypeError("annotations must be a mapping with string keys")
+
+    @property
+    def trainable(self) -> bool:
+        """Whether a trainer should learn from this rollout: its termination reason is in
+        ``TRAINABLE_REASONS`` (``finished``, ``max_turns_exceeded``,
+        ``tool_budget_exceeded``, ``output_exceeded``); any other reason is an operational
+        failure whose zero reward says nothing about the model."""
+        return self.termination_reason in TRAINABLE_REASONS
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether some model call recorded token ids."""
+        return any(call.has_tokens for call in self.model_calls)
+
+    @property
+    def token_prefix_breaks(self) -> int:
+        """How many times a model call's prompt ids did not start with the previous call's
+        prompt + completion ids (a chat template that drops earlier reasoning, or
+        re-tokenization drift): each starts a new training sample. Calls without token ids
+        are skipped; 0 when no call recorded tokens."""
+        breaks = 0
+        previous: ModelCall | None = None
+        for call in self.model_calls:
+            if not call.has_tokens:
+                continue
+            if previous is not None and not call.continues(previous):
+                breaks += 1
+            previous = call
+        return breaks
+
+    def to_json(self) -> RolloutRecord:
+        """This trajectory as one results-file line (a JSON object, before encoding)."""
+        record: RolloutRecord = {
+            "type": "rollout",
+            "run_id": self.run_id,
+            "split": self.split,
+            "example_id": self.example_id,
+            "example_index": self.example_index,
+            "group_index": self.group_index,
+            "rollout_id": self.rollout_id,
+            "attempt": self.attempt,
+            "termination_reason": self.termination_reason,
+            "rewards": dict(self.rewards),
+            "timings": cast(RolloutTimings, dict(self.timings)),
+            "usage": None if self.usage is None else cast(TokenUsage, dict(self.usage)),
+            "transcript": None if self.messages is None else [dict(m) for m in self.messages],
+            "logs": list(self.logs),
+            "model_calls": [call.to_json() for call in self.model_calls],
+            "tool_calls": [call.to_json() for call in self.tool_calls],
+        }
+        if self.annotations:
+            record["annotations"] = dict(self.annotations)
+        return record
+
+    @classmethod
+    def from_json(cls, data: object) -> Trajectory:
+        """The trajectory a results line holds (lines of every ``benchmax.results/1``
+        version: fields added later default to empty).
+
+        Optional parts a hand-edited line got wrong are dropped rather than refused:
+        a ``usage`` that is not an object, counts that are not non-negative integers,
+        timings that are not numbers, log entries that are not objects. Raises
+        ``TypeError``/``ValueError`` naming the field when an identity or outcome field
+        is missing or malformed.
+        """
+        if not isinstance(data, Mapping):
+            raise TypeError("a rollout record must be a JSON object")
+        for name in ("rollout_id", "example_id", "termination_reason"):
+            if not isinstance(data.get(name), str):
+                raise TypeError(f"{name} is not a string")
+        transcript = data.get("transcript")
+        return cls(
+            rollout_id=data["rollout_id"],
+            example_id=data["example_id"],
+            termination_reason=data["termination_reason"],
+            rewards=_json_rewards(data.get("rewards")),
+            attempt=data.get("attempt", 1),
+            run_id=data.get("run_id"),
+            split=str(data.get("split", "train")),
+            example_index=data.get("example_index"),
+            group_index=data.get("group_index", 0),
+            messages=tuple(transcript) if isinstance(transcript, list) else None,
+            model_calls=tuple(ModelCall.from_json(c) for c in data.get("model_calls") or ()),
+            tool_calls=tuple(ToolCallTiming.from_json(c) for c in data.get("tool_calls") or ()),
+            timings=_json_timings(data.get("timings")),
+            usage=_json_usage(data.get("usage")),
+            logs=tuple(cast(LogEntry, e) for e in data.get("logs") or () if isinstance(e, Mapping)),
+            annotations=_json_object(data.get("annotations")),
+        )
+
+
+def _items[T](values: object, kind: type[T], name: str) -> tuple[T, ...]:
+    if not isinstance(values, tuple | list):
+        raise TypeError(f"{name} must be a sequence of {kind.__name__}")
+    for value in values:
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must hold {kind.__name__} objects, got {value!r}")
+    return tuple(values)
+
+
+def _json_rewards(value: object) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise TypeError("rewards is not an object")
+    return dict(value)
+
+
+def _json_timings(value: object) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and is_numeric(v)}
+
+
+def _json_usage(value: object) -> TokenUsage | None:
+    if not isinstance(value, Mapping):
+        return None
+    kept = {k: v for k, v in value.items() if k in TOKEN_USAGE_KEYS and is_int_at_least(v, 0)}
+    return cast(TokenUsage, kept) if kept else None
+
+
+def _json_object(value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items()}
+
+
+@contextlib.contextmanager
+def recording_annotations() -> Iterator[dict[str, Any]]:
+    """Collect the :func:`annotate` calls made inside the block (and in tasks it starts)
+    into the yielded dict. ``BaseEnv`` wraps each rollout it reports in one; an
+    environment that records its own rollouts can do the same."""
+    annotations: dict[str, Any] = {}
+    token = _context.ANNOTATIONS.set(annotations)
+    try:
+        yield annotations
+    finally:
+        _context.ANNOTATIONS.reset(token)
+
+
+def annotate(key: str, value: Any) -> None:
+    """Attach JSON data to the record of the rollout that is running.
+
+    Call it from inside a rollout: a tool, ``compute_reward``, a judge call made from
+    ``compute_reward``. The value is stored as a JSON copy under ``key`` in the
+    trajectory's ``annotations`` (a later call with the same key replaces it) and written
+    to the results file. Outside a rollout that is being recorded (no runner, no
+    ``collect_group``) it does nothing.
+
+    Raises ``ValueError`` for an empty ``key`` and, while recording, ``TypeError`` for a
+    value JSON cannot represent (checked then, so the failure points at the caller).
+    """
+    if not is_non_empty_str(key):
+        raise ValueError("annotation key must be a non-empty string")
+    annotations = _context.ANNOTATIONS.get()
+    if annotations is None:
+        return
+    try:
+        copied = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"annotation {key!r} is not JSON data: {error}") from None
+    annotations[key] = copied
