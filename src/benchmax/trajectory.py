@@ -126,9 +126,10 @@ def _token_ids(value: object, name: str) -> tuple[int, ...] | None:
     if not isinstance(value, tuple | list):
         raise TypeError(f"{name} must be a sequence of token ids or None")
     ids = tuple(value)
-    for token in ids:
-        if type(token) is not int or token < 0:
-            raise ValueError(f"{name} must hold non-negative integers, got {token!r}")
+    if ids and (set(map(type, ids)) != {int} or min(ids) < 0):  # C-speed: 1,000s of ids
+        for token in ids:
+            if type(token) is not int or token < 0:
+                raise ValueError(f"{name} must hold non-negative integers, got {token!r}")
     return ids
 
 
@@ -137,7 +138,7 @@ def _logprobs(value: object, name: str) -> tuple[float, ...] | None:
         return None
     if not isinstance(value, tuple | list):
         raise TypeError(f"{name} must be a sequence of floats or None")
-    if all(type(logprob) is float for logprob in value):
+    if set(map(type, value)) <= {float}:  # C-speed: 1,000s of logprobs
         return tuple(value)
     for logprob in value:
         if not is_numeric(logprob):

@@ -40,6 +40,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import repeat
+from operator import truediv
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -187,7 +189,11 @@ def _logprobs(
     """The rounded logprobs (``round(x * 10**5) / 10**5``: the nearest double to the
     decimal, so it prints short), or what is wrong with them."""
     try:
-        values = tuple([round(entry["logprob"] * _SCALE) / _SCALE for entry in content])
+        raw = [entry["logprob"] for entry in content]
+        # C-level maps: scale, round to an integer, divide back (NotImplemented from a
+        # non-number's __mul__ makes round raise TypeError; NaN/inf raise too).
+        scaled = map(round, map(_SCALE.__mul__, raw))
+        values = tuple(map(truediv, scaled, repeat(_SCALE)))
     except (KeyError, TypeError, ValueError, OverflowError):
         return _logprob_problem(content)
     if content:
