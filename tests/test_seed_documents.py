@@ -811,12 +811,12 @@ async def test_overview_env_runs_through_the_local_runner(tmp_path: Path) -> Non
     assert report.no_variance_group_share == 0.0
 
     results = read_results(output)
-    by_rollout = {(r["example_index"], r["group_index"]): r for r in results.rollouts}
-    assert {key[1]: r["rewards"] for key, r in by_rollout.items()} == {
+    by_rollout = {(r.example_index, r.group_index): r for r in results.rollouts}
+    assert {key[1]: r.rewards for key, r in by_rollout.items()} == {
         0: {"correct": 1.0},
         1: {"correct": 0.0},
     }
-    transcript = by_rollout[(1, 0)]["transcript"]
+    transcript = by_rollout[(1, 0)].messages
     assert transcript[-1] == {"role": "assistant", "content": "Sure. <answer> PARIS </answer>"}
 
     assert limited.groups == 1 and dict(limited.rollouts_by_reason) == {"finished": 3}

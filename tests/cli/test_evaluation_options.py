@@ -203,11 +203,11 @@ def test_sampling_options_are_recorded_in_the_run_definition(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     records = lines(output)
+    assert records[0]["definition"]["seed"] == 7  # the run seed: one seed per rollout
     assert records[0]["definition"]["sampling_args"] == {
         "temperature": 0.6,
         "top_p": 0.95,
         "max_tokens": 512,
-        "seed": 7,
         "top_k": 20,
         "min_p": 0.05,
         "chat_template_kwargs": {"enable_thinking": False},
@@ -249,6 +249,7 @@ def test_sampling_options_arrive_in_the_request_bodies(
         (["--sampling-arg", "top k=3"], "invalid --sampling-arg 'top k=3'"),
         (["--temperature", "0.2", "--sampling-arg", "temperature=0.3"], "'temperature' is given"),
         (["--sampling-arg", "seed=1", "--sampling-arg", "seed=2"], "'seed' is given twice"),
+        (["--seed", "1", "--sampling-arg", "seed=2"], "'seed' is given twice"),
         (["--temperature", "-1"], "Invalid value for '--temperature'"),
         (["--top-p", "1.5"], "Invalid value for '--top-p'"),
         (["--max-tokens", "0"], "Invalid value for '--max-tokens'"),
@@ -381,7 +382,8 @@ def api_run(server_url: str, answer_data: Path, output: Path) -> Any:
         group_size=2,
         output=output,
         constructor_args={"max_tool_calls": 3},
-        sampling_args={"temperature": 0.5, "seed": 3},
+        sampling_args={"temperature": 0.5},
+        seed=3,
     )
 
     async def run() -> Any:
@@ -432,7 +434,7 @@ def test_the_cli_resumes_a_file_the_api_started(
     assert result.exit_code == 0, result.output
     assert "(2 resumed)" in result.output
     assert output.read_bytes() == before
-    assert 'sampling_args was {"seed": 3, "temperature": 0.5}' in one_line_error(changed)
+    assert "seed was 3, now 4" in one_line_error(changed)
 
 
 def test_api_resume_with_other_constructor_args_is_refused(

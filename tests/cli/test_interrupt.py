@@ -33,7 +33,7 @@ def run_args(data: Path, output: Path, concurrency: int = CONCURRENCY) -> list[s
 
 def outcomes(path: Path) -> dict[tuple[int, int], tuple[str, dict]]:
     return {
-        (r["example_index"], r["group_index"]): (r["termination_reason"], r["rewards"])
+        (r.example_index, r.group_index): (r.termination_reason, r.rewards)
         for r in read_results(path).rollouts
     }
 
@@ -125,5 +125,5 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(
     assert resumed.exit_code == 0, resumed.output
     assert f"({len(complete)} resumed)" in resumed.output
     assert outcomes(output) == reference
-    attempts = {r["example_index"]: r["attempt"] for r in read_results(output).rollouts}
+    attempts = {r.example_index: r.attempt for r in read_results(output).rollouts}
     assert all(attempts[index] == 1 for index in complete)

@@ -173,8 +173,8 @@ def test_sys_exit_in_a_reward_hook_settles_every_rollout(
     assert "Traceback" not in result.output
     rollouts = read_results(output).rollouts
     assert len(rollouts) == 6 * 4
-    assert {rollout["termination_reason"] for rollout in rollouts} == {reason}
-    messages = [log["message"] for rollout in rollouts for log in rollout["logs"]]
+    assert {rollout.termination_reason for rollout in rollouts} == {reason}
+    messages = [log["message"] for rollout in rollouts for log in rollout.logs]
     assert any(f"Env.{hook} called sys.exit(3)" in message for message in messages)
 
 
@@ -314,7 +314,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_run_resumes(
     assert "contract" not in process.stderr and "Traceback" not in process.stderr
     data = output.read_bytes()
     assert 0 < len(data) <= 3072 and data.endswith(b"\n")
-    saved = {r["example_index"] for r in read_results(output).rollouts}
+    saved = {r.example_index for r in read_results(output).rollouts}
     assert 0 < len(saved) < 6
     resumed = invoke(*args, "-o", output)
     assert resumed.exit_code == 0, resumed.output

@@ -82,13 +82,11 @@ def test_calculator_multi_turn_tools(tmp_path: Path) -> None:
     assert_realistic_spread(summary, "correct")
     assert 0.0 < summary["reward_stats"]["used_tools"]["mean"] < 1.0
     careful = next(
-        r
-        for r in read_results(output).rollouts
-        if r["rewards"] == {"correct": 1.0, "used_tools": 1.0}
+        r for r in read_results(output).rollouts if r.rewards == {"correct": 1.0, "used_tools": 1.0}
     )
-    roles = [message["role"] for message in careful["transcript"]]
+    roles = [message["role"] for message in careful.messages]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
-    assert careful["timings"]["tool_seconds"] >= 0
+    assert careful.timings["tool_seconds"] >= 0
 
 
 def test_rubric_judge_on_the_embedded_mock(tmp_path: Path) -> None:
@@ -143,7 +141,7 @@ def test_examples_are_deterministic(tmp_path: Path) -> None:
         run(*example_args("calculator", "CalculatorEnv", "solve", output), "-n", "8")
         tables.append(
             {
-                (r["example_index"], r["group_index"]): (r["termination_reason"], r["rewards"])
+                (r.example_index, r.group_index): (r.termination_reason, r.rewards)
                 for r in read_results(output).rollouts
             }
         )

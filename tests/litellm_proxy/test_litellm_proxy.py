@@ -48,7 +48,7 @@ def run(
     assert proxy.master_key not in written + result.output
     results = read_results(output)
     assert results.header["definition"]["model"] == model
-    return list(results.rollouts)
+    return [r.to_json() for r in results.rollouts]  # the lines as the file holds them
 
 
 def by_example(rollouts: Sequence[Mapping[str, Any]], field: str) -> list[list[Any]]:

@@ -60,9 +60,9 @@ async def test_a_key_a_worker_logs_is_masked_in_the_results(
     executor = RayExecutor(workers=1, bundle=bundle, constructor_args={"count": 3})
     await run_environment(TellingEnv(3), config, executor=executor)
     rollouts = read_results(config.output).rollouts
-    messages = [entry["message"] for r in rollouts for entry in r["logs"]]
+    messages = [entry["message"] for r in rollouts for entry in r.logs]
     assert sorted(messages) == sorted(
         f"rollout {k} sees key ***" for _ in range(3) for k in range(2)
     )
-    assert all(entry["logger"] == "tests.ray.envs" for r in rollouts for entry in r["logs"])
+    assert all(entry["logger"] == "tests.ray.envs" for r in rollouts for entry in r.logs)
     assert secret not in config.output.read_text()

@@ -53,7 +53,7 @@ def group_workers() -> list[int]:
 
 def outcomes(path: Path) -> dict[tuple[int, int], tuple[str, dict]]:
     return {
-        (r["example_index"], r["group_index"]): (r["termination_reason"], r["rewards"])
+        (r.example_index, r.group_index): (r.termination_reason, r.rewards)
         for r in read_results(path).rollouts
     }
 
@@ -106,5 +106,5 @@ def test_ctrl_c_keeps_finished_groups_and_the_run_resumes(
     assert resumed.exit_code == 0, resumed.output
     assert f"({len(per_group)} resumed)" in resumed.output
     assert outcomes(output) == outcomes(reference)
-    attempts = {r["example_index"]: r["attempt"] for r in read_results(output).rollouts}
+    attempts = {r.example_index: r.attempt for r in read_results(output).rollouts}
     assert all(attempts[index] == 1 for index in per_group)

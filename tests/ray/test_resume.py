@@ -23,9 +23,7 @@ def interrupt(path: Path, keep_lines: int) -> None:
 
 
 def outcomes(path: Path) -> dict[tuple[int, int], dict[str, float]]:
-    return {
-        (r["example_index"], r["group_index"]): r["rewards"] for r in read_results(path).rollouts
-    }
+    return {(r.example_index, r.group_index): r.rewards for r in read_results(path).rollouts}
 
 
 def ray_executor() -> RayExecutor:
@@ -60,9 +58,9 @@ async def test_a_run_resumes_under_the_other_executor(
     assert report.groups == EXAMPLES
     assert outcomes(config.output) == expected
     records = read_results(config.output).rollouts
-    attempts = {r["example_index"]: r["attempt"] for r in records}
+    attempts = {r.example_index: r.attempt for r in records}
     partial = [i for i in range(EXAMPLES) if i not in kept and attempts[i] == 2]
     assert len(partial) == 1  # the cut group ran again as attempt 2; the others as attempt 1
     assert all(attempts[i] == 1 for i in kept)
-    runs = {r["run_id"] for r in records}
+    runs = {r.run_id for r in records}
     assert len(runs) == 1  # one run, one file

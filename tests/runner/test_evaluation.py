@@ -242,7 +242,7 @@ async def test_results_written_before_usage_existed_report_no_usage(tmp_path: Pa
     assert report.groups_resumed == 2
     assert report.usage is None
     assert report.output_exceeded_share == 0.25
-    assert all("usage" not in r for r in read_results(path).rollouts)
+    assert all(r.usage is None for r in read_results(path).rollouts)
 
 
 async def test_no_usage_reported_at_all_gives_none(tmp_path: Path) -> None:

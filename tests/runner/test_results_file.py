@@ -41,7 +41,7 @@ def raw_lines(path: Path) -> list[dict[str, Any]]:
 
 def outcome_table(path: Path) -> dict[tuple[int, int], tuple[str, dict[str, float]]]:
     return {
-        (r["example_index"], r["group_index"]): (r["termination_reason"], r["rewards"])
+        (r.example_index, r.group_index): (r.termination_reason, r.rewards)
         for r in read_results(path).rollouts
     }
 
@@ -109,16 +109,16 @@ async def test_lone_surrogates_from_model_and_tools_are_written_and_read_back(
     path.read_bytes().decode("utf-8")  # the file is valid UTF-8
     assert b"\\ud800" in path.read_bytes() and b"\\udfff" in path.read_bytes()
     rollouts = read_results(path).rollouts
-    assert [r["group_index"] for r in rollouts] == [0, 1, 0, 1]
+    assert [r.group_index for r in rollouts] == [0, 1, 0, 1]
     for answered, called in zip(rollouts[::2], rollouts[1::2], strict=True):
-        assert answered["transcript"] is not None and called["transcript"] is not None
-        assert answered["transcript"][-1] == {"role": "assistant", "content": "done \ud800"}
-        assert [log["message"] for log in answered["logs"]] == ["final reply done \ud800"]
-        assert answered["rewards"] == {"correct": 1.0}
-        call = called["transcript"][1]["tool_calls"][0]
+        assert answered.messages is not None and called.messages is not None
+        assert answered.messages[-1] == {"role": "assistant", "content": "done \ud800"}
+        assert [log["message"] for log in answered.logs] == ["final reply done \ud800"]
+        assert answered.rewards == {"correct": 1.0}
+        call = called.messages[1]["tool_calls"][0]
         assert json.loads(call["function"]["arguments"]) == {"text": "half \udfff"}
-        assert called["transcript"][2]["role"] == "tool"
-        assert called["transcript"][2]["content"] == "tool saw half \udfff"
+        assert called.messages[2]["role"] == "tool"
+        assert called.messages[2]["content"] == "tool saw half \udfff"
 
 
 def test_a_line_never_fails_on_the_values_a_record_holds() -> None:
@@ -199,7 +199,7 @@ async def test_a_failed_group_write_is_cut_back_and_the_run_resumes(
     saved = raw_lines(path)  # ends with a newline, every line whole: the torn part is gone
     assert len(saved) == 10 and path.stat().st_size < three_groups + 40
     assert {r["example_index"] for r in raw_lines(path)[1:]} == {0, 1, 2}
-    assert {r["example_index"] for r in read_results(path).rollouts} == {0, 1, 2}
+    assert {r.example_index for r in read_results(path).rollouts} == {0, 1, 2}
 
     env = NumberEnv(6)
     report = await run_environment(env, config)  # space is back
@@ -269,7 +269,7 @@ async def test_known_secrets_are_masked_in_stored_transcripts(tmp_path: Path) ->
         await run_environment(AnswerEnv(), config)
     path = tmp_path / "results.jsonl"
     assert secret.encode() not in path.read_bytes()
-    transcripts = [r["transcript"] for r in read_results(path).rollouts]
+    transcripts = [r.messages for r in read_results(path).rollouts]
     assert sorted(t[-1]["content"] for t in transcripts if t) == [
         "again ***!",
         "your key is ***",
@@ -367,11 +367,11 @@ async def test_forced_resumes_keep_every_record_and_the_definition_history(
     assert sorted(env.started) == [3, 4] and report.groups_resumed == 3 and report.groups == 5
     results = read_results(path)
     assert results.rollouts[:6] == first  # the first run's records, unchanged
-    assert [r["example_index"] for r in results.rollouts] == [i for i in range(5) for _ in "abc"]
+    assert [r.example_index for r in results.rollouts] == [i for i in range(5) for _ in "abc"]
     assert results.header["definition"]["max_examples"] == 5
     history = results.header["previous_definitions"]
     assert [d["max_examples"] for d in history] == [2, 3]
-    assert results.header["run_id"] == first[0]["run_id"]
+    assert results.header["run_id"] == first[0].run_id
     assert not (tmp_path / "results.jsonl.tmp").exists()
 
 
@@ -381,12 +381,12 @@ async def test_group_size_one(tmp_path: Path) -> None:
     await run_environment(NumberEnv(3), config)
     lines = path.read_bytes().splitlines(keepends=True)
     assert len(lines) == 4
-    assert [r["group_index"] for r in read_results(path).rollouts] == [0, 0, 0]
+    assert [r.group_index for r in read_results(path).rollouts] == [0, 0, 0]
     path.write_bytes(b"".join(lines[:3]))  # the last group is lost
     env = NumberEnv(3)
     report = await run_environment(env, config)
     assert env.started == [2] and report.groups_resumed == 2 and report.rollouts_run == 1
-    assert [r["example_index"] for r in read_results(path).rollouts] == [0, 1, 2]
+    assert [r.example_index for r in read_results(path).rollouts] == [0, 1, 2]
 
 
 async def test_a_blank_line_mid_file_hides_nothing(tmp_path: Path) -> None:
@@ -409,9 +409,7 @@ async def test_a_group_is_complete_with_exactly_group_size_lines(
     await run_environment(NumberEnv(2), number_config(tmp_path))
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join([*lines[: 1 + kept], *lines[4:]]))
-    assert {r["example_index"] for r in read_results(path).rollouts} == (
-        {0, 1} if complete else {1}
-    )
+    assert {r.example_index for r in read_results(path).rollouts} == ({0, 1} if complete else {1})
     env = NumberEnv(2)
     await run_environment(env, number_config(tmp_path))
     assert env.started == ([] if complete else [0])
@@ -480,13 +478,13 @@ async def test_transcripts_and_logs_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     raw = raw_lines(path)[1:]
     read = read_results(path).rollouts
-    assert list(read) == sorted(raw, key=lambda r: r["group_index"])
+    assert [r.to_json() for r in read] == sorted(raw, key=lambda r: r["group_index"])
     for record in read:
-        transcript = record["transcript"]
+        transcript = record.messages
         assert transcript is not None and len(transcript) == 4
-        assert transcript[:3] in sent  # what the model saw on its last call
+        assert list(transcript[:3]) in sent  # what the model saw on its last call
         assert transcript[3] == {"role": "assistant", "content": "ok"}
-        [log] = record["logs"]
+        [log] = record.logs
         assert set(log) == {"time", "level", "logger", "message"}
         assert (log["level"], log["logger"], log["message"]) == (
             "WARNING",
@@ -503,20 +501,20 @@ async def test_run_group_records_are_filed_under_the_rollouts_they_name(tmp_path
     env = GroupFailEnv()
     env.payloads = [{"value": 1, "fail": "sandbox_error"}]
     await run_environment(env, number_config(tmp_path))
-    by_index = {r["group_index"]: r for r in read_results(tmp_path / "results.jsonl").rollouts}
+    by_index = {r.group_index: r for r in read_results(tmp_path / "results.jsonl").rollouts}
     failed = by_index[1]
-    assert [log["message"] for log in failed["logs"]] == [
-        f"benchmax.rollout.failed rollout_id={failed['rollout_id']} "
+    assert [log["message"] for log in failed.logs] == [
+        f"benchmax.rollout.failed rollout_id={failed.rollout_id} "
         "termination_reason=sandbox_error: rollout 1 failed on purpose"
     ]
-    assert "RolloutFailure" in failed["logs"][0]["exception"]
+    assert "RolloutFailure" in failed.logs[0]["exception"]
     for k in (0, 2):  # the group step scored these two, and its failure is theirs
-        [log] = by_index[k]["logs"]
+        [log] = by_index[k].logs
         assert log["message"] == (
             "benchmax.rollout.failed rollout_id=group termination_reason=group_reward_error: "
             "group hook down"
         )
-        assert by_index[k]["termination_reason"] == "group_reward_error"
+        assert by_index[k].termination_reason == "group_reward_error"
 
 
 # --- the pinned format ---------------------------------------------------------------------
@@ -537,40 +535,43 @@ def test_the_pinned_v1_file_reads_as_it_always_has() -> None:
     assert results.header["format"] == "benchmax.results/1"
     assert results.header["run_id"] == "20260101T000000-abcdef"
     assert results.definition == PINNED_DEFINITION
-    assert [(r["example_index"], r["group_index"], r["attempt"]) for r in results.rollouts] == [
+    assert [(r.example_index, r.group_index, r.attempt) for r in results.rollouts] == [
         (0, 0, 1),
         (0, 1, 1),
         (2, 0, 2),
         (2, 1, 2),
     ]
     first = results.rollouts[0]
-    assert first == {
-        "type": "rollout",
-        "run_id": "20260101T000000-abcdef",
-        "split": "eval",
-        "example_id": "ex-0",
-        "example_index": 0,
-        "group_index": 0,
-        "rollout_id": "20260101T000000-abcdef.e0.a1-0001.r0",
-        "attempt": 1,
-        "termination_reason": "finished",
-        "rewards": {"hit": 1.0, "value": 0.0},
-        "timings": {"group_seconds": 0.25},
-        "transcript": [
-            {"role": "user", "content": "zero \ud800"},
-            {"role": "assistant", "content": "0"},
-        ],
-        "logs": [
-            {
-                "time": "2026-01-01T00:00:00.000+00:00",
-                "level": "WARNING",
-                "logger": "user.env",
-                "message": "first",
-            }
-        ],
-    }
-    assert "usage" not in first  # written before usage existed: readers accept that
-    assert results.rollouts[2]["usage"] == {"prompt_tokens": 3, "completion_tokens": 1}
+    assert first == Trajectory.from_json(
+        {
+            "type": "rollout",
+            "run_id": "20260101T000000-abcdef",
+            "split": "eval",
+            "example_id": "ex-0",
+            "example_index": 0,
+            "group_index": 0,
+            "rollout_id": "20260101T000000-abcdef.e0.a1-0001.r0",
+            "attempt": 1,
+            "termination_reason": "finished",
+            "rewards": {"hit": 1.0, "value": 0.0},
+            "timings": {"group_seconds": 0.25},
+            "transcript": [
+                {"role": "user", "content": "zero \ud800"},
+                {"role": "assistant", "content": "0"},
+            ],
+            "logs": [
+                {
+                    "time": "2026-01-01T00:00:00.000+00:00",
+                    "level": "WARNING",
+                    "logger": "user.env",
+                    "message": "first",
+                }
+            ],
+        }
+    )
+    assert first.usage is None  # written before usage existed: readers accept that
+    assert first.model_calls == () and first.annotations == {}  # nor were these
+    assert results.rollouts[2].usage == {"prompt_tokens": 3, "completion_tokens": 1}
 
 
 def test_the_pinned_v1_file_resumes(tmp_path: Path) -> None:
@@ -597,7 +598,7 @@ async def test_the_pinned_v1_file_is_completed_by_a_run(tmp_path: Path) -> None:
     report = await run_environment(env, config)
     assert env.started == [1] and report.groups_resumed == 2 and report.groups == 3
     rollouts = read_results(path).rollouts
-    assert [(r["example_index"], r["attempt"]) for r in rollouts] == [
+    assert [(r.example_index, r.attempt) for r in rollouts] == [
         (0, 1),
         (0, 1),
         (1, 2),
@@ -605,7 +606,8 @@ async def test_the_pinned_v1_file_is_completed_by_a_run(tmp_path: Path) -> None:
         (2, 2),
         (2, 2),
     ]
-    assert rollouts[0]["transcript"][0]["content"] == "zero \ud800"  # type: ignore[index]
+    assert rollouts[0].messages is not None
+    assert rollouts[0].messages[0]["content"] == "zero \ud800"
 
 
 async def test_a_group_with_an_extra_line_or_mixed_examples_is_not_complete(
@@ -616,11 +618,11 @@ async def test_a_group_with_an_extra_line_or_mixed_examples_is_not_complete(
     header, *rollouts = raw_lines(path)
     extra = [*rollouts[:3], rollouts[0], *rollouts[3:]]  # group 0 has 4 lines for size 3
     path.write_text("".join(json.dumps(line) + "\n" for line in [header, *extra]))
-    assert {r["example_index"] for r in read_results(path).rollouts} == {1}
+    assert {r.example_index for r in read_results(path).rollouts} == {1}
     mixed = [dict(r) for r in rollouts]
     mixed[4]["example_id"] = "ex-other"  # group 1's lines name two examples
     path.write_text("".join(json.dumps(line) + "\n" for line in [header, *mixed]))
-    assert {r["example_index"] for r in read_results(path).rollouts} == {0}
+    assert {r.example_index for r in read_results(path).rollouts} == {0}
 
 
 def test_the_next_attempt_follows_the_highest_attempt_in_any_order(tmp_path: Path) -> None:

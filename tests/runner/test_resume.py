@@ -22,7 +22,7 @@ from benchmax.runner._results import ResultsStore, _write_all
 
 def outcome_table(path: Path) -> dict[tuple[int, int], tuple[str, dict]]:
     return {
-        (r["example_index"], r["group_index"]): (r["termination_reason"], r["rewards"])
+        (r.example_index, r.group_index): (r.termination_reason, r.rewards)
         for r in read_results(path).rollouts
     }
 
@@ -111,7 +111,7 @@ async def test_a_changed_example_at_an_index_is_run_again(tmp_path: Path) -> Non
     await run_environment(env, number_config(tmp_path))
     assert env.started == [10]
     rollouts = read_results(tmp_path / "results.jsonl").rollouts
-    assert [r["example_id"] for r in rollouts if r["example_index"] == 1] == ["ex-changed"] * 3
+    assert [r.example_id for r in rollouts if r.example_index == 1] == ["ex-changed"] * 3
 
 
 async def test_a_file_that_is_not_a_results_file_is_refused(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ async def test_a_rollout_line_with_a_wrong_field_is_refused_naming_it(
 async def test_read_results_leaves_out_partial_groups(tmp_path: Path) -> None:
     cut, _, _ = await interrupted_file(tmp_path)
     results = read_results(cut)
-    assert {r["example_index"] for r in results.rollouts} == {0, 1}
+    assert {r.example_index for r in results.rollouts} == {0, 1}
     assert results.definition["group_size"] == 3
 
 
@@ -202,7 +202,7 @@ async def test_a_group_with_a_duplicated_position_is_not_complete(tmp_path: Path
     raw = path.read_text().splitlines(keepends=True)
     header, group0, group1 = raw[0], raw[1:4], raw[4:7]
     path.write_text(header + group0[0] + group0[1] + group0[1] + "".join(group1))
-    assert {r["example_index"] for r in read_results(path).rollouts} == {1}
+    assert {r.example_index for r in read_results(path).rollouts} == {1}
     env = NumberEnv(2)
     await run_environment(env, number_config(tmp_path))
     assert env.started == [0]

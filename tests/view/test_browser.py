@@ -87,30 +87,30 @@ def test_filtering_by_a_termination_reason_shows_exactly_those_groups(
     rollouts = read_results(results).rollouts
     expected = list(
         dict.fromkeys(
-            r["example_id"] for r in rollouts if r["termination_reason"] == "max_turns_exceeded"
+            r.example_id for r in rollouts if r.termination_reason == "max_turns_exceeded"
         )
     )
-    assert 0 < len(expected) < len({r["example_id"] for r in rollouts})
+    assert 0 < len(expected) < len({r.example_id for r in rollouts})
     open_report(page, view(results, tmp_path / "calc.html"))
     page.select_option("#filter-reason", "max_turns_exceeded")
     assert shown_count(page) == len(expected)
     assert shown_ids(page) == expected
     page.select_option("#filter-reason", "finished")
-    assert shown_count(page) == len({r["example_id"] for r in rollouts})
+    assert shown_count(page) == len({r.example_id for r in rollouts})
     page.select_option("#filter-reason", "")
     page.fill("#filter-max", "0")
     page.press("#filter-max", "Enter")
-    zero = dict.fromkeys(r["example_id"] for r in rollouts if r["rewards"]["correct"] == 0)
+    zero = dict.fromkeys(r.example_id for r in rollouts if r.rewards["correct"] == 0)
     assert shown_ids(page) == list(zero)
     page.select_option("#filter-key", "used_tools")
-    zero_tools = dict.fromkeys(r["example_id"] for r in rollouts if r["rewards"]["used_tools"] == 0)
+    zero_tools = dict.fromkeys(r.example_id for r in rollouts if r.rewards["used_tools"] == 0)
     assert shown_ids(page) == list(zero_tools)
     page.fill("#filter-max", "")
     page.check("#filter-flat")
     flat = [
         example_id
-        for example_id in dict.fromkeys(r["example_id"] for r in rollouts)
-        if len({json.dumps(r["rewards"]) for r in rollouts if r["example_id"] == example_id}) == 1
+        for example_id in dict.fromkeys(r.example_id for r in rollouts)
+        if len({json.dumps(r.rewards) for r in rollouts if r.example_id == example_id}) == 1
     ]
     page.press("#filter-max", "Enter")
     assert shown_ids(page) == flat
@@ -143,25 +143,25 @@ def test_opening_a_group_shows_its_transcripts_tool_arguments_and_logs(
 ) -> None:
     results = example_runs["calculator"]
     rollouts = read_results(results).rollouts
-    failed = next(r for r in rollouts if r["termination_reason"] == "max_turns_exceeded")
-    group = [r for r in rollouts if r["example_id"] == failed["example_id"]]
+    failed = next(r for r in rollouts if r.termination_reason == "max_turns_exceeded")
+    group = [r for r in rollouts if r.example_id == failed.example_id]
     open_report(page, view(results, tmp_path / "calc.html"))
-    page.click(f'#examples-body tr[data-example-id="{failed["example_id"]}"]')
+    page.click(f'#examples-body tr[data-example-id="{failed.example_id}"]')
     detail = page.locator("#detail")
-    assert detail.get_attribute("data-example-id") == failed["example_id"]
+    assert detail.get_attribute("data-example-id") == failed.example_id
     assert page.locator("#detail .rollout").count() == len(group)
     text = detail.inner_text()
-    question = failed["transcript"][1]["content"]
+    question = failed.messages[1]["content"]
     assert question in text and text.count(question) == 1  # the shared prompt, shown once
-    call = failed["transcript"][2]["tool_calls"][0]["function"]
+    call = failed.messages[2]["tool_calls"][0]["function"]
     arguments = json.loads(call["arguments"])
-    pretty = page.locator("#detail .rollout").nth(failed["group_index"]).locator("pre.arguments")
+    pretty = page.locator("#detail .rollout").nth(failed.group_index).locator("pre.arguments")
     assert pretty.first.inner_text() == json.dumps(arguments, indent=2)
     name = pretty.first.locator("xpath=..").locator(".name").inner_text()
     assert name == call["name"]
     assert "max_turns_exceeded" in text
     assert "benchmax.rollout.terminated" in text  # the captured log record
-    assert page.evaluate("location.hash") == f"#example-{failed['example_index']}"
+    assert page.evaluate("location.hash") == f"#example-{failed.example_index}"
     page.keyboard.press("Escape")
     assert detail.is_hidden()
     assert_clean(page)
@@ -174,7 +174,7 @@ def test_a_link_to_an_example_opens_it(
     page.goto(html.resolve().as_uri() + "#example-3")
     page.wait_for_selector("body[data-ready=true]")
     third = read_results(example_runs["exact_match"]).rollouts[3 * 4]
-    assert page.locator("#detail").get_attribute("data-example-id") == third["example_id"]
+    assert page.locator("#detail").get_attribute("data-example-id") == third.example_id
     assert page.locator("#detail").is_visible()
     assert_clean(page)
 
@@ -281,20 +281,20 @@ def test_twenty_thousand_rollouts_open_filter_and_search(page: Any, tmp_path: Pa
     by_reason = Counter(
         example_id
         for example_id, reason in dict.fromkeys(
-            (r["example_id"], r["termination_reason"]) for r in rollouts
+            (r.example_id, r.termination_reason) for r in rollouts
         )
         if reason == "model_error"
     )
     page.select_option("#filter-reason", "model_error")
     assert shown_count(page) == len(by_reason)
     page.select_option("#filter-reason", "")
-    target = rollouts[4321 * 4]["example_id"]
+    target = rollouts[4321 * 4].example_id
     page.fill("#filter-text", target.upper())
     page.press("#filter-text", "Enter")
     assert shown_ids(page) == [target]
     page.fill("#filter-text", "timeouterror")
     page.press("#filter-text", "Enter")
-    failing = {r["example_id"] for r in rollouts if r["termination_reason"] != "finished"}
+    failing = {r.example_id for r in rollouts if r.termination_reason != "finished"}
     assert shown_count(page) == len(failing)
     page.click("#page-next")
     assert page.inner_text("#page-label").startswith("page 2 of")
@@ -326,9 +326,9 @@ def test_screenshots_of_a_run(
         failed = next(
             r
             for r in read_results(example_runs["calculator"]).rollouts
-            if r["termination_reason"] != "finished"
+            if r.termination_reason != "finished"
         )
-        page.click(f'#examples-body tr[data-example-id="{failed["example_id"]}"]')
+        page.click(f'#examples-body tr[data-example-id="{failed.example_id}"]')
         group = ARTIFACTS / "view-group.png"
         page.locator("#detail").screenshot(path=str(group))
         assert overview.stat().st_size > 10_000 and group.stat().st_size > 10_000

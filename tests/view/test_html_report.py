@@ -42,12 +42,12 @@ def test_groups_store_the_shared_prompt_once(example_runs: dict[str, Path]) -> N
     data = report_data(results)
     assert data["keys"] == ["correct", "used_tools"]
     first = data["groups"][0]
-    records = [r for r in results.rollouts if r["example_index"] == 0]
+    records = [r for r in results.rollouts if r.example_index == 0]
     assert [m["role"] for m in first["p"]] == ["system", "user"]
     for compact, record in zip(first["r"], records, strict=True):
-        assert first["p"] + compact["m"] == record["transcript"]
-        assert compact["w"] == [record["rewards"]["correct"], record["rewards"]["used_tools"]]
-        assert data["reasons"][compact["t"]] == record["termination_reason"]
+        assert first["p"] + compact["m"] == list(record.messages or ())
+        assert compact["w"] == [record.rewards["correct"], record.rewards["used_tools"]]
+        assert data["reasons"][compact["t"]] == record.termination_reason
 
 
 def test_embedded_json_cannot_end_the_script_element(tmp_path: Path) -> None:

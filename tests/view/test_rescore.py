@@ -75,7 +75,7 @@ def source(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def settled(path: Path) -> list[tuple[str, dict[str, float]]]:
-    return [(r["termination_reason"], r["rewards"]) for r in read_results(path).rollouts]
+    return [(r.termination_reason, r.rewards) for r in read_results(path).rollouts]
 
 
 async def test_rescoring_runs_the_reward_hooks_and_settles_failures_as_a_run_does(
@@ -124,20 +124,18 @@ async def test_the_new_file_records_where_it_came_from(
     }
     assert new.definition == old.definition
     for before, after in zip(old.rollouts, new.rollouts, strict=True):
-        assert after["run_id"] == report.run_id
-        for field in ("rollout_id", "example_id", "group_index", "transcript", "usage"):
-            assert after[field] == before[field]
-        assert after["timings"]["model_seconds"] == before["timings"]["model_seconds"]
-        assert after["logs"][0] == before["logs"][0]
+        assert after.run_id == report.run_id
+        for field in ("rollout_id", "example_id", "group_index", "messages", "usage"):
+            assert getattr(after, field) == getattr(before, field)
+        assert after.timings["model_seconds"] == before.timings["model_seconds"]
+        assert after.logs[0] == before.logs[0]
     crashed = new.rollouts[3]
-    error = next(entry for entry in crashed["logs"] if entry["level"] == "ERROR")
+    error = next(entry for entry in crashed.logs if entry["level"] == "ERROR")
     assert "termination_reason=reward_error" in error["message"]
     assert "RuntimeError: the reward crashed" in error["exception"]
     group_failed = new.rollouts[6]
-    assert "the group hook broke" in json.dumps(group_failed["logs"])
-    assert (
-        new.rollouts[0]["timings"]["reward_seconds"] != old.rollouts[0]["timings"]["reward_seconds"]
-    )
+    assert "the group hook broke" in json.dumps(group_failed.logs)
+    assert new.rollouts[0].timings["reward_seconds"] != old.rollouts[0].timings["reward_seconds"]
     renamed = await rescore_results(
         ScoreEnv(), results, tmp_path / "b.jsonl", base_dir=data,
         env_definition={"class": "edited:Env", "constructor_args": {"a": 1}},
@@ -195,11 +193,11 @@ async def test_a_non_finite_reward_settles_as_reward_error_as_in_a_run(
     # Rescore scores through BaseEnv's own scoring, so beyond.md §7 holds here too.
     results, data = source
     report = await rescore_results(NotFiniteEnv(), results, tmp_path / "new.jsonl", base_dir=data)
-    old = {r["rollout_id"]: r for r in read_results(results).rollouts}
+    old = {r.rollout_id: r for r in read_results(results).rollouts}
     for record in read_results(report.output).rollouts:
-        if old[record["rollout_id"]]["termination_reason"] in RESCORED_REASONS:
-            assert record["termination_reason"] == "reward_error"
-            assert record["rewards"] == {"correct": 0.0, "length": 0.0}
+        if old[record.rollout_id].termination_reason in RESCORED_REASONS:
+            assert record.termination_reason == "reward_error"
+            assert record.rewards == {"correct": 0.0, "length": 0.0}
 
 
 async def test_missing_examples_are_named(source: tuple[Path, Path], tmp_path: Path) -> None:
@@ -275,14 +273,14 @@ def test_rescore_a_copied_example_after_editing_its_reward(
     assert new.definition["env"]["class"] == "edited_calculator.env:CalculatorEnv"
     assert len(new.rollouts) == len(old.rollouts)
     for before, after in zip(old.rollouts, new.rollouts, strict=True):
-        assert after["termination_reason"] == before["termination_reason"]
-        if before["termination_reason"] == "finished":
-            assert after["rewards"] == {
-                "correct": before["rewards"]["correct"] * 0.5,
-                "used_tools": 1.0 - before["rewards"]["used_tools"],
+        assert after.termination_reason == before.termination_reason
+        if before.termination_reason == "finished":
+            assert after.rewards == {
+                "correct": before.rewards["correct"] * 0.5,
+                "used_tools": 1.0 - before.rewards["used_tools"],
             }
         else:
-            assert after["rewards"] == {"correct": 0.0, "used_tools": 0.0}
+            assert after.rewards == {"correct": 0.0, "used_tools": 0.0}
     assert "correct" in result.output and "-0.3" in result.output  # mean 0.775 -> 0.388
 
 
@@ -382,5 +380,5 @@ async def test_a_lone_surrogate_in_a_stored_transcript_is_written_back(
     lines[1] = json.dumps(record)  # ensure_ascii: the surrogate as \ud800
     results.write_text("\n".join(lines) + "\n")
     report = await rescore_results(ScoreEnv(), results, tmp_path / "new.jsonl", base_dir=data)
-    rescored = {r["rollout_id"]: r for r in read_results(report.output).rollouts}
-    assert rescored[record["rollout_id"]]["transcript"][-1]["content"].endswith("\ud800")
+    rescored = {r.rollout_id: r for r in read_results(report.output).rollouts}
+    assert rescored[record["rollout_id"]].messages[-1]["content"].endswith("\ud800")

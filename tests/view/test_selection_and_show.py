@@ -34,7 +34,7 @@ def results(tmp_path: Path) -> Path:
 
 
 def ids(records: list) -> list[tuple[int, int]]:
-    return [(r["example_index"], r["group_index"]) for r in records]
+    return [(r.example_index, r.group_index) for r in records]
 
 
 def test_select_by_reason_example_and_reward_range(results: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -21,7 +21,7 @@ from benchmax.cli._safe_text import terminal_safe
 from benchmax.envs.shared_types import FINISHED
 from benchmax.runner import Progress as RunProgress
 from benchmax.runner import RunReport, read_results
-from benchmax.runner._records import LogEntry
+from benchmax.trajectory import LogEntry
 
 __all__ = ["failure_examples", "progress_bar", "render_report"]
 
@@ -70,13 +70,13 @@ def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
         return {}
     found: dict[str, tuple[str, str]] = {}
     for record in read_results(report.results_path).rollouts:
-        reason = record["termination_reason"]
+        reason = record.termination_reason
         if reason in wanted and reason not in found:
-            found[reason] = (record["rollout_id"], _why(record.get("logs") or []))
+            found[reason] = (record.rollout_id, _why(record.logs))
     return found
 
 
-def _why(logs: list[LogEntry]) -> str:
+def _why(logs: Sequence[LogEntry]) -> str:
     exceptions = [entry["exception"] for entry in logs if entry.get("exception")]
     warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
     lines = exceptions[0].strip().splitlines() if exceptions else warnings[:1]

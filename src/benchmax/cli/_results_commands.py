@@ -51,6 +51,7 @@ from benchmax.runner import (
     select_rollouts,
     write_html_report,
 )
+from benchmax.trajectory import Trajectory
 
 __all__ = ["compare_command", "rescore_command", "show_command", "view_command"]
 
@@ -188,32 +189,32 @@ def _arguments(arguments: Any) -> str:
     return "\n" + visible(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-def _rollout_panel(record: Mapping[str, Any]) -> Panel:
-    rewards = ", ".join(f"{k}={v:g}" for k, v in (record.get("rewards") or {}).items())
-    reason = str(record["termination_reason"])
+def _rollout_panel(record: Trajectory) -> Panel:
+    rewards = ", ".join(f"{k}={v:g}" for k, v in record.rewards.items())
+    reason = record.termination_reason
     style = "green" if reason == FINISHED else "yellow"
     title = Text.assemble(
-        (f"example {record['example_index']} ", "bold"),
-        (visible(str(record["example_id"]))[:16], "dim"),
-        f" · rollout {record['group_index']} · ",
+        (f"example {record.example_index} ", "bold"),
+        (visible(record.example_id)[:16], "dim"),
+        f" · rollout {record.group_index} · ",
         (visible(reason), style),
         f" · {visible(rewards)}",
     )
     body: list[Any] = []
-    timings = record.get("timings") or {}
+    timings = record.timings
     facts = " · ".join(f"{k.removesuffix('_seconds')} {v:.3f} s" for k, v in timings.items())
-    usage = record.get("usage")
-    if isinstance(usage, Mapping) and usage:
+    usage = record.usage
+    if usage:
         facts += " · tokens " + ", ".join(f"{k} {v}" for k, v in usage.items())
-    body.append(Text(f"{record['rollout_id']} · {facts}", style="dim"))
-    transcript = record.get("transcript")
+    body.append(Text(f"{record.rollout_id} · {facts}", style="dim"))
+    transcript = record.messages
     if transcript is None:
         body.append(Text("no transcript recorded (not a BaseEnv rollout)", style="dim"))
     else:
         for message in transcript:
             body.append(Text(""))
             body.append(_message(message))
-    logs = record.get("logs") or []
+    logs = record.logs
     if logs:
         body.append(Text(""))
         body.append(Text(f"logs ({len(logs)})", style="bold"))
@@ -273,7 +274,7 @@ def show_command(
         raise click.ClickException(str(error)) from None
     console = Console()
     if not matching:
-        reasons = sorted({str(r["termination_reason"]) for r in loaded.rollouts})
+        reasons = sorted({r.termination_reason for r in loaded.rollouts})
         hint = (
             "; an --example prefix needs at least 4 characters"
             if example_id is not None and len(example_id) < 4

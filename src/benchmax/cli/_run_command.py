@@ -392,7 +392,13 @@ def _given(parameter: str) -> bool:
     metavar="N",
     help="max_tokens: the cap on tokens generated per model call.",
 )
-@click.option("--seed", type=int, metavar="N", help="Sampling seed sent with every model request.")
+@click.option(
+    "--seed",
+    type=int,
+    metavar="N",
+    help="Run seed: every rollout sends its own seed derived from N, the example and its "
+    "index in the group (--sampling-arg seed=N sends N with every request instead).",
+)
 @click.option(
     "--sampling-arg",
     "sampling_arg_pairs",
@@ -547,11 +553,11 @@ def run_command(
                 "max_concurrent_groups": concurrency,
                 "force": force,
                 "tokens": tokens,
+                "seed": seed,
                 "sampling_args": parse_sampling_args(
                     sampling_arg_pairs,
-                    _given_values(
-                        temperature=temperature, top_p=top_p, max_tokens=max_tokens, seed=seed
-                    ),
+                    _given_values(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
+                    seed_given=seed is not None,
                 ),
             },
         )
@@ -727,10 +733,13 @@ def _given_values(**values: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def parse_sampling_args(pairs: tuple[str, ...], named: dict[str, Any]) -> dict[str, Any]:
+def parse_sampling_args(
+    pairs: tuple[str, ...], named: dict[str, Any], *, seed_given: bool = False
+) -> dict[str, Any]:
     """``--temperature``-style values plus ``--sampling-arg KEY=VALUE`` pairs (each value
     parsed as JSON, else kept as a string); raises ``TargetError`` for a malformed pair, a
-    key given twice, or a key the chat loop sets itself (model, messages, tools)."""
+    key given twice (``seed`` counts ``--seed`` when ``seed_given``), or a key the chat
+    loop sets itself (model, messages, tools)."""
     args = dict(named)
     for pair in pairs:
         key, equals, raw = pair.partition("=")
@@ -742,7 +751,7 @@ def parse_sampling_args(pairs: tuple[str, ...], named: dict[str, Any]) -> dict[s
                 f"--sampling-arg cannot set {key!r}: the chat loop sets it "
                 "(use --model for the model)"
             )
-        if key in args:
+        if key in args or (key == "seed" and seed_given):
             raise TargetError(f"sampling arg {key!r} is given twice")
         try:
             args[key] = json.loads(raw, parse_constant=_refuse_constant)
@@ -760,7 +769,7 @@ def _report_interruption(console: Console, output: Path) -> None:
         console.print("[bold red]interrupted[/] before the run started; nothing was saved")
         return
     try:
-        saved = len({r["example_index"] for r in read_results(output).rollouts})
+        saved = len({r.example_index for r in read_results(output).rollouts})
     except (OSError, RunError):
         saved = 0
     console.print(

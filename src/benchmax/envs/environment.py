@@ -42,6 +42,11 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
     def reward_keys(self) -> Sequence[str]:
         """The complete, ordered reward shape of every outcome."""
 
+    reward_weights: Mapping[str, float] | None = None
+    """How a trainer turns a reward map into one scalar (beyond 0.2): the scalar is
+    ``sum(weight * rewards[key])`` over these keys. ``None`` (the default) weighs every
+    reward key 1.0 (the sum of the map). See ``benchmax.training.scalar_reward``."""
+
     @abstractmethod
     async def create_dataset(
         self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None

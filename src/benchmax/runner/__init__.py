@@ -15,7 +15,7 @@ from benchmax.runner._compare import (
     bootstrap_interval,
     compare_results,
 )
-from benchmax.runner._config import NoModelAuth, RunConfig
+from benchmax.runner._config import NoModelAuth, RunConfig, rollout_seed
 from benchmax.runner._errors import (
     ExecutorError,
     GroupContractError,
@@ -72,6 +72,7 @@ __all__ = [
     "render_html_report",
     "report_data",
     "rescore_results",
+    "rollout_seed",
     "run_environment",
     "select_rollouts",
     "write_html_report",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ __all__ = [
     "RunConfig",
     "credential_secrets",
     "mask_secrets",
+    "rollout_seed",
 ]
 
 ROLLOUT_ID_PLACEHOLDER = "{rollout_id}"
@@ -44,8 +46,9 @@ class RunConfig:
     chat-completions body fields (``temperature``, ``max_tokens``, ``top_p``, ``seed``,
     server-specific ones such as ``top_k``) put into every ``RolloutRequest``; they override
     the environment's and may not set ``model``, ``messages`` or ``tools``. ``output`` is
-    the results JSONL file (``None`` keeps results in memory only); an existing file is
-    resumed. ``tokens`` asks every rollout to record the exact tokens of its model calls
+    the results JSONL file (``None``: no file; ``run_environment(on_group=...)`` hands
+    each group's trajectories to the caller); an existing file is resumed.
+    ``tokens`` asks every rollout to record the exact tokens of its model calls
     (``RolloutRequest.record_tokens``); the run then starts with one preflight model call
     and stops with ``RunError`` when the server's reply lacks token data.
 
@@ -57,6 +60,11 @@ class RunConfig:
     ``{"bundle_digest": ...}`` for an environment loaded from a bundle; no source digest is
     then taken), ``definition_extras`` adds fields, and ``recorded_base_url`` replaces
     ``base_url`` there when the real URL is not stable across runs (a mock server's port).
+
+    ``seed`` (the run seed) gives every rollout its own sampling seed,
+    ``rollout_seed(seed, example_id, group_index)``, sent as the request's ``seed``; the
+    same run seed sends the same seeds on resume. A ``seed`` in ``sampling_args`` is sent
+    unchanged with every request instead (one fixed seed); setting both is a ``ValueError``.
     """
 
     model: str
@@ -76,6 +84,7 @@ class RunConfig:
     definition_extras: Mapping[str, Any] = field(default_factory=dict)
     recorded_base_url: str | None = None
     log_level: int = logging.WARNING
+    seed: int | None = None
     tokens: bool = False
 
     def __post_init__(self) -> None:
@@ -106,8 +115,23 @@ class RunConfig:
             object.__setattr__(self, "output", Path(self.output))
         if isinstance(self.log_level, bool) or not isinstance(self.log_level, int):
             raise ValueError("log_level must be a logging level number")
+        if self.seed is not None:
+            if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+                raise ValueError("seed must be an integer or None")
+            if "seed" in self.sampling_args:
+                raise ValueError(
+                    "set either seed (one seed per rollout, derived from it) or "
+                    "sampling_args['seed'] (the same seed for every rollout), not both"
+                )
         if not isinstance(self.tokens, bool):
             raise TypeError("tokens must be True or False")
+
+    def sampling_args_for(self, example_id: str, group_index: int) -> Mapping[str, Any]:
+        """The sampling args of one rollout's request: ``sampling_args``, plus its own
+        ``seed`` when the run has a ``seed``."""
+        if self.seed is None:
+            return self.sampling_args
+        return {**self.sampling_args, "seed": rollout_seed(self.seed, example_id, group_index)}
 
     def base_url_for(self, rollout_id: str) -> str:
         """The endpoint root for one rollout."""
@@ -126,6 +150,19 @@ class RunConfig:
         """Bearer tokens (and a password in ``base_url``) this config carries, so the runner
         can mask them in what it records."""
         return credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
+
+
+def rollout_seed(run_seed: int, example_id: str, group_index: int) -> int:
+    """The sampling seed of one rollout: distinct per rollout, the same on every run.
+
+    The first 4 bytes of ``sha256(f"{run_seed}:{example_id}:{group_index}")`` as a
+    big-endian integer, shifted right by one bit: an integer in ``[0, 2**31)`` (every
+    server's seed type holds it). It depends on the run seed, the example id and the
+    rollout's index in its group only (never on the run id or the attempt), so a resumed
+    run sends the same seeds for the same group.
+    """
+    text = f"{run_seed}:{example_id}:{group_index}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") >> 1
 
 
 def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tuple[str, ...]:

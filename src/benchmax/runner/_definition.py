@@ -46,8 +46,8 @@ def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, A
     ``constructor_args``), ``env_source`` (unless the environment comes from a bundle),
     ``split``, ``model``, ``base_url``, ``group_size``, ``max_examples``, ``limits`` (only
     for environments with BaseEnv limits), ``sampling_args`` (only when some are set: the
-    environment's merged with the run's), ``tokens`` (``true``, only when the run records
-    exact tokens) and ``config.definition_extras``.
+    environment's merged with the run's), ``seed`` (only when set), ``tokens`` (``true``,
+    only when the run records exact tokens) and ``config.definition_extras``.
     """
     if config.env_definition is not None:
         env_part = dict(config.env_definition)
@@ -72,6 +72,8 @@ def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, A
     sampling = merged_sampling_args(env_sampling_args(env), config.sampling_args)
     if sampling:
         definition["sampling_args"] = sampling
+    if config.seed is not None:
+        definition["seed"] = config.seed
     if config.tokens:
         definition["tokens"] = True
     definition.update(config.definition_extras)

@@ -21,21 +21,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from benchmax.envs.shared_types import FINISHED
+from benchmax._vocabulary import FINISHED, TOKEN_USAGE_KEYS
 from benchmax.runner._report import RunReport, UsageStats, summarize
-from benchmax.runner._results import CompletedGroup, Results, read_results
+from benchmax.runner._results import Results, completed_group, read_results
 from benchmax.runner._selection import ResultGroup, groups_of, reward_keys_of
+from benchmax.trajectory import Trajectory
 
 __all__ = ["HtmlReport", "render_html_report", "report_data", "write_html_report"]
 
 DATA_FORMAT = "benchmax.view/1"
-_USAGE_KEYS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_tokens",
-)
 _HISTOGRAM_BINS = 20
 _PLACEHOLDER = re.compile(r"\{\{(TITLE|STATIC|DATA)\}\}")
 
@@ -70,7 +64,7 @@ def write_html_report(results_path: str | Path, output: str | Path | None = None
         path=target,
         size_bytes=len(data),
         build_seconds=time.perf_counter() - started,
-        groups=len({r["example_index"] for r in results.rollouts}),
+        groups=len({r.example_index for r in results.rollouts}),
         rollouts=len(results.rollouts),
     )
 
@@ -84,7 +78,7 @@ def report_data(results: Results, *, source: str | None = None) -> dict[str, Any
     """
     groups = groups_of(results)
     keys = reward_keys_of(results)
-    reasons = list(Counter(str(r["termination_reason"]) for r in results.rollouts))
+    reasons = list(Counter(r.termination_reason for r in results.rollouts))
     reason_index = {reason: i for i, reason in enumerate(reasons)}
     return {
         "format": DATA_FORMAT,
@@ -120,19 +114,7 @@ def _run_report(groups: Sequence[ResultGroup]) -> RunReport:
         run_id="",
         results_path=None,
         examples=len(groups),
-        groups=[
-            CompletedGroup(
-                example_index=group.example_index,
-                example_id=group.example_id,
-                termination_reasons=group.termination_reasons,
-                rewards=tuple(dict(r.get("rewards") or {}) for r in group.rollouts),
-                usage=tuple(
-                    usage if isinstance(usage := r.get("usage"), Mapping) else None
-                    for r in group.rollouts
-                ),
-            )
-            for group in groups
-        ],
+        groups=[completed_group(group.example_index, group.rollouts) for group in groups],
         groups_resumed=0,
         rollouts_run=0,
         wall_seconds=0.0,
@@ -140,8 +122,8 @@ def _run_report(groups: Sequence[ResultGroup]) -> RunReport:
 
 
 def _is_flat(group: ResultGroup) -> bool:
-    first = group.rollouts[0].get("rewards")
-    return all(r.get("rewards") == first for r in group.rollouts[1:])
+    first = group.rollouts[0].rewards
+    return all(r.rewards == first for r in group.rollouts[1:])
 
 
 def _usage_summary(usage: UsageStats | None) -> dict[str, Any] | None:
@@ -149,7 +131,7 @@ def _usage_summary(usage: UsageStats | None) -> dict[str, Any] | None:
     none did), from the report's ``UsageStats``."""
     if usage is None:
         return None
-    totals = {key: total for key in _USAGE_KEYS if (total := getattr(usage, key)) is not None}
+    totals = {key: total for key in TOKEN_USAGE_KEYS if (total := getattr(usage, key)) is not None}
     return {
         "rollouts_with_usage": usage.rollouts,
         "totals": totals,
@@ -160,33 +142,40 @@ def _usage_summary(usage: UsageStats | None) -> dict[str, Any] | None:
 def _group_data(
     group: ResultGroup, keys: Sequence[str], reason_index: Mapping[str, int]
 ) -> dict[str, Any]:
-    transcripts = [r.get("transcript") for r in group.rollouts]
-    prompt = _shared_prefix([t for t in transcripts if isinstance(t, list)])
-    if any(not isinstance(t, list) for t in transcripts):
+    transcripts = [r.messages for r in group.rollouts]
+    prompt = _shared_prefix([t for t in transcripts if t is not None])
+    if any(t is None for t in transcripts):
         prompt = []
     return {
         "i": group.example_index,
         "id": group.example_id,
         "f": _is_flat(group),
         "p": prompt,
-        "r": [
-            {
-                "g": record.get("group_index"),
-                "id": record.get("rollout_id"),
-                "a": record.get("attempt"),
-                "t": reason_index[str(record["termination_reason"])],
-                "w": [(record.get("rewards") or {}).get(key) for key in keys],
-                "tm": record.get("timings") or {},
-                "u": record.get("usage"),
-                "m": transcript[len(prompt) :] if isinstance(transcript, list) else None,
-                "l": record.get("logs") or [],
-            }
-            for record, transcript in zip(group.rollouts, transcripts, strict=True)
-        ],
+        "r": [_rollout_data(record, len(prompt), keys, reason_index) for record in group.rollouts],
     }
 
 
-def _shared_prefix(transcripts: Sequence[list[Any]]) -> list[Any]:
+def _rollout_data(
+    record: Trajectory, prompt_length: int, keys: Sequence[str], reason_index: Mapping[str, int]
+) -> dict[str, Any]:
+    """The page's compact form of one rollout, derived from its record here and only here:
+    rewards as a list in ``keys`` order, the reason as an index into the page's reasons, the
+    transcript without the group's shared ``prompt_length`` leading messages."""
+    messages = record.messages
+    return {
+        "g": record.group_index,
+        "id": record.rollout_id,
+        "a": record.attempt,
+        "t": reason_index[record.termination_reason],
+        "w": [record.rewards.get(key) for key in keys],
+        "tm": dict(record.timings),
+        "u": None if record.usage is None else dict(record.usage),
+        "m": None if messages is None else list(messages[prompt_length:]),
+        "l": list(record.logs),
+    }
+
+
+def _shared_prefix(transcripts: Sequence[Sequence[Any]]) -> list[Any]:
     """The prompt every transcript starts with: the common leading messages before the
     first assistant message."""
     if not transcripts:

@@ -10,19 +10,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmax.envs.shared_types import OUTPUT_EXCEEDED
+from benchmax._vocabulary import OUTPUT_EXCEEDED, TOKEN_USAGE_KEYS
 from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_metrics
 from benchmax.runner._results import CompletedGroup
 
 __all__ = ["RewardStats", "RunReport", "UsageStats", "summarize"]
-
-_TOKEN_KEYS = (
-    "prompt_tokens",
-    "completion_tokens",
-    "total_tokens",
-    "reasoning_tokens",
-    "cached_tokens",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +61,7 @@ class UsageStats:
         if not usages:
             return None
         totals: dict[str, int | None] = {}
-        for key in _TOKEN_KEYS:
+        for key in TOKEN_USAGE_KEYS:
             values = _counts(usages, key)
             totals[key] = sum(values) if values else None
         completions = _counts(usages, "completion_tokens")

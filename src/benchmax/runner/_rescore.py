@@ -10,6 +10,7 @@ stored transcript.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import os
@@ -17,12 +18,10 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import benchmax
-from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
+from benchmax.auth import ModelAuth, bind_model_auth
 from benchmax.envs import BaseEnv, BaseRollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
@@ -37,13 +36,14 @@ from benchmax.envs.shared_types import (
     RewardMap,
     RolloutRequest,
 )
-from benchmax.runner._config import NoModelAuth
+from benchmax.runner._config import NoModelAuth, credential_secrets
 from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
-from benchmax.runner._records import LogEntry
+from benchmax.runner._records import LogEntry, ResultsHeader
 from benchmax.runner._report import RewardStats
-from benchmax.runner._results import RESULTS_FORMAT, encoded_line, new_run_id, read_results
+from benchmax.runner._results import encoded_line, new_run_id, read_results, results_header
 from benchmax.runner._selection import ResultGroup, groups_of
+from benchmax.trajectory import Trajectory
 
 __all__ = ["RESCORED_REASONS", "RescoreReport", "rescore_results"]
 
@@ -86,7 +86,7 @@ class RescoreReport:
 class _Replay(Environment[Any, BaseRollout]):
     """An environment whose rollouts are the stored transcripts, scored by ``inner``."""
 
-    def __init__(self, inner: BaseEnv, records: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(self, inner: BaseEnv, records: Mapping[str, Trajectory]) -> None:
         self.inner = inner
         self.records = records
         self.reward_seconds: dict[str, float] = {}
@@ -105,7 +105,7 @@ class _Replay(Environment[Any, BaseRollout]):
         (reward_timeout, reward_error, non-finite values); a rollout that never reached
         scoring keeps its reason and zero rewards."""
         record = self.records[request.rollout_id]
-        reason = str(record["termination_reason"])
+        reason = record.termination_reason
         payload = request.example.payload
         example_args = {k: v for k, v in payload.items() if k != "prompt_messages"}
         started = time.perf_counter()
@@ -114,7 +114,7 @@ class _Replay(Environment[Any, BaseRollout]):
                 request,
                 self.inner.reward_timeout,
                 FINISHED if reason in RESCORED_REASONS else reason,
-                list(record["transcript"] or []),
+                [dict(message) for message in record.messages or ()],
                 example_args,
                 None,
             )
@@ -192,21 +192,18 @@ async def rescore_results(
     groups = [g for g in groups if g.example_id in payloads]
     for group in groups:
         for record in group.rollouts:
-            if record.get("transcript") is None and record["termination_reason"] in (
-                RESCORED_REASONS
-            ):
+            if record.messages is None and record.termination_reason in RESCORED_REASONS:
                 raise RunError(
-                    f"rollout {record['rollout_id']} of {source} has no transcript to score "
+                    f"rollout {record.rollout_id} of {source} has no transcript to score "
                     "(only BaseEnv runs record transcripts)"
                 )
     run_id = new_run_id()
     providers = dict(auth_providers or {})
-    secrets = [auth.token for auth in providers.values() if isinstance(auth, StaticBearerAuth)]
-    capture = RolloutLogCapture(logging.INFO, secrets)
-    rewritten: dict[int, list[dict[str, Any]]] = {}
+    capture = RolloutLogCapture(logging.INFO, credential_secrets(providers.values(), None))
+    rewritten: dict[int, list[Trajectory]] = {}
 
     async def rescore_group(group: ResultGroup) -> None:
-        records = {str(r["rollout_id"]): r for r in group.rollouts}
+        records = {r.rollout_id: r for r in group.rollouts}
         replay = _Replay(env, records)
         example = Example(id=group.example_id, payload=payloads[group.example_id])
         requests = [
@@ -258,19 +255,15 @@ async def rescore_results(
     if errors:
         raise errors[0]
 
-    header = {
-        "type": "header",
-        "format": RESULTS_FORMAT,
-        "run_id": run_id,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "benchmax_version": benchmax.__version__,
-        "definition": {**definition, "env": dict(env_definition or definition.get("env") or {})},
-        "rescored_from": {
+    header = results_header(
+        run_id,
+        {**definition, "env": dict(env_definition or definition.get("env") or {})},
+        rescored_from={
             "path": str(source),
             "run_id": results.header.get("run_id"),
             "env": definition.get("env"),
         },
-    }
+    )
     new_records = [r for index in sorted(rewritten) for r in rewritten[index]]
     _write(target, header, new_records)
     old_records = [r for g in groups for r in g.rollouts]
@@ -280,17 +273,16 @@ async def rescore_results(
         run_id=run_id,
         groups=len(groups),
         rollouts=len(new_records),
-        rescored=sum(r["termination_reason"] in RESCORED_REASONS for r in old_records),
-        kept=sum(r["termination_reason"] not in RESCORED_REASONS for r in old_records),
+        rescored=sum(r.termination_reason in RESCORED_REASONS for r in old_records),
+        kept=sum(r.termination_reason not in RESCORED_REASONS for r in old_records),
         changed=sum(
-            (old["rewards"], old["termination_reason"])
-            != (new["rewards"], new["termination_reason"])
+            (old.rewards, old.termination_reason) != (new.rewards, new.termination_reason)
             for old, new in zip(old_records, new_records, strict=True)
         ),
         old_stats=_stats(old_records),
         new_stats=_stats(new_records),
-        old_reasons=dict(Counter(str(r["termination_reason"]) for r in old_records)),
-        new_reasons=dict(Counter(str(r["termination_reason"]) for r in new_records)),
+        old_reasons=dict(Counter(r.termination_reason for r in old_records)),
+        new_reasons=dict(Counter(r.termination_reason for r in new_records)),
         missing_examples=tuple(missing),
     )
 
@@ -314,44 +306,42 @@ async def _payloads(env: BaseEnv, split: Any, base_dir: Path) -> dict[str, Any]:
 
 
 def _rewritten(
-    record: Mapping[str, Any],
+    record: Trajectory,
     *,
     run_id: str,
     reason: str,
     rewards: dict[str, float],
     reward_seconds: float | None,
     logs: list[LogEntry],
-) -> dict[str, Any]:
-    new = dict(record)
-    new["run_id"] = run_id
-    new["termination_reason"] = reason
-    new["rewards"] = rewards
-    timings = dict(record.get("timings") or {})
+) -> Trajectory:
+    timings = dict(record.timings)
     if reward_seconds is not None:
         timings["reward_seconds"] = round(reward_seconds, 6)
-    new["timings"] = timings
-    new["logs"] = [*(record.get("logs") or []), *logs]
-    return new
+    return dataclasses.replace(
+        record,
+        run_id=run_id,
+        termination_reason=reason,
+        rewards=rewards,
+        timings=timings,
+        logs=(*record.logs, *logs),
+    )
 
 
-def _settled(record: Mapping[str, Any]) -> tuple[Any, Any]:
-    return (record.get("rewards"), record.get("termination_reason"))
-
-
-def _stats(records: Sequence[Mapping[str, Any]]) -> dict[str, RewardStats]:
+def _stats(records: Sequence[Trajectory]) -> dict[str, RewardStats]:
     values: dict[str, list[float]] = {}
     for record in records:
-        for key, value in (record.get("rewards") or {}).items():
-            if isinstance(value, int | float) and math.isfinite(value):
+        for key, value in record.rewards.items():
+            if math.isfinite(value):
                 values.setdefault(key, []).append(float(value))
     return {key: RewardStats.of(vals) for key, vals in values.items()}
 
 
-def _write(path: Path, header: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> None:
+def _write(path: Path, header: ResultsHeader, records: Sequence[Trajectory]) -> None:
     """Write the whole file next to ``path`` first, then move it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     # The results file's own line encoder: text a model wrote (a lone surrogate) never
     # makes the write fail.
-    temporary.write_bytes(b"".join(encoded_line(line) for line in (header, *records)))
+    lines = [encoded_line(header), *(encoded_line(record.to_json()) for record in records)]
+    temporary.write_bytes(b"".join(lines))
     os.replace(temporary, path)

@@ -34,10 +34,12 @@ __all__ = [
     "CompletedGroup",
     "Results",
     "ResultsStore",
+    "completed_group",
     "definition_differences",
     "encoded_line",
     "new_run_id",
     "read_results",
+    "results_header",
 ]
 
 try:
@@ -118,12 +120,24 @@ class CompletedGroup:
     from files); ``None`` for lines written before usage was recorded."""
 
 
+def completed_group(example_index: int, trajectories: Sequence[Trajectory]) -> CompletedGroup:
+    """The summary of one complete group, from its records in group order."""
+    return CompletedGroup(
+        example_index=example_index,
+        example_id=trajectories[0].example_id,
+        termination_reasons=tuple(t.termination_reason for t in trajectories),
+        rewards=tuple(dict(t.rewards) for t in trajectories),
+        usage=tuple(None if t.usage is None else dict(t.usage) for t in trajectories),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Results:
-    """A results file as a reader sees it: the header and the rollouts of complete groups."""
+    """A results file as a reader sees it: the header and the rollouts of complete groups,
+    each a ``benchmax.trajectory.Trajectory``, in example then group order."""
 
     header: ResultsHeader
-    rollouts: tuple[RolloutRecord, ...]
+    rollouts: tuple[Trajectory, ...]
 
     @property
     def definition(self) -> Mapping[str, Any]:
@@ -135,7 +149,7 @@ class _Scan:
     header: ResultsHeader
     valid_length: int
     groups: dict[int, CompletedGroup] = field(default_factory=dict)
-    complete_records: dict[int, list[RolloutRecord]] = field(default_factory=dict)
+    complete_records: dict[int, list[Trajectory]] = field(default_factory=dict)
     attempts: dict[int, int] = field(default_factory=dict)
 
 
@@ -151,6 +165,7 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
     header = _checked_header(path, lines[0])
     size = group_size if group_size is not None else header["definition"].get("group_size")
     by_attempt: dict[tuple[int, int], list[RolloutRecord]] = {}
+    parsed: dict[int, Trajectory] = {}
     scan = _Scan(header=header, valid_length=valid_length)
     for number, raw in enumerate(lines[1:], start=2):
         if not raw.strip():
@@ -163,15 +178,24 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
         problem = _record_problem(record)
         if problem is not None:
             raise ResultsFileError(f"{path}:{number} is not a rollout record: {problem}")
-        if not keep_records:
+        if keep_records:
+            try:
+                parsed[id(record)] = Trajectory.from_json(record)
+            except (TypeError, ValueError) as error:
+                raise ResultsFileError(
+                    f"{path}:{number} is not a rollout record: {error}"
+                ) from None
+        else:
             record.pop("transcript", None)
             record.pop("logs", None)
+            record.pop("model_calls", None)
         by_attempt.setdefault((index, attempt), []).append(record)
         scan.attempts[index] = max(attempt, scan.attempts.get(index, 0))
     for (index, _attempt), records in sorted(by_attempt.items()):
         if _is_complete(records, size):
             records.sort(key=lambda r: r["group_index"])
-            scan.complete_records[index] = records
+            if keep_records:
+                scan.complete_records[index] = [parsed[id(r)] for r in records]
             scan.groups[index] = CompletedGroup(
                 example_index=index,
                 example_id=records[0]["example_id"],
@@ -305,7 +329,7 @@ class ResultsStore:
         try:
             if handle.seek(0, os.SEEK_END) == 0:
                 run_id = new_run_id()
-                _append_or_cut(handle, path, encoded_line(_header(run_id, definition)))
+                _append_or_cut(handle, path, encoded_line(results_header(run_id, definition)))
                 return cls(path, handle, run_id, {}, {}, secrets)
             scan = _scan(path, group_size, keep_records=False)
             differences = definition_differences(scan.header["definition"], definition)
@@ -413,8 +437,11 @@ def _write_all(handle: BinaryIO, data: bytes) -> None:
         view = view[written:]
 
 
-def _header(run_id: str, definition: Mapping[str, Any]) -> ResultsHeader:
-    return {
+def results_header(
+    run_id: str, definition: Mapping[str, Any], *, rescored_from: Mapping[str, Any] | None = None
+) -> ResultsHeader:
+    """The header line of a new results file (``rescored_from``: set by ``rescore``)."""
+    header: ResultsHeader = {
         "type": "header",
         "format": RESULTS_FORMAT,
         "run_id": run_id,
@@ -422,6 +449,9 @@ def _header(run_id: str, definition: Mapping[str, Any]) -> ResultsHeader:
         "benchmax_version": benchmax.__version__,
         "definition": dict(definition),
     }
+    if rescored_from is not None:
+        header["rescored_from"] = dict(rescored_from)
+    return header
 
 
 def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> None:

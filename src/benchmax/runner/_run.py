@@ -27,7 +27,7 @@ from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
 from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RunReport, summarize
-from benchmax.runner._results import CompletedGroup, ResultsStore
+from benchmax.runner._results import CompletedGroup, ResultsStore, completed_group
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -181,8 +181,10 @@ class _Run:
         examples: Sequence[Example[Any]],
         resumed: Sequence[CompletedGroup],
         on_progress: Callable[[Progress], None] | None,
+        on_group: Callable[[tuple[Trajectory, ...]], None] | None = None,
     ) -> None:
         self.env = env
+        self.on_group = on_group
         self.config = config
         self.store = store
         self.examples = examples
@@ -270,6 +272,14 @@ class _Run:
         self.rollouts_run += len(result.trajectories)
         self.done += 1
         self._tally(result.group)
+        if self.on_group is not None:
+            try:
+                self.on_group(result.trajectories)
+            except Exception as error:
+                raise RunError(
+                    f"on_group raised {type(error).__name__}: {error} "
+                    f"(after the group of example {example.id!r} was saved)"
+                ) from error
         self.progress()
 
 
@@ -309,10 +319,10 @@ class GroupCollector:
                 base_url=config.base_url_for(rollout_id),
                 model_auth=config.model_auth,
                 split=config.split,
-                sampling_args=config.sampling_args,
+                sampling_args=config.sampling_args_for(example.id, k),
                 record_tokens=config.tokens,
             )
-            for rollout_id in ids
+            for k, rollout_id in enumerate(ids)
         ]
         self.capture.track(ids)
         self.observer.expect(ids)
@@ -386,17 +396,6 @@ def trajectory_of(
     )
 
 
-def completed_group(example_index: int, trajectories: Sequence[Trajectory]) -> CompletedGroup:
-    """The summary of one complete group, from its records in group order."""
-    return CompletedGroup(
-        example_index=example_index,
-        example_id=trajectories[0].example_id,
-        termination_reasons=tuple(t.termination_reason for t in trajectories),
-        rewards=tuple(dict(t.rewards) for t in trajectories),
-        usage=tuple(None if t.usage is None else dict(t.usage) for t in trajectories),
-    )
-
-
 class _LocalDispatch:
     """Runs groups on this process's event loop."""
 
@@ -464,6 +463,7 @@ async def run_environment(
     *,
     on_progress: Callable[[Progress], None] | None = None,
     executor: GroupExecutor | None = None,
+    on_group: Callable[[tuple[Trajectory, ...]], None] | None = None,
 ) -> RunReport:
     """Run every example of ``config.split`` (or the first ``max_examples``) through ``env``.
 
@@ -479,6 +479,14 @@ async def run_environment(
     ``benchmax.runner.RayExecutor`` runs them on a Ray cluster while this process keeps
     the results file, progress and report. An ``ExecutorError`` (its workers cannot go on)
     stops the run.
+
+    ``on_group`` receives the records (``benchmax.trajectory.Trajectory``, in group order:
+    transcript, model calls, token data when recorded, outcome) of every group this
+    invocation runs, as each completes and after it is saved; groups resumed from the file
+    are not replayed (``benchmax.training.read_trajectories`` reads them). This is how a
+    trainer gets trajectories with ``config.output=None``: nothing else keeps them, so
+    memory stays at the groups in flight plus whatever the callback keeps. An exception
+    from ``on_group`` stops the run as a ``RunError``.
     """
     started = time.monotonic()
     examples = await _load_examples(env, config)
@@ -499,7 +507,7 @@ async def run_environment(
                 resumed.append(store.groups[i])
             else:
                 pending.append((i, ex))
-        run = _Run(env, config, store, examples, resumed, on_progress)
+        run = _Run(env, config, store, examples, resumed, on_progress, on_group)
         run.progress()
         if pending:
             opened = (executor or _LocalExecutor()).open(env, config, store.run_id)

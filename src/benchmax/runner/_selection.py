@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from benchmax.runner._results import Results
+from benchmax.trajectory import Trajectory
 
 __all__ = ["ResultGroup", "RolloutFilter", "reward_keys_of", "select_rollouts", "groups_of"]
 
@@ -22,27 +21,27 @@ class ResultGroup:
 
     example_index: int
     example_id: str
-    rollouts: tuple[Mapping[str, Any], ...]
+    rollouts: tuple[Trajectory, ...]
 
     @property
     def termination_reasons(self) -> tuple[str, ...]:
-        return tuple(str(r["termination_reason"]) for r in self.rollouts)
+        return tuple(r.termination_reason for r in self.rollouts)
 
     def values(self, key: str) -> list[float]:
         """The group's values of reward ``key`` (rollouts without it are skipped)."""
-        return [float(r["rewards"][key]) for r in self.rollouts if key in (r.get("rewards") or {})]
+        return [float(r.rewards[key]) for r in self.rollouts if key in r.rewards]
 
 
 def groups_of(results: Results) -> list[ResultGroup]:
     """The complete groups of ``results``, in example order."""
-    by_index: dict[int, list[Mapping[str, Any]]] = {}
+    by_index: dict[int, list[Trajectory]] = {}
     for record in results.rollouts:
-        by_index.setdefault(int(record["example_index"] or 0), []).append(record)
+        by_index.setdefault(record.example_index or 0, []).append(record)
     return [
         ResultGroup(
             example_index=index,
-            example_id=str(records[0]["example_id"]),
-            rollouts=tuple(sorted(records, key=lambda r: int(r["group_index"]))),
+            example_id=records[0].example_id,
+            rollouts=tuple(sorted(records, key=lambda r: r.group_index)),
         )
         for index, records in sorted(by_index.items())
     ]
@@ -52,7 +51,7 @@ def reward_keys_of(results: Results) -> list[str]:
     """Every reward key in ``results``, in order of first appearance."""
     keys: dict[str, None] = {}
     for record in results.rollouts:
-        keys.update(dict.fromkeys(record.get("rewards") or {}))
+        keys.update(dict.fromkeys(record.rewards))
     return list(keys)
 
 
@@ -100,16 +99,14 @@ class RolloutFilter:
     def bounds_reward(self) -> bool:
         return self.min_reward is not None or self.max_reward is not None
 
-    def matches(self, record: Mapping[str, Any], key: str | None) -> bool:
+    def matches(self, record: Trajectory, key: str | None) -> bool:
         """Whether ``record`` passes; ``key`` is the reward key the bounds apply to."""
-        if self.reason is not None and record.get("termination_reason") != self.reason:
+        if self.reason is not None and record.termination_reason != self.reason:
             return False
-        if self.example_id is not None and not _id_matches(
-            str(record.get("example_id")), self.example_id
-        ):
+        if self.example_id is not None and not _id_matches(record.example_id, self.example_id):
             return False
         if self.bounds_reward:
-            value = (record.get("rewards") or {}).get(key) if key is not None else None
+            value = record.rewards.get(key) if key is not None else None
             if value is None:
                 return False
             if self.min_reward is not None and value < self.min_reward:
@@ -125,7 +122,7 @@ def _id_matches(example_id: str, wanted: str) -> bool:
 
 def select_rollouts(
     results: Results, selection: RolloutFilter, *, limit: int | None = None
-) -> list[Mapping[str, Any]]:
+) -> list[Trajectory]:
     """The rollouts of ``results`` that pass ``selection``, in file order (at most ``limit``).
 
     Raises ``ValueError`` when ``selection.key`` is not a reward key of the file, or when

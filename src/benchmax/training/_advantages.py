@@ -1,0 +1,78 @@
+"""One scalar reward per rollout, and group-relative advantages from a group's scalars."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from benchmax._value_checks import is_finite_number, is_non_empty_str
+
+__all__ = ["AdvantageMethod", "group_advantages", "scalar_reward"]
+
+AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
+
+
+def scalar_reward(
+    rewards: Mapping[str, float], weights: Mapping[str, float] | None = None
+) -> float:
+    """One number for a reward map: ``sum(weights[key] * rewards[key])``.
+
+    ``weights`` is the environment's ``reward_weights``; ``None`` (the default) weighs
+    every key 1.0, so the scalar is the sum of the map. Keys of ``rewards`` that
+    ``weights`` leaves out count 0. Raises ``ValueError`` when a weighted key is missing
+    from ``rewards``, or a weight or reward is not a finite number.
+    """
+    if weights is None:
+        weights = dict.fromkeys(rewards, 1.0)
+    total = []
+    for key, weight in weights.items():
+        if not is_non_empty_str(key) or not is_finite_number(weight):
+            raise ValueError(f"reward weight {key!r} must be a finite number, got {weight!r}")
+        if key not in rewards:
+            raise ValueError(f"reward {key!r} has a weight but is not in the rewards")
+        value = rewards[key]
+        if not is_finite_number(value):
+            raise ValueError(f"reward {key!r} must be a finite number, got {value!r}")
+        total.append(float(weight) * float(value))
+    return math.fsum(total)
+
+
+def group_advantages(rewards: Sequence[float], method: AdvantageMethod = "grpo") -> list[float]:
+    """One advantage per rollout of a group, from the group's scalar rewards (same order).
+
+    - ``"grpo"`` (default): ``(r - mean) / std`` with the population standard deviation of
+      the group; all zeros when every reward is the same (no signal). Shao et al. 2024,
+      "DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open Language
+      Models", §4.1.2 (outcome supervision).
+    - ``"dr_grpo"``: ``r - mean`` (no division by the standard deviation). Liu et al.
+      2025, "Understanding R1-Zero-Like Training: A Critical Perspective", §3.
+    - ``"rloo"``: ``r_i - mean of the other rewards`` = ``n / (n - 1) * (r_i - mean)``,
+      the leave-one-out baseline; zeros for a group of one. Kool et al. 2019, "Buy 4
+      REINFORCE Samples, Get a Baseline for Free!"; Ahmadian et al. 2024, "Back to
+      Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback
+      in LLMs".
+
+    Raises ``ValueError`` for an empty group, a reward that is not a finite number, or an
+    unknown ``method``.
+    """
+    if method not in ("grpo", "dr_grpo", "rloo"):
+        raise ValueError(f"unknown advantage method {method!r} (use 'grpo', 'dr_grpo' or 'rloo')")
+    values = list(rewards)
+    if not values:
+        raise ValueError("a group needs at least one reward")
+    for value in values:
+        if not is_finite_number(value):
+            raise ValueError(f"rewards must be finite numbers, got {value!r}")
+    n = len(values)
+    if min(values) == max(values):
+        return [0.0] * n
+    mean = math.fsum(values) / n
+    centered = [float(value) - mean for value in values]
+    if method == "dr_grpo":
+        return centered
+    if method == "rloo":
+        return [n / (n - 1) * c for c in centered]
+    scale = max(abs(c) for c in centered)  # scaled first: tiny spreads do not underflow
+    std = scale * math.sqrt(math.fsum((c / scale) ** 2 for c in centered) / n)
+    return [c / std for c in centered]
