@@ -55,8 +55,8 @@ def answer_data(tmp_path: Path) -> Path:
 class ThreadedServer:
     """A ``MockModelServer`` serving from its own event loop in a background thread."""
 
-    def __init__(self, policy: Policy, model: str = "m") -> None:
-        self.server = MockModelServer(policy, model=model)
+    def __init__(self, policy: Policy, model: str = "m", *, tokens: bool = False) -> None:
+        self.server = MockModelServer(policy, model=model, tokens=tokens)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
@@ -75,5 +75,6 @@ class ThreadedServer:
 @pytest.fixture
 def threaded_server() -> Callable[[Policy], ThreadedServer]:
     """``with threaded_server(policy) as server:`` a mock server the CLI can reach; its
-    ``/models`` lists one model, ``m`` unless ``model=`` says otherwise."""
-    return lambda policy=echo, model="m": ThreadedServer(policy, model)
+    ``/models`` lists one model, ``m`` unless ``model=`` says otherwise; ``tokens=True``
+    serves in token mode."""
+    return lambda policy=echo, model="m", tokens=False: ThreadedServer(policy, model, tokens=tokens)

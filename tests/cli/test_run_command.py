@@ -48,7 +48,7 @@ def test_run_help_lists_every_option(invoke: Callable[..., Result]) -> None:
         "-n, --max-examples", "-k, --group-size", "--concurrency", "-o, --output", "--force",
         "--model-timeout", "--mock-policy", "--limit", "--temperature", "--top-p",
         "--max-tokens", "--seed", "--sampling-arg", "--model-retries", "--tool-timeout",
-        "--rollout-timeout", "--reward-timeout", "--no-model-check",
+        "--rollout-timeout", "--reward-timeout", "--no-model-check", "--tokens",
     ):  # fmt: skip
         assert option in text, option
 
@@ -77,6 +77,7 @@ def test_run_options_have_the_documented_defaults() -> None:
         "max_tokens": None,
         "seed": None,
         "sampling_arg_pairs": (),
+        "tokens": False,  # --tokens (issue 17): exact tokens only on request
         "model_timeout": None,
         "model_retries": None,
         "tool_timeout": None,

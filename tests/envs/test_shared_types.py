@@ -111,8 +111,15 @@ def test_request_field_order_and_split_default() -> None:
         "model_auth",
         "split",
         "sampling_args",
+        "record_tokens",  # issue 17: additive, defaulted
     ]
     assert make_request().split == "train"
+    assert make_request().record_tokens is False
+    assert repr(make_request(base_url="u", record_tokens=True)).endswith(
+        "split='train', record_tokens=True)"
+    )
+    with pytest.raises(TypeError, match="record_tokens must be True or False"):
+        make_request(record_tokens="yes")
     assert make_request(split="eval").split == "eval"
     positional = RolloutRequest("r", EXAMPLE, "m", "u", StaticBearerAuth("k"), "eval")
     assert positional.split == "eval"

@@ -106,7 +106,20 @@ def cli() -> None:
     show_default=True,
     help="echo, tool_exerciser, module:function or file.py:function.",
 )
-def mock_serve_command(port: int, mock_policy: str) -> None:
+@click.option(
+    "--tokens",
+    is_flag=True,
+    help="Token mode: vLLM-shaped replies with a toy tokenizer's prompt ids, completion "
+    "ids and logprobs when a request asks (return_token_ids, logprobs).",
+)
+@click.option(
+    "--chat-template",
+    type=click.Choice(["chatml", "qwen3"]),
+    default="chatml",
+    show_default=True,
+    help="Token mode's template; qwen3 drops reasoning before the last user message.",
+)
+def mock_serve_command(port: int, mock_policy: str, tokens: bool, chat_template: str) -> None:
     """Serve the mock OpenAI-compatible model on 127.0.0.1 until interrupted."""
     from benchmax.testing import MockModelServer
 
@@ -116,8 +129,18 @@ def mock_serve_command(port: int, mock_policy: str) -> None:
         raise click.ClickException(str(error)) from None
 
     async def serve() -> None:
-        async with MockModelServer(policy, port=port, record=False) as server:
-            click.echo(f"mock model server listening on {server.base_url} (policy {mock_policy})")
+        server = MockModelServer(
+            policy,
+            port=port,
+            record=False,
+            tokens=tokens,
+            chat_template="qwen3" if chat_template == "qwen3" else "chatml",
+        )
+        async with server:
+            mode = f", token mode, template {chat_template}" if tokens else ""
+            click.echo(
+                f"mock model server listening on {server.base_url} (policy {mock_policy}{mode})"
+            )
             click.echo("press Ctrl-C to stop")
             await server.serve_forever()
 

@@ -102,13 +102,15 @@ class _Endpoint:
 
 
 @contextlib.asynccontextmanager
-async def _endpoint(base_url: str | None, policy: Any) -> AsyncIterator[_Endpoint]:
+async def _endpoint(
+    base_url: str | None, policy: Any, *, tokens: bool = False
+) -> AsyncIterator[_Endpoint]:
     if base_url is not None:
         yield _Endpoint(base_url=base_url, mock_url=None)
         return
     from benchmax.testing import MockModelServer
 
-    async with MockModelServer(policy, record=False) as server:
+    async with MockModelServer(policy, record=False, tokens=tokens) as server:
         yield _Endpoint(
             base_url=f"{server.origin}/sessions/{{rollout_id}}/v1", mock_url=server.base_url
         )
@@ -240,7 +242,7 @@ def _providers(
 
 
 async def _execute(plan: _Plan, console: Console) -> RunReport:
-    async with _endpoint(plan.base_url, plan.policy) as endpoint:
+    async with _endpoint(plan.base_url, plan.policy, tokens=plan.config.tokens) as endpoint:
         env = _prepare(plan, endpoint)
         try:
             config = dataclasses.replace(
@@ -406,6 +408,12 @@ def _given(parameter: str) -> bool:
     "or chat_template_kwargs='{\"enable_thinking\": false}'. Repeatable.",
 )
 @click.option(
+    "--tokens",
+    is_flag=True,
+    help="Record the exact prompt ids, completion ids and logprobs of every model call "
+    "(vLLM or SGLang; checked with one model call before the run).",
+)
+@click.option(
     "--model-timeout",
     metavar="SECONDS",
     type=SECONDS,
@@ -493,6 +501,7 @@ def run_command(
     max_tokens: int | None,
     seed: int | None,
     sampling_arg_pairs: tuple[str, ...],
+    tokens: bool,
     model_timeout: float | None,
     model_retries: int | None,
     tool_timeout: float | None,
@@ -543,6 +552,7 @@ def run_command(
                 "max_examples": max_examples,
                 "max_concurrent_groups": concurrency,
                 "force": force,
+                "tokens": tokens,
                 "seed": seed,
                 "sampling_args": parse_sampling_args(
                     sampling_arg_pairs,

@@ -140,6 +140,7 @@ class RolloutRequest[Payload]:
     model_auth: ModelAuth
     split: DatasetSplit = "train"
     sampling_args: Mapping[str, Any] = field(default_factory=dict)
+    record_tokens: bool = False
 
     def __repr__(self) -> str:
         text = (
@@ -149,6 +150,8 @@ class RolloutRequest[Payload]:
         )
         if self.sampling_args:
             text += f", sampling_args={self.sampling_args!r}"
+        if self.record_tokens:
+            text += ", record_tokens=True"
         return text + ")"
 
     def __post_init__(self) -> None:
@@ -163,6 +166,8 @@ class RolloutRequest[Payload]:
         if self.split not in ("train", "eval"):
             raise ValueError("split must be 'train' or 'eval'")
         object.__setattr__(self, "sampling_args", validated_sampling_args(self.sampling_args))
+        if not isinstance(self.record_tokens, bool):
+            raise TypeError("record_tokens must be True or False")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -48,6 +48,9 @@ class RunConfig:
     the environment's and may not set ``model``, ``messages`` or ``tools``. ``output`` is
     the results JSONL file (``None``: no file; ``run_environment(on_group=...)`` hands
     each group's trajectories to the caller); an existing file is resumed.
+    ``tokens`` asks every rollout to record the exact tokens of its model calls
+    (``RolloutRequest.record_tokens``); the run then starts with one preflight model call
+    and stops with ``RunError`` when the server's reply lacks token data.
 
     The results header records the run definition: the environment's class path with
     ``constructor_args`` (the keyword arguments the environment was built with: the runner
@@ -82,6 +85,7 @@ class RunConfig:
     recorded_base_url: str | None = None
     log_level: int = logging.WARNING
     seed: int | None = None
+    tokens: bool = False
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.model):
@@ -119,6 +123,8 @@ class RunConfig:
                     "set either seed (one seed per rollout, derived from it) or "
                     "sampling_args['seed'] (the same seed for every rollout), not both"
                 )
+        if not isinstance(self.tokens, bool):
+            raise TypeError("tokens must be True or False")
 
     def sampling_args_for(self, example_id: str, group_index: int) -> Mapping[str, Any]:
         """The sampling args of one rollout's request: ``sampling_args``, plus its own

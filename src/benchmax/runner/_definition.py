@@ -16,7 +16,13 @@ from benchmax.envs._sampling_args import merged_sampling_args, validated_samplin
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import RunConfig
 
-__all__ = ["ENV_SOURCE_KEY", "LIMIT_NAMES", "env_source_digests", "run_definition"]
+__all__ = [
+    "ENV_SOURCE_KEY",
+    "LIMIT_NAMES",
+    "env_sampling_args",
+    "env_source_digests",
+    "run_definition",
+]
 
 ENV_SOURCE_KEY = "env_source"
 """Definition key of the per-module source digests (``{module name: "sha256:<16 hex>"}``)."""
@@ -40,8 +46,8 @@ def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, A
     ``constructor_args``), ``env_source`` (unless the environment comes from a bundle),
     ``split``, ``model``, ``base_url``, ``group_size``, ``max_examples``, ``limits`` (only
     for environments with BaseEnv limits), ``sampling_args`` (only when some are set: the
-    environment's merged with the run's), ``seed`` (only when set) and
-    ``config.definition_extras``.
+    environment's merged with the run's), ``seed`` (only when set), ``tokens`` (``true``,
+    only when the run records exact tokens) and ``config.definition_extras``.
     """
     if config.env_definition is not None:
         env_part = dict(config.env_definition)
@@ -63,11 +69,13 @@ def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, A
     limits = _limits(env)
     if limits:
         definition["limits"] = limits
-    sampling = merged_sampling_args(_env_sampling_args(env), config.sampling_args)
+    sampling = merged_sampling_args(env_sampling_args(env), config.sampling_args)
     if sampling:
         definition["sampling_args"] = sampling
     if config.seed is not None:
         definition["seed"] = config.seed
+    if config.tokens:
+        definition["tokens"] = True
     definition.update(config.definition_extras)
     return definition
 
@@ -107,7 +115,8 @@ def _limits(env: Environment[Any, Any]) -> dict[str, Any]:
     return limits
 
 
-def _env_sampling_args(env: Environment[Any, Any]) -> Mapping[str, Any]:
+def env_sampling_args(env: Environment[Any, Any]) -> Mapping[str, Any]:
+    """The environment's valid ``sampling_args`` (``{}`` when it has none or they are invalid)."""
     value = getattr(env, "sampling_args", None)
     if not isinstance(value, Mapping):
         return {}

@@ -17,10 +17,11 @@ from typing import Any, Protocol
 from benchmax._context import BOUND_MODEL_AUTH
 from benchmax.auth import bind_model_auth
 from benchmax.envs._observer import observe_rollouts
+from benchmax.envs._sampling_args import merged_sampling_args
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
-from benchmax.runner._config import RunConfig
-from benchmax.runner._definition import run_definition
+from benchmax.runner._config import RunConfig, mask_secrets
+from benchmax.runner._definition import env_sampling_args, run_definition
 from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._log_capture import RolloutLogCapture
@@ -319,6 +320,7 @@ class GroupCollector:
                 model_auth=config.model_auth,
                 split=config.split,
                 sampling_args=config.sampling_args_for(example.id, k),
+                record_tokens=config.tokens,
             )
             for k, rollout_id in enumerate(ids)
         ]
@@ -429,6 +431,27 @@ def _first_reward_key(env: Environment[Any, Any]) -> str | None:
     return first if isinstance(first, str) else None
 
 
+async def _check_token_support(env: Environment[Any, Any], config: RunConfig) -> None:
+    """The token preflight: one model call; ``RunError`` (one line) when it shows the
+    server cannot return exact tokens."""
+    from benchmax._modelhttp.token_preflight import token_preflight
+
+    base_url = config.base_url_for("tokens-preflight")
+    with bind_model_auth(_providers(config)):
+        problem = await token_preflight(
+            base_url=base_url,
+            model=config.model,
+            auth=config.model_auth,
+            sampling_args=merged_sampling_args(env_sampling_args(env), config.sampling_args),
+        )
+    if problem is not None:
+        shown = mask_secrets(config.base_url_for("tokens-preflight"), config.secrets())
+        raise RunError(
+            f"tokens preflight: {config.model} at {shown} cannot return exact tokens:"
+            f" {mask_secrets(problem, config.secrets())}"
+        )
+
+
 def _providers(config: RunConfig) -> dict[str, Any]:
     outer: Mapping[str, Any] = BOUND_MODEL_AUTH.get() or {}
     return {**outer, **config.auth_providers}
@@ -467,6 +490,8 @@ async def run_environment(
     """
     started = time.monotonic()
     examples = await _load_examples(env, config)
+    if config.tokens:
+        await _check_token_support(env, config)
     store = ResultsStore.open(
         config.output,
         run_definition(env, config),

@@ -78,6 +78,13 @@ test of a tool-using environment (runs as is, e.g. under ``asyncio.run(main())``
   ``time``, ``connection``); their ``repr`` and the server's log records (logger
   ``benchmax.testing``) mask ``Authorization`` and other credential headers.
   ``clear_requests()`` forgets them; ``record=False`` keeps none (long benchmark runs).
+* **Token mode**: ``MockModelServer(policy, tokens=True)`` answers as vLLM shapes its
+  replies and, when a request asks (``logprobs``, ``return_token_ids``,
+  ``return_tokens_as_token_ids``), adds the prompt ids, completion ids and logprobs of a
+  toy tokenizer and ChatML template (``ToyChatTemplate``: one token per character, id
+  ``100 + ord(c)``; ``chat_template="qwen3"`` drops the reasoning of assistant turns
+  before the last user message, as Qwen3's template does). Deterministic: the same
+  conversation always gives the same ids and logprobs.
 * **Limits**: the server does not stream (``stream: true`` gets HTTP 400); request
   bodies over ``max_body_size`` (64 MiB by default) get HTTP 413, header blocks over
   64 KiB get HTTP 431, and bytes that are not HTTP get HTTP 400; the connection closes.
@@ -110,8 +117,11 @@ from benchmax.testing._policies import (
 from benchmax.testing._recording import RecordedRequest, mask_header_value
 from benchmax.testing._schema_values import example_value
 from benchmax.testing._server import MockModelServer, session_of_path
+from benchmax.testing._tokens import CHAT_TEMPLATES, SPECIAL_TOKENS, ToyChatTemplate
 
 __all__ = [
+    "CHAT_TEMPLATES",
+    "SPECIAL_TOKENS",
     "Fault",
     "FaultKind",
     "MockModelServer",
@@ -120,6 +130,7 @@ __all__ = [
     "RecordedRequest",
     "ScriptedPolicy",
     "ToolExerciser",
+    "ToyChatTemplate",
     "echo",
     "example_value",
     "load_policy",

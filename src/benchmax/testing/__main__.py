@@ -25,6 +25,17 @@ def _parser() -> argparse.ArgumentParser:
         help="echo, tool_exerciser, package.module:function or path/to/file.py:function",
     )
     parser.add_argument(
+        "--tokens",
+        action="store_true",
+        help="token mode: vLLM-shaped replies with toy token ids and logprobs on request",
+    )
+    parser.add_argument(
+        "--chat-template",
+        choices=("chatml", "qwen3"),
+        default="chatml",
+        help="token mode's chat template (qwen3 drops earlier reasoning)",
+    )
+    parser.add_argument(
         "--no-record",
         action="store_true",
         help="do not keep request records (for long benchmark runs)",
@@ -53,7 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         policy = load_policy(arguments.policy)
         server = MockModelServer(
-            policy, host=arguments.host, port=arguments.port, record=not arguments.no_record
+            policy,
+            host=arguments.host,
+            port=arguments.port,
+            record=not arguments.no_record,
+            tokens=arguments.tokens,
+            chat_template=arguments.chat_template,
         )
     except (ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from benchmax.testing._faults import Fault
 from benchmax.testing._http import Reply
+from benchmax.testing._tokens import ToyChatTemplate, token_fields
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -93,13 +94,22 @@ def models_reply(model: str) -> Reply:
 
 
 def completion_reply(
-    request_body: Mapping[str, Any], reply: Any, prompt_bytes: int, *, with_choice: bool = True
+    request_body: Mapping[str, Any],
+    reply: Any,
+    prompt_bytes: int,
+    *,
+    with_choice: bool = True,
+    template: ToyChatTemplate | None = None,
 ) -> Reply:
     """A ``chat.completion`` answering ``request_body`` with the policy's ``reply``.
 
     ``reply`` is text or a message dict; ``with_choice=False`` gives ``"choices": []``.
+    With a ``template`` (token mode) the reply is shaped as vLLM's, token counts are
+    exact and the token fields the request asks for are filled in.
     Raises ``PolicyResultError`` when ``reply`` is neither.
     """
+    if template is not None and with_choice:
+        return _token_reply(request_body, reply, template)
     model = request_body.get("model")
     choices: list[dict[str, Any]] = []
     completion_tokens = 0
@@ -122,6 +132,43 @@ def completion_reply(
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
             },
+        }
+    )
+    return Reply(200, body, _JSON_HEADERS)
+
+
+def _token_reply(request_body: Mapping[str, Any], reply: Any, template: ToyChatTemplate) -> Reply:
+    """A reply shaped as vLLM's ``ChatCompletionResponse`` (its ``model_dump``, so the
+    token fields are ``null`` unless the request asked for them)."""
+    model = request_body.get("model")
+    message, finish_reason = _assistant_message(reply)
+    prompt, completion, logprobs, with_ids = token_fields(request_body, message, template)
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": logprobs,
+        "finish_reason": finish_reason,
+        "stop_reason": None,
+        "token_ids": completion if with_ids else None,
+    }
+    body = _dumps(
+        {
+            "id": f"chatcmpl-mock-{next(_ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model if isinstance(model, str) and model else DEFAULT_MODEL,
+            "choices": [choice],
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "total_tokens": len(prompt) + len(completion),
+                "completion_tokens": len(completion),
+                "prompt_tokens_details": None,
+            },
+            "prompt_logprobs": None,
+            "prompt_token_ids": prompt if with_ids else None,
+            "kv_transfer_params": None,
         }
     )
     return Reply(200, body, _JSON_HEADERS)

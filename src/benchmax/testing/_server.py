@@ -27,6 +27,7 @@ from benchmax.testing._faults import Fault, FaultSchedule
 from benchmax.testing._http import HttpConnection, IncomingRequest, MalformedRequest, Reply
 from benchmax.testing._policies import BoundPolicy, Policy, bind_policy, echo, runs_inline
 from benchmax.testing._recording import RecordedRequest
+from benchmax.testing._tokens import ChatTemplateName, ToyChatTemplate
 
 __all__ = ["DEFAULT_MAX_BODY_SIZE", "MockModelServer", "session_of_path"]
 
@@ -76,6 +77,12 @@ class MockModelServer:
     413 (code ``request_too_large``) without being buffered; a header block over 64 KiB
     gets HTTP 431.
 
+    With ``tokens=True`` (token mode) replies are shaped as vLLM's and, when the request
+    asks (``logprobs``, ``return_token_ids``, ``return_tokens_as_token_ids``), carry the
+    prompt ids, completion ids and logprobs of a deterministic toy tokenizer and chat
+    template (``chat_template``: ``"chatml"``, or ``"qwen3"`` which drops the reasoning of
+    assistant turns before the last user message); see ``benchmax.testing.ToyChatTemplate``.
+
     Async policies and the built-in ones run on the server's event loop; any other sync
     policy (a plain ``def`` that may block) runs in a worker thread, so a slow one does not
     hold up other requests (it must then be safe to call from several threads at once).
@@ -91,6 +98,8 @@ class MockModelServer:
         model: str = DEFAULT_MODEL,
         keep_alive: bool = True,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        tokens: bool = False,
+        chat_template: ChatTemplateName = "chatml",
     ) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError("mock server port must be an integer from 0 to 65535")
@@ -103,6 +112,10 @@ class MockModelServer:
         if not isinstance(model, str) or not model:
             raise ValueError("mock server model must be a non-empty string")
         self._max_body_size = max_body_size
+        if not isinstance(tokens, bool):
+            raise TypeError("mock server tokens must be True or False")
+        template = ToyChatTemplate(chat_template)
+        self._template = template if tokens else None
         self._policy = policy
         self._bound: BoundPolicy = bind_policy(policy)
         self._inline = runs_inline(policy)
@@ -396,7 +409,7 @@ class MockModelServer:
         if isinstance(result, Fault):
             return fault_reply(result, body)
         try:
-            return completion_reply(body, result, size)
+            return completion_reply(body, result, size, template=self._template)
         except (PolicyResultError, TypeError, ValueError) as error:
             logger.error("mock policy %r gave an unusable answer: %s", self._policy, error)
             return error_reply(500, str(error), error_type="server_error", code="mock_policy_error")

@@ -28,6 +28,12 @@ from benchmax._modelhttp.replies import (
     finish_reason_table,
     read_reply,
 )
+from benchmax._modelhttp.tokens import (
+    TOKEN_REQUEST_FIELDS,
+    CallTokens,
+    TokenDeficiency,
+    read_call_tokens,
+)
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
@@ -47,6 +53,7 @@ from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
     FINISHED,
     MAX_TURNS_EXCEEDED,
+    MODEL_ERROR,
     REWARD_ERROR,
     REWARD_TIMEOUT,
     ROLLOUT_TIMEOUT,
@@ -101,6 +108,7 @@ class _Settings:
     send_reasoning: bool
     sampling_args: Mapping[str, Any]
     finish_reasons: Mapping[str, str]
+    record_tokens: bool
 
 
 class _Meter:
@@ -119,16 +127,26 @@ class _Meter:
         self.tool_calls: list[ToolCallTiming] = []
         self.tools_pending: list[tuple[str, float]] = []
 
-    def describe_call(self, reply: Reply | ReplyFailure, message_index: int | None) -> None:
+    def describe_call(
+        self,
+        reply: Reply | ReplyFailure,
+        message_index: int | None,
+        tokens: CallTokens | TokenDeficiency | None = None,
+    ) -> None:
         """Fill in the last model call from its reply (``message_index``: where its
-        assistant message went in the transcript, ``None`` when it added none)."""
+        assistant message went in the transcript, ``None`` when it added none) and, when
+        recorded, its exact tokens."""
         finish_reason = reply.finish_reason if isinstance(reply, Reply) else None
-        self.calls[-1] = replace(
-            self.calls[-1],
-            finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-            usage=cast(Any, reply.usage),
-            message_index=message_index,
-        )
+        fields: dict[str, Any] = {
+            "finish_reason": finish_reason if isinstance(finish_reason, str) else None,
+            "usage": reply.usage,
+            "message_index": message_index,
+        }
+        if isinstance(tokens, CallTokens):
+            fields["prompt_token_ids"] = tokens.prompt_token_ids
+            fields["completion_token_ids"] = tokens.completion_token_ids
+            fields["completion_logprobs"] = tokens.completion_logprobs
+        self.calls[-1] = replace(self.calls[-1], **fields)
 
     def tools_answered(self, first_index: int) -> None:
         """The pending tool calls' messages went into the transcript from ``first_index``."""
@@ -191,6 +209,13 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     kept in the transcript (``BaseRollout.messages``, seen by the reward hooks
     and recorded by the runner) but sent back to the model only when
     ``send_reasoning`` is true.
+
+    Exact tokens (issue 17): with ``record_tokens`` true (or a request's
+    ``record_tokens``), every model call asks the server for its prompt token ids,
+    completion token ids and logprobs (``logprobs`` and ``return_token_ids`` body
+    fields, before ``sampling_args``, which may add to them) and records them per
+    call; a reply without them ends the rollout with ``model_error`` naming what
+    it lacked, so no rollout is recorded with tokens silently missing.
     """
 
     max_turns: int | None = None
@@ -203,6 +228,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     send_reasoning: bool = False
     sampling_args: Mapping[str, Any] = MappingProxyType({})
     finish_reasons: Mapping[str, str] = MappingProxyType({})
+    record_tokens: bool = False
 
     def __init__(
         self,
@@ -216,11 +242,13 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         reward_timeout: float | None = None,
         send_reasoning: bool | None = None,
         sampling_args: Mapping[str, Any] | None = None,
+        record_tokens: bool | None = None,
     ) -> None:
         """Override class-level settings; a ``None`` argument keeps the class value.
 
         Raises ``ValueError`` (``TypeError`` for a wrongly typed ``send_reasoning``,
-        ``sampling_args`` or ``finish_reasons``) naming the setting that is invalid.
+        ``record_tokens``, ``sampling_args`` or ``finish_reasons``) naming the setting
+        that is invalid.
         """
         super().__init__()
         overrides = {
@@ -233,6 +261,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             "reward_timeout": reward_timeout,
             "send_reasoning": send_reasoning,
             "sampling_args": sampling_args,
+            "record_tokens": record_tokens,
         }
         if sampling_args is not None:  # a copy: later changes to the caller's dict don't leak
             overrides["sampling_args"] = validated_sampling_args(sampling_args)
@@ -258,6 +287,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             raise ValueError("model_retries must be a non-negative integer")
         if not isinstance(self.send_reasoning, bool):
             raise TypeError("send_reasoning must be True or False")
+        if not isinstance(self.record_tokens, bool):
+            raise TypeError("record_tokens must be True or False")
         sampling_args = validated_sampling_args(self.sampling_args)
         return sampling_args, finish_reason_table(self.finish_reasons)
 
@@ -324,6 +355,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             send_reasoning=self.send_reasoning,
             sampling_args=sampling_args,
             finish_reasons=finish_reasons,
+            record_tokens=self.record_tokens or request.record_tokens,
         )
         transcript, example_args = _prepare_example(request.example.payload)
         meter = _Meter() if observing() else None
@@ -431,6 +463,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             body: dict[str, Any] = {"model": request.model, "messages": sent}
             if tools:
                 body["tools"] = tools
+            if settings.record_tokens:
+                body.update(TOKEN_REQUEST_FIELDS)
             body.update(settings.sampling_args)
             body.update(request.sampling_args)
             decoded = await _call_model(session, body, meter)
@@ -444,10 +478,15 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 )
                 return decoded.termination_reason
             reply = read_reply(decoded, taken_ids=call_ids, finish_reasons=settings.finish_reasons)
+            tokens = (
+                read_call_tokens(decoded)
+                if settings.record_tokens and not isinstance(reply, ReplyFailure)
+                else None
+            )
             if meter is not None:
                 meter.usage = add_usage(meter.usage, reply.usage)
-                added = None if isinstance(reply, ReplyFailure) else len(transcript)
-                meter.describe_call(reply, added)
+                kept = isinstance(reply, Reply) and not isinstance(tokens, TokenDeficiency)
+                meter.describe_call(reply, len(transcript) if kept else None, tokens)
             if isinstance(reply, ReplyFailure):
                 logger.error(
                     "base.rollout.model_failed rollout_id=%s termination_reason=%s: %s",
@@ -456,6 +495,15 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     reply.message,
                 )
                 return reply.termination_reason
+            if isinstance(tokens, TokenDeficiency):
+                logger.error(
+                    "base.rollout.model_failed rollout_id=%s termination_reason=%s:"
+                    " record_tokens is on but %s",
+                    rollout_id,
+                    MODEL_ERROR,
+                    tokens.message,
+                )
+                return MODEL_ERROR
             transcript.append(reply.message)
             if sent is not transcript:
                 sent.append(reply.message_without_reasoning)

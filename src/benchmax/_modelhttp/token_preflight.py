@@ -1,0 +1,67 @@
+"""One model call made before a run that records exact tokens: can the server return them?"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from benchmax._modelhttp.chat import CallFailure, ChatSession
+from benchmax._modelhttp.connections import loop_pool
+from benchmax._modelhttp.tokens import TOKEN_REQUEST_FIELDS, TokenDeficiency, read_call_tokens
+from benchmax.auth import ModelAuth, ModelRequestContext
+
+__all__ = ["PREFLIGHT_MESSAGES", "token_preflight"]
+
+PREFLIGHT_MESSAGES: Final = ({"role": "user", "content": "Reply with the word OK."},)
+"""The prompt of the preflight call."""
+
+_PREFLIGHT_MAX_TOKENS: Final = 16
+_PREFLIGHT_ROLLOUT_ID: Final = "tokens-preflight"
+_SAID_LIMIT: Final = 300
+
+
+async def token_preflight(
+    *,
+    base_url: str,
+    model: str,
+    auth: ModelAuth,
+    sampling_args: Mapping[str, Any],
+    timeout: float | None = 120.0,
+    retries: int = 2,
+) -> str | None:
+    """Make one chat call asking for tokens; ``None`` when the reply carried prompt ids,
+    completion ids and aligned logprobs, else one line saying what went wrong (the call
+    failed, or what the reply lacked).
+
+    The body is ``model``, :data:`PREFLIGHT_MESSAGES`, the token request fields, then
+    ``sampling_args`` (as a run sends them), with ``max_tokens`` capped at 16.
+    """
+    body: dict[str, Any] = {"model": model, "messages": [dict(m) for m in PREFLIGHT_MESSAGES]}
+    body.update(TOKEN_REQUEST_FIELDS)
+    body.update(sampling_args)
+    limit = body.get("max_tokens")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit > _PREFLIGHT_MAX_TOKENS:
+        body["max_tokens"] = _PREFLIGHT_MAX_TOKENS
+    session = ChatSession(
+        loop_pool(),
+        base_url=base_url,
+        auth=auth,
+        context=ModelRequestContext(
+            base_url=base_url, model=model, rollout_id=_PREFLIGHT_ROLLOUT_ID
+        ),
+        timeout=timeout,
+        retries=retries,
+    )
+    try:
+        decoded = await session.complete(body)
+    finally:
+        await session.aclose()
+    if isinstance(decoded, CallFailure):
+        said = " ".join(str(decoded.error).split()) or type(decoded.error).__name__
+        if len(said) > _SAID_LIMIT:
+            said = said[: _SAID_LIMIT - 3] + "..."
+        return f"the call failed ({decoded.termination_reason}: {said})"
+    tokens = read_call_tokens(decoded)
+    if isinstance(tokens, TokenDeficiency):
+        return tokens.message
+    return None

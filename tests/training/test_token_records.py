@@ -1,0 +1,123 @@
+"""Exact tokens in the rollout record: compact lines, prompt deltas, what a run writes."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.envs.base.support import MULTIPLY_TOOL
+
+from benchmax._modelhttp.tokens import LOGPROB_DECIMALS
+from benchmax.envs import BaseEnv, BaseRollout, Dataset, DatasetSplit, Example, JsonRow
+from benchmax.runner import RunConfig, run_environment
+from benchmax.testing import MockModelServer, ToyChatTemplate, scripted
+from benchmax.trajectory import ModelCall, Trajectory
+
+
+def _trajectory(*calls: ModelCall) -> Trajectory:
+    return Trajectory(
+        rollout_id="r",
+        example_id="e",
+        termination_reason="finished",
+        rewards={},
+        model_calls=calls,
+    )
+
+
+def _line(trajectory: Trajectory) -> dict[str, Any]:
+    return json.loads(json.dumps(trajectory.to_json()))
+
+
+def test_a_continuing_prompt_stores_only_the_ids_it_adds() -> None:
+    first = ModelCall(
+        prompt_token_ids=(1, 2), completion_token_ids=(3,), completion_logprobs=(-0.5,)
+    )
+    second = ModelCall(
+        prompt_token_ids=(1, 2, 3, 4, 5), completion_token_ids=(6,), completion_logprobs=(-0.25,)
+    )
+    line = _line(_trajectory(first, ModelCall(), second))  # a call without tokens between
+    assert line["model_calls"][0]["prompt_token_ids"] == [1, 2]
+    assert "prompt_token_ids" not in line["model_calls"][2]
+    assert line["model_calls"][2]["prompt_token_ids_added"] == [4, 5]
+    assert Trajectory.from_json(line).model_calls == (first, ModelCall(), second)
+
+
+def test_a_prefix_break_stores_the_whole_prompt() -> None:
+    first = ModelCall(
+        prompt_token_ids=(1, 2), completion_token_ids=(3,), completion_logprobs=(-0.5,)
+    )
+    second = ModelCall(
+        prompt_token_ids=(1, 9, 4), completion_token_ids=(6,), completion_logprobs=(-1.0,)
+    )
+    line = _line(_trajectory(first, second))
+    assert line["model_calls"][1]["prompt_token_ids"] == [1, 9, 4]
+    assert Trajectory.from_json(line).model_calls == (first, second)
+
+
+def test_added_ids_without_an_earlier_token_call_are_refused() -> None:
+    line = _line(_trajectory(ModelCall()))
+    line["model_calls"][0]["prompt_token_ids_added"] = [1]
+    with pytest.raises(ValueError, match="prompt_token_ids_added follows no call with token ids"):
+        Trajectory.from_json(line)
+
+
+def test_a_thousand_token_completion_adds_at_most_16_kb() -> None:
+    rng = random.Random(3)
+    ids = tuple(rng.randrange(151_000) for _ in range(1000))  # a Qwen-sized vocabulary
+    logprobs = tuple(round(-rng.expovariate(1.5), LOGPROB_DECIMALS) for _ in range(1000))
+    bare = _line(_trajectory(ModelCall()))
+    full = _line(_trajectory(ModelCall(completion_token_ids=ids, completion_logprobs=logprobs)))
+    added = len(json.dumps(full, separators=(",", ":"))) - len(
+        json.dumps(bare, separators=(",", ":"))
+    )
+    assert added <= 16_000
+
+
+class TwoTurnEnv(BaseEnv):
+    reward_keys = ("done",)
+    max_turns = 3
+    record_tokens = True
+
+    async def create_dataset(
+        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
+    ) -> Dataset[JsonRow]:
+        payload = {"prompt_messages": [{"role": "user", "content": "6*7?"}]}
+        return Dataset([Example(id="ex-0", payload=payload)])
+
+    async def list_tools(self) -> list[Any]:
+        return [MULTIPLY_TOOL]
+
+    async def run_tool(self, rollout_id: str, tool_name: str, **arguments: Any) -> Any:
+        return arguments["left"] * arguments["right"]
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        return {"done": 1.0}
+
+
+async def test_a_run_writes_and_reads_back_the_exact_tokens(tmp_path: Path) -> None:
+    policy = scripted(
+        [{"tool_calls": [{"name": "multiply", "arguments": {"left": 6, "right": 7}}]}, "42"],
+    )
+    output = tmp_path / "run.jsonl"
+    async with MockModelServer(policy, tokens=True) as server:
+        config = RunConfig(
+            model="m",
+            base_url=server.base_url,
+            group_size=1,
+            output=output,
+        )
+        await run_environment(TwoTurnEnv(), config)
+        bodies = [r.body for r in server.requests if r.body and "messages" in r.body]
+    line = json.loads(output.read_text().splitlines()[1])
+    first, second = line["model_calls"]
+    assert "prompt_token_ids" in first and "prompt_token_ids_added" in second
+    trajectory = Trajectory.from_json(line)
+    template = ToyChatTemplate()
+    calls = trajectory.model_calls
+    for call, body in zip(calls, bodies, strict=True):
+        assert call.prompt_token_ids == tuple(template.prompt_ids(body["messages"], body["tools"]))
+    assert calls[1].continues(calls[0])
+    assert trajectory.token_prefix_breaks == 0
