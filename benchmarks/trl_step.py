@@ -36,6 +36,7 @@ from datasets import Dataset  # noqa: E402
 from examples.calculator.env import CalculatorEnv  # noqa: E402
 from tests.trl_training.tiny_policy import PolicyServer, build_model, build_tokenizer  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from benchmax.integrations.trl import (  # noqa: E402
     RolloutFunc,
@@ -43,7 +44,6 @@ from benchmax.integrations.trl import (  # noqa: E402
     dataset_rows,
     load_examples,
 )
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 GENERATIONS = 4
 

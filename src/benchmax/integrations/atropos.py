@@ -23,11 +23,11 @@ mean: drop it from the group to keep it out entirely.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmax.integrations._records import required_sequence
-from benchmax.training import trajectory_reward
+from benchmax.training import scalar_reward
 from benchmax.trajectory import Trajectory
 
 __all__ = ["IGNORED", "scored_data_group"]
@@ -39,11 +39,15 @@ _MASKED_LOGPROB = 1.0
 
 
 def scored_data_group(
-    trajectories: Sequence[Trajectory], *, scores: Sequence[float] | None = None
+    trajectories: Sequence[Trajectory],
+    *,
+    scores: Sequence[float] | None = None,
+    reward_weights: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The ``ScoredDataGroup`` fields for one group (table in the module docs).
 
-    ``scores`` (one per trajectory) default to ``trajectory_reward`` of each.
+    ``scores`` (one per trajectory) default to ``benchmax.training.scalar_reward(t.rewards,
+    reward_weights)`` of each (pass the environment's ``reward_weights``; ``None``: the sum).
     ``ValueError`` when a rollout recorded no token ids or ``scores`` has the wrong length.
     """
     if scores is not None and len(scores) != len(trajectories):
@@ -70,7 +74,7 @@ def scored_data_group(
         "tokens": tokens,
         "masks": masks,
         "scores": [
-            trajectory_reward(t) if scores is None else float(scores[i])
+            scalar_reward(t.rewards, reward_weights) if scores is None else float(scores[i])
             for i, t in enumerate(trajectories)
         ],
         "advantages": None,

@@ -26,22 +26,26 @@ its group's baseline: filter on ``env_metrics[i]["trainable"]`` to drop it entir
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmax.integrations._records import required_sequence
-from benchmax.training import trajectory_reward
+from benchmax.training import scalar_reward
 from benchmax.trajectory import Trajectory
 
 __all__ = ["generator_output"]
 
 
 def generator_output(
-    trajectories: Sequence[Trajectory], *, rewards: Sequence[float] | None = None
+    trajectories: Sequence[Trajectory],
+    *,
+    rewards: Sequence[float] | None = None,
+    reward_weights: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The ``GeneratorOutput`` fields for ``trajectories`` (table in the module docs).
 
-    ``rewards`` (one per trajectory) default to ``trajectory_reward`` of each.
+    ``rewards`` (one per trajectory) default to ``benchmax.training.scalar_reward(t.rewards,
+    reward_weights)`` of each (pass the environment's ``reward_weights``; ``None``: the sum).
     ``ValueError`` when a rollout recorded no token ids or ``rewards`` has the wrong length.
     """
     if rewards is not None and len(rewards) != len(trajectories):
@@ -52,7 +56,7 @@ def generator_output(
         "prompt_token_ids": [list(s.prompt_ids) for s in sequences],
         "response_ids": [list(s.completion_ids) for s in sequences],
         "rewards": [
-            trajectory_reward(t) if rewards is None else float(rewards[i])
+            scalar_reward(t.rewards, reward_weights) if rewards is None else float(rewards[i])
             for i, t in enumerate(trajectories)
         ],
         "loss_masks": [list(s.completion_mask) for s in sequences],

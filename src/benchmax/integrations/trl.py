@@ -48,7 +48,7 @@ from benchmax.envs import (
     canonical_example_id,
 )
 from benchmax.integrations._sequence import RolloutSequence, rollout_sequence
-from benchmax.training import collect_group, scalar_reward
+from benchmax.training import CollectedGroup, collect_group, rollout_seed
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -128,15 +128,17 @@ class RolloutFunc:
     logprobs (``record_tokens``), against ``base_url`` with ``model``; ``model_auth``
     defaults to ``Bearer EMPTY`` (vLLM's convention for no key). ``sampling_args`` go into
     every request; by default they carry the trainer's ``temperature`` and ``top_p``. With
-    ``seed``, every rollout sends its own ``seed`` (derived from ``seed``, the call's
-    number, the group and the rollout's index in it; a ``seed`` in ``sampling_args`` wins),
+    ``seed``, every rollout sends its own ``seed``: ``benchmax.training.rollout_seed(seed +
+    n, example id, index in the group)`` for the ``n``-th call (a ``seed`` in
+    ``sampling_args`` wins),
     so a server that honours seeds samples reproducibly whatever the request order.
 
     Per prompt, in TRL's order, the call returns ``prompt_ids``, ``completion_ids``,
     ``logprobs``, ``env_mask`` (see ``_sequence``: the last training sample of the
     rollout, all-zero mask when not trainable; a rollout without any tokens becomes a
     one-token placeholder, the tokenizer's EOS, masked) and the extra fields
-    ``benchmax_reward`` (scalar or ``None``), ``benchmax_rewards`` (the reward map),
+    ``benchmax_reward`` (the scalar by the environment's ``reward_weights``, ``None`` when
+    not trainable), ``benchmax_rewards`` (the reward map),
     ``termination_reason``, ``rollout_id``, ``trainable`` and ``token_prefix_breaks``.
     ``on_group(trajectories)`` is called with each group's trajectories (e.g. to log or
     keep them). Rollouts run on a private event loop thread; :meth:`close` (or ``with``)
@@ -217,7 +219,7 @@ class RolloutFunc:
                     base_url=self.base_url,
                     model_auth=self._auth,
                     split=self._split,
-                    sampling_args=self._seeded(sampling_args, call, group, index),
+                    sampling_args=self._seeded(sampling_args, call, members[0].example, index),
                     record_tokens=True,
                 )
                 for index in range(len(members))
@@ -242,16 +244,15 @@ class RolloutFunc:
             )
         }
         for row in rows:
-            trajectory = results[row.group][row.index]
+            collected = results[row.group]
+            trajectory = collected.trajectories[row.index]
             sequence = rollout_sequence(trajectory) or _placeholder(filler)
             output["prompt_ids"].append(list(sequence.prompt_ids))
             output["completion_ids"].append(list(sequence.completion_ids))
             output["logprobs"].append(list(sequence.completion_logprobs))
             output["env_mask"].append(list(sequence.completion_mask))
-            trainable = trajectory.trainable
-            output[REWARD_KEY].append(
-                scalar_reward(self.env, trajectory.rewards) if trainable else None
-            )
+            trainable = trajectory.trainable and sequence.trainable
+            output[REWARD_KEY].append(collected.scalar_rewards[row.index] if trainable else None)
             output["benchmax_rewards"].append(dict(trajectory.rewards))
             output["termination_reason"].append(trajectory.termination_reason)
             output["rollout_id"].append(trajectory.rollout_id)
@@ -298,36 +299,25 @@ class RolloutFunc:
         return chosen
 
     def _seeded(
-        self, sampling_args: dict[str, Any], call: int, group: int, index: int
+        self, sampling_args: dict[str, Any], call: int, example: Example[Any], index: int
     ) -> dict[str, Any]:
         if self._seed is None or "seed" in sampling_args:
             return sampling_args
-        return {**sampling_args, "seed": _rollout_seed(self._seed, call, group, index)}
+        return {**sampling_args, "seed": rollout_seed(self._seed + call, example.id, index)}
 
     async def _collect(
         self, groups: Sequence[Sequence[RolloutRequest[Any]]]
-    ) -> list[Sequence[Trajectory]]:
-        async def one(requests: Sequence[RolloutRequest[Any]]) -> Sequence[Trajectory]:
-            trajectories = list((await collect_group(self.env, requests)).trajectories)
-            by_id = {trajectory.rollout_id: trajectory for trajectory in trajectories}
-            ordered = [by_id[request.rollout_id] for request in requests]
+    ) -> list[CollectedGroup]:
+        async def one(requests: Sequence[RolloutRequest[Any]]) -> CollectedGroup:
+            collected = await collect_group(self.env, requests)
             if self._on_group is not None:
-                self._on_group(ordered)
-            return ordered
+                self._on_group(collected.trajectories)
+            return collected
 
         return list(await asyncio.gather(*(one(requests) for requests in groups)))
 
     def _run[T](self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
-
-def _rollout_seed(seed: int, call: int, group: int, index: int) -> int:
-    """A distinct 31-bit seed per rollout of a run: FNV-1a over the four numbers."""
-    value = 0x811C9DC5
-    for number in (seed, call, group, index):
-        for byte in number.to_bytes(8, "little", signed=True):
-            value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return value & 0x7FFFFFFF
 
 
 def _prompt_messages(example: Example[Any]) -> list[Any]:

@@ -24,21 +24,26 @@ before grouping to keep it out entirely.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from benchmax.integrations._records import required_sequence, turns_after_prompt
-from benchmax.training import trajectory_reward
+from benchmax.training import scalar_reward
 from benchmax.trajectory import Trajectory
 
 __all__ = ["agent_loop_output"]
 
 
 def agent_loop_output(
-    trajectory: Trajectory, *, reward_score: float | None = None
+    trajectory: Trajectory,
+    *,
+    reward_score: float | None = None,
+    reward_weights: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The ``AgentLoopOutput`` fields of one rollout (table in the module docs).
 
-    ``reward_score`` defaults to ``benchmax.training.trajectory_reward(trajectory)``.
+    ``reward_score`` defaults to ``benchmax.training.scalar_reward(trajectory.rewards,
+    reward_weights)`` (pass the environment's ``reward_weights``; ``None``: the sum).
     ``ValueError`` when the rollout recorded no token ids.
     """
     sequence = required_sequence(trajectory)
@@ -48,7 +53,11 @@ def agent_loop_output(
         "response_ids": list(sequence.completion_ids),
         "response_mask": list(sequence.completion_mask),
         "response_logprobs": list(sequence.completion_logprobs),
-        "reward_score": trajectory_reward(trajectory) if reward_score is None else reward_score,
+        "reward_score": (
+            scalar_reward(trajectory.rewards, reward_weights)
+            if reward_score is None
+            else reward_score
+        ),
         "num_turns": turns_after_prompt(trajectory) + 1,
         "metrics": {
             "generate_sequences": float(timings.get("model_seconds", 0.0)),
