@@ -35,6 +35,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+ROLLOUT_ID_PLACEHOLDER = "{rollout_id}"
+"""In ``base_url``, replaced by each rollout's id (``trl-<call>-<group>-<index>``)."""
+
 REWARD_KEY = "benchmax_reward"
 """The extra field holding each row's scalar reward (``None``: not trainable)."""
 
@@ -72,13 +76,19 @@ def load_examples(
     max_examples: int | None = None,
 ) -> list[Example[Any]]:
     """The examples of ``env``'s ``split`` read from ``base_dir`` (``create_dataset`` run
-    on a private event loop); whatever ``create_dataset`` raises propagates."""
+    on a private event loop, in a worker thread when this thread already runs one, e.g.
+    in a notebook); whatever ``create_dataset`` raises propagates."""
 
     async def read() -> list[Example[Any]]:
         dataset = await env.create_dataset(split, Path(base_dir), max_examples=max_examples)
         return list(dataset)
 
-    return asyncio.run(read())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(read())
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, read()).result()
 
 
 def dataset_rows(examples: Iterable[Example[Any]]) -> list[dict[str, Any]]:
@@ -125,7 +135,8 @@ class RolloutFunc:
     matches none. Each call runs, concurrently, one benchmax group per distinct example of
     the batch with as many rollouts as TRL repeated it (``num_generations``) through
     ``benchmax.training.collect_group``, every request asking the server for token ids and
-    logprobs (``record_tokens``), against ``base_url`` with ``model``; ``model_auth``
+    logprobs (``record_tokens``), against ``base_url`` (``{rollout_id}`` in it becomes the
+    rollout's id, ``trl-<call>-<group>-<index>``) with ``model``; ``model_auth``
     defaults to ``Bearer EMPTY`` (vLLM's convention for no key). ``sampling_args`` go into
     every request; by default they carry the trainer's ``temperature`` and ``top_p``. With
     ``seed``, every rollout sends its own ``seed``: ``benchmax.training.rollout_seed(seed +
@@ -216,7 +227,9 @@ class RolloutFunc:
                     rollout_id=f"trl-{call}-{group}-{index}",
                     example=members[0].example,
                     model=self.model,
-                    base_url=self.base_url,
+                    base_url=self.base_url.replace(
+                        ROLLOUT_ID_PLACEHOLDER, f"trl-{call}-{group}-{index}"
+                    ),
                     model_auth=self._auth,
                     split=self._split,
                     sampling_args=self._seeded(sampling_args, call, members[0].example, index),
