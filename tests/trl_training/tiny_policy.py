@@ -194,6 +194,14 @@ class PolicyServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:  # /v1/models: this server serves any model name
+                data = json.dumps({"object": "list", "data": [{"id": "policy"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length))
@@ -236,7 +244,8 @@ class PolicyServer:
             if self.free_tokens is None:
                 sample = self._sample(prompt_ids)
             else:
-                sample = self._sample_freely(prompt_ids, self.free_tokens)
+                temperature = body.get("temperature", 1.0)
+                sample = self._sample_freely(prompt_ids, self.free_tokens, float(temperature))
             self.sampled.append(sample)
             self.generation_seconds += time.perf_counter() - started
         return 200, self._reply(body, sample)
@@ -292,8 +301,9 @@ class PolicyServer:
         text = self.tokenizer.decode(ids[:-1])  # without <|im_end|>
         return Sampled(prompt_ids, ids, logprobs, text)
 
-    def _sample_freely(self, prompt_ids: list[int], limit: int) -> Sampled:
-        """Plain sampling (temperature 1, no top-k/top-p) until EOS or ``limit`` tokens."""
+    def _sample_freely(self, prompt_ids: list[int], limit: int, temperature: float) -> Sampled:
+        """Plain sampling (no top-k/top-p) until EOS or ``limit`` tokens; the logprobs are
+        the model's raw log-softmax (vLLM's default ``raw_logprobs``)."""
         eos = self.tokenizer.eos_token_id
         ids: list[int] = []
         logprobs: list[float] = []
@@ -304,7 +314,8 @@ class PolicyServer:
                 out = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
                 past = out.past_key_values
                 full = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-                pick = int(torch.multinomial(full.exp(), 1, generator=self._generator))
+                weights = torch.softmax(full / max(temperature, 1e-3), dim=-1)
+                pick = int(torch.multinomial(weights, 1, generator=self._generator))
                 ids.append(pick)
                 logprobs.append(float(full[pick]))
                 if pick == eos:
