@@ -134,9 +134,10 @@ def run_trl(steps: int) -> dict[str, float]:
 
     model.generate = timed_generate  # type: ignore[method-assign]
 
-    def reward(completions: list[Any], **kwargs: Any) -> list[float]:
-        for completion in completions:
-            tokens.append(len(tokenizer.encode(completion[0]["content"])))
+    def reward(
+        completions: list[Any], completion_ids: list[list[int]], **kwargs: Any
+    ) -> list[float]:
+        tokens.extend(len(ids) for ids in completion_ids)
         return [float(len(c[0]["content"]) % 2) for c in completions]
 
     with tempfile.TemporaryDirectory() as out:
