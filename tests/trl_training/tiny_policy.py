@@ -262,9 +262,9 @@ class PolicyServer:
             fresh = prompt_ids if not ids else ids[-1:]
             with torch.no_grad():
                 out = self.model(
-                    input_ids=torch.tensor([fresh]), past_key_values=cache[0], use_cache=True
+                    input_ids=torch.tensor([fresh]), cache=cache[0], use_cache=True
                 )
-            cache[0] = out.past_key_values
+            cache[0] = out.cache
             full = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
             choices = torch.tensor(list(allowed))
             probs = torch.softmax(full[choices], dim=-1)
@@ -311,8 +311,8 @@ class PolicyServer:
         step_input = torch.tensor([prompt_ids])
         with torch.no_grad():
             for _ in range(limit):
-                out = self.model(input_ids=step_input, past_key_values=past, use_cache=True)
-                past = out.past_key_values
+                out = self.model(input_ids=step_input, cache=past, use_cache=True)
+                past = out.cache
                 full = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
                 weights = torch.softmax(full / max(temperature, 1e-3), dim=-1)
                 pick = int(torch.multinomial(weights, 1, generator=self._generator))
