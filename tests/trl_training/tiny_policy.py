@@ -261,9 +261,7 @@ class PolicyServer:
         def step(allowed: Sequence[int]) -> int:
             fresh = prompt_ids if not ids else ids[-1:]
             with torch.no_grad():
-                out = self.model(
-                    input_ids=torch.tensor([fresh]), cache=cache[0], use_cache=True
-                )
+                out = self.model(input_ids=torch.tensor([fresh]), cache=cache[0], use_cache=True)
             cache[0] = out.cache
             full = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
             choices = torch.tensor(list(allowed))
