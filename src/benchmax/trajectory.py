@@ -22,14 +22,17 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import truediv
 from types import MappingProxyType
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
 from benchmax import _context
 from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
 from benchmax._vocabulary import TOKEN_USAGE_KEYS, TRAINABLE_REASONS, TokenUsage
 
 __all__ = [
+    "LOGPROB_DECIMALS",
     "LogEntry",
     "ModelCall",
     "RolloutRecord",
@@ -41,6 +44,12 @@ __all__ = [
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+LOGPROB_DECIMALS: Final = 5
+"""Decimals of the logprobs a results line stores (an error of at most 5e-6 nats, far
+below the usual gap between inference and training engines' logprobs); a 1,000-token
+completion's ids and logprobs then take about 15 KB. In memory they stay as sent."""
+_LOGPROB_SCALE: Final = 10.0**LOGPROB_DECIMALS
 
 
 class RolloutTimings(TypedDict, total=False):
@@ -458,20 +467,33 @@ class Trajectory:
 
 
 def _calls_to_json(calls: tuple[ModelCall, ...]) -> list[ModelCallRecord]:
-    """The calls as a line holds them. A call whose prompt ids continue the previous
-    call's prompt + completion ids (the usual multi-turn case) stores only the ids it
-    adds, as ``prompt_token_ids_added``, so a rollout's line grows with its final prompt,
-    not with the sum of every call's prompt."""
+    """The calls as a line holds them. Logprobs are rounded to :data:`LOGPROB_DECIMALS`
+    decimals. A call whose prompt ids continue the previous call's prompt + completion ids
+    (the usual multi-turn case) stores only the ids it adds, as
+    ``prompt_token_ids_added``, so a rollout's line grows with its final prompt, not with
+    the sum of every call's prompt."""
     records: list[ModelCallRecord] = []
     previous: ModelCall | None = None
     for call in calls:
         record = call.to_json()
+        if call.completion_logprobs is not None:
+            record["completion_logprobs"] = _rounded_logprobs(call.completion_logprobs)
         if previous is not None and call.continues(previous):
             skip = len(previous.prompt_token_ids or ()) + len(previous.completion_token_ids or ())
             record["prompt_token_ids_added"] = record.pop("prompt_token_ids")[skip:]
         records.append(record)
         previous = call if call.has_tokens else previous
     return records
+
+
+def _rounded_logprobs(values: tuple[float, ...]) -> list[float]:
+    """``round(x * 10**5) / 10**5`` for each value, in C-level maps: the double nearest
+    the 5-decimal value, so it prints short (``-0.06331``)."""
+    try:
+        scaled = map(round, map(_LOGPROB_SCALE.__mul__, values))
+        return list(map(truediv, scaled, repeat(_LOGPROB_SCALE)))
+    except (ValueError, OverflowError):  # NaN or infinity: kept as they are
+        return [round(x, LOGPROB_DECIMALS) if math.isfinite(x) else x for x in values]
 
 
 def _calls_from_json(values: object) -> tuple[ModelCall, ...]:
