@@ -35,6 +35,7 @@ from benchmax._modelhttp.tokens import TOKEN_REQUEST_FIELDS, CallTokens, read_ca
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseEnv, BaseRollout, Dataset, Example, RolloutRequest
 from benchmax.training import collect_group
+from benchmax.trajectory import ModelCall, Trajectory
 
 GROUP_SIZE = 8
 CONCURRENCY = 32
@@ -109,7 +110,8 @@ async def rollouts(origin: str, count: int, *, tokens: bool) -> float:
 
 
 def reader_and_size() -> tuple[float, int, int, int]:
-    """(µs per read_call_tokens, reply bytes, completion ids+logprobs bytes, prompt bytes)."""
+    """(µs per read_call_tokens, reply bytes, bytes the call's completion ids + logprobs add
+    to a results line, bytes its 200 prompt ids add)."""
     with_tokens, _ = replies(COMPLETION_TOKENS, 200)
     raw = with_tokens.split(b"\r\n\r\n", 1)[1]
     decoded = orjson.loads(raw)
@@ -120,14 +122,26 @@ def reader_and_size() -> tuple[float, int, int, int]:
     for _ in range(loops):
         read_call_tokens(decoded)
     per_call = (time.perf_counter() - started) / loops * 1e6
-    completion = orjson.dumps(
-        {
-            "completion_token_ids": tokens.completion_token_ids,
-            "completion_logprobs": tokens.completion_logprobs,
-        }
+
+    def line(call: ModelCall) -> int:
+        record = Trajectory(
+            rollout_id="r", example_id="e", termination_reason="finished", rewards={},
+            model_calls=(call,),
+        )  # fmt: skip
+        return len(orjson.dumps(record.to_json()))
+
+    bare = line(ModelCall())
+    prompt = line(ModelCall(prompt_token_ids=tokens.prompt_token_ids)) - bare
+    completion = (
+        line(
+            ModelCall(
+                completion_token_ids=tokens.completion_token_ids,
+                completion_logprobs=tokens.completion_logprobs,
+            )
+        )
+        - bare
     )
-    prompt = orjson.dumps({"prompt_token_ids": tokens.prompt_token_ids})
-    return per_call, len(raw), len(completion), len(prompt)
+    return per_call, len(raw), completion, prompt
 
 
 def main() -> None:
@@ -159,8 +173,8 @@ def main() -> None:
         f"read_call_tokens: {per_call:.0f} µs per 1,000-token reply ({reply_bytes / 1024:.0f} KiB)"
     )
     print(
-        f"on disk per call: completion ids + logprobs {completion_bytes / 1024:.1f} KiB"
-        f" (target <= ~16 KB); 200 prompt ids {prompt_bytes / 1024:.1f} KiB"
+        f"results line per call: completion ids + logprobs {completion_bytes:,} bytes"
+        f" (target <= ~16 KB); 200 prompt ids {prompt_bytes:,} bytes"
     )
 
 
