@@ -1,4 +1,4 @@
-"""Exact tokens in the rollout record: compact lines, prompt deltas, what a run writes."""
+"""Exact tokens in the rollout record: compact lines, rounded logprobs, what a run writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 from typing import Any
 
-import pytest
 from tests.envs.base.support import MULTIPLY_TOOL
 
 from benchmax.envs import BaseEnv, BaseRollout, Dataset, DatasetSplit, Example, JsonRow
@@ -30,20 +29,6 @@ def _line(trajectory: Trajectory) -> dict[str, Any]:
     return json.loads(json.dumps(trajectory.to_json()))
 
 
-def test_a_continuing_prompt_stores_only_the_ids_it_adds() -> None:
-    first = ModelCall(
-        prompt_token_ids=(1, 2), completion_token_ids=(3,), completion_logprobs=(-0.5,)
-    )
-    second = ModelCall(
-        prompt_token_ids=(1, 2, 3, 4, 5), completion_token_ids=(6,), completion_logprobs=(-0.25,)
-    )
-    line = _line(_trajectory(first, ModelCall(), second))  # a call without tokens between
-    assert line["model_calls"][0]["prompt_token_ids"] == [1, 2]
-    assert "prompt_token_ids" not in line["model_calls"][2]
-    assert line["model_calls"][2]["prompt_token_ids_added"] == [4, 5]
-    assert Trajectory.from_json(line).model_calls == (first, ModelCall(), second)
-
-
 def test_a_line_rounds_logprobs_and_memory_keeps_them() -> None:
     call = ModelCall(
         prompt_token_ids=(1,),
@@ -55,25 +40,6 @@ def test_a_line_rounds_logprobs_and_memory_keeps_them() -> None:
     assert call.completion_logprobs == (-0.123456789, -9999.0)
     (read,) = Trajectory.from_json(line).model_calls
     assert read.completion_logprobs == (round(-0.123456789, LOGPROB_DECIMALS), -9999.0)
-
-
-def test_a_prefix_break_stores_the_whole_prompt() -> None:
-    first = ModelCall(
-        prompt_token_ids=(1, 2), completion_token_ids=(3,), completion_logprobs=(-0.5,)
-    )
-    second = ModelCall(
-        prompt_token_ids=(1, 9, 4), completion_token_ids=(6,), completion_logprobs=(-1.0,)
-    )
-    line = _line(_trajectory(first, second))
-    assert line["model_calls"][1]["prompt_token_ids"] == [1, 9, 4]
-    assert Trajectory.from_json(line).model_calls == (first, second)
-
-
-def test_added_ids_without_an_earlier_token_call_are_refused() -> None:
-    line = _line(_trajectory(ModelCall()))
-    line["model_calls"][0]["prompt_token_ids_added"] = [1]
-    with pytest.raises(ValueError, match="prompt_token_ids_added follows no call with token ids"):
-        Trajectory.from_json(line)
 
 
 def test_a_thousand_token_completion_adds_at_most_16_kb() -> None:
