@@ -6,9 +6,9 @@ completion ids, one logprobs entry per token), about 70 KB of JSON. In this proc
 requests in flight, interleaved on fresh event loops, best of ``--repeats``:
 
 1. a bare aiohttp + orjson loop posting the token request and parsing the same bodies;
-2. BaseEnv single-turn rollouts with ``record_tokens=True`` through ``run_group`` (groups
-   of 8, 4 groups in flight), under a rollout observer as the runner binds one, so the
-   tokens are kept;
+2. BaseEnv single-turn rollouts with ``record_tokens=True`` through
+   ``benchmax.training.collect_group`` (groups of 8, 4 groups in flight), the trajectories
+   with their tokens kept;
 3. the same rollouts with tokens off (the server then sends the message without tokens).
 
 Then, on one canned reply: ``read_call_tokens`` microseconds per call, and the bytes the
@@ -34,7 +34,8 @@ from _token_server import replies
 from benchmax._modelhttp.tokens import TOKEN_REQUEST_FIELDS, CallTokens, read_call_tokens
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseEnv, BaseRollout, Dataset, Example, RolloutRequest
-from benchmax.envs._observer import RolloutReport, observe_rollouts
+from benchmax.training import collect_group
+from benchmax.trajectory import ModelCall, Trajectory
 
 GROUP_SIZE = 8
 CONCURRENCY = 32
@@ -54,16 +55,6 @@ class LongAnswerEnv(BaseEnv):
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
         return {"long": float(len(rollout.messages[-1]["content"] or "") > 1000)}
-
-
-class KeepTokens:
-    """A rollout observer that keeps what a runner keeps: the count of token calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def rollout_finished(self, report: RolloutReport) -> None:
-        self.calls += sum(call.has_tokens for call in report.model_calls)
 
 
 async def bare_loop(origin: str, requests: int) -> float:
@@ -86,11 +77,11 @@ async def bare_loop(origin: str, requests: int) -> float:
 async def rollouts(origin: str, count: int, *, tokens: bool) -> float:
     env = LongAnswerEnv(record_tokens=tokens)
     auth = StaticBearerAuth("bench")
-    observer = KeepTokens()
     counter = 0
+    kept = 0
 
     async def group() -> int:
-        nonlocal counter
+        nonlocal counter, kept
         counter += 1
         requests = [
             RolloutRequest(
@@ -102,24 +93,25 @@ async def rollouts(origin: str, count: int, *, tokens: bool) -> float:
             )
             for k in range(GROUP_SIZE)
         ]
-        outcomes = await env.run_group(requests)
-        assert all(o.rewards == {"long": 1.0} for o in outcomes.values()), outcomes
+        group = await collect_group(env, requests)
+        assert all(o.rewards == {"long": 1.0} for o in group.outcomes.values()), group
+        kept += sum(call.has_tokens for t in group.trajectories for call in t.model_calls)
         return GROUP_SIZE
 
     workers = CONCURRENCY // GROUP_SIZE
     try:
-        with observe_rollouts(observer):
-            await run_workers(workers, workers * 2, group)
-            before = observer.calls
-            wall, _, done = await run_workers(workers, count // GROUP_SIZE, group)
+        await run_workers(workers, workers * 2, group)
+        before = kept
+        wall, _, done = await run_workers(workers, count // GROUP_SIZE, group)
     finally:
         await env.aclose()
-    assert observer.calls - before == (done if tokens else 0)
+    assert kept - before == (done if tokens else 0)
     return done / wall
 
 
 def reader_and_size() -> tuple[float, int, int, int]:
-    """(µs per read_call_tokens, reply bytes, completion ids+logprobs bytes, prompt bytes)."""
+    """(µs per read_call_tokens, reply bytes, bytes the call's completion ids + logprobs add
+    to a results line, bytes its 200 prompt ids add)."""
     with_tokens, _ = replies(COMPLETION_TOKENS, 200)
     raw = with_tokens.split(b"\r\n\r\n", 1)[1]
     decoded = orjson.loads(raw)
@@ -130,14 +122,26 @@ def reader_and_size() -> tuple[float, int, int, int]:
     for _ in range(loops):
         read_call_tokens(decoded)
     per_call = (time.perf_counter() - started) / loops * 1e6
-    completion = orjson.dumps(
-        {
-            "completion_token_ids": tokens.completion_token_ids,
-            "completion_logprobs": tokens.completion_logprobs,
-        }
+
+    def line(call: ModelCall) -> int:
+        record = Trajectory(
+            rollout_id="r", example_id="e", termination_reason="finished", rewards={},
+            model_calls=(call,),
+        )  # fmt: skip
+        return len(orjson.dumps(record.to_json()))
+
+    bare = line(ModelCall())
+    prompt = line(ModelCall(prompt_token_ids=tokens.prompt_token_ids)) - bare
+    completion = (
+        line(
+            ModelCall(
+                completion_token_ids=tokens.completion_token_ids,
+                completion_logprobs=tokens.completion_logprobs,
+            )
+        )
+        - bare
     )
-    prompt = orjson.dumps({"prompt_token_ids": tokens.prompt_token_ids})
-    return per_call, len(raw), len(completion), len(prompt)
+    return per_call, len(raw), completion, prompt
 
 
 def main() -> None:
@@ -169,8 +173,8 @@ def main() -> None:
         f"read_call_tokens: {per_call:.0f} µs per 1,000-token reply ({reply_bytes / 1024:.0f} KiB)"
     )
     print(
-        f"on disk per call: completion ids + logprobs {completion_bytes / 1024:.1f} KiB"
-        f" (target <= ~16 KB); 200 prompt ids {prompt_bytes / 1024:.1f} KiB"
+        f"results line per call: completion ids + logprobs {completion_bytes:,} bytes"
+        f" (target <= ~16 KB); 200 prompt ids {prompt_bytes:,} bytes"
     )
 
 

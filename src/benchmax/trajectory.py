@@ -22,14 +22,17 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import truediv
 from types import MappingProxyType
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
 from benchmax import _context
 from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
 from benchmax._vocabulary import TOKEN_USAGE_KEYS, TRAINABLE_REASONS, TokenUsage
 
 __all__ = [
+    "LOGPROB_DECIMALS",
     "LogEntry",
     "ModelCall",
     "RolloutRecord",
@@ -41,6 +44,12 @@ __all__ = [
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+LOGPROB_DECIMALS: Final = 5
+"""Decimals of the logprobs a results line stores (an error of at most 5e-6 nats, far
+below the usual gap between inference and training engines' logprobs); a 1,000-token
+completion's ids and logprobs then take about 15 KB. In memory they stay as sent."""
+_LOGPROB_SCALE: Final = 10.0**LOGPROB_DECIMALS
 
 
 class RolloutTimings(TypedDict, total=False):
@@ -71,6 +80,8 @@ class ModelCallRecord(TypedDict):
     message_index: int | None
     prompt_token_ids: NotRequired[list[int]]
     prompt_token_ids_added: NotRequired[list[int]]
+    """Instead of ``prompt_token_ids`` when the call continues the previous one: the ids
+    after the previous call's prompt + completion ids."""
     completion_token_ids: NotRequired[list[int]]
     completion_logprobs: NotRequired[list[float]]
 
@@ -127,10 +138,10 @@ def _token_ids(value: object, name: str) -> tuple[int, ...] | None:
     if not isinstance(value, tuple | list):
         raise TypeError(f"{name} must be a sequence of token ids or None")
     ids = tuple(value)
-    if ids and (set(map(type, ids)) != {int} or min(ids) < 0):  # C-speed: 1,000s of ids
-        for token in ids:
-            if type(token) is not int or token < 0:
-                raise ValueError(f"{name} must hold non-negative integers, got {token!r}")
+    # One pass in C for the common case (bool is its own type, so it is refused too).
+    if ids and (set(map(type, ids)) != {int} or min(ids) < 0):
+        bad = next(t for t in ids if type(t) is not int or t < 0)
+        raise ValueError(f"{name} must hold non-negative integers, got {bad!r}")
     return ids
 
 
@@ -139,7 +150,7 @@ def _logprobs(value: object, name: str) -> tuple[float, ...] | None:
         return None
     if not isinstance(value, tuple | list):
         raise TypeError(f"{name} must be a sequence of floats or None")
-    if set(map(type, value)) <= {float}:  # C-speed: 1,000s of logprobs
+    if not value or set(map(type, value)) == {float}:
         return tuple(value)
     for logprob in value:
         if not is_numeric(logprob):
@@ -222,38 +233,61 @@ class ModelCall:
             return False
         split = len(before)
         end = split + len(sampled)
-        return len(prompt) >= end and prompt[:split] == before and prompt[split:end] == sampled
+        # The sampled part first: a template that re-renders the previous reply (dropping
+        # its reasoning) differs there, so a break is found without reading the context.
+        return len(prompt) >= end and prompt[split:end] == sampled and prompt[:split] == before
 
-    def to_json(self) -> ModelCallRecord:
-        """This call as a results line holds it (token lists only when recorded)."""
+    def to_json(self, previous: ModelCall | None = None) -> ModelCallRecord:
+        """This call as a results line holds it (token lists only when recorded).
+
+        When this call :meth:`continues` ``previous`` (the rollout's previous call with
+        token ids), only the prompt ids past ``previous``'s prompt + completion are
+        written, as ``prompt_token_ids_added``: a multi-turn rollout stores each token
+        once, not its whole context again with every call."""
         data: ModelCallRecord = {
             "finish_reason": self.finish_reason,
             "usage": None if self.usage is None else cast(TokenUsage, dict(self.usage)),
             "seconds": self.seconds,
             "message_index": self.message_index,
         }
-        if self.prompt_token_ids is not None:
+        if previous is not None and self.continues(previous):
+            assert previous.prompt_token_ids is not None  # continues() checked both
+            assert previous.completion_token_ids is not None
+            start = len(previous.prompt_token_ids) + len(previous.completion_token_ids)
+            data["prompt_token_ids_added"] = list(self.prompt_token_ids[start:])  # type: ignore[index]
+        elif self.prompt_token_ids is not None:
             data["prompt_token_ids"] = list(self.prompt_token_ids)
         if self.completion_token_ids is not None:
             data["completion_token_ids"] = list(self.completion_token_ids)
         if self.completion_logprobs is not None:
-            data["completion_logprobs"] = list(self.completion_logprobs)
+            data["completion_logprobs"] = _rounded_logprobs(self.completion_logprobs)
         return data
 
     @classmethod
-    def from_json(cls, data: object) -> ModelCall:
-        """The call a results line holds; ``ValueError``/``TypeError`` naming a bad field."""
+    def from_json(cls, data: object, previous: ModelCall | None = None) -> ModelCall:
+        """The call a results line holds (``previous``: the rollout's previous call with
+        token ids, which ``prompt_token_ids_added`` continues); ``ValueError``/``TypeError``
+        naming a bad field."""
         if not isinstance(data, Mapping):
             raise TypeError("a model call must be a JSON object")
-        return cls(
+        added = data.get("prompt_token_ids_added")
+        call = cls(
             finish_reason=data.get("finish_reason"),
             usage=data.get("usage"),
             seconds=data.get("seconds", 0.0),
             message_index=data.get("message_index"),
-            prompt_token_ids=data.get("prompt_token_ids"),
+            prompt_token_ids=data.get("prompt_token_ids") if added is None else added,
             completion_token_ids=data.get("completion_token_ids"),
             completion_logprobs=data.get("completion_logprobs"),
         )
+        if added is not None:
+            if previous is None or previous.prompt_token_ids is None:
+                raise ValueError("prompt_token_ids_added without a previous call with tokens")
+            assert previous.completion_token_ids is not None  # has tokens: both are set
+            # Only the added ids needed checking: the previous call's are valid already.
+            prompt = previous.prompt_token_ids + previous.completion_token_ids
+            object.__setattr__(call, "prompt_token_ids", prompt + call.prompt_token_ids)  # type: ignore[operator]
+        return call
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -413,7 +447,7 @@ class Trajectory:
             "usage": None if self.usage is None else cast(TokenUsage, dict(self.usage)),
             "transcript": None if self.messages is None else [dict(m) for m in self.messages],
             "logs": list(self.logs),
-            "model_calls": _calls_to_json(self.model_calls),
+            "model_calls": _calls_json(self.model_calls),
             "tool_calls": [call.to_json() for call in self.tool_calls],
         }
         if self.annotations:
@@ -448,7 +482,7 @@ class Trajectory:
             example_index=data.get("example_index"),
             group_index=data.get("group_index", 0),
             messages=tuple(transcript) if isinstance(transcript, list) else None,
-            model_calls=_calls_from_json(data.get("model_calls") or ()),
+            model_calls=_calls_from_json(data.get("model_calls")),
             tool_calls=tuple(ToolCallTiming.from_json(c) for c in data.get("tool_calls") or ()),
             timings=_json_timings(data.get("timings")),
             usage=_json_usage(data.get("usage")),
@@ -457,41 +491,38 @@ class Trajectory:
         )
 
 
-def _calls_to_json(calls: tuple[ModelCall, ...]) -> list[ModelCallRecord]:
-    """The calls as a line holds them. A call whose prompt ids continue the previous
-    call's prompt + completion ids (the usual multi-turn case) stores only the ids it
-    adds, as ``prompt_token_ids_added``, so a rollout's line grows with its final prompt,
-    not with the sum of every call's prompt."""
-    records: list[ModelCallRecord] = []
+def _rounded_logprobs(values: tuple[float, ...]) -> list[float]:
+    """``round(x * 10**5) / 10**5`` for each value, in C-level maps: the double nearest
+    the 5-decimal value, so it prints short (``-0.06331``)."""
+    try:
+        scaled = map(round, map(_LOGPROB_SCALE.__mul__, values))
+        return list(map(truediv, scaled, repeat(_LOGPROB_SCALE)))
+    except (ValueError, OverflowError):  # NaN or infinity: kept as they are
+        return [round(x, LOGPROB_DECIMALS) if math.isfinite(x) else x for x in values]
+
+
+def _calls_json(calls: tuple[ModelCall, ...]) -> list[ModelCallRecord]:
+    lines = []
     previous: ModelCall | None = None
     for call in calls:
-        record = call.to_json()
-        if previous is not None and call.continues(previous):
-            skip = len(previous.prompt_token_ids or ()) + len(previous.completion_token_ids or ())
-            record["prompt_token_ids_added"] = record.pop("prompt_token_ids")[skip:]
-        records.append(record)
-        previous = call if call.has_tokens else previous
-    return records
+        lines.append(call.to_json(previous))
+        if call.has_tokens:
+            previous = call
+    return lines
 
 
-def _calls_from_json(values: object) -> tuple[ModelCall, ...]:
-    """The calls of a line (see :func:`_calls_to_json`): ``prompt_token_ids_added``
-    is appended to the previous call's prompt + completion ids."""
-    if not isinstance(values, list | tuple):
+def _calls_from_json(data: object) -> tuple[ModelCall, ...]:
+    if not data:
+        return ()
+    if not isinstance(data, list):
         raise TypeError("model_calls must be a list")
-    calls: list[ModelCall] = []
+    calls = []
     previous: ModelCall | None = None
-    for value in values:
-        added = value.get("prompt_token_ids_added") if isinstance(value, Mapping) else None
-        if isinstance(added, list):
-            if previous is None or not previous.has_tokens:
-                raise ValueError("prompt_token_ids_added follows no call with token ids")
-            before = cast(tuple[int, ...], previous.prompt_token_ids)
-            sampled = cast(tuple[int, ...], previous.completion_token_ids)
-            value = {**value, "prompt_token_ids": [*before, *sampled, *added]}
-        call = ModelCall.from_json(value)
+    for line in data:
+        call = ModelCall.from_json(line, previous)
         calls.append(call)
-        previous = call if call.has_tokens else previous
+        if call.has_tokens:
+            previous = call
     return tuple(calls)
 
 

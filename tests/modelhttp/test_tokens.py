@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from benchmax._modelhttp.tokens import (
-    LOGPROB_DECIMALS,
     TOKEN_REQUEST_FIELDS,
     CallTokens,
     TokenDeficiency,
@@ -104,10 +103,11 @@ def test_token_id_strings_must_match_the_id_list() -> None:
     assert "content[1].token is 'token_id:2', completion id 3" in found.message
 
 
-def test_logprobs_are_rounded() -> None:
-    tokens = read_call_tokens(vllm_reply([1], [2], [-0.123456789]))
+def test_logprobs_are_kept_as_sent() -> None:
+    tokens = read_call_tokens(vllm_reply([1, 2], [2, 3], [-0.123456789, -9999]))
     assert isinstance(tokens, CallTokens)
-    assert tokens.completion_logprobs == (round(-0.123456789, LOGPROB_DECIMALS),)
+    assert tokens.completion_logprobs == (-0.123456789, -9999.0)
+    assert all(type(value) is float for value in tokens.completion_logprobs)
 
 
 @pytest.mark.parametrize(
@@ -125,6 +125,13 @@ def test_logprobs_are_rounded() -> None:
             lambda b: b["choices"][0]["logprobs"]["content"][0].update(logprob=float("nan")),
             "a finite logprob",
         ),
+        (
+            lambda b: b["choices"][0]["logprobs"]["content"][1].update(logprob=float("-inf")),
+            "a finite logprob",
+        ),
+        (lambda b: b["choices"][0]["logprobs"]["content"][1].update(logprob=True), "a number"),
+        (lambda b: b["choices"][0]["logprobs"]["content"][1].pop("logprob"), "a number"),
+        (lambda b: b["choices"][0]["logprobs"].update(content=[1, 2]), "an object at"),
         (lambda b: b.update(choices=[]), "choices[0]"),
     ],
 )

@@ -1,4 +1,4 @@
-"""Exact tokens in the rollout record: compact lines, prompt deltas, what a run writes."""
+"""Exact tokens in the rollout record: compact lines, rounded logprobs, what a run writes."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import random
 from pathlib import Path
 from typing import Any
 
-import pytest
 from tests.envs.base.support import MULTIPLY_TOOL
 
-from benchmax._modelhttp.tokens import LOGPROB_DECIMALS
 from benchmax.envs import BaseEnv, BaseRollout, Dataset, DatasetSplit, Example, JsonRow
 from benchmax.runner import RunConfig, run_environment
 from benchmax.testing import MockModelServer, ToyChatTemplate, scripted
-from benchmax.trajectory import ModelCall, Trajectory
+from benchmax.trajectory import LOGPROB_DECIMALS, ModelCall, Trajectory
 
 
 def _trajectory(*calls: ModelCall) -> Trajectory:
@@ -31,43 +29,23 @@ def _line(trajectory: Trajectory) -> dict[str, Any]:
     return json.loads(json.dumps(trajectory.to_json()))
 
 
-def test_a_continuing_prompt_stores_only_the_ids_it_adds() -> None:
-    first = ModelCall(
-        prompt_token_ids=(1, 2), completion_token_ids=(3,), completion_logprobs=(-0.5,)
+def test_a_line_rounds_logprobs_and_memory_keeps_them() -> None:
+    call = ModelCall(
+        prompt_token_ids=(1,),
+        completion_token_ids=(2, 3),
+        completion_logprobs=(-0.123456789, -9999.0),
     )
-    second = ModelCall(
-        prompt_token_ids=(1, 2, 3, 4, 5), completion_token_ids=(6,), completion_logprobs=(-0.25,)
-    )
-    line = _line(_trajectory(first, ModelCall(), second))  # a call without tokens between
-    assert line["model_calls"][0]["prompt_token_ids"] == [1, 2]
-    assert "prompt_token_ids" not in line["model_calls"][2]
-    assert line["model_calls"][2]["prompt_token_ids_added"] == [4, 5]
-    assert Trajectory.from_json(line).model_calls == (first, ModelCall(), second)
-
-
-def test_a_prefix_break_stores_the_whole_prompt() -> None:
-    first = ModelCall(
-        prompt_token_ids=(1, 2), completion_token_ids=(3,), completion_logprobs=(-0.5,)
-    )
-    second = ModelCall(
-        prompt_token_ids=(1, 9, 4), completion_token_ids=(6,), completion_logprobs=(-1.0,)
-    )
-    line = _line(_trajectory(first, second))
-    assert line["model_calls"][1]["prompt_token_ids"] == [1, 9, 4]
-    assert Trajectory.from_json(line).model_calls == (first, second)
-
-
-def test_added_ids_without_an_earlier_token_call_are_refused() -> None:
-    line = _line(_trajectory(ModelCall()))
-    line["model_calls"][0]["prompt_token_ids_added"] = [1]
-    with pytest.raises(ValueError, match="prompt_token_ids_added follows no call with token ids"):
-        Trajectory.from_json(line)
+    line = _line(_trajectory(call))
+    assert line["model_calls"][0]["completion_logprobs"] == [-0.12346, -9999.0]
+    assert call.completion_logprobs == (-0.123456789, -9999.0)
+    (read,) = Trajectory.from_json(line).model_calls
+    assert read.completion_logprobs == (round(-0.123456789, LOGPROB_DECIMALS), -9999.0)
 
 
 def test_a_thousand_token_completion_adds_at_most_16_kb() -> None:
     rng = random.Random(3)
     ids = tuple(rng.randrange(151_000) for _ in range(1000))  # a Qwen-sized vocabulary
-    logprobs = tuple(round(-rng.expovariate(1.5), LOGPROB_DECIMALS) for _ in range(1000))
+    logprobs = tuple(-rng.expovariate(1.5) for _ in range(1000))  # as sent: 17 digits
     bare = _line(_trajectory(ModelCall()))
     full = _line(_trajectory(ModelCall(completion_token_ids=ids, completion_logprobs=logprobs)))
     added = len(json.dumps(full, separators=(",", ":"))) - len(

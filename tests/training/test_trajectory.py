@@ -226,3 +226,31 @@ async def test_a_value_json_cannot_hold_fails_the_annotating_hook(tmp_path: Path
     line = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[1])
     assert line["termination_reason"] == "reward_error"
     assert "annotation 'bad' is not JSON data" in json.dumps(line["logs"])
+
+
+def test_a_continuing_call_stores_only_the_prompt_ids_it_adds() -> None:
+    first = ModelCall(
+        prompt_token_ids=(1, 2), completion_token_ids=(3,), completion_logprobs=(-0.5,)
+    )
+    failed = ModelCall(seconds=0.5)  # no tokens: skipped when continuing
+    second = ModelCall(
+        prompt_token_ids=(1, 2, 3, 9), completion_token_ids=(4,), completion_logprobs=(-0.25,)
+    )
+    broken = ModelCall(
+        prompt_token_ids=(1, 2, 4), completion_token_ids=(5,), completion_logprobs=(-1.0,)
+    )
+    trajectory = Trajectory(
+        rollout_id="r",
+        example_id="e",
+        termination_reason="finished",
+        rewards={},
+        model_calls=(first, failed, second, broken),
+    )
+    calls = trajectory.to_json()["model_calls"]
+    assert calls[0]["prompt_token_ids"] == [1, 2]
+    assert "prompt_token_ids" not in calls[2] and calls[2]["prompt_token_ids_added"] == [9]
+    assert calls[3]["prompt_token_ids"] == [1, 2, 4]  # a break stores the whole prompt
+    assert Trajectory.from_json(json.loads(json.dumps(trajectory.to_json()))) == trajectory
+    orphan = {"seconds": 0.0, "prompt_token_ids_added": [1]}
+    with pytest.raises(ValueError, match="without a previous call"):
+        Trajectory.from_json({**trajectory.to_json(), "model_calls": [orphan]})

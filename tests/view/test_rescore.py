@@ -382,3 +382,23 @@ async def test_a_lone_surrogate_in_a_stored_transcript_is_written_back(
     report = await rescore_results(ScoreEnv(), results, tmp_path / "new.jsonl", base_dir=data)
     rescored = {r.rollout_id: r for r in read_results(report.output).rollouts}
     assert rescored[record["rollout_id"]].messages[-1]["content"].endswith("\ud800")
+
+
+async def test_annotations_made_while_rescoring_join_the_record(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from benchmax.envs import BaseRollout
+    from benchmax.trajectory import annotate
+
+    class ExplainingEnv(ScoreEnv):
+        async def compute_reward(self, rollout: BaseRollout) -> Any:
+            annotate("explanation", f"scored {rollout.messages[-1]['content']}")
+            return await super().compute_reward(rollout)
+
+    results, data = source
+    report = await rescore_results(ExplainingEnv(), results, tmp_path / "new.jsonl", base_dir=data)
+    by_id = {r.rollout_id: r for r in read_results(report.output).rollouts}
+    first = read_results(results).rollouts[0]
+    assert by_id[first.rollout_id].annotations == {"explanation": "scored 4"}
+    never_scored = read_results(results).rollouts[2]  # model_error: not rescored
+    assert by_id[never_scored.rollout_id].annotations == {}

@@ -40,13 +40,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import repeat
-from operator import truediv
 from types import MappingProxyType
 from typing import Any, Final
 
 __all__ = [
-    "LOGPROB_DECIMALS",
     "TOKEN_REQUEST_FIELDS",
     "CallTokens",
     "TokenDeficiency",
@@ -58,14 +55,10 @@ TOKEN_REQUEST_FIELDS: Final[Mapping[str, Any]] = MappingProxyType(
 )
 """Body fields asking vLLM and SGLang for the prompt ids, completion ids and logprobs."""
 
-LOGPROB_DECIMALS: Final = 5
-"""Logprobs are kept rounded to this many decimals (an error of at most 5e-6 nats, far
-below the 1e-3..1e-2 gap between inference and training engines' logprobs), which keeps
-a 1,000-token call under 16 KB on disk."""
-
 _TOKEN_ID_PREFIX: Final = "token_id:"
-_SCALE: Final = 10.0**LOGPROB_DECIMALS
 _INT_ONLY: Final = {int}
+_FLOAT_ONLY: Final = {float}
+_NUMBER_TYPES: Final = {float, int}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +67,8 @@ class CallTokens:
 
     ``prompt_token_ids`` is the whole templated prompt the server sampled from;
     ``completion_token_ids`` the sampled tokens (stop token included when the server
-    reports it); ``completion_logprobs`` one logprob (natural log, rounded to
-    :data:`LOGPROB_DECIMALS`) per completion token, aligned.
+    reports it); ``completion_logprobs`` one logprob (natural log, as sent) per completion
+    token, aligned.
     """
 
     prompt_token_ids: tuple[int, ...]
@@ -186,16 +179,15 @@ def _ids_from_logprob_tokens(content: list[Any]) -> list[int] | None:
 def _logprobs(
     content: list[Any], completion_ids: tuple[int, ...]
 ) -> tuple[float, ...] | TokenDeficiency:
-    """The rounded logprobs (``round(x * 10**5) / 10**5``: the nearest double to the
-    decimal, so it prints short), or what is wrong with them."""
+    """The logprobs as floats, or what is wrong with them."""
     try:
         raw = [entry["logprob"] for entry in content]
-        # C-level maps: scale, round to an integer, divide back (NotImplemented from a
-        # non-number's __mul__ makes round raise TypeError; NaN/inf raise too).
-        scaled = map(round, map(_SCALE.__mul__, raw))
-        values = tuple(map(truediv, scaled, repeat(_SCALE)))
-    except (KeyError, TypeError, ValueError, OverflowError):
+    except (KeyError, TypeError):
         return _logprob_problem(content)
+    kinds = set(map(type, raw))  # C-speed checks: numbers only, and all finite (a NaN
+    if not kinds <= _NUMBER_TYPES or not math.isfinite(sum(raw)):  # or inf poisons the sum)
+        return _logprob_problem(content)
+    values = tuple(raw) if kinds <= _FLOAT_ONLY else tuple(map(float, raw))
     if content:
         first = content[0].get("token")
         if type(first) is str and first.startswith(_TOKEN_ID_PREFIX):

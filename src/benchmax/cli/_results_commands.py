@@ -93,7 +93,13 @@ def _size(count: int) -> str:
     help="HTML file to write (default: RESULTS with suffix .html).",
 )
 @click.option("--open", "open_page", is_flag=True, help="Open the report in a web browser.")
-def view_command(results: Path, output: Path | None, open_page: bool) -> None:
+@click.option(
+    "--tokens",
+    is_flag=True,
+    help="Embed the recorded token ids and logprobs, shown per assistant turn "
+    "(every turn shows its token count and mean logprob without it).",
+)
+def view_command(results: Path, output: Path | None, open_page: bool, tokens: bool) -> None:
     """Write a self-contained HTML report of RESULTS (no server, works offline).
 
     The page shows the run, its summary and reward charts, a sortable and filterable table
@@ -101,7 +107,7 @@ def view_command(results: Path, output: Path | None, open_page: bool) -> None:
     shows its complete groups.
     """
     with _reading(results):
-        report = write_html_report(results, output)
+        report = write_html_report(results, output, tokens=tokens)
     click.echo(
         f"wrote {report.path} ({_size(report.size_bytes)}, {report.groups} groups, "
         f"{report.rollouts} rollouts) in {report.build_seconds:.2f} s"

@@ -45,8 +45,14 @@ class HtmlReport:
     rollouts: int
 
 
-def write_html_report(results_path: str | Path, output: str | Path | None = None) -> HtmlReport:
+def write_html_report(
+    results_path: str | Path, output: str | Path | None = None, *, tokens: bool = False
+) -> HtmlReport:
     """Build the HTML report of ``results_path`` and write it to ``output``.
+
+    Each assistant message written by a call that recorded exact tokens shows its token
+    count and mean logprob; ``tokens`` also embeds the ids and logprobs, shown per turn
+    (about 15 KB of page per 1,000 tokens).
 
     ``output`` defaults to the results file with suffix ``.html``. A file still being
     written (or interrupted) shows its complete groups. Raises ``ResultsFileError`` for a
@@ -55,7 +61,7 @@ def write_html_report(results_path: str | Path, output: str | Path | None = None
     started = time.perf_counter()
     source = Path(results_path)
     results = read_results(source)
-    page = render_html_report(results, source=str(source))
+    page = render_html_report(results, source=str(source), tokens=tokens)
     target = Path(output) if output is not None else source.with_suffix(".html")
     data = page.encode("utf-8", "backslashreplace")  # a lone surrogate outside the data
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +75,9 @@ def write_html_report(results_path: str | Path, output: str | Path | None = None
     )
 
 
-def report_data(results: Results, *, source: str | None = None) -> dict[str, Any]:
+def report_data(
+    results: Results, *, source: str | None = None, tokens: bool = False
+) -> dict[str, Any]:
     """The data the page embeds: header, summary, reward keys, reasons and every group.
 
     Compact on purpose: a rollout's rewards are a list in ``keys`` order, its termination
@@ -87,7 +95,7 @@ def report_data(results: Results, *, source: str | None = None) -> dict[str, Any
         "summary": _summary(groups),
         "keys": keys,
         "reasons": reasons,
-        "groups": [_group_data(group, keys, reason_index) for group in groups],
+        "groups": [_group_data(group, keys, reason_index, tokens) for group in groups],
     }
 
 
@@ -140,7 +148,7 @@ def _usage_summary(usage: UsageStats | None) -> dict[str, Any] | None:
 
 
 def _group_data(
-    group: ResultGroup, keys: Sequence[str], reason_index: Mapping[str, int]
+    group: ResultGroup, keys: Sequence[str], reason_index: Mapping[str, int], tokens: bool = False
 ) -> dict[str, Any]:
     transcripts = [r.messages for r in group.rollouts]
     prompt = _shared_prefix([t for t in transcripts if t is not None])
@@ -151,18 +159,27 @@ def _group_data(
         "id": group.example_id,
         "f": _is_flat(group),
         "p": prompt,
-        "r": [_rollout_data(record, len(prompt), keys, reason_index) for record in group.rollouts],
+        "r": [
+            _rollout_data(record, len(prompt), keys, reason_index, tokens)
+            for record in group.rollouts
+        ],
     }
 
 
 def _rollout_data(
-    record: Trajectory, prompt_length: int, keys: Sequence[str], reason_index: Mapping[str, int]
+    record: Trajectory,
+    prompt_length: int,
+    keys: Sequence[str],
+    reason_index: Mapping[str, int],
+    tokens: bool = False,
 ) -> dict[str, Any]:
     """The page's compact form of one rollout, derived from its record here and only here:
     rewards as a list in ``keys`` order, the reason as an index into the page's reasons, the
-    transcript without the group's shared ``prompt_length`` leading messages."""
+    transcript without the group's shared ``prompt_length`` leading messages and, when
+    calls recorded tokens, ``k``: per shown message index, ``[token count, mean logprob]``
+    of the call that wrote it (plus its ids and logprobs with ``tokens``)."""
     messages = record.messages
-    return {
+    data = {
         "g": record.group_index,
         "id": record.rollout_id,
         "a": record.attempt,
@@ -173,6 +190,28 @@ def _rollout_data(
         "m": None if messages is None else list(messages[prompt_length:]),
         "l": list(record.logs),
     }
+    turns = _turn_tokens(record, prompt_length, tokens)
+    if turns:
+        data["k"] = turns
+    return data
+
+
+def _turn_tokens(record: Trajectory, prompt_length: int, tokens: bool) -> dict[str, list[Any]]:
+    turns: dict[str, list[Any]] = {}
+    for call in record.model_calls:
+        ids, logprobs, index = (
+            call.completion_token_ids,
+            call.completion_logprobs,
+            call.message_index,
+        )
+        if ids is None or index is None or index < prompt_length:
+            continue
+        mean = round(math.fsum(logprobs) / len(logprobs), 4) if logprobs else None
+        turn: list[Any] = [len(ids), mean]
+        if tokens:
+            turn += [list(ids), None if logprobs is None else list(logprobs)]
+        turns[str(index - prompt_length)] = turn
+    return turns
 
 
 def _shared_prefix(transcripts: Sequence[Sequence[Any]]) -> list[Any]:
@@ -214,9 +253,9 @@ def embedded_json(data: Any) -> str:
     )
 
 
-def render_html_report(results: Results, *, source: str | None = None) -> str:
+def render_html_report(results: Results, *, source: str | None = None, tokens: bool = False) -> str:
     """The complete HTML page for ``results`` (see ``report_data`` for what it embeds)."""
-    data = report_data(results, source=source)
+    data = report_data(results, source=source, tokens=tokens)
     header = data["header"]
     title = f"benchmax run {header.get('run_id', '')}"
     body = "\n".join(

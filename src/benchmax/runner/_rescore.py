@@ -43,7 +43,7 @@ from benchmax.runner._records import LogEntry, ResultsHeader
 from benchmax.runner._report import RewardStats
 from benchmax.runner._results import encoded_line, new_run_id, read_results, results_header
 from benchmax.runner._selection import ResultGroup, groups_of
-from benchmax.trajectory import Trajectory
+from benchmax.trajectory import Trajectory, recording_annotations
 
 __all__ = ["RESCORED_REASONS", "RescoreReport", "rescore_results"]
 
@@ -90,6 +90,7 @@ class _Replay(Environment[Any, BaseRollout]):
         self.inner = inner
         self.records = records
         self.reward_seconds: dict[str, float] = {}
+        self.annotations: dict[str, dict[str, Any]] = {}
 
     @property
     def reward_keys(self) -> Sequence[str]:
@@ -109,17 +110,19 @@ class _Replay(Environment[Any, BaseRollout]):
         payload = request.example.payload
         example_args = {k: v for k, v in payload.items() if k != "prompt_messages"}
         started = time.perf_counter()
-        try:
-            return await self.inner._score(
-                request,
-                self.inner.reward_timeout,
-                FINISHED if reason in RESCORED_REASONS else reason,
-                [dict(message) for message in record.messages or ()],
-                example_args,
-                None,
-            )
-        finally:
-            self.reward_seconds[request.rollout_id] = time.perf_counter() - started
+        with recording_annotations() as annotations:
+            try:
+                return await self.inner._score(
+                    request,
+                    self.inner.reward_timeout,
+                    FINISHED if reason in RESCORED_REASONS else reason,
+                    [dict(message) for message in record.messages or ()],
+                    example_args,
+                    None,
+                )
+            finally:
+                self.reward_seconds[request.rollout_id] = time.perf_counter() - started
+                self.annotations[request.rollout_id] = annotations
 
     async def compute_group_rewards(
         self, rollouts: Sequence[BaseRollout]
@@ -154,7 +157,8 @@ async def rescore_results(
     source's definition (its ``env`` replaced by ``env_definition`` when given) and adds
     ``rescored_from``: the source path, its run id and its ``env`` definition (with any
     source or bundle digest it recorded). Records keep their rollout ids, transcripts,
-    usage and logs (the rescore's log records are appended); timings keep the run's
+    model calls, usage, logs (the rescore's log records are appended) and annotations
+    (what the hooks ``annotate`` now replaces the same keys); timings keep the run's
     values except ``reward_seconds``.
 
     Raises ``RunError`` when ``output`` is ``results_path`` itself, when examples are
@@ -232,6 +236,7 @@ async def rescore_results(
                 reason=outcomes[rid].termination_reason,
                 rewards=dict(outcomes[rid].rewards),
                 reward_seconds=replay.reward_seconds.get(rid),
+                annotations=replay.annotations.get(rid, {}),
                 logs=capture.take(rid),
             )
             for rid, record in records.items()
@@ -312,6 +317,7 @@ def _rewritten(
     reason: str,
     rewards: dict[str, float],
     reward_seconds: float | None,
+    annotations: Mapping[str, Any],
     logs: list[LogEntry],
 ) -> Trajectory:
     timings = dict(record.timings)
@@ -324,6 +330,7 @@ def _rewritten(
         rewards=rewards,
         timings=timings,
         logs=(*record.logs, *logs),
+        annotations={**record.annotations, **annotations},
     )
 
 

@@ -445,7 +445,7 @@ async def _check_token_support(env: Environment[Any, Any], config: RunConfig) ->
             sampling_args=merged_sampling_args(env_sampling_args(env), config.sampling_args),
         )
     if problem is not None:
-        shown = mask_secrets(config.base_url_for("tokens-preflight"), config.secrets())
+        shown = mask_secrets(base_url, config.secrets())
         raise RunError(
             f"tokens preflight: {config.model} at {shown} cannot return exact tokens:"
             f" {mask_secrets(problem, config.secrets())}"
