@@ -148,6 +148,23 @@ def test_a_rate_limited_model_settles_every_rollout_and_the_run_completes(
         assert "429" in logged and "mock rate limit error" in logged
 
 
+def test_a_context_window_exceeded_model_settles_as_context_exceeded(
+    litellm_proxy: Any, tmp_path: Path
+) -> None:
+    """beyond.md §9: LiteLLM's ContextWindowExceededError, as the proxy sends it."""
+    target, data = QUICKSTART
+    rollouts = run(
+        litellm_proxy, target, data, "mock-context-window", tmp_path / "cw.jsonl",
+        "-n", 1, "-k", 2,
+    )  # fmt: skip
+    assert {r["termination_reason"] for r in rollouts} == {"context_exceeded"}
+    assert all(r["rewards"] == {"correct": 0.0} for r in rollouts)
+    for rollout in rollouts:
+        logged = " ".join(e["message"] + e.get("exception", "") for e in rollout["logs"])
+        assert "termination_reason=context_exceeded" in logged
+        assert "ContextWindowExceededError" in logged
+
+
 @pytest.mark.parametrize(
     ("model", "reason", "correct"),
     [
