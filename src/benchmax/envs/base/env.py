@@ -405,8 +405,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             if sent is not transcript:
                 sent.append(reply.message_without_reasoning)
             calls = reply.tool_calls
-            if not calls:
-                assert reply.termination_reason is not None
+            if reply.termination_reason is not None:  # no calls, or cut while writing them
                 if reply.finish_note is not None:
                     logger.warning(
                         "base.rollout.finish_reason rollout_id=%s termination_reason=%s: %s",
