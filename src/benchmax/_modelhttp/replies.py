@@ -323,8 +323,8 @@ def _read(
     finish_reason = choice.get("finish_reason")
     if calls:
         if _cut_by_output_limit(finish_reason, finish_reasons):
-            note = f"finish_reason {bounded_repr(finish_reason)} cut the reply inside tool calls"
-            return Reply(full, plain, calls, "output_exceeded", finish_reason, note, usage)
+            cut = f"finish_reason {bounded_repr(finish_reason)} cut the reply inside tool calls"
+            return Reply(full, plain, calls, "output_exceeded", finish_reason, cut, usage)
         return Reply(full, plain, calls, None, finish_reason, None, usage)
     reason, note = _finish_outcome(finish_reason, content, finish_reasons)
     return Reply(full, plain, calls, reason, finish_reason, note, usage)
