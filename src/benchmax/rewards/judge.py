@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmax._cancellation import stray_cancellation_as_error
 from benchmax._modelhttp.deadlines import within_deadline
 from benchmax._modelhttp.headers import sendable_auth_headers
 from benchmax._value_checks import (
@@ -128,8 +129,11 @@ class Judge:
         last_auth_error: AuthenticationError | PermissionDeniedError | None = None
         for attempt in range(self.auth_attempts):
             try:
-                async with loop_pool().limiter(self._limiter_key(), self.max_concurrent_requests):
-                    return await self._attempt(request, request_id=request_id)
+                with stray_cancellation_as_error(f"judge request {request_id}"):
+                    async with loop_pool().limiter(
+                        self._limiter_key(), self.max_concurrent_requests
+                    ):
+                        return await self._attempt(request, request_id=request_id)
             except (AuthenticationError, PermissionDeniedError) as error:
                 last_auth_error = error
                 logger.warning(
