@@ -277,8 +277,22 @@ async def test_transport_error_is_wrapped_with_its_message(stub_judge, judge) ->
 
 
 async def test_cancellation_propagates_and_still_closes(stub_judge, judge) -> None:
-    stub_judge.script(asyncio.CancelledError())
+    def cancelled(request: dict[str, Any]) -> BaseException:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()  # a real cancellation of the calling task, delivered mid-request
+        return asyncio.CancelledError()
+
+    stub_judge.script(cancelled)
     with pytest.raises(asyncio.CancelledError):
+        await asyncio.create_task(judge.request_json("p", request_id="r"))
+    assert stub_judge.clients[0].close_calls == 1
+
+
+async def test_a_stray_cancellation_is_a_judge_error_and_still_closes(stub_judge, judge) -> None:
+    """beyond.md §9: CancelledError while the task is not being cancelled is judge_error."""
+    stub_judge.script(asyncio.CancelledError())
+    with pytest.raises(JudgeError, match="CancelledError while its task was not being cancelled"):
         await judge.request_json("p", request_id="r")
     assert stub_judge.clients[0].close_calls == 1
 
@@ -401,7 +415,6 @@ async def test_request_model_auth_resolves_headers_for_every_request() -> None:
         ('<think>line\n{"x": 2}\nline</think>\n{"score": 1}', {"score": 1}),
         ('preface {"score": 1} trailing', {"score": 1}),
         ('[{"a": 1}]', {"a": 1}),
-        ('{"a": {"b": 1}', {"b": 1}),
         # beyond.md §7 (amends rewards.md §2.5): the last verdict object counts
         ('{"a": 1} {"b": 2}', {"b": 2}),
     ],
@@ -421,6 +434,8 @@ def test_parse_json_object_accepts(raw: str, expected: dict[str, Any]) -> None:
         "```",
         "{{",
         '```json\n{"a": 1}```',  # two lines: both dropped as fence lines, nothing left
+        # beyond.md §9: the last object must parse; no inner or earlier object stands in
+        '{"a": {"b": 1}',
     ],
 )
 def test_parse_json_object_rejects(raw: str) -> None:
@@ -428,11 +443,12 @@ def test_parse_json_object_rejects(raw: str) -> None:
         _parse_json_object(raw)
 
 
-def test_parse_json_object_keeps_single_line_fence_and_is_case_sensitive_for_think() -> None:
+def test_parse_json_object_keeps_single_line_fence_and_matches_think_in_any_case() -> None:
     assert _parse_json_object('```{"a": 1}```') == {"a": 1}  # found by the scan
-    # upper-case tags are not reasoning: not removed, and never "unclosed"
-    assert _parse_json_object('<THINK>{"a": 1}</THINK>') == {"a": 1}
-    assert _parse_json_object('{"a": 1} <THINK>') == {"a": 1}
+    # beyond.md §9 (amends §7's case-sensitive tags): upper-case tags are reasoning too
+    assert _parse_json_object('<THINK>{"a": 0}</THINK>{"a": 1}') == {"a": 1}
+    with pytest.raises(ValueError, match="inside <think>"):
+        _parse_json_object('{"a": 1} <THINK>')
 
 
 json_objects = st.dictionaries(

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import json
 import logging
+import re
 from collections.abc import AsyncGenerator, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -280,14 +281,17 @@ def _request_model_auth_class() -> type[Any]:
 def _parse_json_object(raw: str) -> dict[str, Any]:
     """Return the JSON object a judge answered with; never repairs malformed JSON.
 
-    Reasoning is never the verdict: ``<think>…</think>`` blocks and everything
-    before a lone ``</think>`` are dropped, and a reply whose ``<think>`` is
-    never closed raises ValueError. In what remains, a surrounding code fence
-    is removed; the whole text if it is one object, else the last object
-    found (outermost objects only, scanning left to right) is the verdict.
+    Reasoning is never the verdict: ``<think>…</think>`` blocks (any case, with
+    attributes) and everything before a lone ``</think>`` are dropped, and a reply
+    whose ``<think>`` is never closed raises ValueError. In what remains, a
+    surrounding code fence is removed; the whole text if it is one object, else the
+    *last* outermost ``{…}`` (braces inside JSON strings do not count; an object cut
+    off at the end of the text counts) is the verdict, and it must parse: an earlier
+    draft is never used in its place (``beyond.md`` §9).
 
     Raises:
-        ValueError: no object after the reasoning, or the reasoning never ended.
+        ValueError: no object after the reasoning, the last one does not parse, or
+            the reasoning never ended.
     """
     if not reasoning_finished(raw):
         raise ValueError(
@@ -305,15 +309,57 @@ def _parse_json_object(raw: str) -> dict[str, Any]:
     else:
         if isinstance(value, dict):
             return value
-    decoder = json.JSONDecoder()
-    verdict: dict[str, Any] | None = None
-    position = text.find("{")
-    while position != -1:
-        try:
-            verdict, end = decoder.raw_decode(text, position)  # a "{" only ever decodes to a dict
-        except json.JSONDecodeError:
-            end = position + 1
-        position = text.find("{", end)
-    if verdict is None:
-        raise ValueError("judge response did not contain a valid JSON object")
+    last = _last_outermost_object(text)
+    if last is None:
+        raise ValueError(_NO_OBJECT)
+    try:
+        verdict = json.loads(last)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{_NO_OBJECT}: its last object does not parse ({error.msg}); an earlier draft"
+            " is never used"
+        ) from None
+    if not isinstance(verdict, dict):  # pragma: no cover - a "{...}" span decodes to a dict
+        raise ValueError(_NO_OBJECT)
     return verdict
+
+
+_NO_OBJECT = "judge response did not contain a valid JSON object"
+_OBJECT_SYNTAX = re.compile(r'[{}"\\]')
+
+
+def _last_outermost_object(text: str) -> str | None:
+    """The text of the last outermost ``{…}`` in ``text`` (running to the end when it is
+    never closed), or ``None``. Outside objects, quotes are prose; inside, JSON strings
+    (with backslash escapes) are skipped, so a brace in a string does not count."""
+    last: str | None = None
+    depth = 0
+    start = 0
+    in_string = False
+    skip_to = 0
+    for match in _OBJECT_SYNTAX.finditer(text):
+        index = match.start()
+        if index < skip_to:
+            continue
+        char = match.group()
+        if depth == 0:
+            if char == "{":
+                depth, start, in_string = 1, index, False
+            continue
+        if in_string:
+            if char == "\\":
+                skip_to = index + 2
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                last = text[start : index + 1]
+    if depth:
+        return text[start:]
+    return last
