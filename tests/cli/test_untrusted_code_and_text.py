@@ -140,15 +140,13 @@ def answer_env_file(tmp_path: Path, hook: str) -> Path:
     [
         ("create_dataset", "Error: cannot load the eval split from {data}: SystemExit: 3"),
         ("list_tools", "broke the environment contract in Env.list_tools: RuntimeError:"),
-        ("rollout_context", "broke the environment contract in Env.rollout_context: Runtime"),
     ],
 )
 def test_sys_exit_in_a_hook_stops_the_run_with_one_error_line(
     invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, hook: str, shown: str
 ) -> None:
     path = answer_env_file(tmp_path, hook)
-    if hook != "rollout_context":  # a generator function would not be a coroutine
-        path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
+    path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
     result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", tmp_path / "o.jsonl")
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
@@ -160,13 +158,18 @@ def test_sys_exit_in_a_hook_stops_the_run_with_one_error_line(
 
 @pytest.mark.parametrize(
     ("hook", "reason"),
-    [("compute_reward", "reward_error"), ("compute_group_rewards", "group_reward_error")],
+    [
+        ("compute_reward", "reward_error"),
+        ("compute_group_rewards", "group_reward_error"),
+        ("rollout_context", "setup_error"),  # beyond.md §9: setting up failed
+    ],
 )
 def test_sys_exit_in_a_reward_hook_settles_every_rollout(
     invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, hook: str, reason: str
 ) -> None:
     path = answer_env_file(tmp_path, hook)
-    path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
+    if hook != "rollout_context":  # a generator function would not be a coroutine
+        path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
     output = tmp_path / "o.jsonl"
     result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", output)
     assert result.exit_code == 0, result.output

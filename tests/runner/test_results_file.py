@@ -648,7 +648,7 @@ def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: P
     from benchmax.runner._results import CompletedGroup
 
     path = tmp_path / "results.jsonl"
-    secrets = ['pa"ss\\wörd\n', "123"]
+    secrets = ['pa"ss\\wörd\n', "12345678"]
     store = ResultsStore.open(path, {"group_size": 1}, group_size=1, force=False, secrets=secrets)
     record = {
         "type": "rollout",
@@ -658,9 +658,9 @@ def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: P
         "attempt": 1,
         "termination_reason": "finished",
         "rewards": {"r": 123.0},
-        "transcript": [{"role": "assistant", "content": f"key {secrets[0]} and x123"}],
+        "transcript": [{"role": "assistant", "content": f"key {secrets[0]} and x12345678"}],
         "logs": [{"message": f"{secrets[0]}"}],
-        f"odd key {secrets[0]}": [("tuple", "123")],
+        f"odd key {secrets[0]}": [("tuple", "12345678")],
     }
     clean = {**record, "example_index": 1, "transcript": None, "logs": []}
     del clean[f"odd key {secrets[0]}"]

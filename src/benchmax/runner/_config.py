@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
 
 __all__ = [
+    "MIN_MASKED_LENGTH",
     "ROLLOUT_ID_PLACEHOLDER",
     "NoModelAuth",
     "RunConfig",
@@ -123,18 +125,46 @@ class RunConfig:
         return credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
 
 
+MIN_MASKED_LENGTH = 8
+"""Secrets shorter than this (placeholder keys such as ``x``, ``1``, ``EMPTY``) are never
+masked inside other text: replacing them would corrupt transcripts and field names
+(``Let x = 1``, ``prompt_tokens``). Only a value that is exactly such a secret is masked."""
+
+
 def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tuple[str, ...]:
     """The bearer tokens of ``auths`` and the password in ``base_url`` (if any), non-empty:
-    the strings to mask in what is recorded or printed."""
+    the strings to mask in what is recorded or printed.
+
+    Warns (``UserWarning``, once per process by Python's default warning filter) when one
+    is shorter than :data:`MIN_MASKED_LENGTH` characters, as it cannot be masked.
+    """
     tokens = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
-    return tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
+    secrets = tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
+    if any(len(secret) < MIN_MASKED_LENGTH for secret in secrets):
+        warnings.warn(
+            f"a credential shorter than {MIN_MASKED_LENGTH} characters (a placeholder key?)"
+            " cannot be masked in what is recorded or printed: masking it would corrupt"
+            " ordinary text; only a value that is exactly the key is masked",
+            UserWarning,
+            stacklevel=1,
+        )
+    return secrets
 
 
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every (non-empty) secret replaced by ``***``."""
+    """``text`` with every (non-empty) secret replaced by ``***``.
+
+    A secret shorter than :data:`MIN_MASKED_LENGTH` characters is masked only when it
+    is the whole of ``text``, never as a substring.
+    """
+    original = text
     for secret in secrets:
-        if secret:
+        if not secret:
+            continue
+        if len(secret) >= MIN_MASKED_LENGTH:
             text = text.replace(secret, "***")
+        elif original == secret:
+            return "***"
     return text
 
 

@@ -598,7 +598,10 @@ async def _entered(
     with hook_errors(env, "rollout_context"):
         enter = context.__aenter__
     try:
-        with stray_cancellation_as_error(env._hook("rollout_context")):
+        with (
+            exits_as_errors(env, "rollout_context"),
+            stray_cancellation_as_error(env._hook("rollout_context")),
+        ):
             await enter()
     except RolloutFailure:
         raise
