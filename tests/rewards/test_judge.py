@@ -157,7 +157,8 @@ async def test_request_json_builds_the_documented_client_and_request(stub_judge)
     assert client.kwargs["max_retries"] == 5
     http_client = client.kwargs["http_client"]
     assert isinstance(http_client, sdk_http_module().AsyncClient)  # httpx2 under openai 3
-    assert isinstance(http_client.auth, _RequestModelAuth)
+    assert isinstance(http_client.auth, sdk_http_module().Auth)
+    assert type(http_client.auth).__qualname__ == "_RequestModelAuth"
     assert stub_judge.requests == [
         {
             "model": "m",
@@ -382,8 +383,18 @@ class RotatingAuth:
         return {"Authorization": f"Bearer token-{len(self.contexts)}", "X-Extra": "yes"}
 
 
-async def test_request_model_auth_resolves_headers_for_every_request() -> None:
-    http = sdk_http_module()  # the SDK's HTTP library: httpx2 for openai 3.x, httpx for 2.x
+@pytest.mark.parametrize("library", ["httpx", "sdk"])
+async def test_request_model_auth_resolves_headers_for_every_request(library: str) -> None:
+    """0.2: ``_RequestModelAuth`` is an ``httpx.Auth`` driven by ``httpx.AsyncClient``,
+    under openai 2 and 3 alike (beyond.md §9, issue 19 kind 8); the judge's own class
+    for the installed SDK's library (httpx2 under openai 3) resolves headers the same way."""
+    if library == "httpx":
+        http: Any = httpx
+        auth_class: Any = _RequestModelAuth
+        assert issubclass(_RequestModelAuth, httpx.Auth)
+    else:
+        http = sdk_http_module()  # httpx2 for openai 3.x, httpx for 2.x
+        auth_class = judge_module._sdk_auth_class()
     seen: list[tuple[str | None, str | None]] = []
 
     def handler(request: Any) -> Any:
@@ -392,7 +403,7 @@ async def test_request_model_auth_resolves_headers_for_every_request() -> None:
 
     auth = RotatingAuth()
     context = ModelRequestContext(base_url="http://x/v1", model="m", rollout_id="r")
-    flow = _RequestModelAuth(auth, context)
+    flow = auth_class(auth, context)
     assert isinstance(flow, http.Auth)
     async with http.AsyncClient(auth=flow, transport=http.MockTransport(handler)) as client:
         await client.get("http://x/v1/a", headers={"Authorization": "Bearer placeholder"})

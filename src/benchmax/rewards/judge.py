@@ -6,7 +6,9 @@ client (of the library the installed SDK is built on: ``httpx2`` for openai 3.x,
 ``httpx`` for 2.x) that shares the running event loop's pooled connections,
 resolves auth headers for each physical request, and closes the SDK client
 exactly once. The SDK is imported on first use: ``AsyncOpenAI`` and
-``_RequestModelAuth`` are module attributes resolved lazily.
+``_RequestModelAuth`` (an ``httpx.Auth`` as 0.2 defines it, whichever SDK generation is
+installed; under openai 3 the judge sends through an httpx2 twin of it) are module
+attributes resolved lazily.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import re
 from collections.abc import AsyncGenerator, Hashable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
@@ -201,8 +204,9 @@ class Judge:
         )
         from benchmax._modelhttp.connections import sdk_http_client
 
-        auth_class = globals().get("_RequestModelAuth") or __getattr__("_RequestModelAuth")
-        http_client = sdk_http_client(auth=auth_class(self.auth, context), timeout=self.timeout)
+        http_client = sdk_http_client(
+            auth=_sdk_auth_class()(self.auth, context), timeout=self.timeout
+        )
         factory = globals().get("AsyncOpenAI") or __getattr__("AsyncOpenAI")
         try:
             client = factory(
@@ -251,14 +255,33 @@ def _response_text(response: Any) -> str:
     return message_text(response.choices[0].message.content).strip()
 
 
-@functools.cache
 def _request_model_auth_class() -> type[Any]:
-    """``_RequestModelAuth``, an ``Auth`` of the HTTP library the installed SDK uses."""
+    """``_RequestModelAuth``: an ``httpx.Auth``, as 0.2 defines it, whichever SDK
+    generation is installed (the judge of an httpx2-based SDK uses its twin)."""
+    import httpx
+
+    return _auth_class_for(httpx)
+
+
+def _sdk_auth_class() -> type[Any]:
+    """The auth class for the HTTP library the installed SDK uses: ``_RequestModelAuth``
+    (the module attribute, a patch seam) for httpx, its httpx2 twin for openai 3."""
     from benchmax._modelhttp.connections import sdk_http_module
 
-    http = sdk_http_module()
+    module = sdk_http_module()
+    if module.__name__ == "httpx":
+        auth_class: type[Any] = globals().get("_RequestModelAuth") or __getattr__(
+            "_RequestModelAuth"
+        )
+        return auth_class
+    return _auth_class_for(module)
 
-    # The base class comes from whichever HTTP library the installed SDK uses.
+
+@functools.cache
+def _auth_class_for(http: ModuleType) -> type[Any]:
+    """An ``Auth`` subclass of ``http`` (httpx or httpx2) resolving ``ModelAuth`` headers."""
+
+    # The base class comes from the HTTP library given.
     class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]
         """Resolves ``auth`` headers for every request that flows through a client."""
 
