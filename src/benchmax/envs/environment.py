@@ -19,6 +19,7 @@ from benchmax.envs.shared_types import (
     GROUP_REWARD_ERROR,
     DatasetSplit,
     RewardMap,
+    RewardShapeError,
     RolloutAttempt,
     RolloutFailure,
     RolloutOutcome,
@@ -218,7 +219,7 @@ def _check_reward_shape(
     missing = sorted(set(declared) - set(rewards))
     unknown = sorted(set(rewards) - set(declared))
     if missing or unknown:
-        raise ValueError(
+        raise RewardShapeError(
             f"rollout {rollout_id!r} has the wrong reward shape: "
             f"missing={missing}, unknown={unknown}"
         )

@@ -90,6 +90,11 @@ UNKNOWN: Final = "unknown"
 type RewardMap = Mapping[str, float]
 
 
+class RewardShapeError(ValueError):
+    """A reward map's keys differ from the environment's ``reward_keys`` (a
+    ``ValueError``, as in 0.2; its own class so validation can name the mismatch)."""
+
+
 def _validate_reward_map(rewards: object) -> None:
     if not isinstance(rewards, Mapping):
         raise TypeError("rewards must be a mapping")

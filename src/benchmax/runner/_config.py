@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmax._value_checks import is_int_at_least, is_non_empty_str
+from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
@@ -57,6 +57,13 @@ class RunConfig:
     ``{"bundle_digest": ...}`` for an environment loaded from a bundle; no source digest is
     then taken), ``definition_extras`` adds fields, and ``recorded_base_url`` replaces
     ``base_url`` there when the real URL is not stable across runs (a mock server's port).
+
+    Fail-fast checks (``beyond.md`` §9, none recorded in the header): with ``judge_check``
+    (default on) every distinct judge reachable from the environment, plus ``judges``, is
+    reached once with its credential before the run, and a refusal (401/403) or no answer
+    stops it (``JudgeCheckError``); ``max_failure_share`` (0 to 1, default 0.8) stops the
+    run (``FailureShareExceeded``) once at least 20 rollouts ran and more than that share
+    of them ended with one same failure (1 never stops).
     """
 
     model: str
@@ -76,6 +83,9 @@ class RunConfig:
     definition_extras: Mapping[str, Any] = field(default_factory=dict)
     recorded_base_url: str | None = None
     log_level: int = logging.WARNING
+    judge_check: bool = True
+    judges: tuple[Any, ...] = ()
+    max_failure_share: float = 0.8
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.model):
@@ -105,6 +115,12 @@ class RunConfig:
             object.__setattr__(self, "output", Path(self.output))
         if isinstance(self.log_level, bool) or not isinstance(self.log_level, int):
             raise ValueError("log_level must be a logging level number")
+        if not isinstance(self.judge_check, bool):
+            raise TypeError("judge_check must be True or False")
+        object.__setattr__(self, "judges", tuple(self.judges))
+        share = self.max_failure_share
+        if not (is_finite_number(share) and 0 <= share <= 1):
+            raise ValueError("max_failure_share must be a number from 0 to 1")
 
     def base_url_for(self, rollout_id: str) -> str:
         """The endpoint root for one rollout."""
