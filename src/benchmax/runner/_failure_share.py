@@ -100,7 +100,8 @@ class FailureTally:
             f"stopped early: {count} of the {self.rollouts} rollouts run ({share:.0%}, more than"
             f" --max-failure-share {self.max_share:g}) ended {key[0]} with the same error, e.g."
             f" {example} -- a configuration problem? The finished groups are kept (run again"
-            " to resume); --max-failure-share 1 turns this stop off"
+            " to resume); --max-failure-share 1 (RunConfig(max_failure_share=1)) turns this"
+            " stop off"
         )
 
 

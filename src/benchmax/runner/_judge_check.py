@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmax.auth import ModelAuth, ModelRequestContext, bind_model_auth
 from benchmax.rewards import Judge
-from benchmax.runner._config import mask_secrets
+from benchmax.runner._config import credential_secrets, mask_secrets
 from benchmax.runner._errors import RunError
 from benchmax.runner._reachable import reachable_values
 
@@ -50,11 +50,13 @@ def distinct_judges(env: Any, declared: Iterable[Judge] = ()) -> list[Judge]:
 async def check_judges(
     judges: Iterable[Judge], providers: Mapping[str, ModelAuth], secrets: Iterable[str]
 ) -> None:
-    """Reach each judge once; raise :class:`JudgeCheckError` (one line, secrets masked)
-    at the first that refuses its credential (401/403) or does not answer."""
+    """Reach each judge once; raise :class:`JudgeCheckError` (one line, ``secrets`` and the
+    judges' own bearer keys masked) at the first that refuses its credential (401/403) or
+    does not answer."""
     import httpx  # on first use: most runs have no judge
 
-    hidden = tuple(secrets)
+    judges = list(judges)
+    hidden = (*secrets, *credential_secrets([judge.auth for judge in judges], None))
     with bind_model_auth(dict(providers)):
         async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_SECONDS) as client:
             for judge in judges:
