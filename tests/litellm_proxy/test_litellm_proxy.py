@@ -284,8 +284,9 @@ def test_reasoning_is_not_sent_back_unless_the_environment_opts_in(
     )
     assert default[0]["termination_reason"] == "finished"
     strict = run(
-        litellm_proxy, target, data, "scripted-calc-strict", tmp_path / "s.jsonl", "-n", 1, "-k", 1
-    )
+        litellm_proxy, target, data, "scripted-calc-strict", tmp_path / "s.jsonl", "-n", 1, "-k", 1,
+        all_fail=True,
+    )  # fmt: skip
     assert strict[0]["termination_reason"] == "model_error"
     assert len(assistant_messages(strict[0])) == 1  # the second turn was refused
     opted_in = run(
