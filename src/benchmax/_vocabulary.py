@@ -31,6 +31,7 @@ __all__ = [
     "REWARD_TIMEOUT",
     "ROLLOUT_TIMEOUT",
     "SANDBOX_ERROR",
+    "SETUP_ERROR",
     "TOKEN_USAGE_KEYS",
     "TOOL_BUDGET_EXCEEDED",
     "TOOL_ERROR",
@@ -59,6 +60,7 @@ TerminationReason = Literal[
     "reward_timeout",
     "group_reward_error",
     "judge_error",
+    "setup_error",
     "harness_error",
     "harness_timeout",
     "sandbox_error",
@@ -89,6 +91,8 @@ REWARD_ERROR: Final = "reward_error"
 REWARD_TIMEOUT: Final = "reward_timeout"
 GROUP_REWARD_ERROR: Final = "group_reward_error"
 JUDGE_ERROR: Final = "judge_error"
+# BaseEnv.rollout_context could not be entered (a sandbox service refusing, ...).
+SETUP_ERROR: Final = "setup_error"
 # Harbor trials: the agent harness, the sandbox and the verifier.
 HARNESS_ERROR: Final = "harness_error"
 HARNESS_TIMEOUT: Final = "harness_timeout"

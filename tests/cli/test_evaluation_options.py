@@ -168,7 +168,8 @@ def test_an_endpoint_without_a_usable_model_list_is_not_an_error(
         "run", ANSWER_ENV, "--data", answer_data, "-n", "1", "-k", "1",
         "--base-url", endpoint.base_url, "--model", "m", "-o", output,
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # beyond.md §9: every rollout failed
+    assert "Error: every rollout failed (" in result.output
     assert f"model check skipped: {endpoint.base_url} has no usable /models {why}" in " ".join(
         result.output.split()
     )

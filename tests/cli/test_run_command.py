@@ -84,6 +84,8 @@ def test_run_options_have_the_documented_defaults() -> None:
         "rollout_timeout": None,
         "reward_timeout": None,
         "no_model_check": False,
+        "no_judge_check": False,  # beyond.md §9: judges are reached once before the run
+        "max_failure_share": 0.8,
         "mock_policy": "echo",
         "use_ray": False,  # --ray (issue 13): groups run in this process by default
         "ray_address": None,
@@ -223,7 +225,8 @@ def test_model_timeout_reaches_base_env(
         "run", ANSWER_ENV, "--data", answer_data, "-n", "1", "-k", "1", "--model-timeout", "0.2",
         "--mock-policy", f"{policy}:slow", "-o", output,
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # beyond.md §9: every rollout failed
+    assert "Error: every rollout failed (" in result.output
     assert lines(output)[1]["termination_reason"] == "model_timeout"
 
 
@@ -393,7 +396,8 @@ def test_a_key_echoed_by_the_endpoint_is_masked_everywhere(
             "-o", output, env={"LEAKY_KEY": key},
         )  # fmt: skip
         seen = {r.headers.get("authorization") for r in server.requests if r.body}
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # beyond.md §9: every rollout failed
+    assert "Error: every rollout failed (" in result.output
     assert seen == {f"Bearer {key}"}  # the key was really used
     results = output.read_text()
     assert "Incorrect API key provided: ***" in results  # the echoed key was masked in logs

@@ -140,15 +140,13 @@ def answer_env_file(tmp_path: Path, hook: str) -> Path:
     [
         ("create_dataset", "Error: cannot load the eval split from {data}: SystemExit: 3"),
         ("list_tools", "broke the environment contract in Env.list_tools: RuntimeError:"),
-        ("rollout_context", "broke the environment contract in Env.rollout_context: Runtime"),
     ],
 )
 def test_sys_exit_in_a_hook_stops_the_run_with_one_error_line(
     invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, hook: str, shown: str
 ) -> None:
     path = answer_env_file(tmp_path, hook)
-    if hook != "rollout_context":  # a generator function would not be a coroutine
-        path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
+    path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
     result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", tmp_path / "o.jsonl")
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
@@ -160,16 +158,24 @@ def test_sys_exit_in_a_hook_stops_the_run_with_one_error_line(
 
 @pytest.mark.parametrize(
     ("hook", "reason"),
-    [("compute_reward", "reward_error"), ("compute_group_rewards", "group_reward_error")],
+    [
+        ("compute_reward", "reward_error"),
+        ("compute_group_rewards", "group_reward_error"),
+        ("rollout_context", "setup_error"),  # beyond.md §9: setting up failed
+    ],
 )
 def test_sys_exit_in_a_reward_hook_settles_every_rollout(
     invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, hook: str, reason: str
 ) -> None:
     path = answer_env_file(tmp_path, hook)
-    path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
+    if hook != "rollout_context":  # a generator function would not be a coroutine
+        path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
     output = tmp_path / "o.jsonl"
-    result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", output)
-    assert result.exit_code == 0, result.output
+    result = invoke(
+        "run", f"{path}:Env", "--data", answer_data, "-o", output, "--max-failure-share", "1"
+    )
+    assert result.exit_code == 1, result.output  # beyond.md §9: every rollout failed
+    assert "Error: every rollout failed (" in result.output
     assert "Traceback" not in result.output
     rollouts = read_results(output).rollouts
     assert len(rollouts) == 6 * 4
@@ -188,8 +194,12 @@ def test_the_summary_names_the_error_of_a_failing_reward_hook(
     path = answer_env_file(tmp_path, hook)
     source = path.read_text().replace("        yield\n", "").replace("sys.exit(3)", "1 / 0")
     path.write_text(source, encoding="utf-8")
-    result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", tmp_path / "o.jsonl")
-    assert result.exit_code == 0, result.output
+    result = invoke(
+        "run", f"{path}:Env", "--data", answer_data, "-o", tmp_path / "o.jsonl",
+        "--max-failure-share", "1",
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output  # beyond.md §9: every rollout failed
+    assert "Error: every rollout failed (" in result.output
     [line] = [line for line in result.output.splitlines() if f"{reason}, e.g." in line]
     assert line.endswith("ZeroDivisionError: division by zero"), line
 
@@ -250,7 +260,8 @@ def test_failure_reasons_in_the_summary_show_model_text_escaped(
         """,
     )
     result = invoke("run", f"{path}:FailingEnv", "-n", "1", "-k", "1", "-o", tmp_path / "o.jsonl")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # beyond.md §9: every rollout failed
+    assert "Error: every rollout failed (" in result.output
     [line] = [line for line in result.output.splitlines() if "e.g. rollout" in line]
     assert line.endswith("\\x1b[2J\\x1b]0;owned\\x07\\u202etool said no")
     assert "\x1b" not in result.output.replace("\x1b[", "")  # rich styling aside

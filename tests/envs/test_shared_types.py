@@ -334,7 +334,7 @@ _REASON_CONSTANTS = {
 
 def test_termination_reason_literal_lists_every_constant_once() -> None:
     listed = typing.get_args(shared_types.TerminationReason)
-    assert len(listed) == len(set(listed)) == 21
+    assert len(listed) == len(set(listed)) == 22
     assert sorted(_REASON_CONSTANTS.values()) == sorted(listed)
     for name, value in _REASON_CONSTANTS.items():
         assert name == value.upper()
@@ -364,6 +364,7 @@ def test_termination_reasons_cover_the_documented_ones() -> None:
         "rollout_timeout",
         "reward_timeout",
         "content_filter",
+        "setup_error",  # beyond.md §9
     }
     assert set(typing.get_args(shared_types.TerminationReason)) == documented
 
@@ -394,3 +395,13 @@ def test_reasons_stay_open_ended() -> None:
     outcome = RolloutOutcome(rewards={"r": 0.0}, termination_reason="my_env_gave_up")
     assert outcome.termination_reason == "my_env_gave_up"
     assert RolloutFailure("my_env_gave_up", "m").termination_reason == "my_env_gave_up"
+
+
+def test_setup_error_is_a_named_termination_reason() -> None:
+    """beyond.md §9: rollout_context failing to set up has its own reason in the vocabulary."""
+    from typing import get_args
+
+    from benchmax.envs import shared_types
+
+    assert shared_types.SETUP_ERROR == "setup_error"
+    assert "setup_error" in get_args(shared_types.TerminationReason)

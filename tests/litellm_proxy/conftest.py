@@ -47,6 +47,11 @@ model_list:
       model: openai/mock-rate-limited
       api_key: unused
       mock_response: litellm.RateLimitError
+  - model_name: mock-context-window
+    litellm_params:
+      model: openai/mock-context-window
+      api_key: unused
+      mock_response: litellm.ContextWindowExceededError
   - model_name: scripted-think
     litellm_params: {model: scripted/think}
   - model_name: scripted-template

@@ -32,9 +32,17 @@ KEY_VARIABLE = "BENCHMAX_LITELLM_TEST_KEY"
 
 
 def run(
-    proxy: Any, target: str, data: Path, model: str, output: Path, *options: object
+    proxy: Any,
+    target: str,
+    data: Path,
+    model: str,
+    output: Path,
+    *options: object,
+    all_fail: bool = False,
 ) -> list[Mapping[str, Any]]:
-    """``benchmax run`` against the proxy; returns the rollouts read back from the results."""
+    """``benchmax run`` against the proxy; returns the rollouts read back from the results.
+
+    ``all_fail``: every rollout is expected to fail, so the run exits 1 after its summary."""
     arguments = [
         "run", target, "--data", data, "--base-url", proxy.base_url, "--model", model,
         "--api-key-env", KEY_VARIABLE, "-o", output, *options,
@@ -42,7 +50,9 @@ def run(
     result = CliRunner().invoke(
         cli, [str(argument) for argument in arguments], env={KEY_VARIABLE: proxy.master_key}
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == (1 if all_fail else 0), result.output
+    if all_fail:
+        assert "Error: every rollout failed (" in result.output
     assert "mock model" not in result.output
     written = output.read_text() + output.with_name(output.stem + ".report.json").read_text()
     assert proxy.master_key not in written + result.output
@@ -68,7 +78,9 @@ def test_a_key_the_gateway_refuses_settles_every_rollout(
     """LiteLLM refuses an unknown key with a 4xx: each rollout is a model_error, the run ends."""
     wrong = replace(litellm_proxy, master_key="sk-" + "0" * 48)
     target, data = QUICKSTART
-    rollouts = run(wrong, target, data, "mock-text", tmp_path / "wk.jsonl", "-n", 2, "-k", 2)
+    rollouts = run(
+        wrong, target, data, "mock-text", tmp_path / "wk.jsonl", "-n", 2, "-k", 2, all_fail=True
+    )
     assert len(rollouts) == 4
     assert {r["termination_reason"] for r in rollouts} == {"model_error"}
     assert all(r["rewards"] == {"correct": 0.0} for r in rollouts)
@@ -137,8 +149,9 @@ def test_a_rate_limited_model_settles_every_rollout_and_the_run_completes(
 ) -> None:
     target, data = QUICKSTART
     rollouts = run(
-        litellm_proxy, target, data, "mock-rate-limited", tmp_path / "rl.jsonl", "-n", 2, "-k", 2
-    )
+        litellm_proxy, target, data, "mock-rate-limited", tmp_path / "rl.jsonl", "-n", 2, "-k", 2,
+        all_fail=True,
+    )  # fmt: skip
     assert len(rollouts) == 4
     assert {r["termination_reason"] for r in rollouts} == {"model_error"}
     assert all(r["rewards"] == {"correct": 0.0} for r in rollouts)
@@ -146,6 +159,23 @@ def test_a_rate_limited_model_settles_every_rollout_and_the_run_completes(
         logged = " ".join(e["message"] + e.get("exception", "") for e in rollout["logs"])
         assert "termination_reason=model_error" in logged
         assert "429" in logged and "mock rate limit error" in logged
+
+
+def test_a_context_window_exceeded_model_settles_as_context_exceeded(
+    litellm_proxy: Any, tmp_path: Path
+) -> None:
+    """beyond.md §9: LiteLLM's ContextWindowExceededError, as the proxy sends it."""
+    target, data = QUICKSTART
+    rollouts = run(
+        litellm_proxy, target, data, "mock-context-window", tmp_path / "cw.jsonl",
+        "-n", 1, "-k", 2,
+    )  # fmt: skip
+    assert {r["termination_reason"] for r in rollouts} == {"context_exceeded"}
+    assert all(r["rewards"] == {"correct": 0.0} for r in rollouts)
+    for rollout in rollouts:
+        logged = " ".join(e["message"] + e.get("exception", "") for e in rollout["logs"])
+        assert "termination_reason=context_exceeded" in logged
+        assert "ContextWindowExceededError" in logged
 
 
 @pytest.mark.parametrize(
@@ -254,8 +284,9 @@ def test_reasoning_is_not_sent_back_unless_the_environment_opts_in(
     )
     assert default[0]["termination_reason"] == "finished"
     strict = run(
-        litellm_proxy, target, data, "scripted-calc-strict", tmp_path / "s.jsonl", "-n", 1, "-k", 1
-    )
+        litellm_proxy, target, data, "scripted-calc-strict", tmp_path / "s.jsonl", "-n", 1, "-k", 1,
+        all_fail=True,
+    )  # fmt: skip
     assert strict[0]["termination_reason"] == "model_error"
     assert len(assistant_messages(strict[0])) == 1  # the second turn was refused
     opted_in = run(

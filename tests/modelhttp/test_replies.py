@@ -126,8 +126,9 @@ def test_function_tool_calls_are_normalized_in_order() -> None:
     assert reply.finish_note is None
 
 
-@pytest.mark.parametrize("finish_reason", ["length", "stop", None, "weird", 7])
+@pytest.mark.parametrize("finish_reason", ["stop", None, "weird", 7, "tool_calls"])
 def test_finish_reason_is_ignored_when_there_are_tool_calls(finish_reason: Any) -> None:
+    """Outside the output-limit family (beyond.md §9 amends §7 for that family)."""
     body = calling(call(id="a"))
     body["choices"][0]["finish_reason"] = finish_reason
     reply = ok(body)
@@ -622,3 +623,27 @@ def test_bounded_repr_of_small_values_is_their_repr() -> None:
 )
 def test_message_has_text(content: Any, has_text: bool) -> None:
     assert message_has_text(content) is has_text
+
+
+@pytest.mark.parametrize("finish_reason", ["length", "LENGTH", "max_tokens", "model_length"])
+@pytest.mark.parametrize("arguments", ['{"a": 1, "b": 2}', '{"a": 1, "b', None])
+def test_tool_calls_cut_by_the_output_limit_are_output_exceeded(
+    finish_reason: str, arguments: Any
+) -> None:
+    """beyond.md §9: a reply of the output-limit family carrying tool calls (arguments
+    complete or truncated JSON) ends as output_exceeded; the calls stay in the message."""
+    body = calling(call(id="a", arguments=arguments))
+    body["choices"][0]["finish_reason"] = finish_reason
+    reply = ok(body)
+    assert reply.termination_reason == "output_exceeded"
+    assert reply.finish_note is not None and "cut the reply inside tool calls" in reply.finish_note
+    assert [c.id for c in reply.tool_calls] == ["a"]
+    assert reply.message["tool_calls"][0]["id"] == "a"
+
+
+def test_an_environment_row_puts_a_finish_reason_in_the_output_limit_family() -> None:
+    body = calling(call(id="a"))
+    body["choices"][0]["finish_reason"] = "truncated"
+    table = finish_reason_table({"truncated": "output_exceeded"})
+    assert ok(body, finish_reasons=table).termination_reason == "output_exceeded"
+    assert ok(body).termination_reason is None  # not in the default table: calls run

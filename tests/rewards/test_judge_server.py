@@ -192,7 +192,8 @@ async def test_wrapped_json_answers_are_accepted(mock_server: MockModelServer, c
         ("I cannot grade this.", "valid JSON object"),
         ('{"score": 0.5}', "not one of"),
         ('{"score": 2}', "not one of"),
-        ('{"score": "1"}', "numeric score"),
+        ('{"score": "2"}', "not one of"),
+        ('{"score": "one"}', "numeric score"),
         ('{"reasoning": "missing"}', "numeric score"),
     ],
 )

@@ -33,6 +33,7 @@ from benchmax.rewards import (
     score_rubrics,
 )
 from benchmax.rewards.judge import _parse_json_object
+from benchmax.rewards.text import without_reasoning
 from benchmax.testing import MockModelServer, RecordedRequest
 
 QUALITY = Rubric("quality", "Good answer.")
@@ -62,7 +63,8 @@ def server_judge(server: MockModelServer) -> Judge:
         ("<think>\n<answer>12</answer>\n</think>\n\n 42 ", "42"),
         ("<think>cut off before <answer>12</answer>", ""),
         ("<think>a</think><answer> 1 </answer><think>b</think><answer>2</answer>", "1"),
-        ("<THINK><answer>upper-case tags are text</answer></THINK>", "upper-case tags are text"),
+        # beyond.md §9: tags in any case are reasoning (amends §7's case-sensitive tags)
+        ("<THINK><answer>upper-case tags</answer></THINK><answer>42</answer>", "42"),
     ],
 )
 def test_extract_answer_block_ignores_reasoning(text: str, expected: str) -> None:
@@ -109,7 +111,6 @@ def test_deterministic_helpers_read_content_parts() -> None:
         # "last" means the last outermost object, never an object nested inside it
         ('{"score": 1, "detail": {"score": 0}}', {"score": 1, "detail": {"score": 0}}),
         ('x {"score": 1, "detail": {"score": 0}} y', {"score": 1, "detail": {"score": 0}}),
-        ('{"a": 1} {"b": {"c": 2}} {broken', {"b": {"c": 2}}),
         # an object inside a JSON string is not a second verdict
         (
             'note {"score": 1, "reasoning": "not {\\"score\\": 0}"}',
@@ -385,3 +386,94 @@ async def test_a_group_answering_in_parts_and_reasoning_is_scored_right() -> Non
     assert {o.termination_reason for o in outcomes.values()} == {"finished"}
     assert len(judged) == 3  # the reply that never left its reasoning is not judged
     assert not any("41" in r.body["messages"][0]["content"] for r in judged)
+
+
+# --- beyond.md §9: the last verdict only, numeric strings, <think> in any case -----------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"score": 1} Revised: {"score": 0,',  # the final verdict is cut off
+        '{"score": 1} then {"score": }',  # the final verdict is malformed
+        '{"a": 1} {"b": {"c": 2}} {broken',
+        '{"score": 1, "detail": {"score": 0}',  # never closed: no inner object stands in
+        '```json\n{"score": 0}\n```\nRevised:\n```json\n{"score": 1,\n```',
+    ],
+)
+def test_an_earlier_draft_is_never_used_when_the_last_verdict_does_not_parse(raw: str) -> None:
+    with pytest.raises(ValueError, match="its last object does not parse"):
+        _parse_json_object(raw)
+
+
+async def test_a_malformed_last_verdict_is_a_judge_error_end_to_end(
+    mock_server: MockModelServer,
+) -> None:
+    mock_server.policy = lambda body: '{"score": 1, "reasoning": "draft"}\nFinal: {"score": 0'
+    with pytest.raises(JudgeError, match="does not parse"):
+        await evaluate_single_rubric(
+            QUALITY, question="q", response="r", judge=server_judge(mock_server)
+        )
+
+
+@pytest.mark.parametrize(
+    ("content", "score"),
+    [('{"score": "1"}', 1.0), ('{"score": "0"}', 0.0), ('{"score": " 1.0 "}', 1.0)],
+)
+async def test_a_numeric_string_score_in_the_score_set_is_read_as_its_number(
+    mock_server: MockModelServer, content: str, score: float
+) -> None:
+    mock_server.policy = lambda body: content
+    evaluation = await evaluate_single_rubric(
+        QUALITY, question="q", response="r", judge=server_judge(mock_server)
+    )
+    assert evaluation.score == score
+
+
+async def test_a_half_point_string_score_is_read_on_a_half_point_scale(
+    mock_server: MockModelServer,
+) -> None:
+    rubric = Rubric("Half", "Halves.", score_map={0.0: "no", 0.5: "half", 1.0: "yes"})
+    mock_server.policy = lambda body: '{"score": "0.5"}'
+    evaluation = await evaluate_single_rubric(
+        rubric, question="q", response="r", judge=server_judge(mock_server)
+    )
+    assert evaluation.score == 0.5
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('<THINK>{"score": 0}</THINK>{"score": 1}', {"score": 1}),
+        ('<Think mode="deep">{"score": 0}</Think >{"score": 1}', {"score": 1}),
+        ('<think\ttype="x">{"score": 0}</think>\n{"score": 1}', {"score": 1}),
+        ('draft {"score": 0}</THINK>{"score": 1}', {"score": 1}),
+        # <thinking> is another tag, not reasoning
+        ('<thinking>{"score": 0}</thinking>{"score": 1}', {"score": 1}),
+    ],
+)
+def test_think_tags_in_any_case_and_with_attributes_are_reasoning_for_the_judge(
+    raw: str, expected: dict[str, Any]
+) -> None:
+    assert _parse_json_object(raw) == expected
+
+
+def test_an_unclosed_upper_case_think_is_refused_by_the_judge() -> None:
+    with pytest.raises(ValueError, match="inside <think>"):
+        _parse_json_object('<THINK type="r">{"score": 1}')
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("<THINK><answer>7</answer></THINK><answer>42</answer>", "42"),
+        ('<think budget="9"><answer>7</answer></think> <answer>42</answer>', "42"),
+        ("<answer>7</answer></Think><answer>42</answer>", "42"),
+        ("<Think><answer>7</answer>", ""),
+    ],
+)
+def test_think_tags_in_any_case_and_with_attributes_are_reasoning_for_answers(
+    text: str, answer: str
+) -> None:
+    assert extract_answer_block(text) == answer
+    assert without_reasoning(text).count("<answer>7") == 0

@@ -72,8 +72,13 @@ def test_message_text_of_text_parts_is_their_concatenation(texts: list[str]) -> 
         ("answer <think>cut off", "answer ", False),
         ("<think>a</think>b<think>cut", "b", False),
         ("<think>outer <think>nested</think> tail", " tail", True),  # nesting does not count
-        ("<THINK>upper</THINK>", "<THINK>upper</THINK>", True),  # tags are case-sensitive
-        ("<think >spaced</think >", "<think >spaced</think >", True),
+        # beyond.md §9: any case, with spaces or attributes
+        ("<THINK>upper</THINK>a", "a", True),
+        ("<think >spaced</think >a", "a", True),
+        ('<Think kind="plan">x</think>a', "a", True),
+        ("<THINK>open", "", False),
+        ("<thinking>other tag</thinking>", "<thinking>other tag</thinking>", True),
+        ("<think-x>other</think-x>", "<think-x>other</think-x>", True),
         ("<think>\nmulti\nline\n</think>\n\nok", "\n\nok", True),
     ],
 )

@@ -12,7 +12,7 @@ from benchmax.runner._log_capture import RolloutLogCapture
 
 @pytest.fixture
 def capture() -> RolloutLogCapture:
-    handler = RolloutLogCapture(logging.INFO, secrets=["tok-123"])
+    handler = RolloutLogCapture(logging.INFO, secrets=["tok-12345678"])
     handler.track(["r1", "r2"])
     with handler.attached():
         yield handler
@@ -79,16 +79,16 @@ def test_level_secrets_and_tracebacks(capture: RolloutLogCapture) -> None:
         with rollout_context("r1"):
             logger.debug("too quiet")
             try:
-                raise RuntimeError("bad token tok-123")
+                raise RuntimeError("bad token tok-12345678")
             except RuntimeError:
-                logger.exception("failed with tok-123")
+                logger.exception("failed with tok-12345678")
     finally:
         logger.setLevel(logging.NOTSET)
     [entry] = capture.take("r1")
     assert entry["message"] == "failed with ***"
     assert entry["level"] == "ERROR"
     assert "RuntimeError: bad token ***" in entry["exception"]
-    assert "tok-123" not in str(entry)
+    assert "tok-12345678" not in str(entry)
 
 
 def test_take_forgets_the_rollout(capture: RolloutLogCapture) -> None:
@@ -107,11 +107,11 @@ def test_unowned_records_still_reach_the_terminal_masked(
     root = logging.getLogger()
     saved = list(root.handlers)
     root.handlers.clear()  # pytest's own capture handlers
-    handler = RolloutLogCapture(logging.WARNING, secrets=["tok-123"])
+    handler = RolloutLogCapture(logging.WARNING, secrets=["tok-12345678"])
     handler.track(["r1"])
     try:
         with handler.attached():
-            logging.getLogger("user").warning("outside the rollouts, key tok-123")
+            logging.getLogger("user").warning("outside the rollouts, key tok-12345678")
             logging.getLogger("user").info("too quiet for the last resort")
             with rollout_context("r1"):
                 logging.getLogger("user").warning("kept for r1")

@@ -654,7 +654,7 @@ def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: P
     from benchmax.runner._results import CompletedGroup
 
     path = tmp_path / "results.jsonl"
-    secrets = ['pa"ss\\wörd\n', "123"]
+    secrets = ['pa"ss\\wörd\n', "12345678"]
     store = ResultsStore.open(path, {"group_size": 1}, group_size=1, force=False, secrets=secrets)
     record = Trajectory(
         rollout_id="ex-0.r0",

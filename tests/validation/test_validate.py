@@ -325,3 +325,35 @@ async def test_credentials_never_appear_in_the_report(data: Path) -> None:
     text = json.dumps(report.to_json())
     assert "url-password" not in text and "sk-validate-secret" not in text
     assert "http://user:***@127.0.0.1:9/v1" in detail(report, "rollouts")
+
+
+class WrongKeysWithToolEnv(envs.GoodEnv):
+    """Declares ``correct`` but returns ``accuracy``; its ``lookup`` tool always raises."""
+
+    max_turns = 2
+
+    async def list_tools(self) -> list[Any]:
+        return [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
+
+    async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
+        raise LookupError("the index is offline")
+
+    async def compute_reward(self, rollout: Any) -> dict[str, float]:
+        return {"accuracy": 1.0}
+
+
+def tool_on_r0(body: dict[str, Any], request: RecordedRequest) -> Any:
+    """Rollout r0 calls the (failing) tool; the others answer at once."""
+    if request.session.endswith(".r0"):
+        return {"content": None, "tool_calls": [{"name": "lookup", "arguments": "{}"}]}
+    return "It is 4."
+
+
+async def test_validate_names_a_reward_shape_mismatch_as_such(data: Path) -> None:
+    """Issue 19 kind 7: not the first error logged (a tool failing in a sibling)."""
+    report = await validate(WrongKeysWithToolEnv, data, policy=tool_on_r0)
+    assert status(report, "rollouts") == "failed"
+    shown = detail(report, "rollouts")
+    assert shown.startswith("reward shape mismatch:"), shown
+    assert "reward_keys ['correct']" in shown and "unknown=['accuracy']" in shown
+    assert "tool_failed" not in shown

@@ -239,7 +239,8 @@ def test_reasoning_list_content_and_images(page: Any, tmp_path: Path) -> None:
             {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 5000}},
         ]},
         {"role": "assistant", "reasoning_content": "The user shows a cat.",
-         "content": "<think>whiskers, so a cat</think>A cat."},
+         # beyond.md §9: <think> in any case, with attributes
+         "content": '<THINK mode="fast">whiskers, so a cat</Think>A cat.'},
     ]  # fmt: skip
     records = [rollout(0, "img", k, rewards={"ok": 1.0}, transcript=transcript,
                        usage={"prompt_tokens": 900, "completion_tokens": 12, "total_tokens": 912})

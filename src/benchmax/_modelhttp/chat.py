@@ -23,6 +23,7 @@ from benchmax._modelhttp import json_codec, retries
 from benchmax._modelhttp.connections import LoopPool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import wire_headers
+from benchmax._modelhttp.overflow import is_context_overflow
 from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_TIMEOUT
 from benchmax.auth import ModelAuth, ModelRequestContext
 
@@ -33,7 +34,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_SECONDS = 600.0
 """The deadline of one attempt when ``model_timeout`` is ``None`` (the OpenAI SDK's default)."""
 
-CONTEXT_BUDGET_CODE = "context_budget_exceeded"
 _SERVER_TEXT_LIMIT = 2000
 # Error objects in 200 replies that name no status: what their code or type says.
 _STATUS_BY_KEYWORD = (
@@ -60,8 +60,9 @@ class ModelStatusError(Exception):
     is an error object (``{"error": {...}}`` without choices, as gateways send).
 
     ``status`` is the HTTP status, or the one the error object names (``None`` when
-    it names none); ``code`` the error's ``code`` member; the string form carries
-    what the server said.
+    it names none); ``code`` the error's ``code`` member; ``context_overflow``
+    whether it says the prompt does not fit the context window
+    (``benchmax._modelhttp.overflow``); the string form carries what the server said.
     """
 
     def __init__(
@@ -72,19 +73,26 @@ class ModelStatusError(Exception):
         code: object,
         retry_after: float | None = None,
         should_retry: bool | None = None,
+        context_overflow: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.retry_after = retry_after
         self.should_retry = should_retry
+        self.context_overflow = context_overflow
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_status_error, (str(self), self.status, self.code))
+        return (
+            _rebuild_status_error,
+            (str(self), self.status, self.code, self.context_overflow),
+        )
 
 
-def _rebuild_status_error(message: str, status: int | None, code: object) -> ModelStatusError:
-    return ModelStatusError(message, status=status, code=code)
+def _rebuild_status_error(
+    message: str, status: int | None, code: object, context_overflow: bool = False
+) -> ModelStatusError:
+    return ModelStatusError(message, status=status, code=code, context_overflow=context_overflow)
 
 
 class ModelReplyError(Exception):
@@ -136,6 +144,7 @@ def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> ModelS
         code=code,
         retry_after=retries.retry_after_seconds(headers),
         should_retry=retries.server_retry_verdict(headers),
+        context_overflow=is_context_overflow(status, error, text),
     )
 
 
@@ -158,6 +167,7 @@ def _reply_error(reply: Mapping[str, Any], headers: Mapping[str, str]) -> ModelS
         code=code,
         retry_after=retries.retry_after_seconds(headers),
         should_retry=retries.server_retry_verdict(headers),
+        context_overflow=is_context_overflow(status, error),
     )
 
 
@@ -299,12 +309,11 @@ class ChatSession:
             return decoded
 
     def _classify(self, error: Exception) -> CallFailure:
-        if isinstance(error, ModelStatusError) and error.status == 400:
-            reason = CONTEXT_EXCEEDED if error.code == CONTEXT_BUDGET_CODE else MODEL_ERROR
-            return CallFailure(reason, error, logging.WARNING)
-        if isinstance(error, ModelStatusError) and error.code == CONTEXT_BUDGET_CODE:
-            if error.status is None:  # an error object naming only that code
+        if isinstance(error, ModelStatusError):
+            if error.context_overflow:
                 return CallFailure(CONTEXT_EXCEEDED, error, logging.WARNING)
+            if error.status == 400:
+                return CallFailure(MODEL_ERROR, error, logging.WARNING)
         timed_out = isinstance(error, AttemptTimedOut | asyncio.TimeoutError)
         if timed_out and self._timeout is not None:
             return CallFailure(MODEL_TIMEOUT, error, logging.ERROR)

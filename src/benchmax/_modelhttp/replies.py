@@ -22,7 +22,10 @@ Normalization of the first choice's ``message``:
   within the rollout. The same id is used in the assistant message and for the tool
   message that answers the call.
 
-With no tool calls, ``finish_reason`` maps through :data:`FINISH_REASONS`
+A reply with tool calls whose ``finish_reason`` is of the output-limit family (maps to
+``output_exceeded``, e.g. ``length``) was cut while writing them: it ends the rollout as
+``output_exceeded`` and its calls (whose arguments may be truncated JSON) are never run
+(``beyond.md`` §9). With no tool calls, ``finish_reason`` maps through :data:`FINISH_REASONS`
 (case-insensitive, extended or overridden per environment): ``null`` or ``""`` is
 ``finished`` when the message has non-empty text, else ``model_error``; an unmapped
 value is ``model_error``. Every mapping except ``stop`` carries a :attr:`Reply.finish_note`
@@ -155,10 +158,11 @@ class Reply:
     ``message`` is the assistant message for the rollout's transcript (keys ``role``,
     ``content``, any reasoning fields, then ``tool_calls`` when there are calls);
     ``message_without_reasoning`` is the same message without the reasoning fields (the
-    same object when there are none). ``termination_reason`` is ``None`` when the reply
-    calls tools, else the outcome of ``finish_reason`` (the raw value, as sent), with
-    ``finish_note`` saying why for every mapping but ``stop``. ``usage`` holds the token
-    counts the reply reported (``None``: none).
+    same object when there are none). ``termination_reason`` is ``None`` when the reply's
+    tool calls are to be run, else the outcome of ``finish_reason`` (the raw value, as
+    sent), with ``finish_note`` saying why for every mapping but ``stop``; a reply cut by
+    the output limit inside tool calls is ``output_exceeded`` (its calls never run).
+    ``usage`` holds the token counts the reply reported (``None``: none).
     """
 
     message: dict[str, Any]
@@ -322,6 +326,9 @@ def _read(
             full["tool_calls"] = transcript_calls
     finish_reason = choice.get("finish_reason")
     if calls:
+        if _cut_by_output_limit(finish_reason, finish_reasons):
+            cut = f"finish_reason {bounded_repr(finish_reason)} cut the reply inside tool calls"
+            return Reply(full, plain, calls, "output_exceeded", finish_reason, cut, usage)
         return Reply(full, plain, calls, None, finish_reason, None, usage)
     reason, note = _finish_outcome(finish_reason, content, finish_reasons)
     return Reply(full, plain, calls, reason, finish_reason, note, usage)
@@ -401,6 +408,11 @@ def _call_ids(raw_ids: list[object], taken_ids: Collection[str]) -> list[str]:
             used.add(call_id)
         ids.append(call_id)
     return ids
+
+
+def _cut_by_output_limit(finish_reason: object, table: Mapping[str, str]) -> bool:
+    """Whether ``finish_reason`` is of the output-limit family (maps to ``output_exceeded``)."""
+    return isinstance(finish_reason, str) and table.get(finish_reason.lower()) == "output_exceeded"
 
 
 def _finish_outcome(

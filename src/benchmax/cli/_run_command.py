@@ -57,6 +57,7 @@ from benchmax.runner import (
     run_environment,
 )
 from benchmax.runner._config import mask_secrets
+from benchmax.runner._failure_share import DEFAULT_MAX_FAILURE_SHARE, MIN_ROLLOUTS, is_failure
 
 __all__ = ["load_mock_policy", "run_command"]
 
@@ -449,6 +450,22 @@ def _given(parameter: str) -> bool:
     help="Do not stop when the endpoint's /models list lacks --model.",
 )
 @click.option(
+    "--no-judge-check",
+    is_flag=True,
+    help="Do not reach each judge the environment uses once (with its credential) before "
+    "the run; by default a judge refusing its key (401/403) or not answering stops the run.",
+)
+@click.option(
+    "--max-failure-share",
+    metavar="SHARE",
+    type=click.FloatRange(0, 1),
+    default=DEFAULT_MAX_FAILURE_SHARE,
+    show_default=True,
+    help=f"Stop the run (finished groups kept) once at least {MIN_ROLLOUTS} rollouts ran and "
+    "more than this share of them ended with one same failure (a misconfiguration); 1 never "
+    "stops, 0 stops at the first failure.",
+)
+@click.option(
     "--mock-policy",
     metavar="POLICY",
     default="echo",
@@ -508,6 +525,8 @@ def run_command(
     rollout_timeout: float | None,
     reward_timeout: float | None,
     no_model_check: bool,
+    no_judge_check: bool,
+    max_failure_share: float,
     mock_policy: str,
     use_ray: bool,
     ray_address: str | None,
@@ -554,6 +573,8 @@ def run_command(
                 "force": force,
                 "tokens": tokens,
                 "seed": seed,
+                "judge_check": not no_judge_check,
+                "max_failure_share": max_failure_share,
                 "sampling_args": parse_sampling_args(
                     sampling_arg_pairs,
                     _given_values(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
@@ -587,6 +608,11 @@ def run_command(
             f"[bold yellow]note:[/] these rewards come from the mock model "
             f"(policy {escape(plan.mock_policy)}), not a real model",
             soft_wrap=True,
+        )
+    if report.rollouts and all(is_failure(reason) for reason in report.rollouts_by_reason):
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(report.rollouts_by_reason.items()))
+        raise click.ClickException(
+            f"every rollout failed ({reasons}): the rewards above are all zeros"
         )
 
 

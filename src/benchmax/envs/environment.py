@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from benchmax._cancellation import stray_cancellation_as_error
 from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset
@@ -18,6 +19,7 @@ from benchmax.envs.shared_types import (
     GROUP_REWARD_ERROR,
     DatasetSplit,
     RewardMap,
+    RewardShapeError,
     RolloutAttempt,
     RolloutFailure,
     RolloutOutcome,
@@ -165,7 +167,11 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
     ) -> dict[str, RolloutOutcome]:
         ids = tuple(attempt.rollout_id for attempt in finished)
         try:
-            with group_context(ids), exits_as_errors(self, "compute_group_rewards"):
+            with (
+                group_context(ids),
+                exits_as_errors(self, "compute_group_rewards"),
+                stray_cancellation_as_error(f"{type(self).__name__}.compute_group_rewards"),
+            ):
                 group_rewards = await self.compute_group_rewards(finished)
             merged = _merge_group_rewards(finished, group_rewards, declared)
             _check_finite_group_rewards(merged)
@@ -218,7 +224,7 @@ def _check_reward_shape(
     missing = sorted(set(declared) - set(rewards))
     unknown = sorted(set(rewards) - set(declared))
     if missing or unknown:
-        raise ValueError(
+        raise RewardShapeError(
             f"rollout {rollout_id!r} has the wrong reward shape: "
             f"missing={missing}, unknown={unknown}"
         )

@@ -36,6 +36,7 @@ from benchmax._vocabulary import (  # re-exported: importable from here by name
     REWARD_TIMEOUT as REWARD_TIMEOUT,
     ROLLOUT_TIMEOUT as ROLLOUT_TIMEOUT,
     SANDBOX_ERROR as SANDBOX_ERROR,
+    SETUP_ERROR as SETUP_ERROR,
     TOOL_BUDGET_EXCEEDED as TOOL_BUDGET_EXCEEDED,
     TOOL_ERROR as TOOL_ERROR,
     TOOL_TIMEOUT as TOOL_TIMEOUT,
@@ -60,6 +61,11 @@ DatasetSplit = Literal["train", "eval"]
 
 
 type RewardMap = Mapping[str, float]
+
+
+class RewardShapeError(ValueError):
+    """A reward map's keys differ from the environment's ``reward_keys`` (a
+    ``ValueError``, as in 0.2; its own class so validation can name the mismatch)."""
 
 
 def _validate_reward_map(rewards: object) -> None:

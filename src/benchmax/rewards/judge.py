@@ -6,7 +6,9 @@ client (of the library the installed SDK is built on: ``httpx2`` for openai 3.x,
 ``httpx`` for 2.x) that shares the running event loop's pooled connections,
 resolves auth headers for each physical request, and closes the SDK client
 exactly once. The SDK is imported on first use: ``AsyncOpenAI`` and
-``_RequestModelAuth`` are module attributes resolved lazily.
+``_RequestModelAuth`` (an ``httpx.Auth`` as 0.2 defines it, whichever SDK generation is
+installed; under openai 3 the judge sends through an httpx2 twin of it) are module
+attributes resolved lazily.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import asyncio
 import functools
 import json
 import logging
+import re
 from collections.abc import AsyncGenerator, Hashable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
+from benchmax._cancellation import stray_cancellation_as_error
 from benchmax._modelhttp.deadlines import within_deadline
 from benchmax._modelhttp.headers import sendable_auth_headers
 from benchmax._value_checks import (
@@ -128,8 +133,11 @@ class Judge:
         last_auth_error: AuthenticationError | PermissionDeniedError | None = None
         for attempt in range(self.auth_attempts):
             try:
-                async with loop_pool().limiter(self._limiter_key(), self.max_concurrent_requests):
-                    return await self._attempt(request, request_id=request_id)
+                with stray_cancellation_as_error(f"judge request {request_id}"):
+                    async with loop_pool().limiter(
+                        self._limiter_key(), self.max_concurrent_requests
+                    ):
+                        return await self._attempt(request, request_id=request_id)
             except (AuthenticationError, PermissionDeniedError) as error:
                 last_auth_error = error
                 logger.warning(
@@ -196,8 +204,9 @@ class Judge:
         )
         from benchmax._modelhttp.connections import sdk_http_client
 
-        auth_class = globals().get("_RequestModelAuth") or __getattr__("_RequestModelAuth")
-        http_client = sdk_http_client(auth=auth_class(self.auth, context), timeout=self.timeout)
+        http_client = sdk_http_client(
+            auth=_sdk_auth_class()(self.auth, context), timeout=self.timeout
+        )
         factory = globals().get("AsyncOpenAI") or __getattr__("AsyncOpenAI")
         try:
             client = factory(
@@ -246,14 +255,33 @@ def _response_text(response: Any) -> str:
     return message_text(response.choices[0].message.content).strip()
 
 
-@functools.cache
 def _request_model_auth_class() -> type[Any]:
-    """``_RequestModelAuth``, an ``Auth`` of the HTTP library the installed SDK uses."""
+    """``_RequestModelAuth``: an ``httpx.Auth``, as 0.2 defines it, whichever SDK
+    generation is installed (the judge of an httpx2-based SDK uses its twin)."""
+    import httpx
+
+    return _auth_class_for(httpx)
+
+
+def _sdk_auth_class() -> type[Any]:
+    """The auth class for the HTTP library the installed SDK uses: ``_RequestModelAuth``
+    (the module attribute, a patch seam) for httpx, its httpx2 twin for openai 3."""
     from benchmax._modelhttp.connections import sdk_http_module
 
-    http = sdk_http_module()
+    module = sdk_http_module()
+    if module.__name__ == "httpx":
+        auth_class: type[Any] = globals().get("_RequestModelAuth") or __getattr__(
+            "_RequestModelAuth"
+        )
+        return auth_class
+    return _auth_class_for(module)
 
-    # The base class comes from whichever HTTP library the installed SDK uses.
+
+@functools.cache
+def _auth_class_for(http: ModuleType) -> type[Any]:
+    """An ``Auth`` subclass of ``http`` (httpx or httpx2) resolving ``ModelAuth`` headers."""
+
+    # The base class comes from the HTTP library given.
     class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]
         """Resolves ``auth`` headers for every request that flows through a client."""
 
@@ -276,14 +304,17 @@ def _request_model_auth_class() -> type[Any]:
 def _parse_json_object(raw: str) -> dict[str, Any]:
     """Return the JSON object a judge answered with; never repairs malformed JSON.
 
-    Reasoning is never the verdict: ``<think>…</think>`` blocks and everything
-    before a lone ``</think>`` are dropped, and a reply whose ``<think>`` is
-    never closed raises ValueError. In what remains, a surrounding code fence
-    is removed; the whole text if it is one object, else the last object
-    found (outermost objects only, scanning left to right) is the verdict.
+    Reasoning is never the verdict: ``<think>…</think>`` blocks (any case, with
+    attributes) and everything before a lone ``</think>`` are dropped, and a reply
+    whose ``<think>`` is never closed raises ValueError. In what remains, a
+    surrounding code fence is removed; the whole text if it is one object, else the
+    *last* outermost ``{…}`` (braces inside JSON strings do not count; an object cut
+    off at the end of the text counts) is the verdict, and it must parse: an earlier
+    draft is never used in its place (``beyond.md`` §9).
 
     Raises:
-        ValueError: no object after the reasoning, or the reasoning never ended.
+        ValueError: no object after the reasoning, the last one does not parse, or
+            the reasoning never ended.
     """
     if not reasoning_finished(raw):
         raise ValueError(
@@ -301,15 +332,57 @@ def _parse_json_object(raw: str) -> dict[str, Any]:
     else:
         if isinstance(value, dict):
             return value
-    decoder = json.JSONDecoder()
-    verdict: dict[str, Any] | None = None
-    position = text.find("{")
-    while position != -1:
-        try:
-            verdict, end = decoder.raw_decode(text, position)  # a "{" only ever decodes to a dict
-        except json.JSONDecodeError:
-            end = position + 1
-        position = text.find("{", end)
-    if verdict is None:
-        raise ValueError("judge response did not contain a valid JSON object")
+    last = _last_outermost_object(text)
+    if last is None:
+        raise ValueError(_NO_OBJECT)
+    try:
+        verdict = json.loads(last)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{_NO_OBJECT}: its last object does not parse ({error.msg}); an earlier draft"
+            " is never used"
+        ) from None
+    if not isinstance(verdict, dict):  # pragma: no cover - a "{...}" span decodes to a dict
+        raise ValueError(_NO_OBJECT)
     return verdict
+
+
+_NO_OBJECT = "judge response did not contain a valid JSON object"
+_OBJECT_SYNTAX = re.compile(r'[{}"\\]')
+
+
+def _last_outermost_object(text: str) -> str | None:
+    """The text of the last outermost ``{…}`` in ``text`` (running to the end when it is
+    never closed), or ``None``. Outside objects, quotes are prose; inside, JSON strings
+    (with backslash escapes) are skipped, so a brace in a string does not count."""
+    last: str | None = None
+    depth = 0
+    start = 0
+    in_string = False
+    skip_to = 0
+    for match in _OBJECT_SYNTAX.finditer(text):
+        index = match.start()
+        if index < skip_to:
+            continue
+        char = match.group()
+        if depth == 0:
+            if char == "{":
+                depth, start, in_string = 1, index, False
+            continue
+        if in_string:
+            if char == "\\":
+                skip_to = index + 2
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                last = text[start : index + 1]
+    if depth:
+        return text[start:]
+    return last

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 RubricPolarity = Literal["positive", "negative"]
 
 _BINARY_SCORES = (0.0, 1.0)
+# A score sent as a JSON string holding a decimal number ("1", "0.5", "-1e0").
+_NUMBER_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,11 @@ def _payload_reasoning(payload: Mapping[str, Any]) -> str:
 
 
 def _payload_score(payload: Mapping[str, Any], rubric: Rubric) -> float:
+    """The verdict's score; a string holding a finite number (``"1"``, ``"0.5"``) is read
+    as that number (``beyond.md`` §9), other strings and bools stay non-numeric."""
     score = payload.get("score")
+    if isinstance(score, str) and _NUMBER_TEXT.fullmatch(score.strip()):
+        score = float(score)
     if not is_numeric(score):
         raise ValueError("judge response must contain a numeric score")
     if not is_finite_number(score):

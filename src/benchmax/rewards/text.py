@@ -15,7 +15,9 @@ from benchmax._message_content import content_text
 
 __all__ = ["message_text", "reasoning_finished", "without_reasoning"]
 
-_THINK_TAG = re.compile(r"<(/?)think>")
+# ``<think>``/``</think>`` in any case, with attributes or spaces (``<think type="x">``,
+# ``</Think >``); ``<thinking>`` is another tag.
+_THINK_TAG = re.compile(r"<(/?)think(?:\s[^<>]*)?>", re.IGNORECASE)
 
 
 def message_text(content: object) -> str:
@@ -33,8 +35,9 @@ def message_text(content: object) -> str:
 def without_reasoning(text: str) -> str:
     """``text`` with its reasoning removed, unstripped.
 
-    Reasoning is every ``<think>…</think>`` block (tags are case-sensitive, a
-    nested ``<think>`` stays inside the block) and everything before a lone
+    Reasoning is every ``<think>…</think>`` block (tags are matched in any case
+    and may carry attributes, ``<Think mode="x">``; a nested ``<think>`` stays
+    inside the block) and everything before a lone
     ``</think>`` (chat templates that open the block themselves). A block that
     is never closed runs to the end of the text, so a reply cut off while
     reasoning has no answer: ``"<think>draft"`` gives ``""``.

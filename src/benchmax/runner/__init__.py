@@ -24,12 +24,14 @@ from benchmax.runner._errors import (
     ResumeMismatchError,
     RunError,
 )
+from benchmax.runner._failure_share import FailureShareExceeded
 from benchmax.runner._html_report import (
     HtmlReport,
     render_html_report,
     report_data,
     write_html_report,
 )
+from benchmax.runner._judge_check import JudgeCheckError
 from benchmax.runner._metrics import PassAtK, pass_at_k, pass_at_k_metrics
 from benchmax.runner._ray import RayExecutor
 from benchmax.runner._report import RewardStats, RunReport, UsageStats
@@ -44,8 +46,10 @@ __all__ = [
     "Comparison",
     "ExampleChange",
     "ExecutorError",
+    "FailureShareExceeded",
     "GroupContractError",
     "HtmlReport",
+    "JudgeCheckError",
     "KeyComparison",
     "NoModelAuth",
     "PassAtK",

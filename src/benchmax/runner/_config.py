@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmax._value_checks import is_int_at_least, is_non_empty_str
+from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
 
 __all__ = [
+    "MIN_MASKED_LENGTH",
     "ROLLOUT_ID_PLACEHOLDER",
     "NoModelAuth",
     "RunConfig",
@@ -65,6 +67,12 @@ class RunConfig:
     ``rollout_seed(seed, example_id, group_index)``, sent as the request's ``seed``; the
     same run seed sends the same seeds on resume. A ``seed`` in ``sampling_args`` is sent
     unchanged with every request instead (one fixed seed); setting both is a ``ValueError``.
+    Fail-fast checks (``beyond.md`` §9, none recorded in the header): with ``judge_check``
+    (default on) every distinct judge reachable from the environment, plus ``judges``, is
+    reached once with its credential before the run, and a refusal (401/403) or no answer
+    stops it (``JudgeCheckError``); ``max_failure_share`` (0 to 1, default 0.8) stops the
+    run (``FailureShareExceeded``) once at least 20 rollouts ran and more than that share
+    of them ended with one same failure (1 never stops).
     """
 
     model: str
@@ -86,6 +94,9 @@ class RunConfig:
     log_level: int = logging.WARNING
     seed: int | None = None
     tokens: bool = False
+    judge_check: bool = True
+    judges: tuple[Any, ...] = ()
+    max_failure_share: float = 0.8
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.model):
@@ -125,6 +136,12 @@ class RunConfig:
                 )
         if not isinstance(self.tokens, bool):
             raise TypeError("tokens must be True or False")
+        if not isinstance(self.judge_check, bool):
+            raise TypeError("judge_check must be True or False")
+        object.__setattr__(self, "judges", tuple(self.judges))
+        share = self.max_failure_share
+        if not (is_finite_number(share) and 0 <= share <= 1):
+            raise ValueError("max_failure_share must be a number from 0 to 1")
 
     def sampling_args_for(self, example_id: str, group_index: int) -> Mapping[str, Any]:
         """The sampling args of one rollout's request: ``sampling_args``, plus its own
@@ -165,18 +182,46 @@ def rollout_seed(run_seed: int, example_id: str, group_index: int) -> int:
     return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") >> 1
 
 
+MIN_MASKED_LENGTH = 8
+"""Secrets shorter than this (placeholder keys such as ``x``, ``1``, ``EMPTY``) are never
+masked inside other text: replacing them would corrupt transcripts and field names
+(``Let x = 1``, ``prompt_tokens``). Only a value that is exactly such a secret is masked."""
+
+
 def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tuple[str, ...]:
     """The bearer tokens of ``auths`` and the password in ``base_url`` (if any), non-empty:
-    the strings to mask in what is recorded or printed."""
+    the strings to mask in what is recorded or printed.
+
+    Warns (``UserWarning``, once per process by Python's default warning filter) when one
+    is shorter than :data:`MIN_MASKED_LENGTH` characters, as it cannot be masked.
+    """
     tokens = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
-    return tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
+    secrets = tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
+    if any(len(secret) < MIN_MASKED_LENGTH for secret in secrets):
+        warnings.warn(
+            f"a credential shorter than {MIN_MASKED_LENGTH} characters (a placeholder key?)"
+            " cannot be masked in what is recorded or printed: masking it would corrupt"
+            " ordinary text; only a value that is exactly the key is masked",
+            UserWarning,
+            stacklevel=1,
+        )
+    return secrets
 
 
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every (non-empty) secret replaced by ``***``."""
+    """``text`` with every (non-empty) secret replaced by ``***``.
+
+    A secret shorter than :data:`MIN_MASKED_LENGTH` characters is masked only when it
+    is the whole of ``text``, never as a substring.
+    """
+    original = text
     for secret in secrets:
-        if secret:
+        if not secret:
+            continue
+        if len(secret) >= MIN_MASKED_LENGTH:
             text = text.replace(secret, "***")
+        elif original == secret:
+            return "***"
     return text
 
 

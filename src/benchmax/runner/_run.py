@@ -24,6 +24,8 @@ from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._definition import env_sampling_args, run_definition
 from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
+from benchmax.runner._failure_share import FailureTally
+from benchmax.runner._judge_check import check_judges, distinct_judges
 from benchmax.runner._log_capture import RolloutLogCapture
 from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RunReport, summarize
@@ -196,6 +198,7 @@ class _Run:
         self.first_sum = 0.0
         self.first_count = 0
         self.done = len(resumed)
+        self.failures = FailureTally(config.max_failure_share)
         for group in resumed:
             self._tally(group)
 
@@ -281,6 +284,10 @@ class _Run:
                     f"(after the group of example {example.id!r} was saved)"
                 ) from error
         self.progress()
+        self.failures.add(result.trajectories)
+        stop = self.failures.exceeded()
+        if stop is not None:
+            raise stop
 
 
 class GroupCollector:
@@ -475,6 +482,11 @@ async def run_environment(
     the groups in flight finish, and raises ``GroupContractError``. The report is also
     written as JSON beside the results.
 
+    Before the first group, each distinct judge the environment will call is reached once
+    with its credential (``config.judge_check``; ``JudgeCheckError`` when one refuses it or
+    cannot be reached), and the run stops early with ``FailureShareExceeded`` (the finished
+    groups kept) when most rollouts keep failing the same way (``config.max_failure_share``).
+
     ``executor`` decides where groups run: by default in this process; a
     ``benchmax.runner.RayExecutor`` runs them on a Ray cluster while this process keeps
     the results file, progress and report. An ``ExecutorError`` (its workers cannot go on)
@@ -492,6 +504,10 @@ async def run_environment(
     examples = await _load_examples(env, config)
     if config.tokens:
         await _check_token_support(env, config)
+    if config.judge_check:
+        judges = distinct_judges(env, config.judges)
+        if judges:
+            await check_judges(judges, _providers(config), config.secrets())
     store = ResultsStore.open(
         config.output,
         run_definition(env, config),

@@ -18,10 +18,12 @@ from benchmax.envs.shared_types import (
     REWARD_ERROR,
     REWARD_TIMEOUT,
     ROLLOUT_TIMEOUT,
+    SETUP_ERROR,
     TOOL_ERROR,
     TOOL_TIMEOUT,
     DatasetSplit,
     Example,
+    RewardShapeError,
     RolloutOutcome,
     RolloutRequest,
 )
@@ -43,6 +45,7 @@ _OPERATIONAL_FAILURES = frozenset(
         GROUP_REWARD_ERROR,
         JUDGE_ERROR,
         CONTENT_FILTER,
+        SETUP_ERROR,
     }
 )
 
@@ -115,6 +118,9 @@ async def check_rollouts(
             f"{where}: check the endpoint, or set model_timeout/rollout_timeout on the env",
         )
         return
+    except RewardShapeError as error:
+        validation.add("rollouts", "failed", _shape_mismatch(error, keys))
+        return
     except Exception as error:
         validation.add(
             "rollouts",
@@ -122,6 +128,10 @@ async def check_rollouts(
             f"run_group raised {error_text(error)}: a contract error (reward shape, "
             "payload or hook result); fix the environment code it names",
         )
+        return
+    shape = _logged_shape_mismatch(validation, start)
+    if shape is not None:  # settled as group_reward_error, but the cause is the declaration
+        validation.add("rollouts", "failed", _shape_mismatch(shape, keys))
         return
     outcomes = [outcome for group in groups for outcome in group]
     wrong = [o for o in outcomes if tuple(o.rewards) != keys and set(o.rewards) != set(keys)]
@@ -146,6 +156,24 @@ async def check_rollouts(
     else:
         validation.add("rollouts", "passed", ran)
     _check_variance(validation, groups)
+
+
+def _logged_shape_mismatch(validation: Validation, start: int) -> RewardShapeError | None:
+    """The first reward-shape mismatch logged during the rollouts, if any."""
+    for record in validation.logs.records[start:]:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, RewardShapeError):
+            return error
+    return None
+
+
+def _shape_mismatch(error: RewardShapeError, keys: tuple[str, ...]) -> str:
+    return (
+        f"reward shape mismatch: the rewards returned differ from reward_keys {list(keys)} "
+        f"({error}); every such rollout ends group_reward_error with zero rewards: return "
+        "exactly the declared keys from compute_reward and compute_group_rewards together, "
+        "or declare the keys they return"
+    )
 
 
 def _check_variance(validation: Validation, groups: list[list[RolloutOutcome]]) -> None:

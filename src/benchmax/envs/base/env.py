@@ -20,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
+from benchmax._cancellation import stray_cancellation_as_error
 from benchmax._modelhttp.replies import (
     Reply,
     ReplyFailure,
@@ -37,7 +38,7 @@ from benchmax._modelhttp.tokens import (
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
-from benchmax.envs._hook_errors import blame_hook, exits_as_errors, hook_errors
+from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._tool_calls import (
@@ -57,6 +58,7 @@ from benchmax.envs.shared_types import (
     REWARD_ERROR,
     REWARD_TIMEOUT,
     ROLLOUT_TIMEOUT,
+    SETUP_ERROR,
     TOOL_BUDGET_EXCEEDED,
     TOOL_ERROR,
     TOOL_TIMEOUT,
@@ -329,6 +331,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         if lease is not None:
             await lease.aclose()
 
+    def _hook(self, name: str) -> str:
+        return f"{type(self).__name__}.{name}"
+
     def _model_pool(self) -> PoolLease:
         # Created lazily: subclasses may skip __init__, and instances are pickled.
         state = vars(self)
@@ -365,9 +370,19 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         with recording as annotations:
             with hook_errors(self, "rollout_context"):
                 context = self.rollout_context(request.rollout_id, request.example)
-            async with _blaming_exit(self, context):
-                rollout = await self._run_in_context(
-                    request, settings, transcript, example_args, meter
+            if await _entered(self, context, request.rollout_id):
+                async with _leaving(self, context, request.rollout_id):
+                    rollout = await self._run_in_context(
+                        request, settings, transcript, example_args, meter
+                    )
+            else:  # setup failed: no model call, no reward hooks
+                rollout = BaseRollout(
+                    rollout_id=request.rollout_id,
+                    termination_reason=SETUP_ERROR,
+                    rewards=dict.fromkeys(self.reward_keys, 0.0),
+                    messages=cast(Messages, transcript),
+                    example_args=example_args,
+                    split=request.split,
                 )
         if meter is not None:
             report_rollout(
@@ -508,8 +523,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             if sent is not transcript:
                 sent.append(reply.message_without_reasoning)
             calls = reply.tool_calls
-            if not calls:
-                assert reply.termination_reason is not None
+            if reply.termination_reason is not None:  # no calls, or cut while writing them
                 if reply.finish_note is not None:
                     logger.warning(
                         "base.rollout.finish_reason rollout_id=%s termination_reason=%s: %s",
@@ -580,7 +594,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             elif (reserved := reserved_argument_message(arguments)) is not None:
                 content = reserved
             else:
-                with _timed(meter, "tool"):
+                with _timed(meter, "tool"), stray_cancellation_as_error(self._hook("run_tool")):
                     result = await self._call_tool(rollout_id, name, arguments, timeout)
                 content = tool_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
@@ -634,7 +648,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         try:
             with _timed(meter, "reward"):
                 async with deadline:
-                    with exits_as_errors(self, "compute_reward"):
+                    with (
+                        exits_as_errors(self, "compute_reward"),
+                        stray_cancellation_as_error(self._hook("compute_reward")),
+                    ):
                         rewards = await self.compute_reward(settle(reason, None))
         except RolloutFailure as failure:
             logger.error(
@@ -675,28 +692,74 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             return settle(reason, rewards)
 
 
-@asynccontextmanager
-async def _blaming_exit(
-    env: BaseEnv, context: AbstractAsyncContextManager[object]
-) -> AsyncIterator[None]:
-    """Enter and exit ``rollout_context`` like ``async with``, naming the hook on a
-    contract error it raises itself (an error from the body passes through unchanged)."""
+async def _entered(
+    env: BaseEnv, context: AbstractAsyncContextManager[object], rollout_id: str
+) -> bool:
+    """Enter ``rollout_context``; ``False`` (logged) when its setup raised.
+
+    A context that cannot be entered at all (no ``__aenter__``) is a contract error naming
+    the hook; a ``RolloutFailure`` keeps its own reason (it propagates); any other
+    exception, or a stray ``CancelledError``, is a setup failure (``setup_error``).
+    """
     with hook_errors(env, "rollout_context"):
-        await context.__aenter__()
+        enter = context.__aenter__
+    try:
+        with (
+            exits_as_errors(env, "rollout_context"),
+            stray_cancellation_as_error(env._hook("rollout_context")),
+        ):
+            await enter()
+    except RolloutFailure:
+        raise
+    except Exception as error:
+        logger.error(
+            "base.rollout.setup_failed rollout_id=%s termination_reason=setup_error: "
+            "rollout_context could not be entered: %s",
+            rollout_id,
+            error,
+            exc_info=error,
+        )
+        return False
+    return True
+
+
+@asynccontextmanager
+async def _leaving(
+    env: BaseEnv, context: AbstractAsyncContextManager[object], rollout_id: str
+) -> AsyncIterator[None]:
+    """Exit an entered ``rollout_context`` like ``async with`` (it sees the body's error),
+    but an exception raised while exiting is logged, never raised over the outcome or
+    the body's own error; the body's error is never suppressed."""
     try:
         yield
     except BaseException as error:
-        try:
-            suppressed = await context.__aexit__(type(error), error, error.__traceback__)
-        except BaseException as exit_error:
-            if exit_error is not error:
-                blame_hook(exit_error, env, "rollout_context")
-            raise
-        if not suppressed:
-            raise
+        await _exit_logged(env, context, rollout_id, error)
+        raise
     else:
-        with hook_errors(env, "rollout_context"):
-            await context.__aexit__(None, None, None)
+        await _exit_logged(env, context, rollout_id, None)
+
+
+async def _exit_logged(
+    env: BaseEnv,
+    context: AbstractAsyncContextManager[object],
+    rollout_id: str,
+    error: BaseException | None,
+) -> None:
+    try:
+        with stray_cancellation_as_error(env._hook("rollout_context")):
+            if error is None:
+                await context.__aexit__(None, None, None)
+            else:
+                await context.__aexit__(type(error), error, error.__traceback__)
+    except Exception as exit_error:
+        if exit_error is error:
+            return
+        logger.error(
+            "base.rollout.teardown_failed rollout_id=%s: rollout_context raised on exit: %s",
+            rollout_id,
+            exit_error,
+            exc_info=exit_error,
+        )
 
 
 def _non_finite_reward(rewards: object, declared: Sequence[str]) -> tuple[str, float] | None:

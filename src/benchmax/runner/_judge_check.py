@@ -1,0 +1,108 @@
+"""The judge check before a run: every distinct judge is reached once with its credential.
+
+A run whose judge refuses its key, or cannot be reached, would otherwise train on a run
+of ``judge_error`` zeros. Before the first group, each distinct :class:`Judge` reachable
+from the environment (found as ``benchmax validate`` finds injected credentials: its
+attributes, containers and class attributes) and each one declared in
+``RunConfig.judges`` gets one ``GET {base_url}/models`` with the headers its auth gives
+(the run's ``auth_providers`` bound, as in the run). HTTP 401/403, or no answer at all,
+stops the run with one line; any other answer (a server without ``/models`` answers 404)
+counts as reached. Costs no tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from benchmax.auth import ModelAuth, ModelRequestContext, bind_model_auth
+from benchmax.rewards import Judge
+from benchmax.runner._config import credential_secrets, mask_secrets
+from benchmax.runner._errors import RunError
+from benchmax.runner._reachable import reachable_values
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["JudgeCheckError", "check_judges", "distinct_judges"]
+
+CHECK_TIMEOUT_SECONDS = 10.0
+"""How long one judge has to answer the check."""
+
+_PLACEHOLDER_AUTHORIZATION = "Bearer benchmax-explicit-auth"  # the judge SDK client's own
+_HINT = "(--no-judge-check, or RunConfig(judge_check=False), skips this check)"
+
+
+class JudgeCheckError(RunError):
+    """A judge refused its credential or could not be reached before the run."""
+
+
+def distinct_judges(env: Any, declared: Iterable[Judge] = ()) -> list[Judge]:
+    """The judges reachable from ``env`` and ``declared``, each distinct one once
+    (equal judges are one), in the order found."""
+    found: list[Judge] = []
+    for value in [*reachable_values(env), *declared]:
+        if isinstance(value, Judge) and value not in found:
+            found.append(value)
+    return found
+
+
+async def check_judges(
+    judges: Iterable[Judge], providers: Mapping[str, ModelAuth], secrets: Iterable[str]
+) -> None:
+    """Reach each judge once; raise :class:`JudgeCheckError` (one line, ``secrets`` and the
+    judges' own bearer keys masked) at the first that refuses its credential (401/403) or
+    does not answer."""
+    import httpx  # on first use: most runs have no judge
+
+    judges = list(judges)
+    hidden = (*secrets, *credential_secrets([judge.auth for judge in judges], None))
+    with bind_model_auth(dict(providers)):
+        async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_SECONDS) as client:
+            for judge in judges:
+                problem = await _problem(client, judge)
+                if problem is not None:
+                    raise JudgeCheckError(mask_secrets(f"{problem} {_HINT}", hidden))
+
+
+async def _problem(client: httpx.AsyncClient, judge: Judge) -> str | None:
+    where = f"the judge {judge.model!r} at {_shown_url(judge.base_url)}"
+    context = ModelRequestContext(
+        base_url=judge.base_url, model=judge.model, rollout_id="benchmax-judge-check"
+    )
+    try:
+        headers = {"Authorization": _PLACEHOLDER_AUTHORIZATION}
+        headers.update(await judge.auth.headers_for_request(context))
+    except Exception as error:
+        return f"judge check: cannot get the credential of {where}: {type(error).__name__}: {error}"
+    import httpx
+
+    url = judge.base_url.rstrip("/") + "/models"
+    try:
+        reply = await client.get(url, headers=headers)
+    except (httpx.HTTPError, ValueError) as error:
+        said = str(error) or type(error).__name__
+        return f"judge check: cannot reach {where}: {type(error).__name__}: {said}"
+    if reply.status_code in (401, 403):
+        return (
+            f"judge check: {where} refused its credential (HTTP {reply.status_code}): "
+            f"{_said(reply)}"
+        )
+    return None
+
+
+def _said(reply: httpx.Response) -> str:
+    text = " ".join(reply.text.split())
+    return text[:200] + ("..." if len(text) > 200 else "") if text else "(no body)"
+
+
+def _shown_url(url: str) -> str:
+    import httpx
+
+    try:
+        parts = httpx.URL(url)
+    except Exception:
+        return url
+    if parts.password:
+        return str(parts.copy_with(password="***"))
+    return url
