@@ -187,6 +187,8 @@ class Connection:
         self._closing.set()
         owner = self._owner
         if owner is not None and not owner.done():
+            if self._calls is None:  # still starting: stop the handshake
+                owner.cancel()
             await asyncio.wait({owner})  # not cancelled with the caller
 
     async def _run[T](self, operation: Any, what: str) -> T:
