@@ -46,15 +46,10 @@ class _Compiled:
 
     __slots__ = ("fields", "model", "positional", "schema")
 
-    def __init__(self, function: Callable[..., Any], tool_name: str, method: bool) -> None:
+    def __init__(
+        self, function: Callable[..., Any], tool_name: str, method: bool, hints: dict[str, Any]
+    ) -> None:
         signature = inspect.signature(function)
-        try:
-            hints = typing.get_type_hints(function, include_extras=True)
-        except Exception as error:
-            raise TypeError(
-                f"tool {tool_name!r}: cannot resolve its type hints ({error}); define the "
-                "types it uses at module level"
-            ) from error
         parsed = docstring_parser.parse(function.__doc__ or "")
         docs = {param.arg_name: param.description for param in parsed.params}
         parameters = list(signature.parameters.values())
@@ -74,12 +69,13 @@ class _Compiled:
             if name not in hints:
                 raise TypeError(f"tool {tool_name!r}: parameter {name!r} needs a type hint")
             annotation = hints[name]
+            options: dict[str, Any] = {"alias": name}
             description = _annotated_text(annotation) or docs.get(name)
-            default = (
-                pydantic.Field(alias=name, description=description)
-                if parameter.default is parameter.empty
-                else pydantic.Field(parameter.default, alias=name, description=description)
-            )
+            if description:  # a description in Annotated[T, Field(...)] wins otherwise
+                options["description"] = description
+            if parameter.default is not parameter.empty:
+                options["default"] = parameter.default
+            default = pydantic.Field(**options)
             field = f"p{index}"
             definitions[field] = (annotation, default)
             self.fields.append((field, name))
@@ -99,6 +95,17 @@ class _Compiled:
         schema.pop("title", None)
         schema.setdefault("properties", {})
         self.schema: dict[str, Any] = schema
+
+
+def _resolved_hints(function: Callable[..., Any], tool_name: str) -> dict[str, Any]:
+    """The function's type hints as objects (string annotations evaluated)."""
+    try:
+        return typing.get_type_hints(function, include_extras=True)
+    except Exception as error:
+        raise TypeError(
+            f"tool {tool_name!r}: cannot resolve its type hints ({error}); define the "
+            "types it uses before the function, at module level"
+        ) from error
 
 
 def _annotated_text(annotation: Any) -> str | None:
@@ -162,6 +169,9 @@ class FunctionTool[**P, R]:
         first = next(iter(inspect.signature(function).parameters), None)
         self._method = first in ("self", "cls")  # confirmed when a class body names it
         self._compiled: _Compiled | None = None
+        # Resolved now, while the defining module's names are all there: a function
+        # pickled by value keeps only the globals its body uses, not its annotations'.
+        self._hints: dict[str, Any] | None = None
         if not self._method:
             self._compile()
 
@@ -178,8 +188,13 @@ class FunctionTool[**P, R]:
         return self.function(*args, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
+        if self._hints is None:  # resolve before the defining module is left behind
+            try:
+                self._hints = _resolved_hints(self.function, self.name)
+            except TypeError:
+                pass
         state = dict(vars(self))
-        state["_compiled"] = None  # pydantic models are rebuilt, not pickled
+        state["_compiled"] = None  # the pydantic model is rebuilt from the hints, not pickled
         return state
 
     def __repr__(self) -> str:
@@ -188,7 +203,10 @@ class FunctionTool[**P, R]:
     def _compile(self) -> _Compiled:
         compiled = self._compiled
         if compiled is None:
-            compiled = self._compiled = _Compiled(self.function, self.name, self._method)
+            if self._hints is None:
+                self._hints = _resolved_hints(self.function, self.name)
+            compiled = _Compiled(self.function, self.name, self._method, self._hints)
+            self._compiled = compiled
         return compiled
 
     @property
