@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from benchmax.tools._errors import ToolError
+    from benchmax.tools._function import FunctionTool, tool
     from benchmax.tools._provider import ToolProvider, ToolSession
+    from benchmax.tools._toolset import Toolset
 
-__all__ = ["ToolError", "ToolProvider", "ToolSession"]
+__all__ = ["FunctionTool", "ToolError", "ToolProvider", "ToolSession", "Toolset", "tool"]
 
 _EXPORTS = {
     "FunctionTool": "benchmax.tools._function",
