@@ -94,9 +94,13 @@ async def wait_for(condition: Callable[[], bool], seconds: float) -> None:
 
 
 def marked(marks: Path, kind: str, tool: str) -> list[int]:
-    """Pids of the server processes that left ``<kind>-<tool>-<pid>`` in ``marks``."""
+    """For each call that left ``<kind>-<tool>-<pid>-<call>`` in ``marks``, its server's pid."""
     prefix = f"{kind}-{tool}-"
-    return [int(p.name[len(prefix) :]) for p in marks.iterdir() if p.name.startswith(prefix)]
+    return [
+        int(p.name[len(prefix) :].split("-")[0])
+        for p in marks.iterdir()
+        if p.name.startswith(prefix)
+    ]
 
 
 def alive(pid: int) -> bool:
@@ -124,6 +128,17 @@ def child_processes() -> set[int]:
     return children
 
 
-def open_fds() -> int:
-    """How many file descriptors this process has open."""
-    return len(os.listdir("/proc/self/fd"))
+def open_fds() -> dict[int, str]:
+    """This process's open file descriptors and what each points to."""
+    fds: dict[int, str] = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            fds[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except FileNotFoundError:  # the descriptor listing the directory itself
+            continue
+    return fds
+
+
+def fds_leaked(baseline: dict[int, str]) -> dict[int, str]:
+    """Descriptors open now that were not open (to the same thing) at ``baseline``."""
+    return {fd: target for fd, target in open_fds().items() if baseline.get(fd) != target}

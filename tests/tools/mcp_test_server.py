@@ -2,7 +2,7 @@
 
 ``python mcp_test_server.py`` serves over stdio; ``python mcp_test_server.py http PORT``
 serves streamable HTTP on 127.0.0.1:PORT at ``/mcp``. With ``MCP_TEST_MARKS`` set to a
-directory, tools leave marker files there (``started-<tool>-<pid>``, ``cancelled-...``)
+directory, tools leave marker files there (``started-<tool>-<pid>-<call>``, ``cancelled-...``)
 so tests can see a call begin (to kill the server mid-call) and be cancelled.
 ``MCP_TEST_TOKEN`` makes the HTTP server require ``Authorization: Bearer <token>``.
 """
@@ -14,6 +14,7 @@ import base64
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -31,7 +32,7 @@ _count = 0
 def _mark(kind: str, tool: str) -> None:
     marks = os.environ.get("MCP_TEST_MARKS")
     if marks:
-        Path(marks, f"{kind}-{tool}-{os.getpid()}").touch()
+        Path(marks, f"{kind}-{tool}-{os.getpid()}-{uuid.uuid4().hex[:8]}").touch()
 
 
 @server.tool(annotations=READ_ONLY)

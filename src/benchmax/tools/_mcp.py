@@ -63,13 +63,16 @@ class MCPServer:
       own server process), so no state leaks between rollouts; ``True`` gives every
       rollout on an event loop one session, opened on first use and kept until
       :meth:`aclose` or the loop's end.
-    * ``startup_timeout`` (seconds, default 30) bounds starting and the MCP handshake;
-      each call is bounded by the environment's ``tool_timeout``. A call that outlives it
+    * ``startup_timeout`` (seconds, default 30) bounds starting and the MCP handshake
+      (``BaseEnv`` bounds opening by its ``tool_timeout`` as well); each call is bounded
+      by the environment's ``tool_timeout``. A call that outlives it
       is cancelled on the server (``notifications/cancelled``) and the session goes on.
     * ``retries`` (default 1): a call that loses its connection (or meets an internal
       server error) is repeated, on a new session when the old one is gone, only for
       tools the server marks ``readOnlyHint`` or ``idempotentHint``; otherwise the
-      rollout ends as ``tool_error`` (:class:`MCPServerError`).
+      rollout ends as ``tool_error`` (:class:`MCPServerError`). Opening a session and
+      listing tools are repeated the same way (both are safe to repeat), except after
+      ``startup_timeout`` has run out.
     * ``name``: names the server in logs and errors (default: the command or URL).
 
     Results become tool messages: text -> text, images -> ``image_url`` parts,
@@ -194,7 +197,7 @@ class MCPServer:
         if self.shared:
             holder = _shared_holder(self)
         else:
-            holder = _Holder(self._target(), rollout_id, self.startup_timeout)
+            holder = _Holder(self, rollout_id)
         try:
             await holder.connection()
         except ConnectionLost as error:
@@ -246,10 +249,11 @@ class _Holder:
     """The connection a session (or every rollout, when shared) calls through: opened on
     first use and opened again when the one before it was lost."""
 
-    def __init__(self, target: ConnectTarget, rollout_id: str | None, timeout: float) -> None:
-        self.target = target
+    def __init__(self, server: MCPServer, rollout_id: str | None) -> None:
+        self.target = server._target()
         self._rollout_id = rollout_id
-        self._timeout = timeout
+        self._timeout = server.startup_timeout
+        self._retries = server.retries
         self._current: Connection | None = None
         self._lock = asyncio.Lock()
         self._closed = False
@@ -259,7 +263,7 @@ class _Holder:
 
         Raises ``ConnectionLost`` when it cannot be opened or the holder is closed.
         """
-        from benchmax.tools._mcp_connection import Connection, ConnectionLost
+        from benchmax.tools._mcp_connection import Connection, ConnectionLost, StartupTimedOut
 
         async with self._lock:
             current = self._current
@@ -270,8 +274,24 @@ class _Holder:
             self._current = None
             if current is not None:
                 await current.aclose()
-            self._current = await Connection.open(self.target, self._rollout_id, self._timeout)
-            return self._current
+            for attempt in range(1, self._retries + 2):
+                try:
+                    self._current = await Connection.open(
+                        self.target, self._rollout_id, self._timeout
+                    )
+                    return self._current
+                except StartupTimedOut:
+                    raise
+                except ConnectionLost as error:  # often transient (a reset connection)
+                    if attempt > self._retries:
+                        raise
+                    logger.warning(
+                        "mcp.start_retried server=%s attempt=%d: %s",
+                        self.target.label,
+                        attempt,
+                        error,
+                    )
+            raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:
         """Close the connection (waiting until a stdio server has exited)."""
@@ -291,7 +311,7 @@ def _shared_holder(server: MCPServer) -> _Holder:
     holders = _SHARED.setdefault(asyncio.get_running_loop(), {})
     holder = holders.get(server)
     if holder is None:
-        holder = holders[server] = _Holder(server._target(), None, server.startup_timeout)
+        holder = holders[server] = _Holder(server, None)
     return holder
 
 
@@ -313,12 +333,19 @@ class _MCPSession:
         from benchmax.tools._mcp_connection import ConnectionLost, ProtocolFailure
         from benchmax.tools._mcp_content import offered_tools
 
-        try:
-            tools = await (await self._holder.connection()).list_tools()
-            self._offered = offered_tools(tools, self._server.prefix, self._holder.target.label)
-        except (ConnectionLost, ProtocolFailure, ValueError) as error:
-            raise MCPServerError(str(error)) from None
-        return [offered.function for offered in self._offered.values()]
+        label = self._holder.target.label
+        for attempt in range(1, self._server.retries + 2):  # listing is read-only
+            try:
+                tools = await (await self._holder.connection()).list_tools()
+                self._offered = offered_tools(tools, self._server.prefix, label)
+                return [offered.function for offered in self._offered.values()]
+            except ConnectionLost as error:
+                if attempt > self._server.retries:
+                    raise MCPServerError(str(error)) from None
+                logger.warning("mcp.list_retried server=%s attempt=%d: %s", label, attempt, error)
+            except (ProtocolFailure, ValueError) as error:
+                raise MCPServerError(str(error)) from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call the tool offered as ``name``; the result as tool-message content.

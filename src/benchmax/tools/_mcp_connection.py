@@ -41,7 +41,7 @@ from benchmax import __version__, _context
 from benchmax._modelhttp.headers import sendable_auth_headers
 from benchmax.auth import ModelAuth, ModelRequestContext
 
-__all__ = ["Connection", "ConnectionLost", "ConnectTarget", "ProtocolFailure"]
+__all__ = ["Connection", "ConnectTarget", "ConnectionLost", "ProtocolFailure", "StartupTimedOut"]
 
 logger = logging.getLogger("benchmax.tools.mcp")
 
@@ -56,6 +56,10 @@ session dropped without ``aclose`` must still end cleanly when its loop does."""
 class ConnectionLost(Exception):
     """The connection to the MCP server is gone (the server exited or closed it, or an
     HTTP request failed); calls on it cannot succeed."""
+
+
+class StartupTimedOut(ConnectionLost):
+    """The server did not start (or answer the handshake) within the start-up bound."""
 
 
 class ProtocolFailure(Exception):
@@ -110,6 +114,7 @@ class Connection:
         self._calls: anyio.abc.TaskGroup | None = None
         self._owner: asyncio.Task[None] | None = None
         self._lost: str | None = None
+        self._pending: set[asyncio.Future[Any]] = set()
 
     @classmethod
     async def open(
@@ -141,7 +146,7 @@ class Connection:
         except BaseException as error:
             await connection.aclose()
             if isinstance(error, TimeoutError):
-                raise ConnectionLost(
+                raise StartupTimedOut(
                     f"MCP server {target.label} did not start within {timeout:g}s"
                 ) from None
             if not isinstance(error, Exception):
@@ -195,6 +200,8 @@ class Connection:
         if self._lost is not None or self._calls is None or self._client is None:
             raise ConnectionLost(f"MCP server {self._target.label}: {self._lost}")
         future: asyncio.Future[T] = self._loop.create_future()
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
         scope = anyio.CancelScope()
         try:
             self._calls.start_soon(self._call, future, scope, operation, self._client, what)
@@ -240,9 +247,9 @@ class Connection:
         except Exception as error:
             outcome = error
         finally:
-            if not future.done():
-                if outcome is None:  # cancelled by the owner: the connection is ending
-                    outcome = ConnectionLost(f"MCP server {label}: {self._lost or 'closed'}")
+            # No outcome: the owner cancelled the call as the session ends; the owner
+            # fails it with the reason once it knows it.
+            if outcome is not None and not future.done():
                 future.set_exception(outcome)
 
     def _lose(self, reason: str) -> None:
@@ -277,6 +284,9 @@ class Connection:
         finally:
             self._lose("the connection was closed")
             self._client = self._calls = None
+            for future in list(self._pending):
+                if not future.done():
+                    future.set_exception(ConnectionLost(f"MCP server {target.label}: {self._lost}"))
 
     async def _transport(self, stack: AsyncExitStack) -> Any:
         target = self._target
