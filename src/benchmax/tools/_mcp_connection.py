@@ -271,6 +271,8 @@ class Connection:
                 await self._closing.wait()
                 calls.cancel_scope.cancel()
         except BaseException as error:
+            if isinstance(error, asyncio.CancelledError):  # the event loop is ending
+                self._lost = self._lost or "the event loop ended"
             self._lose(f"session ended: {target.describe(error)}")
             if not ready.done():
                 ready.set_exception(ConnectionLost(target.describe(error)))
