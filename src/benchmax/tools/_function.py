@@ -13,6 +13,7 @@ function runs; a validation failure raises ``ToolError`` naming the argument.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import re
 import typing
@@ -55,6 +56,9 @@ class _Compiled:
         parameters = list(signature.parameters.values())
         if method:
             parameters = parameters[1:]
+        seen: set[int] = set()
+        for hint in hints.values():
+            _restore_dataclass_sentinels(hint, seen)
         definitions: dict[str, Any] = {}
         self.fields: list[tuple[str, str]] = []  # (field name, argument name)
         self.positional: set[str] = set()
@@ -106,6 +110,30 @@ def _resolved_hints(function: Callable[..., Any], tool_name: str) -> dict[str, A
             f"tool {tool_name!r}: cannot resolve its type hints ({error}); define the "
             "types it uses before the function, at module level"
         ) from error
+
+
+def _restore_dataclass_sentinels(hint: Any, seen: set[int]) -> None:
+    """Make every dataclass reachable from ``hint`` use ``dataclasses.MISSING`` itself.
+
+    A dataclass pickled by value (a bundle's project-local module) comes back with copies
+    of the ``MISSING`` sentinel in its fields (cloudpickle issue #424), which pydantic then
+    reads as "both default and default_factory given".
+    """
+    if id(hint) in seen:
+        return
+    seen.add(id(hint))
+    for argument in get_args(hint):
+        _restore_dataclass_sentinels(argument, seen)
+    fields = getattr(hint, "__dataclass_fields__", None)
+    if not isinstance(hint, type) or not isinstance(fields, dict):
+        return
+    missing: Any = dataclasses.MISSING
+    for field in fields.values():
+        for name in ("default", "default_factory"):
+            value: object = getattr(field, name)
+            if type(value) is type(missing) and value is not missing:
+                setattr(field, name, missing)
+        _restore_dataclass_sentinels(field.type, seen)
 
 
 def _annotated_text(annotation: Any) -> str | None:
