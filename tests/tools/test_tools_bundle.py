@@ -20,19 +20,32 @@ import dataclasses
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
+from pydantic import BaseModel
+
 from benchmax.tools import ToolError, Toolset, tool
+
+
+@dataclasses.dataclass
+class Corner:
+    x: int = 0
 
 
 @dataclasses.dataclass
 class Box:
     width: int
     height: int = 1
+    corner: Corner = dataclasses.field(default_factory=Corner)
+
+
+class Label(BaseModel):
+    text: str = "box"
+    corner: Corner | None = None
 
 
 @tool
-def area(box: Box, unit: Literal["cm", "m"] = "cm") -> str:
+def area(box: Box, unit: Literal["cm", "m"] = "cm", label: Label | None = None) -> str:
     """Area of a box."""
-    return f"{box.width * box.height} {unit}2"
+    return f"{box.width * box.height} {unit}2 at x={box.corner.x}"
 
 
 @tool
@@ -106,6 +119,7 @@ print(json.dumps({
     "outcomes": {k: [o.termination_reason, dict(o.rewards)] for k, o in outcomes.items()},
     "tools": [t["function"]["name"] for t in last["tools"]],
     "box": last["tools"][0]["function"]["parameters"]["$defs"]["Box"]["required"],
+    "defs": sorted(last["tools"][0]["function"]["parameters"]["$defs"]),
     "results": [m["content"] for m in last["messages"] if m["role"] == "tool"],
 }))
 """
@@ -141,7 +155,10 @@ def test_declared_tools_travel_by_value_and_run_in_a_fresh_interpreter(
     }
     assert result["tools"] == ["area", "greet", "tick"]
     assert result["box"] == ["width"]
-    assert result["results"] == ["1 cm2", "hello example", "1"]
+    # pydantic may name a class carried by value by its module path (its core-schema
+    # refs hold ids): Box, Label and a Corner definition
+    assert len(result["defs"]) == 3 and {"Box", "Label"} <= set(result["defs"])
+    assert result["results"] == ["1 cm2 at x=0", "hello example", "1"]
 
 
 async def test_validate_checks_declared_tools(projects: ProjectFactory, tmp_path: Path) -> None:

@@ -48,7 +48,12 @@ class _Compiled:
     __slots__ = ("fields", "model", "positional", "schema")
 
     def __init__(
-        self, function: Callable[..., Any], tool_name: str, method: bool, hints: dict[str, Any]
+        self,
+        function: Callable[..., Any],
+        tool_name: str,
+        method: bool,
+        hints: dict[str, Any],
+        namespace: dict[str, Any],
     ) -> None:
         signature = inspect.signature(function)
         parsed = docstring_parser.parse(function.__doc__ or "")
@@ -56,9 +61,7 @@ class _Compiled:
         parameters = list(signature.parameters.values())
         if method:
             parameters = parameters[1:]
-        seen: set[int] = set()
-        for hint in hints.values():
-            _restore_dataclass_sentinels(hint, seen)
+        _restore_dataclass_sentinels(_model_classes(hints, namespace))
         definitions: dict[str, Any] = {}
         self.fields: list[tuple[str, str]] = []  # (field name, argument name)
         self.positional: set[str] = set()
@@ -91,6 +94,10 @@ class _Compiled:
                 __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
                 **definitions,
             )
+            if not self.model.__pydantic_complete__:
+                # String annotations of classes whose module is gone (carried by value in
+                # a bundle): resolve them with the classes found when the hints were.
+                self.model.model_rebuild(_types_namespace=namespace)
             schema = self.model.model_json_schema(schema_generator=_UntitledSchema)
         except Exception as error:
             raise TypeError(
@@ -112,28 +119,48 @@ def _resolved_hints(function: Callable[..., Any], tool_name: str) -> dict[str, A
         ) from error
 
 
-def _restore_dataclass_sentinels(hint: Any, seen: set[int]) -> None:
-    """Make every dataclass reachable from ``hint`` use ``dataclasses.MISSING`` itself.
+def _model_classes(hints: dict[str, Any], namespace: dict[str, Any]) -> list[type]:
+    """The dataclasses and pydantic models reachable from ``hints`` (through type arguments
+    and their fields' hints, string annotations resolved with ``namespace`` as well)."""
+    found: list[type] = []
+    seen: set[int] = set()
+    stack = list(hints.values())
+    while stack:
+        hint = stack.pop()
+        if id(hint) in seen:
+            continue
+        seen.add(id(hint))
+        stack.extend(get_args(hint))
+        if not isinstance(hint, type):
+            continue
+        if not (dataclasses.is_dataclass(hint) or issubclass(hint, pydantic.BaseModel)):
+            continue
+        found.append(hint)
+        try:
+            nested = typing.get_type_hints(hint, localns=namespace, include_extras=True)
+        except Exception:  # pydantic says what it cannot resolve
+            nested = {}
+        stack.extend(nested.values())
+    return found
+
+
+def _restore_dataclass_sentinels(classes: list[type]) -> None:
+    """Make the dataclasses among ``classes`` use ``dataclasses.MISSING`` itself.
 
     A dataclass pickled by value (a bundle's project-local module) comes back with copies
     of the ``MISSING`` sentinel in its fields (cloudpickle issue #424), which pydantic then
     reads as "both default and default_factory given".
     """
-    if id(hint) in seen:
-        return
-    seen.add(id(hint))
-    for argument in get_args(hint):
-        _restore_dataclass_sentinels(argument, seen)
-    fields = getattr(hint, "__dataclass_fields__", None)
-    if not isinstance(hint, type) or not isinstance(fields, dict):
-        return
     missing: Any = dataclasses.MISSING
-    for field in fields.values():
-        for name in ("default", "default_factory"):
-            value: object = getattr(field, name)
-            if type(value) is type(missing) and value is not missing:
-                setattr(field, name, missing)
-        _restore_dataclass_sentinels(field.type, seen)
+    for cls in classes:
+        fields = getattr(cls, "__dataclass_fields__", None)
+        if not isinstance(fields, dict):
+            continue
+        for field in fields.values():
+            for name in ("default", "default_factory"):
+                value: object = getattr(field, name)
+                if type(value) is type(missing) and value is not missing:
+                    setattr(field, name, missing)
 
 
 def _annotated_text(annotation: Any) -> str | None:
@@ -198,8 +225,10 @@ class FunctionTool[**P, R]:
         self._method = first in ("self", "cls")  # confirmed when a class body names it
         self._compiled: _Compiled | None = None
         # Resolved now, while the defining module's names are all there: a function
-        # pickled by value keeps only the globals its body uses, not its annotations'.
+        # pickled by value keeps only the globals its body uses, not its annotations', and
+        # a class pickled by value loses its module (``_namespace``: the classes by name).
         self._hints: dict[str, Any] | None = None
+        self._namespace: dict[str, Any] = {}
         if not self._method:
             self._compile()
 
@@ -218,7 +247,7 @@ class FunctionTool[**P, R]:
     def __getstate__(self) -> dict[str, Any]:
         if self._hints is None:  # resolve before the defining module is left behind
             try:
-                self._hints = _resolved_hints(self.function, self.name)
+                self._resolve()
             except TypeError:
                 pass
         state = dict(vars(self))
@@ -228,12 +257,20 @@ class FunctionTool[**P, R]:
     def __repr__(self) -> str:
         return f"FunctionTool(name={self.name!r})"
 
+    def _resolve(self) -> None:
+        hints = _resolved_hints(self.function, self.name)
+        self._namespace = {cls.__name__: cls for cls in _model_classes(hints, {})}
+        self._hints = hints
+
     def _compile(self) -> _Compiled:
         compiled = self._compiled
         if compiled is None:
             if self._hints is None:
-                self._hints = _resolved_hints(self.function, self.name)
-            compiled = _Compiled(self.function, self.name, self._method, self._hints)
+                self._resolve()
+            assert self._hints is not None
+            compiled = _Compiled(
+                self.function, self.name, self._method, self._hints, self._namespace
+            )
             self._compiled = compiled
         return compiled
 
