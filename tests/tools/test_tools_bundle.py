@@ -155,9 +155,9 @@ def test_declared_tools_travel_by_value_and_run_in_a_fresh_interpreter(
     }
     assert result["tools"] == ["area", "greet", "tick"]
     assert result["box"] == ["width"]
-    # pydantic may name a class carried by value by its module path (its core-schema
-    # refs hold ids): Box, Label and a Corner definition
-    assert len(result["defs"]) == 3 and {"Box", "Label"} <= set(result["defs"])
+    # pydantic may name a class carried by value by its module path, even twice (its
+    # core-schema refs hold ids): the definitions differ in name only
+    assert {"Box", "Label"} <= set(result["defs"])
     assert result["results"] == ["1 cm2 at x=0", "hello example", "1"]
 
 
