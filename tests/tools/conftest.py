@@ -117,3 +117,11 @@ class RecordingProvider:
 
 def requests_for(server: MockModelServer, ids: Sequence[str]) -> list[RolloutRequest[Any]]:
     return [request(server, rollout_id) for rollout_id in ids]
+
+
+# Throwaway projects and fresh interpreters, as the bundle tests use them.
+from tests.bundle.conftest import (  # noqa: E402
+    by_value_registry_untouched,  # noqa: F401
+    projects,  # noqa: F401
+    run_fresh,  # noqa: F401
+)

@@ -13,6 +13,7 @@ function runs; a validation failure raises ``ToolError`` naming the argument.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import re
 import typing
@@ -47,7 +48,12 @@ class _Compiled:
     __slots__ = ("fields", "model", "positional", "schema")
 
     def __init__(
-        self, function: Callable[..., Any], tool_name: str, method: bool, hints: dict[str, Any]
+        self,
+        function: Callable[..., Any],
+        tool_name: str,
+        method: bool,
+        hints: dict[str, Any],
+        namespace: dict[str, Any],
     ) -> None:
         signature = inspect.signature(function)
         parsed = docstring_parser.parse(function.__doc__ or "")
@@ -55,6 +61,7 @@ class _Compiled:
         parameters = list(signature.parameters.values())
         if method:
             parameters = parameters[1:]
+        _restore_dataclass_sentinels(_model_classes(hints, namespace))
         definitions: dict[str, Any] = {}
         self.fields: list[tuple[str, str]] = []  # (field name, argument name)
         self.positional: set[str] = set()
@@ -87,6 +94,10 @@ class _Compiled:
                 __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
                 **definitions,
             )
+            if not self.model.__pydantic_complete__:
+                # String annotations of classes whose module is gone (carried by value in
+                # a bundle): resolve them with the classes found when the hints were.
+                self.model.model_rebuild(_types_namespace=namespace)
             schema = self.model.model_json_schema(schema_generator=_UntitledSchema)
         except Exception as error:
             raise TypeError(
@@ -106,6 +117,50 @@ def _resolved_hints(function: Callable[..., Any], tool_name: str) -> dict[str, A
             f"tool {tool_name!r}: cannot resolve its type hints ({error}); define the "
             "types it uses before the function, at module level"
         ) from error
+
+
+def _model_classes(hints: dict[str, Any], namespace: dict[str, Any]) -> list[type]:
+    """The dataclasses and pydantic models reachable from ``hints`` (through type arguments
+    and their fields' hints, string annotations resolved with ``namespace`` as well)."""
+    found: list[type] = []
+    seen: set[int] = set()
+    stack = list(hints.values())
+    while stack:
+        hint = stack.pop()
+        if id(hint) in seen:
+            continue
+        seen.add(id(hint))
+        stack.extend(get_args(hint))
+        if not isinstance(hint, type):
+            continue
+        if not (dataclasses.is_dataclass(hint) or issubclass(hint, pydantic.BaseModel)):
+            continue
+        found.append(hint)
+        try:
+            nested = typing.get_type_hints(hint, localns=namespace, include_extras=True)
+        except Exception:  # pydantic says what it cannot resolve
+            nested = {}
+        stack.extend(nested.values())
+    return found
+
+
+def _restore_dataclass_sentinels(classes: list[type]) -> None:
+    """Make the dataclasses among ``classes`` use ``dataclasses.MISSING`` itself.
+
+    A dataclass pickled by value (a bundle's project-local module) comes back with copies
+    of the ``MISSING`` sentinel in its fields (cloudpickle issue #424), which pydantic then
+    reads as "both default and default_factory given".
+    """
+    missing: Any = dataclasses.MISSING
+    for cls in classes:
+        fields = getattr(cls, "__dataclass_fields__", None)
+        if not isinstance(fields, dict):
+            continue
+        for field in fields.values():
+            for name in ("default", "default_factory"):
+                value: object = getattr(field, name)
+                if type(value) is type(missing) and value is not missing:
+                    setattr(field, name, missing)
 
 
 def _annotated_text(annotation: Any) -> str | None:
@@ -170,8 +225,10 @@ class FunctionTool[**P, R]:
         self._method = first in ("self", "cls")  # confirmed when a class body names it
         self._compiled: _Compiled | None = None
         # Resolved now, while the defining module's names are all there: a function
-        # pickled by value keeps only the globals its body uses, not its annotations'.
+        # pickled by value keeps only the globals its body uses, not its annotations', and
+        # a class pickled by value loses its module (``_namespace``: the classes by name).
         self._hints: dict[str, Any] | None = None
+        self._namespace: dict[str, Any] = {}
         if not self._method:
             self._compile()
 
@@ -190,7 +247,7 @@ class FunctionTool[**P, R]:
     def __getstate__(self) -> dict[str, Any]:
         if self._hints is None:  # resolve before the defining module is left behind
             try:
-                self._hints = _resolved_hints(self.function, self.name)
+                self._resolve()
             except TypeError:
                 pass
         state = dict(vars(self))
@@ -200,12 +257,20 @@ class FunctionTool[**P, R]:
     def __repr__(self) -> str:
         return f"FunctionTool(name={self.name!r})"
 
+    def _resolve(self) -> None:
+        hints = _resolved_hints(self.function, self.name)
+        self._namespace = {cls.__name__: cls for cls in _model_classes(hints, {})}
+        self._hints = hints
+
     def _compile(self) -> _Compiled:
         compiled = self._compiled
         if compiled is None:
             if self._hints is None:
-                self._hints = _resolved_hints(self.function, self.name)
-            compiled = _Compiled(self.function, self.name, self._method, self._hints)
+                self._resolve()
+            assert self._hints is not None
+            compiled = _Compiled(
+                self.function, self.name, self._method, self._hints, self._namespace
+            )
             self._compiled = compiled
         return compiled
 

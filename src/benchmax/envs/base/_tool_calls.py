@@ -99,11 +99,18 @@ class ArgumentChecks:
         schema = self._schemas.get(name)
         if schema is None:
             return None
-        try:
-            text = json.dumps(schema, sort_keys=True, default=str)
-        except ValueError:  # a reference cycle: not a schema
-            return None
-        validator = _validator(text)
+        known = _BY_IDENTITY.get(id(schema))
+        if known is not None and known[0] is schema:  # the same dict as last time
+            validator = known[1]
+        else:
+            try:
+                text = json.dumps(schema, sort_keys=True, default=str)
+            except ValueError:  # a reference cycle: not a schema
+                return None
+            validator = _validator(text)
+            if len(_BY_IDENTITY) >= _CACHE_SIZE:
+                _BY_IDENTITY.clear()
+            _BY_IDENTITY[id(schema)] = (schema, validator)
         if isinstance(validator, Exception):
             _warn_unusable(name, validator)
             return None
@@ -127,7 +134,15 @@ class ArgumentChecks:
         )
 
 
-@lru_cache(maxsize=512)
+_CACHE_SIZE = 512
+_BY_IDENTITY: dict[int, tuple[dict[str, Any], Any]] = {}
+"""Validators by schema object (the dict kept, so its id is not reused): tools listed
+from the same dicts every rollout (``@tool`` specs, module-level constants) skip the
+encoding of the schema to find its validator. A schema mutated in place after its first
+use keeps its first validator."""
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
 def _validator(schema_text: str) -> Any:
     """A validator for the schema (cached by its JSON text), or the ``SchemaError``
     saying why the schema is invalid."""

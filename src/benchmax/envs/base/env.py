@@ -185,8 +185,12 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     ) -> None:
         """Override class-level settings; a ``None`` argument keeps the class value.
 
+        ``tools`` lists ``@tool`` functions (a plain typed function is made one),
+        ``Toolset`` instances and tool providers (``MCPServer``).
+
         Raises ``ValueError`` (``TypeError`` for a wrongly typed ``send_reasoning``,
-        ``sampling_args`` or ``finish_reasons``) naming the setting that is invalid.
+        ``sampling_args``, ``finish_reasons`` or ``tools`` entry) naming the setting
+        that is invalid.
         """
         super().__init__()
         overrides = {
