@@ -25,8 +25,7 @@ from tests.tools.mcp_support import (
 )
 
 from benchmax.auth import InjectedAuth, StaticBearerAuth, bind_model_auth
-from benchmax.tools import MCPServer, ToolError
-from benchmax.tools._mcp import MCPServerError
+from benchmax.tools import MCPServer, MCPServerError, ToolError
 
 SHUTDOWN = 15.0
 """Seconds for a server to be gone after its session closes (the SDK's escalation from

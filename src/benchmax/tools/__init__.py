@@ -11,16 +11,27 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from benchmax.tools._errors import ToolError
+    from benchmax.tools._errors import MCPServerError, ToolError
     from benchmax.tools._function import FunctionTool, tool
+    from benchmax.tools._mcp import MCPServer
     from benchmax.tools._provider import ToolProvider, ToolSession
     from benchmax.tools._toolset import Toolset
 
-__all__ = ["FunctionTool", "ToolError", "ToolProvider", "ToolSession", "Toolset", "tool"]
+__all__ = [
+    "FunctionTool",
+    "MCPServer",
+    "MCPServerError",
+    "ToolError",
+    "ToolProvider",
+    "ToolSession",
+    "Toolset",
+    "tool",
+]
 
 _EXPORTS = {
     "FunctionTool": "benchmax.tools._function",
     "MCPServer": "benchmax.tools._mcp",
+    "MCPServerError": "benchmax.tools._errors",
     "ToolError": "benchmax.tools._errors",
     "ToolProvider": "benchmax.tools._provider",
     "ToolSession": "benchmax.tools._provider",

@@ -19,25 +19,18 @@ from urllib.parse import urlsplit
 
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, StaticBearerAuth
-from benchmax.tools._errors import ToolError
+from benchmax.tools._errors import MCPServerError, ToolError
 
 if TYPE_CHECKING:
     from benchmax.tools._mcp_connection import Connection, ConnectTarget
     from benchmax.tools._mcp_content import OfferedTool
 
-__all__ = ["MCPServer", "MCPServerError"]
+__all__ = ["MCPServer"]
 
 logger = logging.getLogger("benchmax.tools.mcp")
 
 _PREFIX_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _LABEL_LIMIT = 120
-
-
-class MCPServerError(Exception):
-    """An MCP server failed a rollout: it did not start within ``startup_timeout``, its
-    connection was lost (it crashed, was killed, refused the connection) and the call
-    could not be retried, or it answered with a protocol error. Raised from a
-    ``ToolSession``, it ends that rollout as ``tool_error``; other rollouts go on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, weakref_slot=True)
