@@ -4,6 +4,7 @@ config) or over streamable HTTP (a subprocess on 127.0.0.1), and process/fd prob
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -126,6 +127,16 @@ def child_processes() -> set[int]:
         if fields[1] == me:
             children.add(int(entry.name))
     return children
+
+
+def loop_trouble(records: list[logging.LogRecord]) -> list[str]:
+    """Log lines that betray unclean cancellation: anyio cancel-scope errors, tasks
+    destroyed while pending, exceptions never retrieved (the ``asyncio`` logger)."""
+    return [
+        record.getMessage()
+        for record in records
+        if record.name == "asyncio" or "cancel scope" in record.getMessage().lower()
+    ]
 
 
 def open_fds() -> dict[int, str]:

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+import pytest
 from tests.tools.conftest import ToolsEnv, request, requests_for, tool_messages
 from tests.tools.mcp_support import (
     START,
     child_processes,
     fds_leaked,
     http_server,
+    loop_trouble,
     marked,
     open_fds,
     stdio_server,
@@ -51,7 +53,7 @@ def plan_policy(plans: dict[str, list[dict[str, Any]]], default: list[dict[str, 
 
 
 async def test_stdio_per_rollout_servers_one_killed_mid_call_the_others_finish(
-    tmp_path: Path, mock_server: MockModelServer
+    tmp_path: Path, mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     children, fds = child_processes(), open_fds()
     mock_server.policy = plan_policy(
@@ -83,6 +85,7 @@ async def test_stdio_per_rollout_servers_one_killed_mid_call_the_others_finish(
     assert "bad input" in tool_messages(by_id["r3"])[0]  # isError: shown, rollout went on
     await env.aclose()  # the model connections
     await wait_for(lambda: child_processes() <= children and not fds_leaked(fds), 15)
+    assert loop_trouble(caplog.records) == []
 
 
 async def test_shared_stdio_session_serves_a_group(
@@ -108,7 +111,7 @@ async def test_shared_stdio_session_serves_a_group(
 
 
 async def test_http_hung_call_ends_tool_timeout_and_is_cancelled_on_the_server(
-    tmp_path: Path, mock_server: MockModelServer
+    tmp_path: Path, mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     mock_server.policy = plan_policy(
         {"r0": [_call("slow_write", seconds=600)]}, default=[_call("add", a=1, b=2)]
@@ -119,6 +122,7 @@ async def test_http_hung_call_ends_tool_timeout_and_is_cancelled_on_the_server(
         assert outcomes["r0"].termination_reason == "tool_timeout"
         assert outcomes["r1"].termination_reason == "finished"
         await wait_for(lambda: bool(marked(tmp_path, "cancelled", "slow_write")), 30)
+    assert loop_trouble(caplog.records) == []
 
 
 async def test_http_server_killed_mid_call_settles_tool_error(

@@ -19,6 +19,7 @@ from tests.tools.mcp_support import (
     alive,
     child_processes,
     http_server,
+    loop_trouble,
     marked,
     stdio_server,
     wait_for,
@@ -140,7 +141,7 @@ async def test_shared_session_serves_every_rollout_until_aclose(tmp_path: Path) 
 
 
 async def test_hung_call_is_cancelled_on_the_server_and_the_session_goes_on(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     session = await stdio_server(tmp_path).open_session("r1")
     try:
@@ -153,6 +154,7 @@ async def test_hung_call_is_cancelled_on_the_server_and_the_session_goes_on(
     finally:
         await session.aclose()
     assert not alive(pid)  # aclose returns once the server is gone
+    assert loop_trouble(caplog.records) == []
 
 
 async def test_a_server_blocked_in_a_call_is_killed_when_the_session_closes(

@@ -47,6 +47,12 @@ logger = logging.getLogger("benchmax.tools.mcp")
 
 _LIST_PAGE_CAP = 100
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+_HTTP_LIMITS = httpx2.Limits(
+    max_connections=100, max_keepalive_connections=20, keepalive_expiry=4.0
+)
+"""Idle connections are dropped after 4 s, before the usual 5 s server keep-alive timeout
+(uvicorn's included): reusing a connection the server is closing fails the request, and
+the SDK then ends the whole session."""
 _CLIENT_INFO = Implementation(name="benchmax", version=__version__)
 _OWNERS: set[asyncio.Task[None]] = set()
 """Owner tasks still running: the event loop keeps only weak references to tasks, and a
@@ -308,7 +314,9 @@ class Connection:
             )
             auth = _RequestAuth(target.auth, context)
         http = await stack.enter_async_context(
-            httpx2.AsyncClient(auth=auth, timeout=_HTTP_TIMEOUT, follow_redirects=False)
+            httpx2.AsyncClient(
+                auth=auth, timeout=_HTTP_TIMEOUT, limits=_HTTP_LIMITS, follow_redirects=False
+            )
         )
         return streamable_http_client(target.url, http_client=http)
 
