@@ -3,7 +3,7 @@ function, and whether processes and file descriptors return to baseline after ma
 per-rollout sessions.
 
     uv run python benchmarks/mcp_tools.py [--rollouts 256] [--calls 4] [--lifecycle 1000]
-        [--stdio-lifecycle 100] [--skip throughput,lifecycle]
+        [--stdio-lifecycle 100] [--skip throughput,wrapper,lifecycle]
 
 1. **throughput**, 32 rollouts in flight, each making ``--calls`` tool calls (one per turn,
    ``add``) and then answering, against an in-process ``MockModelServer``: the tool as a
@@ -11,7 +11,10 @@ per-rollout sessions.
    the SDK) over stdio and over streamable HTTP, one shared session each, and over HTTP with
    a session per rollout. Printed: rollouts/s, client CPU per rollout, mean latency of one
    tool call as ``BaseEnv.run_tool`` sees it, and its overhead over the ``@tool`` call.
-2. **lifecycle**: ``--lifecycle`` rollouts with a session per rollout over HTTP (32 in
+2. **wrapper**: 500 sequential calls over stdio, through the SDK's ``Client`` directly and
+   through an ``MCPServer`` session (its owner task, future and result mapping): what
+   benchmax adds to the SDK's own cost, per call.
+3. **lifecycle**: ``--lifecycle`` rollouts with a session per rollout over HTTP (32 in
    flight) and ``--stdio-lifecycle`` with a server process per rollout over stdio (8 in
    flight; each start costs a Python interpreter importing the SDK, 1-2 s of CPU): open file
    descriptors and child processes before, at their peak and after.
@@ -176,6 +179,46 @@ def throughput(url: str, total: int, calls: int) -> None:
         )
 
 
+async def sequential_calls(calls: int) -> tuple[float, float, float, float]:
+    """Per ``add`` call, wall ms and client CPU ms: the SDK's ``Client``, then an
+    ``MCPServer`` session."""
+    from mcp import Client, StdioServerParameters
+
+    arguments = {"a": 1, "b": 2}
+    parameters = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
+    async with Client(parameters) as client:
+        await client.list_tools()
+        for _ in range(50):
+            await client.call_tool("add", arguments)
+        started, cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            await client.call_tool("add", arguments)
+        raw = (time.perf_counter() - started) / calls * 1000
+        raw_cpu = (time.process_time() - cpu) / calls * 1000
+    session = await stdio(shared=False).open_session("bench")
+    try:
+        await session.list_tools()
+        for _ in range(50):
+            await session.call_tool("add", arguments)
+        started, cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            await session.call_tool("add", arguments)
+        wrapped = (time.perf_counter() - started) / calls * 1000
+        wrapped_cpu = (time.process_time() - cpu) / calls * 1000
+    finally:
+        await session.aclose()
+    return raw, wrapped, raw_cpu, wrapped_cpu
+
+
+def wrapper(calls: int = 500) -> None:
+    raw, wrapped, raw_cpu, wrapped_cpu = asyncio.run(sequential_calls(calls))
+    print(f"\nwrapper: {calls} sequential calls over stdio, per call")
+    print("| | SDK Client | MCPServer session | added |\n| --- | --- | --- | --- |")
+    print(f"| wall | {raw:.2f} ms | {wrapped:.2f} ms | {wrapped - raw:+.2f} ms |")
+    added = wrapped_cpu - raw_cpu
+    print(f"| client CPU | {raw_cpu:.2f} ms | {wrapped_cpu:.2f} ms | {added:+.2f} ms |")
+
+
 def lifecycle(url: str, total: int, stdio_total: int) -> None:
     print("\nlifecycle: a session per rollout, then everything closed")
     print("| sessions | rollouts | in flight | wall s | fds before / peak / after "
@@ -203,13 +246,15 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=4)
     parser.add_argument("--lifecycle", type=int, default=1000)
     parser.add_argument("--stdio-lifecycle", type=int, default=100)
-    parser.add_argument("--skip", default="", help="comma-separated: throughput,lifecycle")
+    parser.add_argument("--skip", default="", help="comma-separated: throughput,wrapper,lifecycle")
     options = parser.parse_args()
     skip = set(filter(None, options.skip.split(",")))
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     with server_process([str(SERVER), "http"]) as url:
         if "throughput" not in skip:
             throughput(url, options.rollouts, options.calls)
+        if "wrapper" not in skip:
+            wrapper()
         if "lifecycle" not in skip:
             lifecycle(url, options.lifecycle, options.stdio_lifecycle)
     return 0
