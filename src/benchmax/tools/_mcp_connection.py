@@ -25,7 +25,7 @@ import asyncio
 import contextvars
 import logging
 import subprocess
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, cast
@@ -202,7 +202,7 @@ class Connection:
                 owner.cancel()
             await asyncio.wait({owner})  # not cancelled with the caller
 
-    async def _run[T](self, operation: Any, what: str) -> T:
+    async def _run[T](self, operation: Callable[[Client], Awaitable[T]], what: str) -> T:
         if self._lost is not None or self._calls is None or self._client is None:
             raise ConnectionLost(f"MCP server {self._target.label}: {self._lost}")
         future: asyncio.Future[T] = self._loop.create_future()
@@ -223,7 +223,7 @@ class Connection:
         self,
         future: asyncio.Future[T],
         scope: anyio.CancelScope,
-        operation: Any,
+        operation: Callable[[Client], Awaitable[T]],
         client: Client,
         what: str,
     ) -> None:
