@@ -89,6 +89,29 @@ def test_calculator_multi_turn_tools(tmp_path: Path) -> None:
     assert careful.timings["tool_seconds"] >= 0
 
 
+def test_mcp_tools_from_a_stdio_server(tmp_path: Path) -> None:
+    from tests.tools.mcp_support import child_processes
+
+    children = child_processes()
+    output = tmp_path / "library.jsonl"
+    run(*example_args("mcp_tools", "LibraryEnv", "library", output))
+    assert child_processes() <= children  # the shared server ended with the run
+    summary = report(output)
+    assert summary["rollouts_by_reason"] == {"finished": 4 * rows("mcp_tools")}
+    assert_realistic_spread(summary, "correct")
+    stats = summary["reward_stats"]
+    assert stats["grounded"]["mean"] > stats["correct"]["mean"]  # looked up the wrong book
+    tool_texts = [
+        str(message["content"])
+        for rollout in read_results(output).rollouts
+        for message in rollout["transcript"]
+        if message["role"] == "tool"
+    ]
+    assert any("no book with id" in text for text in tool_texts)  # the server's isError
+    assert any("'query' is a required property" in text for text in tool_texts)
+    assert any('"year": ' in text for text in tool_texts)
+
+
 def test_rubric_judge_on_the_embedded_mock(tmp_path: Path) -> None:
     output = tmp_path / "judge.jsonl"
     run(

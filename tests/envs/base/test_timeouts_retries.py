@@ -95,7 +95,7 @@ async def test_tool_raising_timeout_error_itself_is_tool_error(
         async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
             raise TimeoutError("upstream API timed out")
 
-    mock_server.policy = scripted([tool_reply(("multiply", {}))])
+    mock_server.policy = scripted([tool_reply(("multiply", {"left": 6, "right": 7}))])
     env = RaisesTimeout(tool_timeout=10)
     rollout = await env.run_rollout(make_request(mock_server))
     assert rollout.termination_reason == "tool_error"
@@ -105,7 +105,7 @@ async def test_tool_raising_timeout_error_itself_is_tool_error(
 async def test_rollout_timeout_covers_model_calls_and_tools(
     mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    mock_server.policy = scripted([tool_reply(("multiply", {}))])
+    mock_server.policy = scripted([tool_reply(("multiply", {"left": 6, "right": 7}))])
     env = SlowToolEnv(rollout_timeout=0.2, tool_timeout=10)
     outcomes = await env.run_group([make_request(mock_server)])
     assert outcomes["rollout-0"].termination_reason == "rollout_timeout"
@@ -123,7 +123,7 @@ async def test_rollout_timeout_covers_model_calls_and_tools(
 
 
 async def test_first_timeout_to_fire_wins(mock_server: MockModelServer) -> None:
-    mock_server.policy = scripted([tool_reply(("multiply", {}))])
+    mock_server.policy = scripted([tool_reply(("multiply", {"left": 6, "right": 7}))])
     tool_first = SlowToolEnv(rollout_timeout=2, tool_timeout=0.1)
     assert (await tool_first.run_rollout(make_request(mock_server))).termination_reason == (
         "tool_timeout"

@@ -42,6 +42,7 @@ from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._tool_calls import (
+    ArgumentChecks,
     ToolTimedOut,
     advertised_tool_names,
     reserved_argument_message,
@@ -69,6 +70,7 @@ from benchmax.envs.shared_types import (
     RolloutFailure,
     RolloutRequest,
 )
+from benchmax.tools import ToolError
 from benchmax.trajectory import ModelCall, ToolCallTiming, Trajectory, recording_annotations
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
@@ -194,7 +196,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     opens the transcript; every other field reaches the reward hooks as
     ``example_args``. Subclasses declare ``reward_keys``, ``max_turns`` and
     ``create_dataset``, and usually ``compute_reward``; tools come from
-    ``list_tools`` and ``run_tool``.
+    ``tools`` (``@tool`` functions, ``Toolset``s and tool providers such as
+    ``MCPServer``, opened per rollout; see ``benchmax.tools``), or from
+    hand-written ``list_tools`` and ``run_tool``.
 
     Beyond the 0.2 limits, ``model_timeout``, ``tool_timeout``,
     ``rollout_timeout`` and ``reward_timeout`` (seconds, or ``None`` for none)
@@ -231,6 +235,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     sampling_args: Mapping[str, Any] = MappingProxyType({})
     finish_reasons: Mapping[str, str] = MappingProxyType({})
     record_tokens: bool = False
+    tools: Sequence[Any] = ()
 
     def __init__(
         self,
@@ -245,12 +250,16 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         send_reasoning: bool | None = None,
         sampling_args: Mapping[str, Any] | None = None,
         record_tokens: bool | None = None,
+        tools: Sequence[Any] | None = None,
     ) -> None:
         """Override class-level settings; a ``None`` argument keeps the class value.
 
+        ``tools`` lists ``@tool`` functions (a plain typed function is made one),
+        ``Toolset`` instances and tool providers (``MCPServer``).
+
         Raises ``ValueError`` (``TypeError`` for a wrongly typed ``send_reasoning``,
-        ``record_tokens``, ``sampling_args`` or ``finish_reasons``) naming the setting
-        that is invalid.
+        ``record_tokens``, ``sampling_args``, ``finish_reasons`` or ``tools`` entry) naming
+        the setting that is invalid.
         """
         super().__init__()
         overrides = {
@@ -270,6 +279,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         for name, value in overrides.items():
             if value is not None:
                 setattr(self, name, value)
+        if tools is not None:
+            from benchmax.envs.base._tool_table import checked_entries
+
+            self.tools = checked_entries(tools)
         self._validate_limits()
 
     def _validate_limits(self) -> tuple[dict[str, Any], Mapping[str, str]]:
@@ -301,12 +314,22 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         """Return the split's examples; payloads must contain ``prompt_messages``."""
 
     async def list_tools(self) -> list[Tool]:
-        """Tools advertised to the model (OpenAI function-tool dicts); none by default."""
-        return []
+        """Tools advertised to the model (OpenAI function-tool dicts): those of ``tools``
+        (outside a rollout, providers' sessions are opened and closed to list them)."""
+        if not _declares_tools(self.tools):
+            return []
+        from benchmax.envs.base._tool_table import listed_tools
+
+        return cast(list[Tool], await listed_tools(self))
 
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
-        """Run one advertised tool with the model's keyword arguments."""
-        raise ValueError(f"Unknown tool: {tool_name}")
+        """Run one advertised tool with the model's keyword arguments (by default, one
+        of ``tools``, inside its rollout); ``ValueError("Unknown tool: ...")`` otherwise."""
+        if not _declares_tools(self.tools):
+            raise ValueError(f"Unknown tool: {tool_name}")
+        from benchmax.envs.base._tool_table import run_declared_tool
+
+        return await run_declared_tool(rollout_id, tool_name, tool_args)
 
     async def compute_reward(self, rollout: BaseRollout) -> RewardMap | None:
         """Score one finished rollout; ``None`` leaves scoring to the group hook."""
@@ -371,10 +394,23 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             with hook_errors(self, "rollout_context"):
                 context = self.rollout_context(request.rollout_id, request.example)
             if await _entered(self, context, request.rollout_id):
-                async with _leaving(self, context, request.rollout_id):
-                    rollout = await self._run_in_context(
-                        request, settings, transcript, example_args, meter
-                    )
+                async with (
+                    _leaving(self, context, request.rollout_id),
+                    _declared_tools(self, request, settings) as failed,
+                ):
+                    if failed is None:
+                        rollout = await self._run_in_context(
+                            request, settings, transcript, example_args, meter
+                        )
+                    else:  # a declared tool (toolset, provider session) did not open
+                        rollout = await self._score(
+                            request,
+                            settings.reward_timeout,
+                            failed,
+                            transcript,
+                            example_args,
+                            meter,
+                        )
             else:  # setup failed: no model call, no reward hooks
                 rollout = BaseRollout(
                     rollout_id=request.rollout_id,
@@ -469,6 +505,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
         rollout_id = request.rollout_id
         advertised = advertised_tool_names(tools)
+        checks = ArgumentChecks(tools)
         tool_calls_used = 0
         call_ids: set[str] = set()
         # What the model is sent: the transcript without reasoning fields, unless
@@ -541,7 +578,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             tool_calls_used += len(calls)
             try:
                 tool_messages = await self._run_tool_calls(
-                    rollout_id, calls, advertised, settings.tool_timeout, meter
+                    rollout_id, calls, advertised, checks, settings.tool_timeout, meter
                 )
             except ToolTimedOut as timeout:
                 logger.error(
@@ -579,6 +616,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         rollout_id: str,
         calls: Sequence[ToolCall],
         advertised: frozenset[str],
+        checks: ArgumentChecks,
         timeout: float | None,
         meter: _Meter | None,
     ) -> _Transcript:
@@ -593,10 +631,19 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 content = arguments
             elif (reserved := reserved_argument_message(arguments)) is not None:
                 content = reserved
+            elif (invalid := checks.problem(name, arguments)) is not None:
+                content = invalid
             else:
-                with _timed(meter, "tool"), stray_cancellation_as_error(self._hook("run_tool")):
-                    result = await self._call_tool(rollout_id, name, arguments, timeout)
-                content = tool_content(result)
+                try:
+                    with (
+                        _timed(meter, "tool"),
+                        stray_cancellation_as_error(self._hook("run_tool")),
+                    ):
+                        result = await self._call_tool(rollout_id, name, arguments, timeout)
+                except ToolError as error:  # meant for the model: the rollout goes on
+                    content = str(error)
+                else:
+                    content = tool_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
             if meter is not None:
                 meter.tools_pending.append((name, meter.tool - spent_before))
@@ -760,6 +807,32 @@ async def _exit_logged(
             exit_error,
             exc_info=exit_error,
         )
+
+
+@asynccontextmanager
+async def _declared_tools(
+    env: BaseEnv, request: RolloutRequest[JsonRow], settings: _Settings
+) -> AsyncIterator[str | None]:
+    """Open ``env.tools`` for the rollout (inside its ``rollout_context``) and close them
+    when it ends; yields ``None``, or the termination reason when they did not open."""
+    if not _declares_tools(env.tools):
+        yield None
+        return
+    from benchmax.envs.base._tool_table import open_declared_tools
+
+    declared, failed = await open_declared_tools(env, request, settings.tool_timeout)
+    try:
+        yield failed
+    finally:
+        if declared is not None:
+            await declared.aclose(settings.tool_timeout)
+
+
+def _declares_tools(tools: object) -> bool:
+    """Whether ``tools`` declares tools for the default ``list_tools``/``run_tool``: a
+    list or tuple holding something other than dicts and strings (a hand-written
+    environment's own tool specs, which its own ``list_tools`` serves, are left alone)."""
+    return isinstance(tools, list | tuple) and any(not isinstance(t, Mapping | str) for t in tools)
 
 
 def _non_finite_reward(rewards: object, declared: Sequence[str]) -> tuple[str, float] | None:

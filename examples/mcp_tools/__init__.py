@@ -1,0 +1,1 @@
+"""Library: tools served by an MCP server (stdio), looked up by the model."""

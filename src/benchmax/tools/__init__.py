@@ -1,0 +1,53 @@
+"""Tools for ``BaseEnv``: typed functions (``@tool``), ``Toolset``s sharing per-rollout
+state, and tool providers (``MCPServer``) behind the ``ToolProvider``/``ToolSession`` seam.
+
+Names are exported lazily (``import benchmax.tools`` imports no optional dependency;
+``MCPServer`` imports the ``mcp`` SDK on first use).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benchmax.tools._errors import MCPServerError, ToolError
+    from benchmax.tools._function import FunctionTool, tool
+    from benchmax.tools._mcp import MCPServer
+    from benchmax.tools._provider import ToolProvider, ToolSession
+    from benchmax.tools._toolset import Toolset
+
+__all__ = [
+    "FunctionTool",
+    "MCPServer",
+    "MCPServerError",
+    "ToolError",
+    "ToolProvider",
+    "ToolSession",
+    "Toolset",
+    "tool",
+]
+
+_EXPORTS = {
+    "FunctionTool": "benchmax.tools._function",
+    "MCPServer": "benchmax.tools._mcp",
+    "MCPServerError": "benchmax.tools._errors",
+    "ToolError": "benchmax.tools._errors",
+    "ToolProvider": "benchmax.tools._provider",
+    "ToolSession": "benchmax.tools._provider",
+    "Toolset": "benchmax.tools._toolset",
+    "tool": "benchmax.tools._function",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
