@@ -662,9 +662,9 @@ def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: P
         example_index=0,
         termination_reason="finished",
         rewards={"r": 123.0},
-        messages=({"role": "assistant", "content": f"key {secrets[0]} and x123"},),
+        messages=({"role": "assistant", "content": f"key {secrets[0]} and x12345678"},),
         logs=({"message": f"{secrets[0]}"},),  # type: ignore[typeddict-item]
-        annotations={f"odd key {secrets[0]}": [("tuple", "123")]},
+        annotations={f"odd key {secrets[0]}": [("tuple", "12345678")]},
     )
     clean = replace(record, example_index=1, messages=None, logs=(), annotations={})
     group = CompletedGroup(0, "ex-0", ("finished",), ({"r": 123.0},))
