@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
 import re
 from collections import Counter
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmax._file_replace import replace_file
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.datagen._cache import ChunkCache, ChunkResult, chunk_key
 from benchmax.datagen._chunking import Chunk, ChunkingConfig, chunk_document
@@ -289,11 +289,9 @@ def qa_rows(rows: Sequence[GeneratedRow]) -> list[dict[str, Any]]:
 
 
 def _write_jsonl(path: Path, rows: Sequence[GeneratedRow]) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with temporary.open("w", encoding="utf-8") as file:
-        for row in qa_rows(rows):
-            file.write(json.dumps(row, ensure_ascii=False) + "\n")
-    temporary.replace(path)
+    replace_file(
+        path, ((json.dumps(row, ensure_ascii=False) + "\n").encode() for row in qa_rows(rows))
+    )
 
 
 async def generate_qa(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import benchmax
+from benchmax._file_replace import replace_file
 from benchmax.runner._config import mask_secrets
 from benchmax.runner._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
 from benchmax.runner._records import ResultsHeader, RolloutRecord
@@ -455,7 +456,9 @@ def results_header(
 
 
 def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> None:
-    """Replace the header (the old definition joins ``previous_definitions``), atomically."""
+    """Replace the header (the old definition joins ``previous_definitions``), atomically,
+    through an exclusive temporary file; a symlinked ``path`` is written through to its
+    target and stays a link."""
     data = path.read_bytes()[: scan.valid_length]
     body = data[data.find(b"\n") + 1 :]
     header = scan.header.copy()
@@ -464,13 +467,7 @@ def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> N
         header["definition"],
     ]
     header["definition"] = dict(definition)
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        temporary.write_bytes(encoded_line(header) + body)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    replace_file(path, (encoded_line(header), body))
 
 
 def encoded_line(record: Mapping[str, Any]) -> bytes:
