@@ -249,6 +249,34 @@ def test_real_endpoint_with_keys_from_variables(
     assert lines(output)[0]["definition"]["base_url"] == server.base_url
 
 
+def test_a_secret_given_as_a_sampling_arg_is_masked_in_everything_the_run_writes(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, threaded_server
+) -> None:
+    secret = "sk-very-secret-value"
+    output = tmp_path / "out.jsonl"
+    args = [
+        "run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "1", "--model", "m",
+        "--api-key-env", "MY_MODEL_KEY", "--sampling-arg", f"user={secret}",
+        "--sampling-arg", f'metadata={{"k": "{secret}"}}', "-o", output,
+    ]  # fmt: skip
+    with threaded_server(model="m") as server:
+        result = invoke(*args, "--base-url", server.base_url, env={"MY_MODEL_KEY": secret})
+        assert result.exit_code == 0, result.output
+        header = lines(output)[0]
+        assert header["definition"]["sampling_args"]["user"] == "***"
+        assert header["definition"]["sampling_args"]["metadata"] == {"k": "***"}
+        rerun = invoke(
+            *args, "-n", "3", "--force", "--base-url", server.base_url,
+            env={"MY_MODEL_KEY": secret},
+        )  # fmt: skip
+    assert invoke("view", output, "-o", tmp_path / "page.html").exit_code == 0
+    shown = invoke("show", output)
+    assert rerun.exit_code == 0, rerun.output  # a forced rewrite of the header, masked too
+    assert len(lines(output)[0]["previous_definitions"]) == 1
+    written = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    assert secret not in written + result.output + shown.output + rerun.output
+
+
 def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -97,6 +97,33 @@ def test_a_real_endpoint_gets_the_model_and_the_key(
     assert "mock model" not in result.output
 
 
+def test_a_reply_echoing_the_key_is_masked_in_the_checkpoint_and_the_rows(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmax.testing import load_policy
+
+    writer = load_policy("examples/corpus/policy.py:reply")
+    secret = "sk-qa-secret-echoed"
+
+    def echoing(body: dict) -> str:
+        pairs = json.loads(writer(body)).get("pairs", []) if "pairs" in writer(body) else []
+        for pair in pairs:
+            pair["question"] = f"{pair['question']} (key {secret})"
+        return json.dumps({"pairs": pairs}) if pairs else writer(body)
+
+    monkeypatch.setenv("BENCHMAX_TEST_QA_KEY", secret)
+    with ThreadedServer(echoing) as server:
+        result = invoke(
+            "generate-qa", "examples/corpus", "-o", "out", "--base-url", server.base_url,
+            "--model", "writer-1", "--api-key-env", "BENCHMAX_TEST_QA_KEY",
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    cache = (project / "out" / ".generate-qa-cache.jsonl").read_text()
+    assert "(key ***)" in cache
+    written = "".join(p.read_text() for p in (project / "out").iterdir())
+    assert secret not in written + result.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -160,6 +160,7 @@ def generate_qa_command(
     from benchmax.datagen import ChunkingConfig, CorpusError, GenerationConfig, generate_qa
     from benchmax.rewards import Judge
     from benchmax.runner import NoModelAuth
+    from benchmax.runner._config import credential_secrets, mask_secrets
 
     console = Console(stderr=True)
     try:
@@ -211,13 +212,20 @@ def generate_qa_command(
     def on_progress(done: int, total: int) -> None:
         bar.update(task, completed=done, total=total)
 
+    # The endpoint's key (and a password in its URL) never reaches a file or the terminal,
+    # even when a reply echoes it.
+    secrets = credential_secrets([auth], base_url) if base_url is not None else ()
+
+    def mask(text: str) -> str:
+        return mask_secrets(text, secrets)
+
     async def generate() -> Any:
         async with _endpoint(base_url, policy) as url:
             judge = Judge(model=model or MOCK_MODEL, base_url=url, auth=auth, timeout=timeout)
             with bar:
                 return await generate_qa(
                     corpus, output_dir, judge, config, text_field=text_field,
-                    on_progress=on_progress,
+                    on_progress=on_progress, mask=mask,
                 )  # fmt: skip
 
     quiet = logging.NullHandler()  # refused replies are counted in the summary instead

@@ -288,10 +288,15 @@ def qa_rows(rows: Sequence[GeneratedRow]) -> list[dict[str, Any]]:
     return [row.to_json() for row in rows]
 
 
-def _write_jsonl(path: Path, rows: Sequence[GeneratedRow]) -> None:
+def _write_jsonl(path: Path, rows: Sequence[GeneratedRow], mask: Callable[[str], str]) -> None:
     replace_file(
-        path, ((json.dumps(row, ensure_ascii=False) + "\n").encode() for row in qa_rows(rows))
+        path,
+        (mask(json.dumps(row, ensure_ascii=False) + "\n").encode() for row in qa_rows(rows)),
     )
+
+
+def _unmasked(text: str) -> str:
+    return text
 
 
 async def generate_qa(
@@ -302,6 +307,7 @@ async def generate_qa(
     *,
     text_field: str = "text",
     on_progress: Callable[[int, int], None] | None = None,
+    mask: Callable[[str], str] | None = None,
 ) -> GenerationSummary:
     """Write ``train.jsonl`` and ``eval.jsonl`` of questions about ``corpus`` to ``output_dir``.
 
@@ -311,14 +317,17 @@ async def generate_qa(
     then the chunk is skipped. Answered chunks are checkpointed in ``output_dir`` and not
     asked again by a later run with the same settings. Pairs are filtered, de-duplicated
     and split by document (``split_by_document``). ``on_progress(done, total)`` is called as
-    chunks finish. Raises ``CorpusError`` for an unreadable corpus.
+    chunks finish. ``mask`` (e.g. one replacing the endpoint's key by ``***``) is applied
+    to every line written (the checkpoint, ``train.jsonl``, ``eval.jsonl``) and to the
+    failure texts of the summary. Raises ``CorpusError`` for an unreadable corpus.
     """
+    mask = mask or _unmasked
     config = config or GenerationConfig()
     output_dir = Path(output_dir)
     documents = read_corpus(Path(corpus), text_field=text_field, exclude=[output_dir])
     chunks = [chunk for doc in documents for chunk in chunk_document(doc, config.chunking)]
     output_dir.mkdir(parents=True, exist_ok=True)
-    cache = ChunkCache(output_dir)
+    cache = ChunkCache(output_dir, mask)
     asker = _Asker(judge, config, cache)
     cached = sum(1 for chunk in chunks if cache.get(asker.key(chunk)) is not None)
     results: list[ChunkResult | None] = [None] * len(chunks)
@@ -362,8 +371,8 @@ async def generate_qa(
         kept, eval_fraction=config.eval_fraction, seed=config.seed
     )
     train_path, eval_path = output_dir / "train.jsonl", output_dir / "eval.jsonl"
-    _write_jsonl(train_path, train)
-    _write_jsonl(eval_path, evaluation)
+    _write_jsonl(train_path, train, mask)
+    _write_jsonl(eval_path, evaluation, mask)
     return GenerationSummary(
         documents=len(documents),
         chunks=len(chunks),
@@ -379,5 +388,5 @@ async def generate_qa(
         eval_documents=len({row.document.name for row in evaluation}),
         train_path=train_path,
         eval_path=eval_path,
-        failures=tuple(asker.failures[:_MAX_FAILURES_KEPT]),
+        failures=tuple(mask(text) for text in asker.failures[:_MAX_FAILURES_KEPT]),
     )

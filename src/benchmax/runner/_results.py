@@ -315,11 +315,14 @@ class ResultsStore:
     ) -> ResultsStore:
         """Start a new results file at ``path``, or resume the one already there.
 
+        Known ``secrets`` are masked in the header's definition as in every line.
         Raises ``ResumeMismatchError`` (definition differs, no ``force``),
         ``ResultsFileError`` (not a readable results file, or in use by another run) and
         ``ResultsWriteError`` (the file cannot be created or written).
         """
-        definition = _normalized(dict(definition))
+        # The definition is masked before it is compared or written: a secret passed as a
+        # sampling argument never reaches the header, and resuming compares masked forms.
+        definition = _mask_strings(_normalized(dict(definition)), tuple(s for s in secrets if s))
         if path is None:
             return cls(None, None, new_run_id(), {}, {}, secrets)
         try:
