@@ -277,6 +277,20 @@ def test_a_secret_given_as_a_sampling_arg_is_masked_in_everything_the_run_writes
     assert secret not in written + result.output + shown.output + rerun.output
 
 
+def test_a_password_in_the_base_url_with_a_key_variable_is_said_once_before_the_run(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "out.jsonl"
+    result = invoke(
+        "run", ANSWER_ENV, "--data", answer_data, "--model", "m", "-o", output,
+        "--base-url", "http://user:pa55word-in-url@127.0.0.1:9/v1",
+        "--api-key-env", "MY_MODEL_KEY", env={"MY_MODEL_KEY": "sk-some-key-value"},
+    )  # fmt: skip
+    message = one_line_error(result)
+    assert "--base-url carries a password and --api-key-env" in message
+    assert "pa55word-in-url" not in message and not output.exists()
+
+
 def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
