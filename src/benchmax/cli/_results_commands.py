@@ -304,11 +304,22 @@ def _header_target(env_definition: Mapping[str, Any], data_dir: Path) -> EnvTarg
     A ``module:Class`` that does not import from here is looked for as a file under the data
     directory, its parents and the working directory (``module/path.py``).
     """
+    if not isinstance(env_definition, Mapping):
+        raise TargetError(
+            "the results header's definition.env is not an object; pass TARGET "
+            "(path/to/env.py:Class) to name the environment"
+        )
     if "class" not in env_definition:
         raise TargetError(
             "the run used a bundle: pass the bundle file (or file.py:Class) as TARGET"
         )
-    spec = str(env_definition["class"])
+    spec = env_definition["class"]
+    module_name, _, class_name = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
+    if not (module_name and class_name and all(module_name.split("."))):
+        raise TargetError(
+            f"the results header's definition.env.class ({spec!r}) is not module:Class; "
+            "pass TARGET (path/to/env.py:Class) to name the environment"
+        )
     try:
         return load_class_target(spec)
     except TargetError as error:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -174,6 +175,10 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
         try:
             record = json.loads(raw)
             index, attempt = int(record["example_index"]), int(record["attempt"])
+        except RecursionError:
+            raise ResultsFileError(
+                f"{path}:{number} is not a rollout record: JSON nested too deeply"
+            ) from None
         except (ValueError, KeyError, TypeError) as error:
             raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
         problem = _record_problem(record)
@@ -207,6 +212,9 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
     return scan
 
 
+_FLOAT_MAX = sys.float_info.max
+
+
 def _record_problem(record: Mapping[str, Any]) -> str | None:
     """What is wrong with the fields every reader of a rollout line relies on, or ``None``."""
     for name in ("example_id", "termination_reason"):
@@ -221,6 +229,8 @@ def _record_problem(record: Mapping[str, Any]) -> str | None:
     for key, value in rewards.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             return f"reward {key!r} is not a number"
+        if isinstance(value, int) and not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+            return f"reward {key!r} is too large for a float"
     return None
 
 
@@ -236,7 +246,7 @@ def _checked_header(path: Path, line: bytes) -> ResultsHeader:
     """The header line, or ``ResultsFileError`` saying why it is not one this version reads."""
     try:
         header = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("type") != "header":
         raise ResultsFileError(f"{path} is not a benchmax results file (no results header)")
