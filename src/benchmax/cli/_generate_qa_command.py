@@ -41,6 +41,7 @@ def _summary_table(summary: Any) -> Table:
     table.add_column("count", justify="right")
     rows = [
         ("documents", summary.documents),
+        ("  links out of the corpus, skipped", summary.links_skipped),
         ("chunks", summary.chunks),
         ("  from an earlier run", summary.chunks_cached),
         ("  retried after a bad reply", summary.chunks_retried),
@@ -135,6 +136,11 @@ def _summary_table(summary: Any) -> Table:
     show_default=True,
     help="Seconds for one model request.",
 )
+@click.option(
+    "--follow-links-out",
+    is_flag=True,
+    help="Also read symbolic links that lead out of CORPUS (skipped and counted by default).",
+)
 def generate_qa_command(
     corpus: Path,
     output_dir: Path,
@@ -151,6 +157,7 @@ def generate_qa_command(
     seed: int,
     concurrency: int,
     timeout: float,
+    follow_links_out: bool,
 ) -> None:
     """Write train.jsonl and eval.jsonl of questions about CORPUS (a file or directory of
     .txt, .md and .jsonl documents) to the output directory.
@@ -225,7 +232,7 @@ def generate_qa_command(
             with bar:
                 return await generate_qa(
                     corpus, output_dir, judge, config, text_field=text_field,
-                    on_progress=on_progress, mask=mask,
+                    on_progress=on_progress, mask=mask, links_out=follow_links_out,
                 )  # fmt: skip
 
     quiet = logging.NullHandler()  # refused replies are counted in the summary instead

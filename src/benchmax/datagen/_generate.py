@@ -133,6 +133,8 @@ class GenerationSummary:
     train_path: Path
     eval_path: Path
     failures: tuple[str, ...] = ()
+    links_skipped: int = 0
+    """Symbolic links in the corpus that lead out of it, not read."""
 
     @property
     def pairs_kept(self) -> int:
@@ -141,6 +143,7 @@ class GenerationSummary:
     def to_json(self) -> dict[str, Any]:
         return {
             "documents": self.documents,
+            "links_skipped": self.links_skipped,
             "chunks": self.chunks,
             "chunks_cached": self.chunks_cached,
             "chunks_retried": self.chunks_retried,
@@ -308,6 +311,7 @@ async def generate_qa(
     text_field: str = "text",
     on_progress: Callable[[int, int], None] | None = None,
     mask: Callable[[str], str] | None = None,
+    links_out: bool = False,
 ) -> GenerationSummary:
     """Write ``train.jsonl`` and ``eval.jsonl`` of questions about ``corpus`` to ``output_dir``.
 
@@ -319,12 +323,21 @@ async def generate_qa(
     and split by document (``split_by_document``). ``on_progress(done, total)`` is called as
     chunks finish. ``mask`` (e.g. one replacing the endpoint's key by ``***``) is applied
     to every line written (the checkpoint, ``train.jsonl``, ``eval.jsonl``) and to the
-    failure texts of the summary. Raises ``CorpusError`` for an unreadable corpus.
+    failure texts of the summary. Symbolic links leading out of ``corpus`` are skipped and
+    counted (``links_skipped``) unless ``links_out``. Raises ``CorpusError`` for an
+    unreadable corpus.
     """
     mask = mask or _unmasked
     config = config or GenerationConfig()
     output_dir = Path(output_dir)
-    documents = read_corpus(Path(corpus), text_field=text_field, exclude=[output_dir])
+    skipped_links: list[Path] = []
+    documents = read_corpus(
+        Path(corpus),
+        text_field=text_field,
+        exclude=[output_dir],
+        links_out=links_out,
+        skipped_links=skipped_links,
+    )
     chunks = [chunk for doc in documents for chunk in chunk_document(doc, config.chunking)]
     output_dir.mkdir(parents=True, exist_ok=True)
     cache = ChunkCache(output_dir, mask)
@@ -389,4 +402,5 @@ async def generate_qa(
         train_path=train_path,
         eval_path=eval_path,
         failures=tuple(mask(text) for text in asker.failures[:_MAX_FAILURES_KEPT]),
+        links_skipped=len(skipped_links),
     )
