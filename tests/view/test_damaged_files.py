@@ -93,3 +93,17 @@ def test_a_garbage_env_definition_is_shown_as_text_or_named(tmp_path: Path) -> N
     rescored = run_cli("rescore", results, "--data", tmp_path)
     assert isinstance(rescored.exception, SystemExit), rescored.exception
     assert "definition.env.class (5) is not module:Class" in rescored.output
+
+
+def test_rescore_refuses_to_replace_an_existing_output_without_force(tmp_path: Path) -> None:
+    results = write(tmp_path / "r.jsonl", header(group_size=2), group([{"c": 0.0}, {"c": 1.0}]))
+    existing = tmp_path / "keep.jsonl"
+    existing.write_text("mine\n")
+    refused = run_cli("rescore", results, "--data", tmp_path, "-o", existing)
+    assert isinstance(refused.exception, SystemExit)
+    assert "exists; pass --force" in refused.output and existing.read_text() == "mine\n"
+    head = header(group_size=2)
+    head["definition"]["env"] = "garbage"
+    write(results, head, group([{"c": 0.0}, {"c": 1.0}]))
+    named = run_cli("rescore", results, "x.py:Env", "--data", tmp_path, "-o", tmp_path / "n.jsonl")
+    assert isinstance(named.exception, SystemExit), named.exception  # no AttributeError

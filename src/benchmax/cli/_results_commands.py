@@ -476,6 +476,7 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
     is_flag=True,
     help="Leave out examples the dataset no longer has instead of stopping.",
 )
+@click.option("--force", is_flag=True, help="Replace the -o file when it exists.")
 @click.option(
     "--concurrency",
     metavar="C",
@@ -493,6 +494,7 @@ def rescore_command(
     auth_pairs: tuple[str, ...],
     mock_policy: str | None,
     allow_missing: bool,
+    force: bool,
     concurrency: int,
 ) -> None:
     """Score the stored transcripts of RESULTS again, without calling the model.
@@ -505,14 +507,19 @@ def rescore_command(
     definition = loaded.definition
     source_env: Mapping[str, Any] = definition.get("env") or {}
     try:
+        if output is not None and output.exists() and not force:
+            raise TargetError(f"{output} exists; pass --force to replace it, or another -o")
         if not data_dir.is_dir():
             raise TargetError(f"data directory not found: {data_dir}")
         overrides = parse_env_args(env_arg_pairs)
         auth_vars = auth_variables(auth_pairs)
         env_target = load_target(target) if target else _header_target(source_env, data_dir)
+        recorded_args = (
+            source_env.get("constructor_args") if isinstance(source_env, Mapping) else None
+        )
         env_args = {
             **env_target.constructor_args,
-            **(source_env.get("constructor_args") or {}),
+            **(recorded_args if isinstance(recorded_args, Mapping) else {}),
             **overrides,
         }
     except TargetError as error:
