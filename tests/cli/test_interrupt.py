@@ -127,3 +127,29 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(
     assert outcomes(output) == reference
     attempts = {r.example_index: r.attempt for r in read_results(output).rollouts}
     assert all(attempts[index] == 1 for index in complete)
+
+
+def test_sigterm_ends_a_run_whose_event_loop_is_blocked(data: Path, tmp_path: Path) -> None:
+    output = tmp_path / "run.jsonl"
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "benchmax.cli", "run",
+            f"{Path(__file__).with_name('blocking_env.py')}:BlockingEnv", "--data", str(data),
+            "-k", "2", "--concurrency", "1", "--mock-policy", "echo", "-o", str(output),
+        ],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for_groups(output, 2, process)
+        time.sleep(0.5)  # the third group's reward hook is now blocking the loop
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _stdout, stderr = process.communicate(timeout=30)
+        took = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert took < 15
+    assert len(read_results(output).rollouts) == 4  # the finished groups are kept

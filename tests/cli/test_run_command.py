@@ -253,6 +253,48 @@ def test_real_endpoint_with_keys_from_variables(
     assert lines(output)[0]["definition"]["base_url"] == server.base_url
 
 
+def test_a_secret_given_as_a_sampling_arg_is_masked_in_everything_the_run_writes(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, threaded_server
+) -> None:
+    secret = "sk-very-secret-value"
+    output = tmp_path / "out.jsonl"
+    args = [
+        "run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "1", "--model", "m",
+        "--api-key-env", "MY_MODEL_KEY", "--sampling-arg", f"user={secret}",
+        "--sampling-arg", f'metadata={{"k": "{secret}"}}', "-o", output,
+    ]  # fmt: skip
+    with threaded_server(model="m") as server:
+        result = invoke(*args, "--base-url", server.base_url, env={"MY_MODEL_KEY": secret})
+        assert result.exit_code == 0, result.output
+        header = lines(output)[0]
+        assert header["definition"]["sampling_args"]["user"] == "***"
+        assert header["definition"]["sampling_args"]["metadata"] == {"k": "***"}
+        rerun = invoke(
+            *args, "-n", "3", "--force", "--base-url", server.base_url,
+            env={"MY_MODEL_KEY": secret},
+        )  # fmt: skip
+    assert invoke("view", output, "-o", tmp_path / "page.html").exit_code == 0
+    shown = invoke("show", output)
+    assert rerun.exit_code == 0, rerun.output  # a forced rewrite of the header, masked too
+    assert len(lines(output)[0]["previous_definitions"]) == 1
+    written = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    assert secret not in written + result.output + shown.output + rerun.output
+
+
+def test_a_password_in_the_base_url_with_a_key_variable_is_said_once_before_the_run(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "out.jsonl"
+    result = invoke(
+        "run", ANSWER_ENV, "--data", answer_data, "--model", "m", "-o", output,
+        "--base-url", "http://user:pa55word-in-url@127.0.0.1:9/v1",
+        "--api-key-env", "MY_MODEL_KEY", env={"MY_MODEL_KEY": "sk-some-key-value"},
+    )  # fmt: skip
+    message = one_line_error(result)
+    assert "--base-url carries a password and --api-key-env" in message
+    assert "pa55word-in-url" not in message and not output.exists()
+
+
 def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from click.testing import CliRunner, Result
 from tests.cli.conftest import ThreadedServer
 
 from benchmax.cli import cli
+from benchmax.datagen import read_corpus
 
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = "generate-qa examples/corpus -o qa --mock-policy examples/corpus/policy.py:reply"
@@ -97,6 +99,33 @@ def test_a_real_endpoint_gets_the_model_and_the_key(
     assert "mock model" not in result.output
 
 
+def test_a_reply_echoing_the_key_is_masked_in_the_checkpoint_and_the_rows(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmax.testing import load_policy
+
+    writer = load_policy("examples/corpus/policy.py:reply")
+    secret = "sk-qa-secret-echoed"
+
+    def echoing(body: dict) -> str:
+        pairs = json.loads(writer(body)).get("pairs", []) if "pairs" in writer(body) else []
+        for pair in pairs:
+            pair["question"] = f"{pair['question']} (key {secret})"
+        return json.dumps({"pairs": pairs}) if pairs else writer(body)
+
+    monkeypatch.setenv("BENCHMAX_TEST_QA_KEY", secret)
+    with ThreadedServer(echoing) as server:
+        result = invoke(
+            "generate-qa", "examples/corpus", "-o", "out", "--base-url", server.base_url,
+            "--model", "writer-1", "--api-key-env", "BENCHMAX_TEST_QA_KEY",
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    cache = (project / "out" / ".generate-qa-cache.jsonl").read_text()
+    assert "(key ***)" in cache
+    written = "".join(p.read_text() for p in (project / "out").iterdir())
+    assert secret not in written + result.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -158,3 +187,24 @@ def test_a_run_that_keeps_no_pair_exits_non_zero_saying_why(project: Path) -> No
     assert "Error: no question-answer pairs were kept: 11 of 11 chunks got a bad reply" in (
         " ".join(result.output.split())
     )
+
+
+def test_links_leading_out_of_the_corpus_are_skipped_and_counted(project: Path) -> None:
+    outside = project / "private"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Private\n\nThe vault code is 7731 and nobody knows it.\n")
+    (project / "examples" / "corpus" / "leak.md").symlink_to(outside / "secret.md")
+    (project / "examples" / "corpus" / "leakdir").symlink_to(outside)
+    result = invoke("generate-qa", *COMMAND.split()[1:])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"links out of the corpus, skipped\s*\S*\s*1", result.output), result.output
+    followed = invoke("generate-qa", *COMMAND.split()[1:], "-o", "qa2", "--follow-links-out")
+    assert followed.exit_code == 0, followed.output
+    assert re.search(r"links out of the corpus, skipped\s*\S*\s*0", followed.output)
+    corpus = project / "examples" / "corpus"
+    skipped: list[Path] = []
+    names = {d.file for d in read_corpus(corpus, skipped_links=skipped)}
+    assert "leak.md" not in names and skipped == [corpus / "leak.md"]
+    assert not any(name.startswith("leakdir/") for name in names)  # linked dirs: not walked
+    followed_names = {d.file for d in read_corpus(corpus, links_out=True)}
+    assert "leak.md" in followed_names

@@ -375,6 +375,41 @@ async def test_forced_resumes_keep_every_record_and_the_definition_history(
     assert not (tmp_path / "results.jsonl.tmp").exists()
 
 
+async def test_a_forced_header_rewrite_never_follows_a_link_planted_beside_the_file(
+    tmp_path: Path,
+) -> None:
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    run_dir.mkdir()
+    elsewhere.mkdir()
+    unrelated = elsewhere / "unrelated.txt"
+    unrelated.write_text("keep me\n")
+    await run_environment(NumberEnv(6), number_config(run_dir, max_examples=2))
+    for name in ("results.jsonl.tmp", ".results.jsonl.tmp"):
+        (run_dir / name).symlink_to(unrelated)
+    await run_environment(NumberEnv(6), number_config(run_dir, max_examples=3, force=True))
+    assert unrelated.read_text() == "keep me\n"
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(
+        [".results.jsonl.tmp", "results.jsonl", "results.jsonl.tmp", "results.report.json"]
+    )
+    assert len(read_results(run_dir / "results.jsonl").rollouts) == 9
+
+
+async def test_a_symlinked_results_path_is_written_through_to_its_target(
+    tmp_path: Path,
+) -> None:
+    target_dir = tmp_path / "disk"
+    target_dir.mkdir()
+    target = target_dir / "real.jsonl"
+    link = tmp_path / "results.jsonl"
+    link.symlink_to(target)
+    await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=2))
+    await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=3, force=True))
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    results = read_results(target)
+    assert len(results.rollouts) == 9 and results.header["definition"]["max_examples"] == 3
+    assert [p.name for p in target_dir.iterdir()] == ["real.jsonl"]
+
+
 async def test_group_size_one(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     config = number_config(tmp_path, group_size=1)

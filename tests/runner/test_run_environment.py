@@ -7,6 +7,7 @@ import json
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.runner import sample_envs
@@ -276,3 +277,21 @@ async def test_a_dataset_that_cannot_load_is_a_run_error(tmp_path: Path) -> None
     with pytest.raises(FileNotFoundError):
         await run_environment(AnswerEnv(), number_config(tmp_path, base_dir=tmp_path / "nope"))
     assert not (tmp_path / "results.jsonl").exists()  # nothing started
+
+
+async def test_a_hook_blocking_the_event_loop_is_named_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import time
+
+    class SleepyEnv(NumberEnv):
+        async def run_rollout(self, request: Any) -> Any:
+            if request.example.id == "ex-0":
+                time.sleep(2.6)  # blocks the loop: the mistake being warned about
+            return await super().run_rollout(request)
+
+    with caplog.at_level(logging.WARNING, logger="benchmax.runner"):
+        await run_environment(SleepyEnv(2), number_config(tmp_path, group_size=1))
+    warnings = [r.getMessage() for r in caplog.records if "event loop" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "SleepyEnv.run_rollout" in warnings[0] and "asyncio.to_thread" in warnings[0]

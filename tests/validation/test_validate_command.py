@@ -53,6 +53,15 @@ def test_the_table_names_every_check_and_the_verdict(tmp_path: Path) -> None:
     assert "ok: " in result.output and ", 1 warning, " in result.output
 
 
+def test_help_and_output_say_that_validate_runs_the_environments_code(tmp_path: Path) -> None:
+    assert "imports TARGET and runs its code" in " ".join(invoke("--help").output.split())
+    (tmp_path / "eval.jsonl").write_text('{"prompt": "2+2?", "ground_truth": "4"}\n')
+    result = invoke(f"{GOOD}:GoodEnv", "--data", tmp_path, "--no-fresh-interpreter")
+    assert "validate imported the environment and ran its code" in " ".join(result.output.split())
+    failed = invoke(f"{tmp_path}/missing.py:Env", "--data", tmp_path)
+    assert "ran its code" in " ".join(failed.output.split())
+
+
 def test_a_failed_check_exits_non_zero_and_says_what_to_change(tmp_path: Path) -> None:
     (tmp_path / "eval.jsonl").write_text('{"prompt": "2+2?", "ground_truth": "4"}\n')
     result = invoke(f"{GOOD}:NeedsArgumentEnv", "--data", tmp_path, "--json")

@@ -338,3 +338,38 @@ def test_screenshots_of_a_run(
                 (REPO / "docs" / shot.name).write_bytes(shot.read_bytes())
     finally:
         context.close()
+
+
+def test_a_group_holding_a_30_mb_message_opens_clipped_with_show_all(
+    page: Any, tmp_path: Path
+) -> None:
+    huge = "y" * 30_000_000
+    records = [
+        rollout(0, "big", k, rewards={"correct": float(k)},
+                transcript=[{"role": "user", "content": "q"},
+                            {"role": "assistant", "content": huge if k == 0 else "small"}])
+        for k in range(2)
+    ]  # fmt: skip
+    results = write(tmp_path / "big.jsonl", header(group_size=2), records)
+    open_report(page, view(results, tmp_path / "big.html"))
+    started = time.monotonic()
+    page.click('#examples-body tr[data-example-id="big"]')
+    page.wait_for_selector('#detail [data-testid="show-all"]', timeout=20_000)
+    assert time.monotonic() - started < 20
+    assert page.locator("#detail .clipped").get_attribute("data-length") == str(len(huge))
+    assert len(page.locator("#detail .rollout").nth(0).inner_text()) < 200_000
+    assert_clean(page)
+
+
+def test_nan_and_infinite_values_render_without_script_errors(page: Any, tmp_path: Path) -> None:
+    records = [
+        rollout(0, "odd", 0, rewards={"correct": float("nan")}, usage={"prompt_tokens": 1}),
+        rollout(0, "odd", 1, rewards={"correct": float("inf")}),
+    ]
+    records[0]["usage"]["completion_tokens"] = float("nan")
+    records[1]["timings"]["group_seconds"] = float("nan")
+    results = write(tmp_path / "odd.jsonl", header(group_size=2), records)
+    open_report(page, view(results, tmp_path / "odd.html"))
+    page.click('#examples-body tr[data-example-id="odd"]')
+    assert page.locator("#detail .rollout").count() == 2
+    assert_clean(page)

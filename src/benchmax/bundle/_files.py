@@ -7,12 +7,13 @@ sizes before reading anything, verifies the digest, and never unpickles.
 
 from __future__ import annotations
 
+import io
 import os
-import uuid
 import zipfile
 from pathlib import Path
 from typing import BinaryIO
 
+from benchmax._file_replace import replace_file
 from benchmax.bundle._artifact import Bundle, BundleMetadata, bundle_digest
 from benchmax.bundle._errors import BundlingError
 
@@ -42,14 +43,9 @@ def save_bundle(bundle: Bundle, path: str | os.PathLike[str]) -> None:
         (PICKLE_MEMBER, bundle.pickled),
         (DIGEST_MEMBER, f"{bundle_digest(bundle)}\n".encode("ascii")),
     )
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        with temporary.open("xb") as handle:
-            _write_archive(handle, members)
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    archive = io.BytesIO()
+    _write_archive(archive, members)
+    replace_file(target, archive.getvalue())
 
 
 def _write_archive(handle: BinaryIO, members: tuple[tuple[str, bytes], ...]) -> None:

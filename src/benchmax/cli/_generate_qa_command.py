@@ -41,6 +41,7 @@ def _summary_table(summary: Any) -> Table:
     table.add_column("count", justify="right")
     rows = [
         ("documents", summary.documents),
+        ("  links out of the corpus, skipped", summary.links_skipped),
         ("chunks", summary.chunks),
         ("  from an earlier run", summary.chunks_cached),
         ("  retried after a bad reply", summary.chunks_retried),
@@ -135,6 +136,11 @@ def _summary_table(summary: Any) -> Table:
     show_default=True,
     help="Seconds for one model request.",
 )
+@click.option(
+    "--follow-links-out",
+    is_flag=True,
+    help="Also read symbolic links that lead out of CORPUS (skipped and counted by default).",
+)
 def generate_qa_command(
     corpus: Path,
     output_dir: Path,
@@ -151,6 +157,7 @@ def generate_qa_command(
     seed: int,
     concurrency: int,
     timeout: float,
+    follow_links_out: bool,
 ) -> None:
     """Write train.jsonl and eval.jsonl of questions about CORPUS (a file or directory of
     .txt, .md and .jsonl documents) to the output directory.
@@ -160,6 +167,7 @@ def generate_qa_command(
     from benchmax.datagen import ChunkingConfig, CorpusError, GenerationConfig, generate_qa
     from benchmax.rewards import Judge
     from benchmax.runner import NoModelAuth
+    from benchmax.runner._config import credential_secrets, mask_secrets
 
     console = Console(stderr=True)
     try:
@@ -211,13 +219,20 @@ def generate_qa_command(
     def on_progress(done: int, total: int) -> None:
         bar.update(task, completed=done, total=total)
 
+    # The endpoint's key (and a password in its URL) never reaches a file or the terminal,
+    # even when a reply echoes it.
+    secrets = credential_secrets([auth], base_url) if base_url is not None else ()
+
+    def mask(text: str) -> str:
+        return mask_secrets(text, secrets)
+
     async def generate() -> Any:
         async with _endpoint(base_url, policy) as url:
             judge = Judge(model=model or MOCK_MODEL, base_url=url, auth=auth, timeout=timeout)
             with bar:
                 return await generate_qa(
                     corpus, output_dir, judge, config, text_field=text_field,
-                    on_progress=on_progress,
+                    on_progress=on_progress, mask=mask, links_out=follow_links_out,
                 )  # fmt: skip
 
     quiet = logging.NullHandler()  # refused replies are counted in the summary instead

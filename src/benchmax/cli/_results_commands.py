@@ -310,11 +310,22 @@ def _header_target(env_definition: Mapping[str, Any], data_dir: Path) -> EnvTarg
     A ``module:Class`` that does not import from here is looked for as a file under the data
     directory, its parents and the working directory (``module/path.py``).
     """
+    if not isinstance(env_definition, Mapping):
+        raise TargetError(
+            "the results header's definition.env is not an object; pass TARGET "
+            "(path/to/env.py:Class) to name the environment"
+        )
     if "class" not in env_definition:
         raise TargetError(
             "the run used a bundle: pass the bundle file (or file.py:Class) as TARGET"
         )
-    spec = str(env_definition["class"])
+    spec = env_definition["class"]
+    module_name, _, class_name = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
+    if not (module_name and class_name and all(module_name.split("."))):
+        raise TargetError(
+            f"the results header's definition.env.class ({spec!r}) is not module:Class; "
+            "pass TARGET (path/to/env.py:Class) to name the environment"
+        )
     try:
         return load_class_target(spec)
     except TargetError as error:
@@ -471,6 +482,7 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
     is_flag=True,
     help="Leave out examples the dataset no longer has instead of stopping.",
 )
+@click.option("--force", is_flag=True, help="Replace the -o file when it exists.")
 @click.option(
     "--concurrency",
     metavar="C",
@@ -488,6 +500,7 @@ def rescore_command(
     auth_pairs: tuple[str, ...],
     mock_policy: str | None,
     allow_missing: bool,
+    force: bool,
     concurrency: int,
 ) -> None:
     """Score the stored transcripts of RESULTS again, without calling the model.
@@ -500,14 +513,19 @@ def rescore_command(
     definition = loaded.definition
     source_env: Mapping[str, Any] = definition.get("env") or {}
     try:
+        if output is not None and output.exists() and not force:
+            raise TargetError(f"{output} exists; pass --force to replace it, or another -o")
         if not data_dir.is_dir():
             raise TargetError(f"data directory not found: {data_dir}")
         overrides = parse_env_args(env_arg_pairs)
         auth_vars = auth_variables(auth_pairs)
         env_target = load_target(target) if target else _header_target(source_env, data_dir)
+        recorded_args = (
+            source_env.get("constructor_args") if isinstance(source_env, Mapping) else None
+        )
         env_args = {
             **env_target.constructor_args,
-            **(source_env.get("constructor_args") or {}),
+            **(recorded_args if isinstance(recorded_args, Mapping) else {}),
             **overrides,
         }
     except TargetError as error:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 from click.core import ParameterSource
@@ -616,6 +617,13 @@ def run_command(
         )
 
 
+def _has_password(url: str) -> bool:
+    try:
+        return bool(urlsplit(url).password)
+    except ValueError:
+        return False
+
+
 def _plan(
     target: str,
     *,
@@ -662,6 +670,12 @@ def _plan(
             raise TargetError("--mock-policy needs the embedded mock (omit --base-url)")
         if model is None:
             raise TargetError("--model is required with --base-url")
+        if api_key_env and base_url is not None and _has_password(base_url):
+            raise TargetError(
+                "--base-url carries a password and --api-key-env a bearer key, but a request "
+                "has one Authorization header, so the endpoint would refuse every rollout: "
+                "keep the credential in one of them"
+            )
         model_auth = (
             bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
         )

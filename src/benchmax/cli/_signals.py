@@ -1,14 +1,28 @@
-"""SIGTERM handled like Ctrl-C while a command runs (``kill``, ``timeout``, container stops)."""
+"""SIGTERM handled like Ctrl-C while a command runs (``kill``, ``timeout``, container stops).
+
+A watchdog makes sure a termination signal ends the process even when the event loop is
+blocked (a tool sleeping or looping synchronously inside ``async def``, which never lets
+the loop see the cancellation): ``STOP_GRACE_SECONDS`` after the signal it interrupts the
+main thread again (``KeyboardInterrupt`` inside the blocking code), and as long again after
+that it ends the process with ``os._exit(128 + signal)``. Finished groups are already on
+disk then (each is written whole and flushed as it completes).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
 
-__all__ = ["TerminationSignals", "terminate_like_interrupt"]
+__all__ = ["STOP_GRACE_SECONDS", "TerminationSignals", "terminate_like_interrupt"]
+
+STOP_GRACE_SECONDS = 5.0
+"""How long a stopping run may take before the watchdog interrupts it again, and then
+before it ends the process."""
 
 
 class TerminationSignals:
@@ -43,8 +57,29 @@ def terminate_like_interrupt(
         yield signals
         return
 
+    left = threading.Event()
+
+    def watchdog(signum: int) -> None:
+        if left.wait(STOP_GRACE_SECONDS):
+            return
+        main = threading.main_thread().ident
+        if main is not None:  # a second interrupt: KeyboardInterrupt in the blocking code
+            signal.pthread_kill(main, signal.SIGINT)
+        if left.wait(STOP_GRACE_SECONDS):
+            return
+        sys.stderr.write(
+            f"benchmax: still blocked {2 * STOP_GRACE_SECONDS:g} s after the termination "
+            "signal (a hook blocks the event loop); exiting, finished groups are kept\n"
+        )
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
     def on_terminate(signum: int, frame: FrameType | None) -> None:
         signals.received.append(signum)
+        if len(signals.received) == 1:
+            threading.Thread(
+                target=watchdog, args=(signum,), name="benchmax-stop-watchdog", daemon=True
+            ).start()
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler):
             handler(signal.SIGINT, frame)
@@ -55,4 +90,5 @@ def terminate_like_interrupt(
     try:
         yield signals
     finally:
+        left.set()
         signal.signal(signal.SIGTERM, previous)

@@ -50,6 +50,12 @@ def _injected_names(target: EnvTarget, env_args: dict[str, Any]) -> set[str]:
     return names
 
 
+RUNS_CODE = (
+    "note: validate imported the environment and ran its code (constructor, dataset, "
+    "rollouts, reward hooks); validate only code you trust"
+)
+
+
 def render_validation(report: Any, console: Console) -> None:
     """The checks as a table, then one summary line."""
     table = Table(title=f"benchmax validate {escape(report.target)}", title_justify="left")
@@ -60,6 +66,7 @@ def render_validation(report: Any, console: Console) -> None:
         style = _STYLES[check.status]
         table.add_row(escape(check.name), f"[{style}]{check.status}[/]", escape(check.detail))
     console.print(table)
+    console.print(f"[dim]{RUNS_CODE}[/]")
     counts = report.counts
     verdict = "[bold green]ok[/]" if report.ok else "[bold red]failed[/]"
     console.print(
@@ -140,6 +147,9 @@ def validate_command(
     class, constructor, reward_keys, each split's data, prompt messages, tool schemas, a
     few rollout groups, reward variance, the bundle (run once in a fresh interpreter),
     its size and its declared dependencies; each failure says what to change.
+
+    Validating imports TARGET and runs its code (constructor, dataset, rollouts, reward
+    hooks; a bundle is unpickled): validate only code you trust.
     """
     from benchmax.validation import CheckResult, ValidationConfig, ValidationReport
     from benchmax.validation import validate_environment as validate

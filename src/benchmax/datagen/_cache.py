@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
@@ -60,10 +61,12 @@ class ChunkCache:
     """Results by chunk key, read from and appended to ``directory/CACHE_NAME``.
 
     A line that does not parse (a run killed mid-write) is ignored: that chunk is redone.
+    Each line is passed through ``mask`` (secrets a model echoed) before it is written.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, mask: Callable[[str], str] | None = None) -> None:
         self.path = Path(directory) / CACHE_NAME
+        self._mask = mask
         self._results: dict[str, ChunkResult] = {}
         if self.path.is_file():
             for line in self.path.read_text(encoding="utf-8").splitlines():
@@ -82,7 +85,8 @@ class ChunkCache:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("a", encoding="utf-8")
-        self._file.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+        line = json.dumps(result.to_json(), ensure_ascii=False)
+        self._file.write((line if self._mask is None else self._mask(line)) + "\n")
         self._file.flush()
 
     def close(self) -> None:

@@ -38,8 +38,11 @@ class Document:
         return self.file if self.line is None else f"{self.file}:{self.line}"
 
 
-def _files(root: Path, exclude: Iterable[Path]) -> list[Path]:
+def _files(
+    root: Path, exclude: Iterable[Path], *, links_out: bool, skipped: list[Path] | None
+) -> list[Path]:
     excluded = [path.resolve() for path in exclude]
+    inside = root.resolve()
     found = []
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
@@ -49,6 +52,10 @@ def _files(root: Path, exclude: Iterable[Path]) -> list[Path]:
             continue
         resolved = path.resolve()
         if any(resolved.is_relative_to(other) for other in excluded):
+            continue
+        if not links_out and not resolved.is_relative_to(inside):
+            if skipped is not None:  # a link leading out of the corpus
+                skipped.append(path)
             continue
         found.append(path)
     return found
@@ -83,11 +90,18 @@ def _jsonl_documents(path: Path, label: str, text_field: str) -> list[Document]:
 
 
 def read_corpus(
-    path: Path, *, text_field: str = "text", exclude: Iterable[Path] = ()
+    path: Path,
+    *,
+    text_field: str = "text",
+    exclude: Iterable[Path] = (),
+    links_out: bool = False,
+    skipped_links: list[Path] | None = None,
 ) -> list[Document]:
     """Every non-empty document under ``path`` (a file or a directory, searched recursively).
 
-    Hidden files and directories and anything under ``exclude`` are skipped; a JSONL file
+    Hidden files and directories and anything under ``exclude`` are skipped, and so are
+    symbolic links that lead out of the directory (appended to ``skipped_links`` when
+    given) unless ``links_out``; a JSONL file
     gives one document per line, its text in ``text_field``. Documents come sorted by file
     (then line). Raises ``CorpusError`` for a missing path, unreadable text, a bad JSONL
     line, or a corpus with no documents.
@@ -100,7 +114,7 @@ def read_corpus(
             raise CorpusError(f"{path}: not a {', '.join(CORPUS_SUFFIXES)} file")
         files, root = [path], path.parent
     elif path.is_dir():
-        files, root = _files(path, exclude), path
+        files, root = _files(path, exclude, links_out=links_out, skipped=skipped_links), path
     else:
         raise CorpusError(f"corpus not found: {path}")
     documents: list[Document] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
 import re
 from collections import Counter
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmax._file_replace import replace_file
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.datagen._cache import ChunkCache, ChunkResult, chunk_key
 from benchmax.datagen._chunking import Chunk, ChunkingConfig, chunk_document
@@ -133,6 +133,8 @@ class GenerationSummary:
     train_path: Path
     eval_path: Path
     failures: tuple[str, ...] = ()
+    links_skipped: int = 0
+    """Symbolic links in the corpus that lead out of it, not read."""
 
     @property
     def pairs_kept(self) -> int:
@@ -141,6 +143,7 @@ class GenerationSummary:
     def to_json(self) -> dict[str, Any]:
         return {
             "documents": self.documents,
+            "links_skipped": self.links_skipped,
             "chunks": self.chunks,
             "chunks_cached": self.chunks_cached,
             "chunks_retried": self.chunks_retried,
@@ -288,12 +291,15 @@ def qa_rows(rows: Sequence[GeneratedRow]) -> list[dict[str, Any]]:
     return [row.to_json() for row in rows]
 
 
-def _write_jsonl(path: Path, rows: Sequence[GeneratedRow]) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with temporary.open("w", encoding="utf-8") as file:
-        for row in qa_rows(rows):
-            file.write(json.dumps(row, ensure_ascii=False) + "\n")
-    temporary.replace(path)
+def _write_jsonl(path: Path, rows: Sequence[GeneratedRow], mask: Callable[[str], str]) -> None:
+    replace_file(
+        path,
+        (mask(json.dumps(row, ensure_ascii=False) + "\n").encode() for row in qa_rows(rows)),
+    )
+
+
+def _unmasked(text: str) -> str:
+    return text
 
 
 async def generate_qa(
@@ -304,6 +310,8 @@ async def generate_qa(
     *,
     text_field: str = "text",
     on_progress: Callable[[int, int], None] | None = None,
+    mask: Callable[[str], str] | None = None,
+    links_out: bool = False,
 ) -> GenerationSummary:
     """Write ``train.jsonl`` and ``eval.jsonl`` of questions about ``corpus`` to ``output_dir``.
 
@@ -313,14 +321,26 @@ async def generate_qa(
     then the chunk is skipped. Answered chunks are checkpointed in ``output_dir`` and not
     asked again by a later run with the same settings. Pairs are filtered, de-duplicated
     and split by document (``split_by_document``). ``on_progress(done, total)`` is called as
-    chunks finish. Raises ``CorpusError`` for an unreadable corpus.
+    chunks finish. ``mask`` (e.g. one replacing the endpoint's key by ``***``) is applied
+    to every line written (the checkpoint, ``train.jsonl``, ``eval.jsonl``) and to the
+    failure texts of the summary. Symbolic links leading out of ``corpus`` are skipped and
+    counted (``links_skipped``) unless ``links_out``. Raises ``CorpusError`` for an
+    unreadable corpus.
     """
+    mask = mask or _unmasked
     config = config or GenerationConfig()
     output_dir = Path(output_dir)
-    documents = read_corpus(Path(corpus), text_field=text_field, exclude=[output_dir])
+    skipped_links: list[Path] = []
+    documents = read_corpus(
+        Path(corpus),
+        text_field=text_field,
+        exclude=[output_dir],
+        links_out=links_out,
+        skipped_links=skipped_links,
+    )
     chunks = [chunk for doc in documents for chunk in chunk_document(doc, config.chunking)]
     output_dir.mkdir(parents=True, exist_ok=True)
-    cache = ChunkCache(output_dir)
+    cache = ChunkCache(output_dir, mask)
     asker = _Asker(judge, config, cache)
     cached = sum(1 for chunk in chunks if cache.get(asker.key(chunk)) is not None)
     results: list[ChunkResult | None] = [None] * len(chunks)
@@ -364,8 +384,8 @@ async def generate_qa(
         kept, eval_fraction=config.eval_fraction, seed=config.seed
     )
     train_path, eval_path = output_dir / "train.jsonl", output_dir / "eval.jsonl"
-    _write_jsonl(train_path, train)
-    _write_jsonl(eval_path, evaluation)
+    _write_jsonl(train_path, train, mask)
+    _write_jsonl(eval_path, evaluation, mask)
     return GenerationSummary(
         documents=len(documents),
         chunks=len(chunks),
@@ -381,5 +401,6 @@ async def generate_qa(
         eval_documents=len({row.document.name for row in evaluation}),
         train_path=train_path,
         eval_path=eval_path,
-        failures=tuple(asker.failures[:_MAX_FAILURES_KEPT]),
+        failures=tuple(mask(text) for text in asker.failures[:_MAX_FAILURES_KEPT]),
+        links_skipped=len(skipped_links),
     )

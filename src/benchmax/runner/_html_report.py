@@ -240,7 +240,12 @@ def embedded_json(data: Any) -> str:
     no form for them; they are written as the JSON escape ``\\ud800``). Bidirectional
     formatting characters (``U+202E`` and kin, which would reorder the text around them on
     the page, "Trojan Source") become the visible text ``\\u202e``, as ``show`` prints them."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        text = json.dumps(
+            data, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False
+        )
+    except ValueError:  # NaN or an infinity somewhere: JSON.parse would refuse the page
+        text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), default=str)
     text = _BIDI_CONTROLS.sub(lambda match: f"\\\\u{ord(match.group()):04x}", text)
     return (
         text.replace("<", "\\u003c")
@@ -272,6 +277,18 @@ def render_html_report(results: Results, *, source: str | None = None, tokens: b
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], page)
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by its text (``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``, as JavaScript writes them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
@@ -299,8 +316,11 @@ def _definition_section(header: Mapping[str, Any], source: str | None) -> str:
     rows.append(("run id", header.get("run_id", "")))
     rows.append(("created", header.get("created_at", "")))
     rows.append(("benchmax", header.get("benchmax_version", "")))
-    for name, value in env.items():
-        rows.append((f"env {name}", value))
+    if isinstance(env, Mapping):
+        for name, value in env.items():
+            rows.append((f"env {name}", value))
+    else:  # a hand-edited header: shown as it is
+        rows.append(("env", env))
     for name, value in definition.items():
         if name != "env":
             rows.append((name.replace("_", " "), value))
@@ -430,7 +450,8 @@ def _charts_section(data: Mapping[str, Any]) -> str:
         for rollout in group["r"]:
             reason = reasons[rollout["t"]]
             for key, value in zip(keys, rollout["w"], strict=True):
-                if value is not None:
+                # The charts draw finite values; NaN and infinities show in the tables.
+                if value is not None and math.isfinite(value):
                     values[key].append(float(value))
                     by_reason[key].setdefault(reason, []).append(float(value))
     cards = "".join(
@@ -455,10 +476,14 @@ def _histogram_svg(key: str, values: Sequence[float]) -> str:
     elif low == high:
         labels, counts, ranges = [f"{low:g}"], [len(values)], [f"= {low:g}"]
     else:
-        width = (high - low) / _HISTOGRAM_BINS
+        # Halves keep the span of values near the float limit finite.
+        half_span = high / 2 - low / 2
+        width = half_span / _HISTOGRAM_BINS * 2
         counts = [0] * _HISTOGRAM_BINS
         for v in values:
-            counts[min(int((v - low) / width), _HISTOGRAM_BINS - 1)] += 1
+            counts[
+                min(int((v / 2 - low / 2) / half_span * _HISTOGRAM_BINS), _HISTOGRAM_BINS - 1)
+            ] += 1
         labels = [""] * _HISTOGRAM_BINS
         labels[0], labels[-1] = f"{low:.3g}", f"{high:.3g}"
         ranges = [
@@ -496,7 +521,7 @@ def _histogram_svg(key: str, values: Sequence[float]) -> str:
 def _by_reason_svg(key: str, by_reason: Mapping[str, Sequence[float]]) -> str:
     """One horizontal bar per termination reason: the mean of ``key``, with the count."""
     rows = sorted(by_reason.items(), key=lambda item: -len(item[1]))
-    means = {reason: math.fsum(v) / len(v) for reason, v in rows}
+    means = {reason: math.fsum(x / len(v) for x in v) for reason, v in rows}
     low = min(0.0, *means.values())
     high = max(0.0, *means.values())
     if high == low:
@@ -504,6 +529,7 @@ def _by_reason_svg(key: str, by_reason: Mapping[str, Sequence[float]]) -> str:
     w, row_h, label_w, pad = 360, 22, 130, 92
     h = row_h * len(rows) + 8
     span = w - label_w - pad
+    low, high = low / 2, high / 2  # halves: the span of values near the float limit stays finite
     zero = label_w + span * (0 - low) / (high - low)
     parts = [
         f'<svg class="chart" viewBox="0 0 {w} {h}" role="img" data-testid="by-reason-{_e(key)}"'
@@ -513,7 +539,7 @@ def _by_reason_svg(key: str, by_reason: Mapping[str, Sequence[float]]) -> str:
     for i, (reason, vals) in enumerate(rows):
         y = 4 + i * row_h
         mean = means[reason]
-        x_end = label_w + span * (mean - low) / (high - low)
+        x_end = label_w + span * (mean / 2 - low) / (high - low)
         x, width = min(zero, x_end), max(abs(x_end - zero), 1.0)
         parts.append(
             f'<text class="label" x="{label_w - 6}" y="{y + 14}" text-anchor="end">'

@@ -28,9 +28,26 @@ class RewardStats:
 
     @classmethod
     def of(cls, values: list[float]) -> RewardStats:
-        mean = math.fsum(values) / len(values)
-        variance = math.fsum((v - mean) ** 2 for v in values) / len(values)
-        return cls(mean=mean, std=math.sqrt(variance), min=min(values), max=max(values))
+        """The stats of ``values`` (non-empty); never raises on huge, infinite or NaN
+        values (the mean of values near the float limit is taken scaled; a spread too large
+        for a float is ``inf``; NaN anywhere makes mean and std NaN)."""
+        n = len(values)
+        if any(math.isnan(v) for v in values):
+            nan = math.nan
+            return cls(mean=nan, std=nan, min=min(values), max=max(values))
+        try:
+            mean = math.fsum(values) / n
+        except OverflowError:  # partial sums past the float limit
+            mean = math.fsum(v / n for v in values)
+        except ValueError:  # inf and -inf
+            mean = math.nan
+        try:
+            std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
+        except OverflowError:
+            std = math.inf
+        except ValueError:
+            std = math.nan
+        return cls(mean=mean, std=std, min=min(values), max=max(values))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ import asyncio
 import dataclasses
 import logging
 import math
-import os
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmax._file_replace import replace_file
 from benchmax.auth import ModelAuth, bind_model_auth
 from benchmax.envs import BaseEnv, BaseRollout
 from benchmax.envs.dataset import Dataset
@@ -345,10 +345,7 @@ def _stats(records: Sequence[Trajectory]) -> dict[str, RewardStats]:
 
 def _write(path: Path, header: ResultsHeader, records: Sequence[Trajectory]) -> None:
     """Write the whole file next to ``path`` first, then move it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     # The results file's own line encoder: text a model wrote (a lone surrogate) never
     # makes the write fail.
     lines = [encoded_line(header), *(encoded_line(record.to_json()) for record in records)]
-    temporary.write_bytes(b"".join(lines))
-    os.replace(temporary, path)
+    replace_file(path, lines)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import benchmax
+from benchmax._file_replace import replace_file
 from benchmax.runner._config import mask_secrets
 from benchmax.runner._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
 from benchmax.runner._records import ResultsHeader, RolloutRecord
@@ -173,6 +175,10 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
         try:
             record = json.loads(raw)
             index, attempt = int(record["example_index"]), int(record["attempt"])
+        except RecursionError:
+            raise ResultsFileError(
+                f"{path}:{number} is not a rollout record: JSON nested too deeply"
+            ) from None
         except (ValueError, KeyError, TypeError) as error:
             raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
         problem = _record_problem(record)
@@ -206,6 +212,9 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
     return scan
 
 
+_FLOAT_MAX = sys.float_info.max
+
+
 def _record_problem(record: Mapping[str, Any]) -> str | None:
     """What is wrong with the fields every reader of a rollout line relies on, or ``None``."""
     for name in ("example_id", "termination_reason"):
@@ -220,6 +229,8 @@ def _record_problem(record: Mapping[str, Any]) -> str | None:
     for key, value in rewards.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             return f"reward {key!r} is not a number"
+        if isinstance(value, int) and not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+            return f"reward {key!r} is too large for a float"
     return None
 
 
@@ -235,7 +246,7 @@ def _checked_header(path: Path, line: bytes) -> ResultsHeader:
     """The header line, or ``ResultsFileError`` saying why it is not one this version reads."""
     try:
         header = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("type") != "header":
         raise ResultsFileError(f"{path} is not a benchmax results file (no results header)")
@@ -314,11 +325,14 @@ class ResultsStore:
     ) -> ResultsStore:
         """Start a new results file at ``path``, or resume the one already there.
 
+        Known ``secrets`` are masked in the header's definition as in every line.
         Raises ``ResumeMismatchError`` (definition differs, no ``force``),
         ``ResultsFileError`` (not a readable results file, or in use by another run) and
         ``ResultsWriteError`` (the file cannot be created or written).
         """
-        definition = _normalized(dict(definition))
+        # The definition is masked before it is compared or written: a secret passed as a
+        # sampling argument never reaches the header, and resuming compares masked forms.
+        definition = _mask_strings(_normalized(dict(definition)), tuple(s for s in secrets if s))
         if path is None:
             return cls(None, None, new_run_id(), {}, {}, secrets)
         try:
@@ -455,7 +469,9 @@ def results_header(
 
 
 def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> None:
-    """Replace the header (the old definition joins ``previous_definitions``), atomically."""
+    """Replace the header (the old definition joins ``previous_definitions``), atomically,
+    through an exclusive temporary file; a symlinked ``path`` is written through to its
+    target and stays a link."""
     data = path.read_bytes()[: scan.valid_length]
     body = data[data.find(b"\n") + 1 :]
     header = scan.header.copy()
@@ -464,13 +480,7 @@ def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> N
         header["definition"],
     ]
     header["definition"] = dict(definition)
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        temporary.write_bytes(encoded_line(header) + body)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    replace_file(path, (encoded_line(header), body))
 
 
 def encoded_line(record: Mapping[str, Any]) -> bytes:

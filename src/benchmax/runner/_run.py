@@ -27,6 +27,7 @@ from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
 from benchmax.runner._failure_share import FailureTally
 from benchmax.runner._judge_check import check_judges, distinct_judges
 from benchmax.runner._log_capture import RolloutLogCapture
+from benchmax.runner._loop_watch import watching_the_loop
 from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RunReport, summarize
 from benchmax.runner._results import CompletedGroup, ResultsStore, completed_group
@@ -527,7 +528,7 @@ async def run_environment(
         run.progress()
         if pending:
             opened = (executor or _LocalExecutor()).open(env, config, store.run_id)
-            async with opened as dispatch:
+            async with watching_the_loop(), opened as dispatch:
                 await run.run_pending(pending, dispatch)
     finally:
         store.close()
