@@ -162,8 +162,10 @@ async def test_all_formats_together_give_scrubbed_rows_with_their_sources(
     for row in written:
         assert ("prompt" in row) != ("messages" in row) and row["ground_truth"]
         assert {"file", "line", "conversation_id"} <= set(row["source"])
-    tool_row = next(r for r in written if "tool_calls" in r)
-    assert "[API_KEY]" in tool_row["tool_calls"][0]["function"]["arguments"]
+    tool_row = next(r for r in written if r["source"].get("span_id") == "gen-771")
+    assert "-p [API_KEY] registry" in tool_row["tool_calls"][0]["function"]["arguments"]
+    otel_tool = next(r for r in written if r["source"].get("span_id") == "eee19b7ec3c1b174")
+    assert '"card":"[CARD]"' in otel_tool["tool_calls"][0]["function"]["arguments"]
     assert tool_row["tools"][0]["function"]["name"] == "run_shell"
     otel = next(r for r in written if r["source"].get("span_id") == "ff29b7ec3c1b1751")
     assert otel["source"] == {

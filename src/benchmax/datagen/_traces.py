@@ -13,6 +13,7 @@ import asyncio
 import os
 import random
 import tempfile
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -209,15 +210,15 @@ async def _near_duplicates(
 ) -> int:
     """Drop (in ``keep``) every row but the first of each cluster of near-duplicates.
 
-    Rows sharing one of two min-hashes form buckets; each bucket (in runs of at most
-    ``_BUCKET_LIMIT`` rows, in reading order) is clustered by ``cluster_texts`` with the
-    configured n-gram similarity, the clustering ``generate-qa`` uses for questions.
+    Rows sharing a band key (``band_keys``) form buckets; each bucket (in runs of at
+    most ``_BUCKET_LIMIT`` rows, in reading order) is clustered by ``cluster_texts`` with
+    the configured n-gram similarity, the clustering ``generate-qa`` uses for questions.
     """
     if config.dedupe is None:
         return 0
     dropped = 0
     with spill_path.open("rb") as spill:
-        for hashes in index.hashes:
+        for hashes in index.bands:
             order = sorted((i for i in range(len(index)) if keep[i]), key=hashes.__getitem__)
             start = 0
             while start < len(order):
@@ -273,16 +274,10 @@ def _eval_groups(sizes: Mapping[int, int], *, eval_fraction: float, seed: int) -
     return chosen
 
 
-def _group_keys(index: CandidateIndex) -> list[int]:
-    """The split group of each conversation: its user's when logged, else its own.
-    Every row of a conversation has its conversation's group, so none is split."""
-    users: dict[str, int] = {}
-    keys = []
-    count = len(index.conversation_ids)
-    for conversation in range(count):
-        user = index.conversation_users.get(conversation)
-        keys.append(conversation if user is None else count + users.setdefault(user, len(users)))
-    return keys
+def _group_keys(index: CandidateIndex) -> array[int]:
+    """The split group of each conversation (``CandidateIndex.group``): every row of a
+    conversation, and every conversation of a logged user, lands on one side."""
+    return array("I", (index.group(c) for c in range(len(index.conversation_ids))))
 
 
 class _Writer:

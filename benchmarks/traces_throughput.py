@@ -1,0 +1,157 @@
+"""``benchmax traces`` on a generated production log: throughput and peak memory.
+
+    uv run python benchmarks/traces_throughput.py [--size-mb 1024] [--seed 0]
+
+Writes a synthetic LiteLLM proxy log of about ``--size-mb`` MB in a temporary directory
+(multi-turn conversations whose calls repeat the growing history, tool calls, failed
+calls, exact repeats, malformed lines, and emails, phone numbers, card numbers and API
+keys to scrub), then runs ``benchmax traces LOG -o OUT`` in a child process and prints
+the logged replies read per second, MB/s and the child's peak RSS (``ru_maxrss``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+_WORDS = (
+    "account invoice refund order shipping delivery password reset login error timeout "
+    "server deploy cluster latency database query index cache token limit quota billing "
+    "plan upgrade downgrade cancel subscription weather forecast train flight hotel "
+    "booking city price discount coupon receipt warranty return exchange size color "
+    "the a of to and in is it for on with as was at by this that from be are or have "
+    "please thanks could would should can will what when where why how which who"
+).split()
+_SYSTEM = "You are the support assistant of Northwind. Answer briefly and politely."
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    text = " ".join(rng.choices(_WORDS, k=words))
+    roll = rng.random()
+    if roll < 0.05:
+        text += f" my email is user{rng.randrange(10**6)}@example.com"
+    elif roll < 0.08:
+        text += f" call me at +1 415 555 {rng.randrange(1000, 9999)}"
+    elif roll < 0.09:
+        text += " card 4111 1111 1111 1111"
+    elif roll < 0.10:
+        text += f" key sk-proj-{rng.getrandbits(128):032x}"
+    return text.capitalize() + "."
+
+
+def _call(
+    rng: random.Random, session: str, history: list[dict[str, object]], reply: dict[str, object]
+) -> dict[str, object]:
+    failed = rng.random() < 0.02
+    return {
+        "id": f"chatcmpl-{rng.getrandbits(48):012x}",
+        "trace_id": f"{rng.getrandbits(64):016x}",
+        "session_id": session,
+        "call_type": "acompletion",
+        "status": "failure" if failed else "success",
+        "startTime": 1764583201.0 + rng.random() * 86400,
+        "endTime": 1764583202.0,
+        "model": rng.choice(("gpt-4o-mini", "gpt-4o")),
+        "custom_llm_provider": "openai",
+        "metadata": {"user_api_key_end_user_id": f"cust-{rng.randrange(20000)}"},
+        "messages": history,
+        "response": None
+        if failed
+        else {"object": "chat.completion", "choices": [{"index": 0, "message": reply}]},
+        "error_str": "RateLimitError" if failed else None,
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "total_tokens": 120,
+    }
+
+
+def generate(path: Path, size_bytes: int, seed: int) -> int:
+    """Write the log; return its number of lines."""
+    rng = random.Random(seed)
+    lines = 0
+    written = 0
+    with path.open("wb") as file:
+        conversation = 0
+        while written < size_bytes:
+            conversation += 1
+            session = f"sess-{conversation}"
+            history: list[dict[str, object]] = [{"role": "system", "content": _SYSTEM}]
+            for _turn in range(rng.randint(1, 6)):
+                history.append({"role": "user", "content": _sentence(rng, rng.randint(8, 40))})
+                if rng.random() < 0.15:
+                    call_id = f"call_{rng.getrandbits(32):08x}"
+                    reply: dict[str, object] = {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"id": call_id, "type": "function", "function": {
+                            "name": "lookup_order",
+                            "arguments": json.dumps({"order": rng.randrange(10**6)}),
+                        }}],
+                    }  # fmt: skip
+                    data = orjson.dumps(_call(rng, session, list(history), reply)) + b"\n"
+                    file.write(data)
+                    written += len(data)
+                    lines += 1
+                    history.append(reply)
+                    history.append({"role": "tool", "tool_call_id": call_id, "content": "shipped"})
+                reply = {"role": "assistant", "content": _sentence(rng, rng.randint(10, 60))}
+                data = orjson.dumps(_call(rng, session, list(history), reply)) + b"\n"
+                if rng.random() < 0.01:
+                    data += data  # a logger that wrote the call twice
+                    lines += 1
+                if rng.random() < 0.001:
+                    data += b'{"id": "torn\n'
+                    lines += 1
+                file.write(data)
+                written += len(data)
+                lines += 1
+                history.append(reply)
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=float, default=1024)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="benchmax-traces-") as scratch:
+        log = Path(scratch) / "proxy.jsonl"
+        started = time.perf_counter()
+        lines = generate(log, int(args.size_mb * 1024 * 1024), args.seed)
+        size = log.stat().st_size
+        print(f"generated {size / 2**20:.0f} MB, {lines:,} lines in "
+              f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+        out = Path(scratch) / "out"
+        started = time.perf_counter()
+        completed = subprocess.run(
+            [sys.executable, "-m", "benchmax.cli", "traces", str(log), "-o", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            check=False,
+        )
+        seconds = time.perf_counter() - started
+        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        if completed.returncode != 0:
+            print(completed.stdout)
+            raise SystemExit(f"benchmax traces exited with {completed.returncode}")
+        written = sum(1 for _ in (out / "train.jsonl").open("rb")) + sum(
+            1 for _ in (out / "eval.jsonl").open("rb")
+        )
+        print(completed.stdout)
+        print(f"benchmax traces: {seconds:.1f} s, {lines / seconds:,.0f} log lines/s, "
+              f"{size / 2**20 / seconds:.1f} MB/s, {written:,} rows written "
+              f"({written / seconds:,.0f} rows/s), peak RSS {peak_mb:.0f} MB")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
