@@ -81,7 +81,8 @@ def luhn_valid(digits: str) -> bool:
 
 
 class Scrubber:
-    """Replaces secrets and personal data in text; ``counts`` holds replacements by kind.
+    """Replaces secrets and personal data in text; ``counts`` holds replacements by kind
+    (every selected kind, zero until found).
 
     ``kinds`` selects what is scrubbed (default: all of ``SCRUB_KINDS``); phone numbers
     without a country code are read as numbers of ``phone_region`` (ISO 3166 alpha-2).
@@ -94,7 +95,7 @@ class Scrubber:
             raise ValueError(f"unknown scrub kind(s) {sorted(unknown)}; known: {SCRUB_KINDS}")
         self.kinds = frozenset(kinds)
         self.phone_region = phone_region.upper()
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter(dict.fromkeys(kinds, 0))
 
     def text(self, text: str) -> str:
         """``text`` with every selected kind replaced by its marker."""
