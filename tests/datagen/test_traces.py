@@ -381,3 +381,27 @@ async def test_a_teacher_relabels_ground_truths_and_each_row_records_it(
             assert row["ground_truth"] == "teacher says hi"
             assert row["relabeled"]["logged_ground_truth"]
     assert not any("dana.ortiz@example.com" in prompt for prompt in seen)  # scrubbed first
+
+
+async def test_cancelling_stops_the_reading_thread_and_leaves_no_files(tmp_path: Path) -> None:
+    line = json.dumps(
+        {"messages": [{"role": "user", "content": "hello there " * 20},
+                      {"role": "assistant", "content": "general kenobi " * 20}]}
+    )  # fmt: skip
+    log = tmp_path / "big.jsonl"
+    log.write_text((line + "\n") * 60_000)
+    reports: list[int] = []
+    task = asyncio.create_task(
+        traces([log], tmp_path / "out", on_progress=lambda stage, done, total: reports.append(done))
+    )
+    while not reports or reports[-1] == 0:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.3)
+    seen = len(reports)
+    await asyncio.sleep(0.7)
+    assert len(reports) == seen  # the reading thread has stopped
+    assert reports[-1] < log.stat().st_size
+    assert not list((tmp_path / "out").iterdir())

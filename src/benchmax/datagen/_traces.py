@@ -62,7 +62,8 @@ class TraceFile:
 class TracesSummary:
     """What ``traces`` read, dropped and wrote.
 
-    ``calls`` logged replies were read from ``records`` records of ``files``;
+    ``calls`` logged replies were read from ``records`` records of ``files`` (lines, or
+    a whole OTLP document, that held a reply or were malformed);
     ``malformed`` records were skipped (the first ones in ``malformed_examples``, as
     ``file:line: reason``). ``dropped`` counts rows left out by reason (``failed_call``,
     ``model_filtered``, ``no_history``, ``empty_reply``, ``tool_only_reply``,
@@ -157,6 +158,8 @@ class _Reading:
         self.records = 0
         self.calls = 0
         self.best: dict[int, int] = {}
+        self.stopped = False
+        """Set from the event loop when ``traces`` is cancelled: the reading thread ends."""
 
     def run(self, files: Sequence[TraceFile], spill: IO[bytes]) -> None:
         total = sum(f.path.stat().st_size for f in files)
@@ -173,6 +176,8 @@ class _Reading:
                 trace_file.path, trace_file.format, name=trace_file.name, on_bytes=on_bytes
             )
             for item in items:
+                if self.stopped:
+                    return
                 if item.line != last_line:
                     self.records += 1
                     last_line = item.line
@@ -373,7 +378,11 @@ async def traces(
     with tempfile.TemporaryDirectory(dir=output, prefix=".traces-") as scratch:
         spill_path = Path(scratch) / "rows.jsonl"
         with spill_path.open("wb") as spill:
-            await asyncio.to_thread(reading.run, files, spill)
+            try:
+                await asyncio.to_thread(reading.run, files, spill)
+            except asyncio.CancelledError:
+                reading.stopped = True  # Ctrl-C: the thread stops at its next record
+                raise
         index = reading.index
         dropped = reading.dropped
         keep = bytearray(b"\x01" * len(index))
