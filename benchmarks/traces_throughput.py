@@ -12,6 +12,7 @@ the logged replies read per second, MB/s and the child's peak RSS (``ru_maxrss``
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import resource
@@ -23,19 +24,27 @@ from pathlib import Path
 
 import orjson
 
-_WORDS = (
-    "account invoice refund order shipping delivery password reset login error timeout "
-    "server deploy cluster latency database query index cache token limit quota billing "
-    "plan upgrade downgrade cancel subscription weather forecast train flight hotel "
-    "booking city price discount coupon receipt warranty return exchange size color "
+_COMMON = (
     "the a of to and in is it for on with as was at by this that from be are or have "
-    "please thanks could would should can will what when where why how which who"
+    "please thanks could would should can will what when where why how which who my your"
 ).split()
+_SYLLABLES = "ka lo mi nu pe ra si to vu ze bar den fil gom hut jex kor lum nix pol".split()
+_VOCABULARY = sorted(
+    {a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in ("", *_SYLLABLES[:6])}
+)  # 2,800 content words, drawn with Zipf-like weights
+
+
 _SYSTEM = "You are the support assistant of Northwind. Answer briefly and politely."
 
 
+_POPULATION = _COMMON + _VOCABULARY
+_CUMULATIVE = list(
+    itertools.accumulate([0.3] * len(_COMMON) + [1 / (r + 1) for r in range(len(_VOCABULARY))])
+)
+
+
 def _sentence(rng: random.Random, words: int) -> str:
-    text = " ".join(rng.choices(_WORDS, k=words))
+    text = " ".join(rng.choices(_POPULATION, cum_weights=_CUMULATIVE, k=words))
     roll = rng.random()
     if roll < 0.05:
         text += f" my email is user{rng.randrange(10**6)}@example.com"
