@@ -58,7 +58,11 @@ def _sentence(rng: random.Random, words: int) -> str:
 
 
 def _call(
-    rng: random.Random, session: str, history: list[dict[str, object]], reply: dict[str, object]
+    rng: random.Random,
+    session: str,
+    user: str,
+    history: list[dict[str, object]],
+    reply: dict[str, object],
 ) -> dict[str, object]:
     failed = rng.random() < 0.02
     return {
@@ -71,7 +75,8 @@ def _call(
         "endTime": 1764583202.0,
         "model": rng.choice(("gpt-4o-mini", "gpt-4o")),
         "custom_llm_provider": "openai",
-        "metadata": {"user_api_key_end_user_id": f"cust-{rng.randrange(20000)}"},
+        "end_user": user,
+        "metadata": {"user_api_key_end_user_id": user},
         "messages": history,
         "response": None
         if failed
@@ -93,6 +98,7 @@ def generate(path: Path, size_bytes: int, seed: int) -> int:
         while written < size_bytes:
             conversation += 1
             session = f"sess-{conversation}"
+            user = f"cust-{rng.randrange(conversation // 3 + 1)}"  # users come back
             history: list[dict[str, object]] = [{"role": "system", "content": _SYSTEM}]
             for _turn in range(rng.randint(1, 6)):
                 history.append({"role": "user", "content": _sentence(rng, rng.randint(8, 40))})
@@ -106,14 +112,14 @@ def generate(path: Path, size_bytes: int, seed: int) -> int:
                             "arguments": json.dumps({"order": rng.randrange(10**6)}),
                         }}],
                     }  # fmt: skip
-                    data = orjson.dumps(_call(rng, session, list(history), reply)) + b"\n"
+                    data = orjson.dumps(_call(rng, session, user, list(history), reply)) + b"\n"
                     file.write(data)
                     written += len(data)
                     lines += 1
                     history.append(reply)
                     history.append({"role": "tool", "tool_call_id": call_id, "content": "shipped"})
                 reply = {"role": "assistant", "content": _sentence(rng, rng.randint(10, 60))}
-                data = orjson.dumps(_call(rng, session, list(history), reply)) + b"\n"
+                data = orjson.dumps(_call(rng, session, user, list(history), reply)) + b"\n"
                 if rng.random() < 0.01:
                     data += data  # a logger that wrote the call twice
                     lines += 1

@@ -135,3 +135,9 @@ def test_a_baseline_whose_env_reads_other_rows_is_refused(project: Path) -> None
     result = invoke("traces", "logs", "-o", "data", "--baseline", "other.py:LoggedEnv")
     assert result.exit_code == 1
     assert "--baseline:" in result.output and "paired in order" in result.output
+
+
+def test_an_empty_eval_split_is_explained(project: Path) -> None:
+    result = invoke("traces", "logs/gateway.jsonl", "-o", "data")  # one conversation
+    assert result.exit_code == 0, result.output
+    assert "eval.jsonl is empty" in " ".join(result.output.split())

@@ -312,6 +312,12 @@ def traces_command(
     if summary.malformed > len(summary.malformed_examples):
         console.print(f"... and {summary.malformed - len(summary.malformed_examples)} more")
     out.print(f"wrote {escape(str(summary.train_path))} and {escape(str(summary.eval_path))}")
+    if summary.rows and not summary.eval_rows and eval_fraction > 0:
+        console.print(
+            "[yellow]note:[/] eval.jsonl is empty: every row belongs to one conversation, or "
+            "to conversations linked by users they share, and a group never crosses the split",
+            soft_wrap=True,
+        )
     if baseline_target is None:
         return
     if summary.eval_rows == 0:
