@@ -155,7 +155,9 @@ def main() -> None:
             check=False,
         )
         seconds = time.perf_counter() - started
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_mb = usage.ru_maxrss / 1024
+        cpu = usage.ru_utime + usage.ru_stime
         if completed.returncode != 0:
             print(completed.stdout)
             raise SystemExit(f"benchmax traces exited with {completed.returncode}")
@@ -163,9 +165,11 @@ def main() -> None:
             1 for _ in (out / "eval.jsonl").open("rb")
         )
         print(completed.stdout)
-        print(f"benchmax traces: {seconds:.1f} s, {lines / seconds:,.0f} log lines/s, "
-              f"{size / 2**20 / seconds:.1f} MB/s, {written:,} rows written "
-              f"({written / seconds:,.0f} rows/s), peak RSS {peak_mb:.0f} MB")  # fmt: skip
+        print(f"benchmax traces: {seconds:.1f} s wall, {cpu:.1f} s CPU; per wall second "
+              f"{lines / seconds:,.0f} log lines, {size / 2**20 / seconds:.1f} MB, "
+              f"{written / seconds:,.0f} rows written ({written:,} rows); per CPU second "
+              f"{lines / cpu:,.0f} log lines, {written / cpu:,.0f} rows; "
+              f"peak RSS {peak_mb:.0f} MB")  # fmt: skip
 
 
 if __name__ == "__main__":
