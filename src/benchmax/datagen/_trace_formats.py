@@ -23,13 +23,23 @@ it came from. A record that cannot be read becomes a ``MalformedRecord`` naming 
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+
+from benchmax.datagen._logged_calls import (
+    LoggedCall,
+    MalformedRecord,
+    RecordShapeError,
+    iso_time,
+    messages_of,
+    object_of,
+    reply_of,
+    text_or_none,
+)
+from benchmax.datagen._otel_spans import otel_calls
 
 __all__ = [
     "TRACE_FORMATS",
@@ -56,46 +66,6 @@ _WHOLE_DOCUMENT_LIMIT = 64 * 1024 * 1024
 class TraceFormatError(ValueError):
     """A file is in no known trace format (the message names it and what was expected),
     or cannot be read."""
-
-
-@dataclass(frozen=True, slots=True)
-class LoggedCall:
-    """One logged model reply and what it answered.
-
-    ``history`` is the chat messages the model was given (OpenAI chat shape), ``reply``
-    the assistant message it returned (``None`` when the call failed without one).
-    ``line`` is the 1-based line of the record, ``span_id`` the OTel span's id;
-    ``conversation_id`` and ``user`` are what the log says (``None``: not logged);
-    ``time`` is the call's start as an ISO-8601 UTC string.
-    """
-
-    file: str
-    line: int
-    history: tuple[Mapping[str, Any], ...]
-    reply: Mapping[str, Any] | None
-    failed: bool
-    model: str | None = None
-    conversation_id: str | None = None
-    user: str | None = None
-    time: str | None = None
-    span_id: str | None = None
-    tools: tuple[Mapping[str, Any], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class MalformedRecord:
-    """A record that could not be read: ``file:line: reason``."""
-
-    file: str
-    line: int
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.reason}"
-
-
-class _Malformed(Exception):
-    """Raised inside a parser for a record of the right format with a bad shape."""
 
 
 def _kind_of(record: object) -> TraceFormat | None:
@@ -200,7 +170,7 @@ def read_trace_file(
                 continue
             try:
                 calls = list(parse(record, label, number))
-            except _Malformed as error:
+            except RecordShapeError as error:
                 yield MalformedRecord(label, number, str(error))
                 continue
             except (TypeError, ValueError, KeyError, AttributeError) as error:
@@ -215,69 +185,9 @@ def _whole_otel(path: Path, label: str) -> Iterator[LoggedCall | MalformedRecord
         yield MalformedRecord(label, 1, "not JSON, and not one OTLP JSON document")
         return
     try:
-        yield from list(_otel_calls(record, label, 1))
-    except (_Malformed, TypeError, ValueError, KeyError, AttributeError) as error:
+        yield from list(otel_calls(record, label, 1))
+    except (RecordShapeError, TypeError, ValueError, KeyError, AttributeError) as error:
         yield MalformedRecord(label, 1, str(error))
-
-
-# ---- shared pieces ---------------------------------------------------------------------
-
-
-def _messages(value: object, what: str) -> tuple[Mapping[str, Any], ...]:
-    if not isinstance(value, list):
-        raise _Malformed(f"{what} is not a list of messages")
-    for message in value:
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise _Malformed(f"{what} holds an item that is not a chat message")
-    return tuple(value)
-
-
-def _object(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _text_or_none(value: object) -> str | None:
-    if isinstance(value, str) and value.strip():
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return None
-
-
-def _iso_time(value: object) -> str | None:
-    """An ISO-8601 UTC time from epoch seconds, milliseconds, nanoseconds or a string."""
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return str(value) or None
-    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-        return None
-    seconds = float(value)
-    while seconds > 1e11:  # milliseconds, microseconds or nanoseconds
-        seconds /= 1000
-    try:
-        moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _reply_of(response: object) -> Mapping[str, Any] | None:
-    """The assistant message of a chat-completions response body (or a bare string)."""
-    if isinstance(response, str):
-        return {"role": "assistant", "content": response} if response else None
-    if not isinstance(response, dict):
-        return None
-    choices = response.get("choices")
-    if isinstance(choices, list) and choices:
-        message = choices[0].get("message") if isinstance(choices[0], dict) else None
-        if isinstance(message, dict):
-            return {"role": "assistant", **message}
-        return None
-    if response.get("role") == "assistant":
-        return response
-    return None
 
 
 # ---- litellm ---------------------------------------------------------------------------
@@ -285,10 +195,10 @@ def _reply_of(response: object) -> Mapping[str, Any] | None:
 
 def _litellm_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[LoggedCall]:
     if not isinstance(record, dict):
-        raise _Malformed("not a JSON object")
+        raise RecordShapeError("not a JSON object")
     failed = record.get("status") == "failure" or bool(record.get("error_str"))
-    metadata = _object(record.get("metadata"))
-    user = _text_or_none(record.get("end_user")) or _text_or_none(
+    metadata = object_of(record.get("metadata"))
+    user = text_or_none(record.get("end_user")) or text_or_none(
         metadata.get("user_api_key_end_user_id")
     )
     messages = record.get("messages")
@@ -296,20 +206,20 @@ def _litellm_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[
         messages = (
             [{"role": "user", "content": messages}] if isinstance(messages, str) else [messages]
         )
-    reply = None if failed else _reply_of(record.get("response"))
+    reply = None if failed else reply_of(record.get("response"))
     if not failed and record.get("response") not in (None, "", {}) and reply is None:
-        raise _Malformed("response is not a chat-completions reply")
+        raise RecordShapeError("response is not a chat-completions reply")
     yield LoggedCall(
         file=file,
         line=line,
-        history=_messages(messages or [], "messages"),
+        history=messages_of(messages or [], "messages"),
         reply=reply,
         failed=failed,
-        model=_text_or_none(record.get("model")),
-        conversation_id=_text_or_none(record.get("session_id")),
+        model=text_or_none(record.get("model")),
+        conversation_id=text_or_none(record.get("session_id")),
         user=user,
-        time=_iso_time(record.get("startTime")),
-        span_id=_text_or_none(record.get("id")),
+        time=iso_time(record.get("startTime")),
+        span_id=text_or_none(record.get("id")),
     )
 
 
@@ -321,7 +231,7 @@ def _request_response_calls(
 ) -> Iterator[LoggedCall]:
     request = record.get("request")
     if not isinstance(request, dict):
-        raise _Malformed("request is not an object")
+        raise RecordShapeError("request is not an object")
     response = record.get("response")
     status = record.get("status_code", record.get("status"))
     failed = (
@@ -330,33 +240,33 @@ def _request_response_calls(
         or (isinstance(status, int) and not isinstance(status, bool) and status >= 400)
         or status in ("error", "failure", "failed")
     )
-    reply = None if failed else _reply_of(response)
+    reply = None if failed else reply_of(response)
     if not failed and reply is None:
-        raise _Malformed("response has no assistant message (choices[0].message)")
-    metadata = _object(request.get("metadata"))
+        raise RecordShapeError("response has no assistant message (choices[0].message)")
+    metadata = object_of(request.get("metadata"))
     conversation = (
-        _text_or_none(record.get("conversation_id"))
-        or _text_or_none(record.get("session_id"))
-        or _text_or_none(metadata.get("conversation_id"))
-        or _text_or_none(metadata.get("session_id"))
+        text_or_none(record.get("conversation_id"))
+        or text_or_none(record.get("session_id"))
+        or text_or_none(metadata.get("conversation_id"))
+        or text_or_none(metadata.get("session_id"))
     )
-    model = _text_or_none(response.get("model")) if isinstance(response, dict) else None
+    model = text_or_none(response.get("model")) if isinstance(response, dict) else None
     tools = request.get("tools")
     yield LoggedCall(
         file=file,
         line=line,
-        history=_messages(request.get("messages"), "request.messages"),
+        history=messages_of(request.get("messages"), "request.messages"),
         reply=reply,
         failed=failed,
-        model=model or _text_or_none(request.get("model")),
+        model=model or text_or_none(request.get("model")),
         conversation_id=conversation,
-        user=_text_or_none(record.get("user")) or _text_or_none(request.get("user")),
-        time=_iso_time(
+        user=text_or_none(record.get("user")) or text_or_none(request.get("user")),
+        time=iso_time(
             record.get("timestamp")
             or record.get("time")
             or (response.get("created") if isinstance(response, dict) else None)
         ),
-        span_id=_text_or_none(response.get("id")) if isinstance(response, dict) else None,
+        span_id=text_or_none(response.get("id")) if isinstance(response, dict) else None,
         tools=tuple(t for t in tools if isinstance(t, dict)) if isinstance(tools, list) else (),
     )
 
@@ -365,13 +275,13 @@ def _request_response_calls(
 
 
 def _messages_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[LoggedCall]:
-    messages = _messages(record.get("messages"), "messages")
-    metadata = _object(record.get("metadata"))
+    messages = messages_of(record.get("messages"), "messages")
+    metadata = object_of(record.get("metadata"))
     conversation = (
-        _text_or_none(record.get("conversation_id"))
-        or _text_or_none(record.get("session_id"))
-        or _text_or_none(metadata.get("conversation_id"))
-        or _text_or_none(record.get("id"))
+        text_or_none(record.get("conversation_id"))
+        or text_or_none(record.get("session_id"))
+        or text_or_none(metadata.get("conversation_id"))
+        or text_or_none(record.get("id"))
     )
     tools = record.get("tools")
     for index, message in enumerate(messages):
@@ -383,170 +293,17 @@ def _messages_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator
             history=messages[:index],
             reply=message,
             failed=False,
-            model=_text_or_none(record.get("model")) or _text_or_none(metadata.get("model")),
+            model=text_or_none(record.get("model")) or text_or_none(metadata.get("model")),
             conversation_id=conversation,
-            user=_text_or_none(record.get("user")) or _text_or_none(metadata.get("user")),
-            time=_iso_time(record.get("timestamp") or record.get("time")),
+            user=text_or_none(record.get("user")) or text_or_none(metadata.get("user")),
+            time=iso_time(record.get("timestamp") or record.get("time")),
             tools=tuple(t for t in tools if isinstance(t, dict)) if isinstance(tools, list) else (),
         )
-
-
-# ---- OpenTelemetry GenAI spans (OTLP JSON) ---------------------------------------------
-
-
-def _attribute_value(value: object) -> Any:
-    """The Python value of an OTLP JSON ``AnyValue``."""
-    if not isinstance(value, dict):
-        return None
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in value:
-            return value[key]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "arrayValue" in value:
-        items = value["arrayValue"].get("values") or []
-        return [_attribute_value(item) for item in items]
-    if "kvlistValue" in value:
-        return _attributes(value["kvlistValue"].get("values") or [])
-    return None
-
-
-def _attributes(items: object) -> dict[str, Any]:
-    if not isinstance(items, list):
-        return {}
-    return {
-        item["key"]: _attribute_value(item.get("value"))
-        for item in items
-        if isinstance(item, dict) and isinstance(item.get("key"), str)
-    }
-
-
-def _json_attribute(value: object, name: str) -> Any:
-    if isinstance(value, str):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            raise _Malformed(f"{name} is not JSON") from None
-    return value
-
-
-def _otel_message(message: object, name: str) -> list[dict[str, Any]]:
-    """One GenAI message (``{role, parts}``) as chat messages: a ``tool`` message per
-    ``tool_call_response`` part, tool calls on the assistant message."""
-    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise _Malformed(f"{name} holds an item that is not a message with a role")
-    role = message["role"]
-    parts = message.get("parts")
-    if parts is None and "content" in message:
-        parts = [{"type": "text", "content": message["content"]}]
-    if not isinstance(parts, list):
-        raise _Malformed(f"{name} holds a message without parts")
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    for part in parts:
-        if not isinstance(part, dict):
-            continue
-        kind = part.get("type")
-        if kind == "text" and isinstance(part.get("content"), str):
-            texts.append(part["content"])
-        elif kind == "tool_call":
-            arguments = part.get("arguments")
-            calls.append(
-                {
-                    "id": str(part.get("id") or f"call_{len(calls)}"),
-                    "type": "function",
-                    "function": {
-                        "name": str(part.get("name") or ""),
-                        "arguments": arguments
-                        if isinstance(arguments, str)
-                        else orjson.dumps(arguments).decode(),
-                    },
-                }
-            )
-        elif kind == "tool_call_response":
-            response = part.get("response", part.get("result"))
-            results.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": str(part.get("id") or ""),
-                    "content": response
-                    if isinstance(response, str)
-                    else orjson.dumps(response).decode(),
-                }
-            )
-    if results:
-        return results
-    converted: dict[str, Any] = {"role": role, "content": "".join(texts)}
-    if calls:
-        converted["tool_calls"] = calls
-    return [converted]
-
-
-def _span_call(
-    span: Mapping[str, Any], resource: Mapping[str, Any], file: str, line: int
-) -> LoggedCall | None:
-    attributes = {**resource, **_attributes(span.get("attributes"))}
-    if "gen_ai.input.messages" not in attributes or "gen_ai.output.messages" not in attributes:
-        return None
-    inputs = _json_attribute(attributes["gen_ai.input.messages"], "gen_ai.input.messages")
-    outputs = _json_attribute(attributes["gen_ai.output.messages"], "gen_ai.output.messages")
-    if not isinstance(inputs, list) or not isinstance(outputs, list):
-        raise _Malformed("gen_ai.input.messages and gen_ai.output.messages must be JSON arrays")
-    history: list[dict[str, Any]] = []
-    system = _json_attribute(
-        attributes.get("gen_ai.system_instructions"), "gen_ai.system_instructions"
-    )
-    if isinstance(system, list):
-        text = "".join(
-            p["content"]
-            for p in system
-            if isinstance(p, dict) and isinstance(p.get("content"), str)
-        )
-        if text:
-            history.append({"role": "system", "content": text})
-    for message in inputs:
-        history.extend(_otel_message(message, "gen_ai.input.messages"))
-    replies = [m for message in outputs for m in _otel_message(message, "gen_ai.output.messages")]
-    status = _object(span.get("status"))
-    code = status.get("code")
-    failed = code in (2, "STATUS_CODE_ERROR", "ERROR") or bool(attributes.get("error.type"))
-    model = _text_or_none(attributes.get("gen_ai.response.model")) or _text_or_none(
-        attributes.get("gen_ai.request.model")
-    )
-    return LoggedCall(
-        file=file,
-        line=line,
-        history=tuple(history),
-        reply=None if failed or not replies else replies[0],
-        failed=failed,
-        model=model,
-        conversation_id=_text_or_none(attributes.get("gen_ai.conversation.id")),
-        user=_text_or_none(attributes.get("user.id"))
-        or _text_or_none(attributes.get("enduser.id")),
-        time=_iso_time(span.get("startTimeUnixNano")),
-        span_id=_text_or_none(span.get("spanId")),
-    )
-
-
-def _otel_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[LoggedCall]:
-    resource_spans = record.get("resourceSpans")
-    if not isinstance(resource_spans, list):
-        raise _Malformed("resourceSpans is not a list")
-    for resource_span in resource_spans:
-        resource = _attributes((resource_span.get("resource") or {}).get("attributes"))
-        for scope in resource_span.get("scopeSpans") or []:
-            for span in scope.get("spans") or []:
-                if not isinstance(span, dict):
-                    raise _Malformed("a span is not an object")
-                call = _span_call(span, resource, file, line)
-                if call is not None:
-                    yield call
 
 
 _PARSERS = {
     "litellm": _litellm_calls,
     "request-response": _request_response_calls,
     "messages": _messages_calls,
-    "otel": _otel_calls,
+    "otel": otel_calls,
 }
