@@ -33,7 +33,7 @@ def commands() -> list[list[str]]:
 
 def test_the_readme_shows_every_command() -> None:
     assert {argv[0] for argv in commands()} == {
-        "run", "bundle", "inspect", "mock-serve", "validate", "generate-qa",
+        "run", "bundle", "inspect", "mock-serve", "validate", "generate-qa", "traces",
         "view", "show", "rescore", "compare",
     }  # fmt: skip
 
@@ -55,6 +55,9 @@ def test_the_offline_readme_commands_run(tmp_path: Path, monkeypatch: pytest.Mon
             for word in argv
         ]
         argv = [str(tmp_path / word) if word == "qa" else word for word in argv]  # generate-qa
+        argv = [  # traces
+            str(tmp_path / word) if word.startswith("traces-data") else word for word in argv
+        ]
         if argv[0] == "run" and "-o" not in argv:
             argv += ["-o", str(tmp_path / f"run{number}.jsonl")]
         result = CliRunner().invoke(cli, argv)

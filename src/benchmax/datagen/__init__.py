@@ -6,8 +6,17 @@ reads ``.txt``, ``.md`` and ``.jsonl`` documents, chunks them, asks the model (t
 for question/answer pairs supported by each chunk, drops bad and near-duplicate pairs and
 writes ``train.jsonl`` / ``eval.jsonl`` rows ``{"prompt", "ground_truth", "source"}`` split
 by document. ``benchmax generate-qa`` is the command-line face.
+
+``await traces(["logs/"], Path("data"))`` turns production logs (LiteLLM standard logging
+payloads, ``{"request", "response"}`` lines, ``{"messages"}`` JSONL, OpenTelemetry GenAI
+spans as OTLP JSON; ``TRACE_FORMATS``) into ``train.jsonl`` / ``eval.jsonl`` rows
+``{"prompt" | "messages", "ground_truth", "source"}``: filtered, scrubbed of secrets and
+personal data, de-duplicated and split by conversation, in bounded memory.
+``score_logged_replies`` scores the eval split's logged replies with an environment's
+rewards (the production model's baseline). ``benchmax traces`` is the command-line face.
 """
 
+from benchmax.datagen._baseline import BASELINE_NAME, score_logged_replies
 from benchmax.datagen._cache import CACHE_NAME
 from benchmax.datagen._chunking import Chunk, ChunkingConfig, chunk_document
 from benchmax.datagen._corpus import CORPUS_SUFFIXES, CorpusError, Document, read_corpus
@@ -27,12 +36,34 @@ from benchmax.datagen._prompts import (
     build_qa_prompt,
     parse_qa_reply,
 )
+from benchmax.datagen._relabel import build_relabel_prompt, teacher_reply
+from benchmax.datagen._scrubbing import SCRUB_KINDS, Scrubber, luhn_valid
+from benchmax.datagen._trace_formats import (
+    TRACE_FORMATS,
+    LoggedCall,
+    MalformedRecord,
+    TraceFormat,
+    TraceFormatError,
+    detect_format,
+    read_trace_file,
+)
+from benchmax.datagen._trace_rows import TracesConfig
+from benchmax.datagen._traces import (
+    TraceFile,
+    TracesError,
+    TracesSummary,
+    find_trace_files,
+    traces,
+)
 
 __all__ = [
+    "BASELINE_NAME",
     "CACHE_NAME",
     "CORPUS_SUFFIXES",
     "PASSAGE_CLOSE",
     "PASSAGE_OPEN",
+    "SCRUB_KINDS",
+    "TRACE_FORMATS",
     "Chunk",
     "ChunkingConfig",
     "CorpusError",
@@ -40,13 +71,30 @@ __all__ = [
     "GeneratedRow",
     "GenerationConfig",
     "GenerationSummary",
+    "LoggedCall",
+    "MalformedRecord",
     "QAPair",
     "ReplyShapeError",
+    "Scrubber",
+    "TraceFile",
+    "TraceFormat",
+    "TraceFormatError",
+    "TracesConfig",
+    "TracesError",
+    "TracesSummary",
     "build_qa_prompt",
+    "build_relabel_prompt",
     "chunk_document",
+    "detect_format",
+    "find_trace_files",
     "generate_qa",
+    "luhn_valid",
     "parse_qa_reply",
     "qa_rows",
     "read_corpus",
+    "read_trace_file",
+    "score_logged_replies",
     "split_by_document",
+    "teacher_reply",
+    "traces",
 ]

@@ -4,7 +4,8 @@
 every completed group to a resumable JSONL results file and returns a ``RunReport``.
 Reading results: ``read_results``; ``write_html_report`` (the ``view`` page),
 ``select_rollouts`` (``show``), ``rescore_results`` (score stored transcripts again) and
-``compare_results`` (paired comparison of two runs).
+``compare_results`` (paired comparison of two runs); ``score_replies`` scores fixed
+replies (a production model's logs) to a split's examples the way rescore does.
 ``executor=RayExecutor(...)`` runs the groups on a Ray cluster instead (``benchmax[ray]``).
 """
 
@@ -34,6 +35,7 @@ from benchmax.runner._html_report import (
 from benchmax.runner._judge_check import JudgeCheckError
 from benchmax.runner._metrics import PassAtK, pass_at_k, pass_at_k_metrics
 from benchmax.runner._ray import RayExecutor
+from benchmax.runner._replies import FixedReply, score_replies
 from benchmax.runner._report import RewardStats, RunReport, UsageStats
 from benchmax.runner._rescore import RESCORED_REASONS, RescoreReport, rescore_results
 from benchmax.runner._results import RESULTS_FORMAT, Results, read_results
@@ -47,6 +49,7 @@ __all__ = [
     "ExampleChange",
     "ExecutorError",
     "FailureShareExceeded",
+    "FixedReply",
     "GroupContractError",
     "HtmlReport",
     "JudgeCheckError",
@@ -78,6 +81,7 @@ __all__ = [
     "rescore_results",
     "rollout_seed",
     "run_environment",
+    "score_replies",
     "select_rollouts",
     "write_html_report",
 ]

@@ -1,0 +1,345 @@
+"""``benchmax traces``: production logs into a train/eval dataset, and the logged model's
+baseline on it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from benchmax.auth import InjectedAuth, ModelAuth, bind_model_auth
+from benchmax.cli._credentials import auth_variables, bearer_from_variable, injected_auth_names
+from benchmax.cli._options import auth_option, env_arg_option
+from benchmax.cli._targets import (
+    USER_CODE_ERRORS,
+    TargetError,
+    described,
+    load_target,
+    parse_env_args,
+)
+
+__all__ = ["traces_command"]
+
+TEACHER_AUTH = "teacher"
+"""The ``InjectedAuth`` name the teacher's credential is bound to."""
+
+
+def _summary_table(summary: Any) -> Table:
+    table = Table(title="traces summary", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    rows: list[tuple[str, object]] = [
+        *((f"file {f.name}", f.format) for f in summary.files),
+        ("records read", summary.records),
+        ("  malformed, skipped", summary.malformed),
+        ("logged replies", summary.calls),
+        *((f"  dropped: {reason}", n) for reason, n in summary.dropped.items()),
+        *((f"scrubbed: {kind}", n) for kind, n in summary.scrubbed.items()),
+        (f"train rows ({summary.train_groups} conversations/users)", summary.train_rows),
+        (f"eval rows ({summary.eval_groups} conversations/users)", summary.eval_rows),
+    ]
+    if summary.relabeled or summary.relabel_failed:
+        rows.append(("relabeled by the teacher", summary.relabeled))
+        rows.append(("  teacher failed (logged reply kept)", summary.relabel_failed))
+    for label, value in rows:
+        table.add_row(escape(label), escape(str(value)))
+    return table
+
+
+class _Bar:
+    """One rich progress bar per stage: bytes read, then rows written."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[unit]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self.tasks: dict[str, TaskID] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            unit = "bytes" if stage == "reading" else "rows"
+            self.tasks[stage] = self.progress.add_task(stage, total=total, unit=unit)
+        self.progress.update(self.tasks[stage], completed=done, total=total)
+
+
+@contextlib.contextmanager
+def _teacher_auth(api_key_env: str | None) -> Iterator[None]:
+    providers: dict[str, ModelAuth] = {}
+    if api_key_env:
+        providers[TEACHER_AUTH] = bearer_from_variable(api_key_env, "--teacher-api-key-env")
+    else:
+        from benchmax.runner import NoModelAuth
+
+        providers[TEACHER_AUTH] = NoModelAuth()
+    with bind_model_auth(providers):
+        yield
+
+
+async def _baseline(
+    target_spec: str, env_arg_pairs: tuple[str, ...], auth_pairs: tuple[str, ...], data_dir: Path
+) -> Any:
+    from benchmax.datagen import score_logged_replies
+    from benchmax.envs import BaseEnv
+
+    target = load_target(target_spec)
+    env_args = {**target.constructor_args, **parse_env_args(env_arg_pairs)}
+    providers: dict[str, ModelAuth] = {
+        name: bearer_from_variable(variable, f"--auth {name}")
+        for name, variable in auth_variables(auth_pairs).items()
+    }
+    try:
+        env = target.env_class(**env_args)
+    except USER_CODE_ERRORS as error:
+        raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
+    try:
+        if not isinstance(env, BaseEnv):
+            raise TargetError(f"{target.label} is not a BaseEnv: the baseline scores transcripts")
+        missing = sorted(injected_auth_names(env) - set(providers))
+        if missing:
+            Console(stderr=True).print(
+                f"[yellow]note:[/] no --auth given for injected credential(s) "
+                f"{escape(', '.join(missing))}; calls using them will fail",
+                soft_wrap=True,
+            )
+        cls = target.env_class
+        definition = (
+            {"bundle_digest": target.bundle_digest, "constructor_args": dict(env_args)}
+            if target.bundle_digest is not None
+            else {
+                "class": f"{cls.__module__}:{cls.__qualname__}",
+                "constructor_args": dict(env_args),
+            }
+        )
+        return await score_logged_replies(
+            env, data_dir, env_definition=definition, auth_providers=providers
+        )
+    finally:
+        await env.aclose()
+
+
+@click.command("traces")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    "output_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Directory for train.jsonl, eval.jsonl (and baseline.jsonl).",
+)
+@click.option(
+    "--unit",
+    type=click.Choice(["turn", "conversation"]),
+    default="turn",
+    show_default=True,
+    help="A row per logged assistant reply, or per conversation (its longest history).",
+)
+@click.option("--keep-failed", is_flag=True, help="Keep failed calls that logged a reply.")
+@click.option("--keep-tool-only", is_flag=True, help="Keep replies that only call tools.")
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="PATTERN",
+    help="Keep only calls of models matching PATTERN (shell-style). Repeatable.",
+)
+@click.option(
+    "--min-reply-chars",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Drop shorter replies.",
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=1),
+    help="Drop rows whose history and reply hold more characters.",
+)
+@click.option(
+    "--similarity",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.75,
+    show_default=True,
+    help="Character-trigram similarity of (last user message, reply) that makes a near-duplicate.",
+)
+@click.option("--no-near-dedupe", is_flag=True, help="Remove exact duplicates only.")
+@click.option(
+    "--no-scrub",
+    is_flag=True,
+    help="Keep secrets and personal data (API keys, tokens, emails, phones, cards) as logged.",
+)
+@click.option(
+    "--phone-region",
+    default="US",
+    show_default=True,
+    metavar="CC",
+    help="Region of phone numbers written without a country code.",
+)
+@click.option(
+    "--eval-fraction",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.2,
+    show_default=True,
+    help="Share of rows for eval.jsonl (whole conversations, or users when logged).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")
+@click.option("--strict", is_flag=True, help="Stop at the first malformed record (exit 1).")
+@click.option("--teacher-model", metavar="NAME", help="Relabel ground truths with this model.")
+@click.option("--teacher-base-url", metavar="URL", help="The teacher's OpenAI-compatible endpoint.")
+@click.option(
+    "--teacher-api-key-env",
+    metavar="VAR",
+    help=f"Variable holding the teacher's bearer key (bound to InjectedAuth({TEACHER_AUTH!r})).",
+)
+@click.option(
+    "--relabel-concurrency",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Teacher requests in flight at once.",
+)
+@click.option(
+    "--baseline",
+    "baseline_target",
+    metavar="ENV_TARGET",
+    help="Score the eval split's logged replies with this environment's rewards "
+    "(file.py:Class, package.module:Class or a bundle; it reads -o as its data directory) "
+    "into baseline.jsonl.",
+)
+@env_arg_option("Constructor argument of the --baseline environment (JSON value). Repeatable.")
+@auth_option("Bind InjectedAuth(NAME) of the --baseline environment to the key in VAR.")
+def traces_command(
+    inputs: tuple[Path, ...],
+    output_dir: Path,
+    unit: str,
+    keep_failed: bool,
+    keep_tool_only: bool,
+    models: tuple[str, ...],
+    min_reply_chars: int,
+    max_chars: int | None,
+    similarity: float,
+    no_near_dedupe: bool,
+    no_scrub: bool,
+    phone_region: str,
+    eval_fraction: float,
+    seed: int,
+    strict: bool,
+    teacher_model: str | None,
+    teacher_base_url: str | None,
+    teacher_api_key_env: str | None,
+    relabel_concurrency: int,
+    baseline_target: str | None,
+    env_arg_pairs: tuple[str, ...],
+    auth_pairs: tuple[str, ...],
+) -> None:
+    """Turn production logs (INPUTS: files or directories) into train.jsonl and eval.jsonl.
+
+    Formats, detected per file: LiteLLM standard logging payloads, {"request", "response"}
+    lines, {"messages": [...]} JSONL, OpenTelemetry GenAI spans as OTLP JSON. Malformed
+    records are skipped and listed; failed calls are dropped.
+    """
+    from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
+    from benchmax.rewards import Judge, NgramDiversityConfig
+
+    console = Console(stderr=True)
+    try:
+        if (teacher_model is None) != (teacher_base_url is None):
+            raise TargetError("--teacher-model and --teacher-base-url go together")
+        config = TracesConfig(
+            unit="conversation" if unit == "conversation" else "turn",
+            keep_failed=keep_failed,
+            keep_tool_only=keep_tool_only,
+            min_reply_chars=min_reply_chars,
+            max_chars=max_chars,
+            models=models,
+            dedupe=None
+            if no_near_dedupe
+            else NgramDiversityConfig(n=3, similarity_threshold=similarity),
+            scrub=() if no_scrub else TracesConfig().scrub,
+            phone_region=phone_region,
+            eval_fraction=eval_fraction,
+            seed=seed,
+            strict=strict,
+            relabel_concurrency=relabel_concurrency,
+        )
+        teacher = (
+            Judge(model=teacher_model, base_url=teacher_base_url, auth=InjectedAuth(TEACHER_AUTH))
+            if teacher_model is not None and teacher_base_url is not None
+            else None
+        )
+    except (TargetError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+
+    bar = _Bar(console)
+
+    async def run() -> Any:
+        with _teacher_auth(teacher_api_key_env if teacher else None), bar.progress:
+            return await traces(inputs, output_dir, config, teacher=teacher, on_progress=bar)
+
+    try:
+        summary = asyncio.run(run())
+    except TracesError as error:
+        console.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
+        raise SystemExit(1) from None
+    except (TraceFormatError, TargetError) as error:
+        raise click.ClickException(str(error)) from None
+    except OSError as error:
+        raise click.ClickException(f"cannot write to {output_dir}: {error}") from None
+    out = Console()
+    out.print(_summary_table(summary))
+    for example in summary.malformed_examples:
+        console.print(f"[yellow]skipped[/] {escape(example)}", soft_wrap=True)
+    if summary.malformed > len(summary.malformed_examples):
+        console.print(f"... and {summary.malformed - len(summary.malformed_examples)} more")
+    out.print(f"wrote {escape(str(summary.train_path))} and {escape(str(summary.eval_path))}")
+    if summary.rows and not summary.eval_rows and eval_fraction > 0:
+        console.print(
+            "[yellow]note:[/] eval.jsonl is empty: every row belongs to one conversation, or "
+            "to conversations linked by users they share, and a group never crosses the split",
+            soft_wrap=True,
+        )
+    if baseline_target is None:
+        return
+    if summary.eval_rows == 0:
+        raise click.ClickException("no eval rows: nothing to score for --baseline")
+    try:
+        report = asyncio.run(_baseline(baseline_target, env_arg_pairs, auth_pairs, output_dir))
+    except TargetError as error:
+        raise click.ClickException(str(error)) from None
+    except Exception as error:
+        from benchmax.runner import RunError
+
+        if isinstance(error, RunError | OSError):
+            raise click.ClickException(f"--baseline: {error}") from None
+        raise
+    table = Table(title="baseline: logged replies of the eval split", title_justify="left")
+    for column in ("key", "mean", "std"):
+        table.add_column(column, justify="left" if column == "key" else "right")
+    for key, stats in report.new_stats.items():
+        table.add_row(escape(key), f"{stats.mean:.3f}", f"{stats.std:.3f}")
+    out.print(table)
+    out.print(
+        f"wrote {escape(str(report.output))} ({report.rollouts} rollouts); compare a trained "
+        f"model's run with: benchmax compare {escape(str(report.output))} RUN.jsonl",
+        soft_wrap=True,
+    )

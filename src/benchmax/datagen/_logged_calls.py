@@ -1,0 +1,116 @@
+"""What every trace format becomes (``LoggedCall``), and the readings the parsers share."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "LoggedCall",
+    "MalformedRecord",
+    "RecordShapeError",
+    "iso_time",
+    "messages_of",
+    "object_of",
+    "reply_of",
+    "text_or_none",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedCall:
+    """One logged model reply and what it answered.
+
+    ``history`` is the chat messages the model was given (OpenAI chat shape), ``reply``
+    the assistant message it returned (``None`` when the call failed without one).
+    ``line`` is the 1-based line of the record, ``span_id`` the OTel span's id;
+    ``conversation_id`` and ``user`` are what the log says (``None``: not logged);
+    ``time`` is the call's start as an ISO-8601 UTC string.
+    """
+
+    file: str
+    line: int
+    history: tuple[Mapping[str, Any], ...]
+    reply: Mapping[str, Any] | None
+    failed: bool
+    model: str | None = None
+    conversation_id: str | None = None
+    user: str | None = None
+    time: str | None = None
+    span_id: str | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedRecord:
+    """A record that could not be read: ``file:line: reason``."""
+
+    file: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.reason}"
+
+
+class RecordShapeError(Exception):
+    """Raised inside a parser for a record of the right format with a bad shape."""
+
+
+def messages_of(value: object, what: str) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(value, list):
+        raise RecordShapeError(f"{what} is not a list of messages")
+    for message in value:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise RecordShapeError(f"{what} holds an item that is not a chat message")
+    return tuple(value)
+
+
+def object_of(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def text_or_none(value: object) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def iso_time(value: object) -> str | None:
+    """An ISO-8601 UTC time from epoch seconds, milliseconds, nanoseconds or a string."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return str(value) or None
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        return None
+    seconds = float(value)
+    while seconds > 1e11:  # milliseconds, microseconds or nanoseconds
+        seconds /= 1000
+    try:
+        moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def reply_of(response: object) -> Mapping[str, Any] | None:
+    """The assistant message of a chat-completions response body (or a bare string)."""
+    if isinstance(response, str):
+        return {"role": "assistant", "content": response} if response else None
+    if not isinstance(response, dict):
+        return None
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices:
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        if isinstance(message, dict):
+            return {"role": "assistant", **message}
+        return None
+    if response.get("role") == "assistant":
+        return response
+    return None

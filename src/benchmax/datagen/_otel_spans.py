@@ -1,0 +1,177 @@
+"""OpenTelemetry GenAI spans exported as OTLP JSON, read through the semantic conventions.
+
+A span with ``gen_ai.input.messages`` and ``gen_ai.output.messages`` (JSON arrays of
+``{role, parts}`` messages with ``text``, ``tool_call`` and ``tool_call_response`` parts)
+is one logged call; ``gen_ai.system_instructions`` opens its history. The conversation is
+``gen_ai.conversation.id``, the model ``gen_ai.response.model`` (else
+``gen_ai.request.model``), the user ``user.id`` or ``enduser.id``; status ``ERROR`` or an
+``error.type`` attribute marks a failed call. Other spans (tools, agents) are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+
+from benchmax.datagen._logged_calls import (
+    LoggedCall,
+    RecordShapeError,
+    iso_time,
+    object_of,
+    text_or_none,
+)
+
+__all__ = ["otel_calls"]
+
+
+def _attribute_value(value: object) -> Any:
+    """The Python value of an OTLP JSON ``AnyValue``."""
+    if not isinstance(value, dict):
+        return None
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in value:
+            return value[key]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "arrayValue" in value:
+        items = value["arrayValue"].get("values") or []
+        return [_attribute_value(item) for item in items]
+    if "kvlistValue" in value:
+        return _attributes(value["kvlistValue"].get("values") or [])
+    return None
+
+
+def _attributes(items: object) -> dict[str, Any]:
+    if not isinstance(items, list):
+        return {}
+    return {
+        item["key"]: _attribute_value(item.get("value"))
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("key"), str)
+    }
+
+
+def _json_attribute(value: object, name: str) -> Any:
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            raise RecordShapeError(f"{name} is not JSON") from None
+    return value
+
+
+def _otel_message(message: object, name: str) -> list[dict[str, Any]]:
+    """One GenAI message (``{role, parts}``) as chat messages: a ``tool`` message per
+    ``tool_call_response`` part, tool calls on the assistant message."""
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise RecordShapeError(f"{name} holds an item that is not a message with a role")
+    role = message["role"]
+    parts = message.get("parts")
+    if parts is None and "content" in message:
+        parts = [{"type": "text", "content": message["content"]}]
+    if not isinstance(parts, list):
+        raise RecordShapeError(f"{name} holds a message without parts")
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("content"), str):
+            texts.append(part["content"])
+        elif kind == "tool_call":
+            arguments = part.get("arguments")
+            calls.append(
+                {
+                    "id": str(part.get("id") or f"call_{len(calls)}"),
+                    "type": "function",
+                    "function": {
+                        "name": str(part.get("name") or ""),
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else orjson.dumps(arguments).decode(),
+                    },
+                }
+            )
+        elif kind == "tool_call_response":
+            response = part.get("response", part.get("result"))
+            results.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(part.get("id") or ""),
+                    "content": response
+                    if isinstance(response, str)
+                    else orjson.dumps(response).decode(),
+                }
+            )
+    if results:
+        return results
+    converted: dict[str, Any] = {"role": role, "content": "".join(texts)}
+    if calls:
+        converted["tool_calls"] = calls
+    return [converted]
+
+
+def _span_call(
+    span: Mapping[str, Any], resource: Mapping[str, Any], file: str, line: int
+) -> LoggedCall | None:
+    attributes = {**resource, **_attributes(span.get("attributes"))}
+    if "gen_ai.input.messages" not in attributes or "gen_ai.output.messages" not in attributes:
+        return None
+    inputs = _json_attribute(attributes["gen_ai.input.messages"], "gen_ai.input.messages")
+    outputs = _json_attribute(attributes["gen_ai.output.messages"], "gen_ai.output.messages")
+    if not isinstance(inputs, list) or not isinstance(outputs, list):
+        raise RecordShapeError(
+            "gen_ai.input.messages and gen_ai.output.messages must be JSON arrays"
+        )
+    history: list[dict[str, Any]] = []
+    system = _json_attribute(
+        attributes.get("gen_ai.system_instructions"), "gen_ai.system_instructions"
+    )
+    if isinstance(system, list):
+        text = "".join(
+            p["content"]
+            for p in system
+            if isinstance(p, dict) and isinstance(p.get("content"), str)
+        )
+        if text:
+            history.append({"role": "system", "content": text})
+    for message in inputs:
+        history.extend(_otel_message(message, "gen_ai.input.messages"))
+    replies = [m for message in outputs for m in _otel_message(message, "gen_ai.output.messages")]
+    status = object_of(span.get("status"))
+    code = status.get("code")
+    failed = code in (2, "STATUS_CODE_ERROR", "ERROR") or bool(attributes.get("error.type"))
+    model = text_or_none(attributes.get("gen_ai.response.model")) or text_or_none(
+        attributes.get("gen_ai.request.model")
+    )
+    return LoggedCall(
+        file=file,
+        line=line,
+        history=tuple(history),
+        reply=None if failed or not replies else replies[0],
+        failed=failed,
+        model=model,
+        conversation_id=text_or_none(attributes.get("gen_ai.conversation.id")),
+        user=text_or_none(attributes.get("user.id")) or text_or_none(attributes.get("enduser.id")),
+        time=iso_time(span.get("startTimeUnixNano")),
+        span_id=text_or_none(span.get("spanId")),
+    )
+
+
+def otel_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[LoggedCall]:
+    resource_spans = record.get("resourceSpans")
+    if not isinstance(resource_spans, list):
+        raise RecordShapeError("resourceSpans is not a list")
+    for resource_span in resource_spans:
+        resource = _attributes((resource_span.get("resource") or {}).get("attributes"))
+        for scope in resource_span.get("scopeSpans") or []:
+            for span in scope.get("spans") or []:
+                if not isinstance(span, dict):
+                    raise RecordShapeError("a span is not an object")
+                call = _span_call(span, resource, file, line)
+                if call is not None:
+                    yield call

@@ -1,0 +1,169 @@
+"""Secret and personal-data scrubbing of logged text, with counts per kind.
+
+Kinds, in the order they are replaced (each by a ``[KIND]`` marker):
+
+* ``api_key``: provider keys by their published prefixes (OpenAI/Anthropic ``sk-``,
+  AWS ``AKIA``/``ASIA``, GitHub ``ghp_``..., ``github_pat_``, Slack ``xox?-``, Google
+  ``AIza``, Stripe ``sk_live_``..., Hugging Face ``hf_``) and the value of
+  ``api_key=``/``secret:``/``password=``/``access_token=`` assignments;
+* ``bearer_token``: the token after ``Bearer`` and JSON Web Tokens;
+* ``email``: addresses;
+* ``card``: 13 to 19 digits (spaces or dashes between) that pass the Luhn check
+  (ISO/IEC 7812-1 Annex B);
+* ``phone``: numbers that Google's libphonenumber (the ``phonenumbers`` package) finds
+  valid, national numbers read in ``phone_region``.
+
+Secret scanners built for repositories (detect-secrets, last released 2024) scan files
+line by line behind global settings; this module keeps a few precompiled patterns so a
+gigabyte of log text is scrubbed at regex speed, and uses a library where rules are
+hard (phone numbers).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Final
+
+import phonenumbers
+
+__all__ = ["SCRUB_KINDS", "Scrubber", "luhn_valid"]
+
+SCRUB_KINDS: Final = ("api_key", "bearer_token", "email", "card", "phone")
+
+_KEY_PATTERNS: Final = tuple(
+    (prefix, re.compile(rf"{prefix}(?<![A-Za-z0-9]{prefix}){rest}"))
+    for prefix, rest in (
+        ("sk-", r"[A-Za-z0-9_-]{20,}"),
+        ("AKIA", r"[0-9A-Z]{16}"),
+        ("ASIA", r"[0-9A-Z]{16}"),
+        ("ghp_", r"[A-Za-z0-9]{30,}"),
+        ("gho_", r"[A-Za-z0-9]{30,}"),
+        ("ghu_", r"[A-Za-z0-9]{30,}"),
+        ("ghs_", r"[A-Za-z0-9]{30,}"),
+        ("ghr_", r"[A-Za-z0-9]{30,}"),
+        ("github_pat_", r"[A-Za-z0-9_]{22,}"),
+        ("xox", r"[abprs]-[A-Za-z0-9-]{10,}"),
+        ("AIza", r"[0-9A-Za-z_-]{35}"),
+        ("sk_live_", r"[A-Za-z0-9]{16,}"),
+        ("sk_test_", r"[A-Za-z0-9]{16,}"),
+        ("rk_live_", r"[A-Za-z0-9]{16,}"),
+        ("hf_", r"[A-Za-z0-9]{30,}"),
+    )
+)
+"""(literal prefix, pattern): a pattern runs only on text holding its prefix."""
+_ASSIGNED_SECRET = re.compile(
+    r"(?i)(\b(?:api[_-]?key|secret(?:[_-]?key)?|password|passwd|access[_-]?token)\b"
+    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',;}{]{6,})"
+)
+_BEARER = re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+_MAYBE_PHONE = re.compile(r"\d(?:[\s().-]{0,2}\d){6}")
+_NOT_DIGITS = bytes(byte for byte in range(256) if not 48 <= byte <= 57)
+_SECRET_WORDS = ("key", "secret", "password", "passwd", "token")
+_SKIPPED_KEYS = frozenset({"role", "type", "id", "tool_call_id", "finish_reason"})
+
+
+def luhn_valid(digits: str) -> bool:
+    """Whether the decimal string ``digits`` passes the Luhn mod-10 check."""
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if position % 2:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total % 10 == 0
+
+
+class Scrubber:
+    """Replaces secrets and personal data in text; ``counts`` holds replacements by kind
+    (every selected kind, zero until found).
+
+    ``kinds`` selects what is scrubbed (default: all of ``SCRUB_KINDS``); phone numbers
+    without a country code are read as numbers of ``phone_region`` (ISO 3166 alpha-2).
+    Not thread-safe (the counter).
+    """
+
+    def __init__(self, kinds: tuple[str, ...] = SCRUB_KINDS, *, phone_region: str = "US") -> None:
+        unknown = set(kinds) - set(SCRUB_KINDS)
+        if unknown:
+            raise ValueError(f"unknown scrub kind(s) {sorted(unknown)}; known: {SCRUB_KINDS}")
+        self.kinds = frozenset(kinds)
+        self.phone_region = phone_region.upper()
+        self.counts: Counter[str] = Counter(dict.fromkeys(kinds, 0))
+
+    def text(self, text: str) -> str:
+        """``text`` with every selected kind replaced by its marker."""
+        if len(text) < 6:
+            return text
+        kinds, counts = self.kinds, self.counts
+        lower = text.lower() if ("=" in text or ":" in text or "earer" in text) else ""
+        if "api_key" in kinds:
+            underscore = "_" in text
+            for prefix, pattern in _KEY_PATTERNS:
+                if (underscore or "_" not in prefix) and prefix in text:
+                    text, n = pattern.subn("[API_KEY]", text)
+                    counts["api_key"] += n
+            if ("=" in text or ":" in text) and any(word in lower for word in _SECRET_WORDS):
+                text, n = _ASSIGNED_SECRET.subn(r"\1[API_KEY]", text)
+                counts["api_key"] += n
+        if "bearer_token" in kinds:
+            if "bearer" in lower:  # (lower is empty unless "earer" is in the text)
+                text, n = _BEARER.subn(r"\1[BEARER_TOKEN]", text)
+                counts["bearer_token"] += n
+            if "eyJ" in text:
+                text, n = _JWT.subn("[BEARER_TOKEN]", text)
+                counts["bearer_token"] += n
+        if "email" in kinds and "@" in text:
+            text, n = _EMAIL.subn("[EMAIL]", text)
+            counts["email"] += n
+        if (
+            ("card" in kinds or "phone" in kinds)
+            and len(text.encode("utf-8", "surrogatepass").translate(None, _NOT_DIGITS)) >= 7
+            and _MAYBE_PHONE.search(text)
+        ):
+            if "card" in kinds:
+                text = _CARD.sub(self._card, text)
+            if "phone" in kinds:
+                text = self._phones(text)
+        return text
+
+    def _card(self, match: re.Match[str]) -> str:
+        digits = match.group().replace(" ", "").replace("-", "")
+        if luhn_valid(digits):
+            self.counts["card"] += 1
+            return "[CARD]"
+        return match.group()
+
+    def _phones(self, text: str) -> str:
+        found = list(phonenumbers.PhoneNumberMatcher(text, self.phone_region))
+        if not found:
+            return text
+        pieces: list[str] = []
+        last = 0
+        for match in found:
+            pieces.append(text[last : match.start])
+            pieces.append("[PHONE]")
+            last = match.end
+        pieces.append(text[last:])
+        self.counts["phone"] += len(found)
+        return "".join(pieces)
+
+    def value(self, value: Any) -> Any:
+        """``value`` (JSON data) with every string scrubbed, except identifiers and roles
+        (``role``, ``type``, ``id``, ``tool_call_id``, ``finish_reason``)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {
+                key: item if key in _SKIPPED_KEYS else self.value(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.value(item) for item in value]
+        return value

@@ -1,0 +1,143 @@
+"""``benchmax traces`` on the sample logs, and its ``--baseline`` read by ``compare``/``view``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from benchmax.cli import cli
+from benchmax.runner import read_results
+
+SAMPLES = Path(__file__).parent / "trace_samples"
+LOG_FILES = ("finetune.jsonl", "gateway.jsonl", "litellm_proxy.jsonl", "otel_export.json")
+
+ENV_SOURCE = '''
+from pathlib import Path
+
+from benchmax.envs import BaseEnv, BaseRollout, Example, JsonlDataset, canonical_example_id
+from benchmax.rewards import extract_completion_text
+
+
+class LoggedEnv(BaseEnv):
+    """Rows as `benchmax traces` writes them; rewards the reply equal to the ground truth."""
+
+    reward_keys = ("exact", "length_ok")
+    max_turns = 1
+
+    async def create_dataset(self, split, base_dir: Path, *, max_examples=None):
+        return JsonlDataset(base_dir / f"{split}.jsonl", row_to_example=self._example,
+                            max_examples=max_examples)
+
+    def _example(self, row):
+        history = row.get("messages") or [{"role": "user", "content": row["prompt"]}]
+        payload = {"prompt_messages": history, "ground_truth": row["ground_truth"]}
+        return Example(id=canonical_example_id(payload), payload=payload)
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        text = extract_completion_text(rollout.messages)
+        return {
+            "exact": float(text == rollout.example_args["ground_truth"]),
+            "length_ok": float(len(text) < 80),
+        }
+'''
+
+
+def invoke(*args: object) -> Result:
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "logs").mkdir()
+    for name in LOG_FILES:
+        shutil.copy(SAMPLES / name, tmp_path / "logs" / name)
+    (tmp_path / "env.py").write_text(ENV_SOURCE)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_command_writes_the_split_and_lists_malformed_lines(project: Path) -> None:
+    result = invoke("traces", "logs", "-o", "data", "--seed", "3")
+    assert result.exit_code == 0, result.output
+    assert "traces summary" in result.output
+    assert "logs/gateway.jsonl:4: not JSON" in result.output
+    assert "logs/litellm_proxy.jsonl:6: not JSON" in result.output
+    assert "dropped: failed_call" in result.output and "scrubbed: api_key" in result.output
+    assert (project / "data" / "train.jsonl").is_file() and (
+        project / "data" / "eval.jsonl"
+    ).is_file()
+
+
+def test_strict_exits_1_naming_the_first_malformed_line(project: Path) -> None:
+    result = invoke("traces", "logs/gateway.jsonl", "-o", "data", "--strict")
+    assert result.exit_code == 1
+    assert "logs/gateway.jsonl:4: not JSON" in result.output
+    assert not (project / "data" / "train.jsonl").exists()
+
+
+def test_an_unknown_file_is_refused_by_name(project: Path) -> None:
+    shutil.copy(SAMPLES / "access.jsonl", project / "logs" / "access.jsonl")
+    result = invoke("traces", "logs", "-o", "data")
+    assert result.exit_code == 1
+    assert "access.jsonl is not in a known trace format" in result.output
+
+
+def test_teacher_options_go_together(project: Path) -> None:
+    result = invoke("traces", "logs", "-o", "data", "--teacher-model", "t")
+    assert result.exit_code == 1 and "go together" in result.output
+
+
+def test_the_baseline_is_a_results_file_that_compare_and_view_read(project: Path) -> None:
+    result = invoke("traces", "logs", "-o", "data", "--eval-fraction", "0.5",
+                    "--baseline", "env.py:LoggedEnv")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "baseline: logged" in result.output
+    baseline = read_results(project / "data" / "baseline.jsonl")
+    evaluation = [json.loads(line) for line in (project / "data" / "eval.jsonl").open()]
+    assert len(baseline.rollouts) == len(evaluation) > 0
+    assert all(r.rewards["exact"] == 1.0 for r in baseline.rollouts)  # the logged replies
+    assert baseline.definition["split"] == "eval" and baseline.definition["group_size"] == 1
+    assert baseline.definition["env"]["class"].endswith("LoggedEnv")
+    logged_models = {row["source"].get("model") for row in evaluation} - {None}
+    assert set(baseline.definition["model"].split(",")) == logged_models
+    assert (baseline.rollouts[0].messages or ())[-1]["role"] == "assistant"
+
+    run = invoke(
+        "run",
+        "env.py:LoggedEnv",
+        "--data",
+        "data",
+        "--split",
+        "eval",
+        "--group-size",
+        "1",
+        "-o",
+        "trained.jsonl",
+    )  # fmt: skip  (echo mock policy)
+    assert run.exit_code == 0, run.output
+    compared = invoke("compare", "data/baseline.jsonl", "trained.jsonl")
+    assert compared.exit_code == 0, compared.output
+    assert f"matched {len(evaluation)} examples by id" in compared.output
+    assert "exact" in compared.output and "-1.000" in compared.output
+    view = invoke("view", "data/baseline.jsonl")
+    assert view.exit_code == 0, view.output
+    assert (project / "data" / "baseline.html").is_file()
+
+
+def test_a_baseline_whose_env_reads_other_rows_is_refused(project: Path) -> None:
+    (project / "other.py").write_text(
+        ENV_SOURCE.replace('base_dir / f"{split}.jsonl"', 'base_dir / "train.jsonl"')
+    )
+    result = invoke("traces", "logs", "-o", "data", "--baseline", "other.py:LoggedEnv")
+    assert result.exit_code == 1
+    assert "--baseline:" in result.output and "paired in order" in result.output
+
+
+def test_an_empty_eval_split_is_explained(project: Path) -> None:
+    result = invoke("traces", "logs/gateway.jsonl", "-o", "data")  # one conversation
+    assert result.exit_code == 0, result.output
+    assert "eval.jsonl is empty" in " ".join(result.output.split())
