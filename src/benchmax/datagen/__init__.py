@@ -3,9 +3,12 @@
 ``await generate_qa(Path("corpus"), Path("qa"), Judge(model=..., base_url=..., auth=...))``
 reads ``.txt``, ``.md`` and ``.jsonl`` documents, chunks them, asks the model (through
 ``Judge.request_json``: the same endpoint value, auth, retries and JSON parsing as a judge)
-for question/answer pairs supported by each chunk, drops bad and near-duplicate pairs and
-writes ``train.jsonl`` / ``eval.jsonl`` rows ``{"prompt", "ground_truth", "source"}`` split
-by document. ``benchmax generate-qa`` is the command-line face.
+for question/answer pairs of the targeted types (lookup, multi-hop over BM25-linked chunks,
+reasoning), checks them (length, support, trivial retrieval, the model's grounding verdict),
+asks rejected ones again once with the reasons, rewrites questions into styles, adds
+seeded noise, drops near-duplicates and writes ``train.jsonl`` / ``eval.jsonl`` rows
+``{"prompt", "ground_truth", "type", "style", "noise", "source"}`` split by document.
+``benchmax generate-qa`` is the command-line face.
 """
 
 from benchmax.datagen._cache import CACHE_NAME
@@ -19,20 +22,36 @@ from benchmax.datagen._generate import (
     qa_rows,
     split_by_document,
 )
+from benchmax.datagen._filters import (
+    DROP_REASONS,
+    GroundingVerdict,
+    build_grounding_prompt,
+    local_drop_reason,
+    parse_grounding_reply,
+    repeated_sentence,
+)
+from benchmax.datagen._linking import related_chunks
+from benchmax.datagen._plan import QUESTION_TYPES, STYLES, interleave, parse_weights
 from benchmax.datagen._prompts import (
     PASSAGE_CLOSE,
     PASSAGE_OPEN,
     QAPair,
     ReplyShapeError,
+    build_feedback_prompt,
     build_qa_prompt,
     parse_qa_reply,
 )
+from benchmax.datagen._styles import NOISE_KINDS, add_noise, build_style_prompt, parse_style_reply
 
 __all__ = [
     "CACHE_NAME",
     "CORPUS_SUFFIXES",
+    "DROP_REASONS",
+    "NOISE_KINDS",
     "PASSAGE_CLOSE",
     "PASSAGE_OPEN",
+    "QUESTION_TYPES",
+    "STYLES",
     "Chunk",
     "ChunkingConfig",
     "CorpusError",
@@ -40,13 +59,25 @@ __all__ = [
     "GeneratedRow",
     "GenerationConfig",
     "GenerationSummary",
+    "GroundingVerdict",
     "QAPair",
     "ReplyShapeError",
+    "add_noise",
+    "build_feedback_prompt",
+    "build_grounding_prompt",
     "build_qa_prompt",
+    "build_style_prompt",
     "chunk_document",
     "generate_qa",
+    "interleave",
+    "local_drop_reason",
+    "parse_grounding_reply",
     "parse_qa_reply",
+    "parse_style_reply",
+    "parse_weights",
     "qa_rows",
     "read_corpus",
+    "related_chunks",
+    "repeated_sentence",
     "split_by_document",
 ]
