@@ -40,7 +40,7 @@ def test_the_documented_command_runs_offline_and_its_output_trains_an_env(projec
     assert "mock model wrote these pairs" in result.output
     train, evaluation = rows(project / "qa" / "train.jsonl"), rows(project / "qa" / "eval.jsonl")
     assert len(train) >= 10 and len(evaluation) >= 3
-    assert set(train[0]) == {"prompt", "ground_truth", "source"}
+    assert {"prompt", "ground_truth", "type", "style", "noise", "source"} <= set(train[0])
     assert not {r["source"]["file"] for r in train if "line" not in r["source"]} & {
         r["source"]["file"] for r in evaluation if "line" not in r["source"]
     }
@@ -155,6 +155,6 @@ def test_a_run_that_keeps_no_pair_exits_non_zero_saying_why(project: Path) -> No
         "examples/quickstart/policy.py:reply",
     )  # fmt: skip
     assert result.exit_code == 1, result.output
-    assert "Error: no question-answer pairs were kept: 11 of 11 chunks got a bad reply" in (
+    assert "Error: no question-answer pairs were kept: 11 of 11 requests got a bad reply" in (
         " ".join(result.output.split())
     )
