@@ -1,8 +1,9 @@
 """A mock answerer for ``examples/qa``: it has read the example corpus, but not perfectly.
 
 It knows the answers to the questions ``examples/corpus/policy.py`` writes (it derives them
-from the same corpus; styled and noisy questions it does not recognize) and answers deterministically with a realistic spread: some questions
-always right, some right on alternate rollouts, some never.
+from the same corpus; styled and noisy questions it does not recognize) and answers
+deterministically with a realistic spread: some questions always right, some right on
+alternate rollouts, some never.
 """
 
 from __future__ import annotations

@@ -14,14 +14,6 @@ seeded noise, drops near-duplicates and writes ``train.jsonl`` / ``eval.jsonl`` 
 from benchmax.datagen._cache import CACHE_NAME
 from benchmax.datagen._chunking import Chunk, ChunkingConfig, chunk_document
 from benchmax.datagen._corpus import CORPUS_SUFFIXES, CorpusError, Document, read_corpus
-from benchmax.datagen._generate import (
-    GeneratedRow,
-    GenerationConfig,
-    GenerationSummary,
-    generate_qa,
-    qa_rows,
-    split_by_document,
-)
 from benchmax.datagen._filters import (
     DROP_REASONS,
     GroundingVerdict,
@@ -29,6 +21,14 @@ from benchmax.datagen._filters import (
     local_drop_reason,
     parse_grounding_reply,
     repeated_sentence,
+)
+from benchmax.datagen._generate import (
+    GeneratedRow,
+    GenerationConfig,
+    GenerationSummary,
+    generate_qa,
+    qa_rows,
+    split_by_document,
 )
 from benchmax.datagen._linking import related_chunks
 from benchmax.datagen._plan import QUESTION_TYPES, STYLES, interleave, parse_weights
