@@ -158,3 +158,15 @@ def test_a_run_that_keeps_no_pair_exits_non_zero_saying_why(project: Path) -> No
     assert "Error: no question-answer pairs were kept: 11 of 11 requests got a bad reply" in (
         " ".join(result.output.split())
     )
+
+
+def test_every_option_is_documented_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text()
+    command = cli.commands["generate-qa"]
+    options = [opt for param in command.params for opt in param.opts if opt.startswith("--")]
+    missing = [
+        option
+        for option in options
+        if option not in {"--help"} and f"`{option}" not in readme and f" {option}" not in readme
+    ]
+    assert missing == []

@@ -189,3 +189,9 @@ def test_a_fresh_project_passes_its_tests_validates_and_runs(tmp_path: Path, tem
 
 def chosen_first_key(report: dict) -> str:
     return sorted(report["reward_stats"])[0]
+
+
+def test_the_readme_documents_init_and_its_templates() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "uv run benchmax init my-env" in readme
+    assert all(f"`{name}`" in readme for name in TEMPLATES)
