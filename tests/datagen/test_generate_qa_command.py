@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -121,6 +122,22 @@ def test_a_real_endpoint_gets_the_model_and_the_key(
             ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--text-field", "body"],
             "no string field 'body'",
         ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--types", "trivia=1"],
+            "unknown question types 'trivia'",
+        ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--types", "lookup=x"],
+            "'lookup=x' is not NAME=WEIGHT",
+        ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--styles", "poetic"],
+            "styles must be one or more of natural, keyword, expert",
+        ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--noise", "2"],
+            "--noise",
+        ),
     ],
 )
 def test_bad_invocations_are_one_line_errors(project: Path, args: list[str], message: str) -> None:
@@ -170,3 +187,19 @@ def test_every_option_is_documented_in_the_readme() -> None:
         if option not in {"--help"} and f"`{option}" not in readme and f" {option}" not in readme
     ]
     assert missing == []
+
+
+def test_the_full_mix_runs_offline_and_reports_targets_against_achieved(project: Path) -> None:
+    result = invoke(
+        *COMMAND.split(), "--types", "lookup=0.5,multi_hop=0.3,reasoning=0.2",
+        "--styles", "natural,keyword,expert", "--noise",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "rejected, asked again with the reason" in text
+    assert "dropped: trivially_retrievable" in text and "with noise" in text
+    for name, target in (("lookup", "50%"), ("multi_hop", "30%"), ("reasoning", "20%")):
+        assert re.search(rf"{name} . {target} . \d+% . \d+", text), text
+    rows = [json.loads(x) for x in (project / "qa" / "train.jsonl").read_text().splitlines()]
+    assert {row["type"] for row in rows} == {"lookup", "multi_hop", "reasoning"}
+    assert {row["style"] for row in rows} == {"natural", "keyword", "expert"}
