@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -127,19 +128,39 @@ def test_the_command_prints_the_next_steps_and_refuses_in_one_line(tmp_path: Pat
     assert bad.exit_code == 2 and "chat" in bad.output
 
 
-def test_generated_python_is_lint_clean(tmp_path: Path) -> None:
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed")
+    return found
+
+
+def test_generated_python_is_lint_clean_and_formatted(tmp_path: Path) -> None:
     for template in TEMPLATES:
         create_project(tmp_path / template, template)
-    ruff = shutil.which("ruff")
-    if ruff is None:
-        pytest.skip("ruff is not installed")
-    result = subprocess.run(
-        [ruff, "check", "--no-cache", "--isolated", "--line-length", "100", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    ruff = _tool("ruff")
+    for command in (["check", "--no-cache"], ["format", "--check", "--no-cache"]):
+        result = subprocess.run(
+            [ruff, *command, "--isolated", "--line-length", "100", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.scaffold
+def test_generated_python_passes_mypy_strict(tmp_path: Path) -> None:
+    mypy = _tool("mypy")
+    for template in TEMPLATES:
+        project = tmp_path / template
+        create_project(project, template)
+        result = subprocess.run(
+            [mypy, "--strict", "--python-executable", sys.executable, "--cache-dir",
+             str(tmp_path / ".mypy"), "env.py", "policy.py", "tests/test_env.py"],
+            cwd=project, capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, (template, result.stdout + result.stderr)
 
 
 def _uv(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
