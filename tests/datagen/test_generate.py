@@ -57,7 +57,12 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+ONE_STAGE = {"grounding_check": False, "trivial_overlap": None, "regenerate": False}
+"""The writing stage alone: the checks by the model and regeneration have tests of their own."""
+
+
 async def generate(server: MockModelServer, corpus: Path, output: Path, **options: Any) -> Any:
+    options = {**ONE_STAGE, **options}
     judge = Judge(
         model="writer", base_url=server.base_url, auth=StaticBearerAuth("k"), max_retries=0
     )
@@ -69,7 +74,7 @@ async def generate(server: MockModelServer, corpus: Path, output: Path, **option
         GenerationConfig(**options),
         on_progress=lambda done, total: progress.append((done, total)),
     )
-    assert progress[-1] == (summary.chunks, summary.chunks)
+    assert progress[-1] == (summary.tasks, summary.tasks)
     return summary
 
 
@@ -86,10 +91,12 @@ async def test_rows_carry_prompt_ground_truth_and_source(tmp_path: Path) -> None
         summary = await generate(server, corpus, tmp_path / "qa", eval_fraction=0.25)
     rows = read_rows(tmp_path / "qa" / "train.jsonl") + read_rows(tmp_path / "qa" / "eval.jsonl")
     assert {"prompt": "What is the capital of France?", "ground_truth": "Paris",
-            "source": {"file": "france.txt", "chunk": 0}} in rows  # fmt: skip
+            "type": "lookup", "style": "natural", "noise": [],
+            "source": {"file": "france.txt", "chunk": 0,
+                       "chunks": [{"file": "france.txt", "chunk": 0}]}} in rows  # fmt: skip
     assert len(rows) == summary.pairs_kept == summary.pairs_generated == 4
-    assert (summary.documents, summary.chunks, summary.chunks_retried) == (3, 3, 0)
-    assert summary.eval_rows == 1 and summary.eval_documents == 1
+    assert (summary.documents, summary.chunks, summary.tasks_retried) == (3, 3, 0)
+    assert summary.eval_documents == 1  # a quarter of the three chunks: one document
     assert len(server.requests) == 3
     prompt = server.requests[0].body["messages"][0]["content"]
     assert "Write up to 3 question-answer pairs" in prompt and "at most 8 words" in prompt
@@ -104,7 +111,7 @@ async def test_an_invalid_json_reply_is_retried_once_saying_why(tmp_path: Path) 
 
     async with MockModelServer(policy) as server:
         summary = await generate(server, corpus, tmp_path / "qa")
-    assert summary.chunks_retried == 1 and summary.chunks_skipped == 0
+    assert summary.tasks_retried == 1 and summary.tasks_skipped == 0
     assert summary.pairs_kept == 1
     retry = server.requests[1].body["messages"][0]["content"]
     assert "previous reply could not be used: judge response did not contain a valid JSON" in retry
@@ -129,7 +136,7 @@ async def test_a_reply_of_the_wrong_shape_is_retried(
 
     async with MockModelServer(policy) as server:
         summary = await generate(server, corpus, tmp_path / "qa")
-    assert summary.chunks_retried == 1 and summary.pairs_kept == 1
+    assert summary.tasks_retried == 1 and summary.pairs_kept == 1
     assert reason in server.requests[1].body["messages"][0]["content"]
 
 
@@ -142,12 +149,12 @@ async def test_a_chunk_refused_twice_is_skipped_counted_and_remembered(tmp_path:
     async with MockModelServer(policy) as server:
         summary = await generate(server, corpus, tmp_path / "qa")
         assert len(server.requests) == 4  # two chunks once, the Japan chunk twice
-    assert summary.chunks_skipped == 1 and summary.chunks_retried == 1
+    assert summary.tasks_skipped == 1 and summary.tasks_retried == 1
     assert summary.pairs_kept == 3
     async with MockModelServer(lines_as_pairs) as again:  # a re-run does not ask again
         second = await generate(again, corpus, tmp_path / "qa")
         assert again.requests == []
-    assert second.chunks_cached == 3 and second.chunks_skipped == 1
+    assert second.tasks_cached == 3 and second.tasks_skipped == 1
 
 
 async def test_failed_requests_are_counted_and_asked_again_by_a_rerun(tmp_path: Path) -> None:
@@ -156,12 +163,12 @@ async def test_failed_requests_are_counted_and_asked_again_by_a_rerun(tmp_path: 
         server.inject(Fault.status(400, error_code="model_not_found"), times=None)
         summary = await generate(server, corpus, tmp_path / "qa")
         assert len(server.requests) == 3  # a request error is not a bad reply: no retry
-    assert summary.chunks_failed == 3 and summary.pairs_kept == 0
+    assert summary.tasks_failed == 3 and summary.pairs_kept == 0
     assert "france.txt chunk 0: judge request failed" in summary.failures[0]
     assert read_rows(tmp_path / "qa" / "train.jsonl") == []
     async with MockModelServer(lines_as_pairs) as server:
         second = await generate(server, corpus, tmp_path / "qa")
-    assert second.chunks_failed == 0 and second.chunks_cached == 0 and second.pairs_kept == 4
+    assert second.tasks_failed == 0 and second.tasks_cached == 0 and second.pairs_kept == 4
 
 
 async def test_a_rerun_is_idempotent_and_asks_only_new_chunks(tmp_path: Path) -> None:
@@ -174,7 +181,7 @@ async def test_a_rerun_is_idempotent_and_asks_only_new_chunks(tmp_path: Path) ->
         summary = await generate(server, corpus, tmp_path / "qa")
         assert len(server.requests) == 1
         assert "Kenya" in passage_of(server.requests[0].body)
-    assert summary.chunks_cached == 3 and summary.pairs_kept == 5
+    assert summary.tasks_cached == 3 and summary.pairs_kept == 5
     (tmp_path / "qa" / "kenya-removed").mkdir()
     (corpus / "kenya.txt").unlink()
     async with MockModelServer(lines_as_pairs) as server:
@@ -193,7 +200,7 @@ async def test_a_torn_checkpoint_line_only_redoes_that_chunk(tmp_path: Path) -> 
     async with MockModelServer(lines_as_pairs) as server:
         summary = await generate(server, corpus, tmp_path / "qa")
         assert len(server.requests) == 1
-    assert summary.chunks_cached == 2 and summary.pairs_kept == 4
+    assert summary.tasks_cached == 2 and summary.pairs_kept == 4
 
 
 async def test_near_duplicate_questions_are_dropped_keeping_the_first(tmp_path: Path) -> None:

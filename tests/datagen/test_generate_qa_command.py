@@ -42,7 +42,7 @@ def test_the_documented_command_runs_offline_and_its_output_trains_an_env(projec
     assert "mock model wrote these pairs" in result.output
     train, evaluation = rows(project / "qa" / "train.jsonl"), rows(project / "qa" / "eval.jsonl")
     assert len(train) >= 10 and len(evaluation) >= 3
-    assert set(train[0]) == {"prompt", "ground_truth", "source"}
+    assert {"prompt", "ground_truth", "type", "style", "noise", "source"} <= set(train[0])
     assert not {r["source"]["file"] for r in train if "line" not in r["source"]} & {
         r["source"]["file"] for r in evaluation if "line" not in r["source"]
     }
@@ -150,6 +150,22 @@ def test_a_reply_echoing_the_key_is_masked_in_the_checkpoint_and_the_rows(
             ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--text-field", "body"],
             "no string field 'body'",
         ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--types", "trivia=1"],
+            "unknown question types 'trivia'",
+        ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--types", "lookup=x"],
+            "'lookup=x' is not NAME=WEIGHT",
+        ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--styles", "poetic"],
+            "styles must be one or more of natural, keyword, expert",
+        ),
+        (
+            ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--noise", "2"],
+            "--noise",
+        ),
     ],
 )
 def test_bad_invocations_are_one_line_errors(project: Path, args: list[str], message: str) -> None:
@@ -184,7 +200,7 @@ def test_a_run_that_keeps_no_pair_exits_non_zero_saying_why(project: Path) -> No
         "examples/quickstart/policy.py:reply",
     )  # fmt: skip
     assert result.exit_code == 1, result.output
-    assert "Error: no question-answer pairs were kept: 11 of 11 chunks got a bad reply" in (
+    assert "Error: no question-answer pairs were kept: 11 of 11 requests got a bad reply" in (
         " ".join(result.output.split())
     )
 
@@ -208,3 +224,31 @@ def test_links_leading_out_of_the_corpus_are_skipped_and_counted(project: Path) 
     assert not any(name.startswith("leakdir/") for name in names)  # linked dirs: not walked
     followed_names = {d.file for d in read_corpus(corpus, links_out=True)}
     assert "leak.md" in followed_names
+
+
+def test_every_option_is_documented_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text()
+    command = cli.commands["generate-qa"]
+    options = [opt for param in command.params for opt in param.opts if opt.startswith("--")]
+    missing = [
+        option
+        for option in options
+        if option not in {"--help"} and f"`{option}" not in readme and f" {option}" not in readme
+    ]
+    assert missing == []
+
+
+def test_the_full_mix_runs_offline_and_reports_targets_against_achieved(project: Path) -> None:
+    result = invoke(
+        *COMMAND.split(), "--types", "lookup=0.5,multi_hop=0.3,reasoning=0.2",
+        "--styles", "natural,keyword,expert", "--noise",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "rejected, asked again with the reason" in text
+    assert "dropped: trivially_retrievable" in text and "with noise" in text
+    for name, target in (("lookup", "50%"), ("multi_hop", "30%"), ("reasoning", "20%")):
+        assert re.search(rf"{name} . {target} . \d+% . \d+", text), text
+    rows = [json.loads(x) for x in (project / "qa" / "train.jsonl").read_text().splitlines()]
+    assert {row["type"] for row in rows} == {"lookup", "multi_hop", "reasoning"}
+    assert {row["style"] for row in rows} == {"natural", "keyword", "expert"}

@@ -33,7 +33,7 @@ def commands() -> list[list[str]]:
 
 def test_the_readme_shows_every_command() -> None:
     assert {argv[0] for argv in commands()} == {
-        "run", "bundle", "inspect", "mock-serve", "validate", "generate-qa", "traces",
+        "run", "bundle", "inspect", "mock-serve", "validate", "generate-qa", "traces", "init",
         "view", "show", "rescore", "compare",
     }  # fmt: skip
 
@@ -54,10 +54,16 @@ def test_the_offline_readme_commands_run(tmp_path: Path, monkeypatch: pytest.Mon
             str(tmp_path / word) if word.endswith(".bundle") or word.startswith("runs/") else word
             for word in argv
         ]
-        argv = [str(tmp_path / word) if word == "qa" else word for word in argv]  # generate-qa
         argv = [  # traces
             str(tmp_path / word) if word.startswith("traces-data") else word for word in argv
         ]
+        argv = [str(tmp_path / word) if word in {"qa", "qa-mix"} else word for word in argv]
+        if argv[0] == "init":  # the new project's commands run inside it
+            argv[1] = str(tmp_path / argv[1])
+        elif len(argv) > 1 and argv[1].startswith("env.py:"):
+            monkeypatch.chdir(tmp_path / "my-env")
+        else:
+            monkeypatch.chdir(REPO)
         if argv[0] == "run" and "-o" not in argv:
             argv += ["-o", str(tmp_path / f"run{number}.jsonl")]
         result = CliRunner().invoke(cli, argv)

@@ -19,6 +19,7 @@ import click
 import benchmax
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
 from benchmax.cli._generate_qa_command import generate_qa_command
+from benchmax.cli._init_command import init_command
 from benchmax.cli._results_commands import (
     compare_command,
     rescore_command,
@@ -159,6 +160,7 @@ cli.add_command(inspect_command)
 cli.add_command(validate_command)
 cli.add_command(generate_qa_command)
 cli.add_command(traces_command)
+cli.add_command(init_command)
 cli.add_command(view_command)
 cli.add_command(show_command)
 cli.add_command(rescore_command)

@@ -43,19 +43,53 @@ def _summary_table(summary: Any) -> Table:
         ("documents", summary.documents),
         ("  links out of the corpus, skipped", summary.links_skipped),
         ("chunks", summary.chunks),
-        ("  from an earlier run", summary.chunks_cached),
-        ("  retried after a bad reply", summary.chunks_retried),
-        ("  skipped (bad reply twice)", summary.chunks_skipped),
-        ("  failed (request error)", summary.chunks_failed),
+        ("requests (chunk and question type)", summary.tasks),
+        ("  from an earlier run", summary.tasks_cached),
+        ("  retried after a bad reply", summary.tasks_retried),
+        ("  skipped (bad reply twice)", summary.tasks_skipped),
+        ("  failed (request error)", summary.tasks_failed),
         ("pairs generated", summary.pairs_generated),
+        ("  rejected, asked again with the reason", summary.pairs_regenerated),
         *((f"  dropped: {reason}", n) for reason, n in summary.dropped.items()),
         ("pairs kept", summary.pairs_kept),
+        *((f"  style {style}", n) for style, n in summary.styles.items()),
+        *([("  style rewrite failed, kept natural", summary.style_fallbacks)]
+          if summary.style_fallbacks else []),
+        *([("  with noise", summary.noisy_rows)] if summary.noisy_rows else []),
         (f"train rows ({summary.train_documents} documents)", summary.train_rows),
         (f"eval rows ({summary.eval_documents} documents)", summary.eval_rows),
-    ]
+    ]  # fmt: skip
     for label, value in rows:
         table.add_row(escape(label), str(value))
     return table
+
+
+def _types_table(summary: Any) -> Table:
+    table = Table(title="question types", title_justify="left")
+    table.add_column("type")
+    table.add_column("target", justify="right")
+    table.add_column("achieved", justify="right")
+    table.add_column("rows", justify="right")
+    achieved = summary.achieved()
+    for name, target in summary.type_targets.items():
+        table.add_row(
+            escape(name), f"{target:.0%}", f"{achieved[name]:.0%}", str(summary.types.get(name, 0))
+        )
+    return table
+
+
+def _weights(
+    what: str, known: tuple[str, ...]
+) -> Any:  # a click callback: "a=0.5,b=0.5" -> normalized weights
+    def parse(_context: click.Context, _parameter: click.Parameter, value: str) -> Any:
+        from benchmax.datagen import parse_weights
+
+        try:
+            return parse_weights(value, known, what)
+        except ValueError as error:
+            raise click.BadParameter(str(error)) from None
+
+    return parse
 
 
 @click.command("generate-qa")
@@ -92,6 +126,54 @@ def _summary_table(summary: Any) -> Table:
     default=3,
     show_default=True,
     help="Question/answer pairs asked per chunk.",
+)
+@click.option(
+    "--types",
+    "type_weights",
+    default="lookup=1",
+    show_default=True,
+    metavar="TYPE=WEIGHT,...",
+    callback=_weights("question types", ("lookup", "multi_hop", "reasoning")),
+    help="Target mix of question types: lookup, multi_hop (a chunk and its BM25-related "
+    "chunk), reasoning; e.g. lookup=0.5,multi_hop=0.3,reasoning=0.2.",
+)
+@click.option(
+    "--styles",
+    default="natural",
+    show_default=True,
+    metavar="STYLE,...",
+    help="Question styles, spread equally: natural, keyword (a search query), expert "
+    "(the field's jargon); the model rewrites each question into its style.",
+)
+@click.option(
+    "--noise",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    is_flag=False,
+    flag_value=0.3,
+    show_default=True,
+    metavar="[SHARE]",
+    help="Share of questions given a typo and an abbreviation (seeded); --noise alone: 0.3.",
+)
+@click.option(
+    "--grounding-check/--no-grounding-check",
+    default=True,
+    show_default=True,
+    help="Ask the model whether each answer is supported by the cited chunks.",
+)
+@click.option(
+    "--trivial-overlap",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.75,
+    show_default=True,
+    help="A question sharing a run of words this long (share of a sentence) with one "
+    "sentence of its chunk is trivially retrievable and rejected.",
+)
+@click.option(
+    "--regenerate/--no-regenerate",
+    default=True,
+    show_default=True,
+    help="Ask once more for rejected pairs, giving the reasons, before dropping them.",
 )
 @click.option(
     "--chunk-size",
@@ -150,6 +232,12 @@ def generate_qa_command(
     mock_policy: str | None,
     text_field: str,
     pairs_per_chunk: int,
+    type_weights: dict[str, float],
+    styles: str,
+    noise: float,
+    grounding_check: bool,
+    trivial_overlap: float,
+    regenerate: bool,
     chunk_size: int,
     chunk_overlap: int,
     max_answer_words: int,
@@ -197,6 +285,12 @@ def generate_qa_command(
             )
         config = GenerationConfig(
             pairs_per_chunk=pairs_per_chunk,
+            types=type_weights,
+            styles=tuple(style.strip() for style in styles.split(",") if style.strip()),
+            noise=noise,
+            grounding_check=grounding_check,
+            trivial_overlap=trivial_overlap,
+            regenerate=regenerate,
             max_answer_words=max_answer_words,
             chunking=ChunkingConfig(max_chars=chunk_size, overlap_chars=chunk_overlap),
             eval_fraction=eval_fraction,
@@ -210,7 +304,7 @@ def generate_qa_command(
         TextColumn("[bold]generating"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("chunks"),
+        TextColumn("requests"),
         TimeElapsedColumn(),
         console=console,
     )
@@ -247,6 +341,7 @@ def generate_qa_command(
         logging.getLogger().removeHandler(quiet)
     out = Console()
     out.print(_summary_table(summary))
+    out.print(_types_table(summary))
     out.print(f"wrote {escape(str(summary.train_path))} and {escape(str(summary.eval_path))}")
     for failure in summary.failures:
         console.print(f"[red]request failed:[/] {escape(failure)}", soft_wrap=True)
@@ -256,12 +351,12 @@ def generate_qa_command(
             f"(policy {escape(mock_policy or '')}); pass --base-url and --model for a real model",
             soft_wrap=True,
         )
-    if summary.chunks_failed:
+    if summary.tasks_failed:
         raise SystemExit(1)
     if summary.pairs_kept == 0:
         raise click.ClickException(
             "no question-answer pairs were kept: "
-            f"{summary.chunks_skipped} of {summary.chunks} chunks got a bad reply twice, "
+            f"{summary.tasks_skipped} of {summary.tasks} requests got a bad reply twice, "
             f"{summary.pairs_generated} pairs were generated; check that the model writes "
             "the JSON object asked for and that its answers are stated in the chunk"
         )

@@ -1,17 +1,15 @@
-"""The per-chunk checkpoint: one JSON line per answered chunk, so a re-run skips it."""
+"""The per-task checkpoint: one JSON line per finished request task, so a re-run skips it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from benchmax.datagen._prompts import QAPair
-
-__all__ = ["CACHE_NAME", "ChunkCache", "ChunkResult", "chunk_key"]
+__all__ = ["CACHE_NAME", "ChunkCache", "ChunkResult", "KeptPair", "chunk_key"]
 
 CACHE_NAME = ".generate-qa-cache.jsonl"
 
@@ -22,38 +20,85 @@ def chunk_key(*parts: object) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("counts must be non-negative integers")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class KeptPair:
+    """A pair that passed every check: ``question`` as asked (after its ``style``),
+    ``natural`` the question as the model first wrote it."""
+
+    question: str
+    answer: str
+    natural: str
+    style: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "natural": self.natural,
+            "style": self.style,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> KeptPair:
+        values = [data[name] for name in ("question", "answer", "natural", "style")]
+        if not all(isinstance(value, str) and value for value in values):
+            raise ValueError("a kept pair needs four non-empty strings")
+        return cls(*(str(value) for value in values))
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkResult:
-    """What the model gave for one chunk: accepted pairs, or ``invalid`` after a retry."""
+    """What one request task (a chunk, a question type) gave: kept pairs, or ``invalid``
+    when no usable reply came after a retry. ``generated`` pairs were read from replies
+    (``regenerated`` of them asked again with feedback); ``dropped`` counts by reason."""
 
     key: str
     status: Literal["ok", "invalid"]
-    pairs: tuple[QAPair, ...] = ()
+    pairs: tuple[KeptPair, ...] = ()
     reason: str = ""
     retried: bool = False
+    generated: int = 0
+    regenerated: int = 0
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    style_fallbacks: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {
             "key": self.key,
             "status": self.status,
-            "pairs": [{"question": p.question, "answer": p.answer} for p in self.pairs],
+            "pairs": [pair.to_json() for pair in self.pairs],
             "reason": self.reason,
             "retried": self.retried,
+            "generated": self.generated,
+            "regenerated": self.regenerated,
+            "dropped": dict(self.dropped),
+            "style_fallbacks": self.style_fallbacks,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> ChunkResult:
-        raw_pairs = data["pairs"]
-        assert isinstance(raw_pairs, list)
+        raw_pairs, dropped = data["pairs"], data.get("dropped", {})
+        if not isinstance(raw_pairs, list) or not isinstance(dropped, dict):
+            raise ValueError("pairs must be a list and dropped an object")
         status = data["status"]
         if status not in ("ok", "invalid"):
             raise ValueError(f"unknown status {status!r}")
         return cls(
             key=str(data["key"]),
             status=status,
-            pairs=tuple(QAPair(p["question"], p["answer"]) for p in raw_pairs),
+            pairs=tuple(KeptPair.from_json(p) for p in raw_pairs),
             reason=str(data.get("reason", "")),
             retried=bool(data.get("retried", False)),
+            generated=_count(data.get("generated", 0)),
+            regenerated=_count(data.get("regenerated", 0)),
+            dropped={str(k): _count(v) for k, v in dropped.items()},
+            style_fallbacks=_count(data.get("style_fallbacks", 0)),
         )
 
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import random
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,18 +14,21 @@ from typing import Any
 
 from benchmax._file_replace import replace_file
 from benchmax._value_checks import is_finite_number, is_int_at_least
-from benchmax.datagen._cache import ChunkCache, ChunkResult, chunk_key
+from benchmax.datagen._cache import ChunkCache, ChunkResult
 from benchmax.datagen._chunking import Chunk, ChunkingConfig, chunk_document
 from benchmax.datagen._corpus import Document, read_corpus
-from benchmax.datagen._prompts import (
-    PROMPT_VERSION,
-    QAPair,
-    ReplyShapeError,
-    build_qa_prompt,
-    build_retry_prompt,
-    parse_qa_reply,
+from benchmax.datagen._linking import related_chunks
+from benchmax.datagen._plan import (
+    QUESTION_TYPES,
+    STYLES,
+    interleave,
+    normalize_weights,
+    spread_styles,
 )
-from benchmax.rewards import Judge, JudgeError, NgramDiversityConfig, cluster_texts
+from benchmax.datagen._prompts import QAPair
+from benchmax.datagen._styles import add_noise
+from benchmax.datagen._tasks import RequestFailed, Task, TaskRunner, TaskSettings
+from benchmax.rewards import Judge, NgramDiversityConfig, cluster_texts
 
 __all__ = [
     "GeneratedRow",
@@ -39,7 +41,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_WORD = re.compile(r"\w+")
 _MAX_FAILURES_KEPT = 5
 
 
@@ -47,17 +48,34 @@ _MAX_FAILURES_KEPT = 5
 class GenerationConfig:
     """How to turn a corpus into question/answer rows.
 
-    ``pairs_per_chunk`` pairs are asked per chunk (``chunking``); an answer longer than
-    ``max_answer_words`` words, or with less than ``min_answer_support`` of its words in the
-    chunk, is dropped; questions whose character-trigram similarity reaches ``dedupe``'s
-    threshold are near-duplicates (the first is kept). Documents go whole to eval until
-    about ``eval_fraction`` of the rows are there, chosen with ``seed``. At most
-    ``concurrency`` requests are in flight; ``temperature`` and ``max_tokens`` go to the model.
+    Every chunk (``chunking``) has ``pairs_per_chunk`` question slots; ``types`` (weights of
+    ``lookup``, ``multi_hop``, ``reasoning``, normalized) spreads the question types over all
+    slots as evenly as the weights allow, and ``styles`` (``natural``, ``keyword``,
+    ``expert``) spreads styles equally, shuffled with ``seed``. A multi-hop slot pairs its
+    chunk with the most related chunk (BM25) of the same split side.
+
+    Checks: an answer longer than ``max_answer_words`` words, or (lookup, multi-hop) with
+    less than ``min_answer_support`` of its words in the cited chunks, is rejected; so is a
+    question repeating a sentence (``trivial_overlap``: share of the sentence's words in
+    one shared run; ``None`` turns it off) and, when ``grounding_check``, an answer the model
+    finds unsupported by the cited chunks. With ``regenerate`` the rejected pairs are asked
+    again once, with the reasons, before they are dropped. ``noise`` is the share of rows
+    whose prompt gets a typo and an abbreviation (seeded). Questions whose
+    character-trigram similarity reaches ``dedupe``'s threshold are near-duplicates (the
+    first is kept). Documents go whole to eval until about ``eval_fraction`` of the chunks
+    are there, chosen with ``seed``. At most ``concurrency`` tasks run at once;
+    ``temperature`` and ``max_tokens`` go to the model.
     """
 
     pairs_per_chunk: int = 3
+    types: Mapping[str, float] = field(default_factory=lambda: {"lookup": 1.0})
+    styles: tuple[str, ...] = ("natural",)
+    noise: float = 0.0
     max_answer_words: int = 8
     min_answer_support: float = 0.5
+    trivial_overlap: float | None = 0.75
+    grounding_check: bool = True
+    regenerate: bool = True
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
     dedupe: NgramDiversityConfig = field(
         default_factory=lambda: NgramDiversityConfig(n=3, similarity_threshold=0.75)
@@ -71,10 +89,27 @@ class GenerationConfig:
     def __post_init__(self) -> None:
         if not is_int_at_least(self.pairs_per_chunk, 1):
             raise ValueError("pairs_per_chunk must be a positive integer")
+        object.__setattr__(
+            self, "types", normalize_weights(self.types, QUESTION_TYPES, "question types")
+        )
+        styles: object = self.styles
+        if isinstance(styles, str) or not isinstance(styles, Sequence):
+            raise TypeError("styles must be a sequence of style names")
+        if not self.styles or any(style not in STYLES for style in self.styles):
+            raise ValueError(f"styles must be one or more of {', '.join(STYLES)}")
+        object.__setattr__(self, "styles", tuple(dict.fromkeys(self.styles)))
+        if not (is_finite_number(self.noise) and 0 <= self.noise <= 1):
+            raise ValueError("noise must be within [0, 1]")
         if not is_int_at_least(self.max_answer_words, 1):
             raise ValueError("max_answer_words must be a positive integer")
         if not (is_finite_number(self.min_answer_support) and 0 <= self.min_answer_support <= 1):
             raise ValueError("min_answer_support must be within [0, 1]")
+        if self.trivial_overlap is not None and not (
+            is_finite_number(self.trivial_overlap) and 0 < self.trivial_overlap <= 1
+        ):
+            raise ValueError("trivial_overlap must be within (0, 1] or None")
+        if not isinstance(self.grounding_check, bool) or not isinstance(self.regenerate, bool):
+            raise TypeError("grounding_check and regenerate must be booleans")
         if not isinstance(self.chunking, ChunkingConfig):
             raise TypeError("chunking must be a ChunkingConfig")
         if not isinstance(self.dedupe, NgramDiversityConfig):
@@ -91,40 +126,73 @@ class GenerationConfig:
             raise ValueError("max_tokens must be a positive integer or None")
 
 
+def _chunk_source(document: Document, chunk: int) -> dict[str, Any]:
+    source: dict[str, Any] = {"file": document.file, "chunk": chunk}
+    if document.line is not None:
+        source["line"] = document.line
+    return source
+
+
 @dataclass(frozen=True, slots=True)
 class GeneratedRow:
-    """One kept pair and where it came from; ``to_json`` is the dataset row."""
+    """One kept pair and where it came from; ``to_json`` is the dataset row.
+
+    ``pair.question`` is the prompt as written to the dataset (styled, maybe noisy);
+    ``natural`` the question as first written when that differs; ``linked`` the other
+    chunks a multi-hop question cites, as ``(document, chunk index)``.
+    """
 
     pair: QAPair
     document: Document
     chunk: int
+    question_type: str = "lookup"
+    style: str = "natural"
+    noise: tuple[str, ...] = ()
+    natural: str | None = None
+    linked: tuple[tuple[Document, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        source: dict[str, Any] = {"file": self.document.file, "chunk": self.chunk}
-        if self.document.line is not None:
-            source["line"] = self.document.line
-        return {"prompt": self.pair.question, "ground_truth": self.pair.answer, "source": source}
+        source = _chunk_source(self.document, self.chunk)
+        cited = [(self.document, self.chunk), *self.linked]
+        source["chunks"] = [_chunk_source(document, index) for document, index in cited]
+        row: dict[str, Any] = {
+            "prompt": self.pair.question,
+            "ground_truth": self.pair.answer,
+            "type": self.question_type,
+            "style": self.style,
+            "noise": list(self.noise),
+            "source": source,
+        }
+        if self.natural is not None and self.natural != self.pair.question:
+            row["original_prompt"] = self.natural
+        return row
 
 
 @dataclass(frozen=True, slots=True)
 class GenerationSummary:
     """What ``generate_qa`` did.
 
-    Chunks: ``chunks`` in all, ``chunks_cached`` answered by an earlier run, ``chunks_retried``
-    whose first reply was refused, ``chunks_skipped`` refused twice, ``chunks_failed`` whose
-    request failed (not cached: a re-run asks again; ``failures`` holds the first messages).
-    Pairs: ``pairs_generated`` accepted from replies, ``dropped`` by reason
-    (``answer_too_long``, ``answer_not_in_chunk``, ``over_limit``, ``duplicate_question``),
-    ``train_rows``/``eval_rows`` written from ``train_documents``/``eval_documents``.
+    Tasks (one per chunk and question type with slots): ``tasks`` in all, ``tasks_cached``
+    answered by an earlier run, ``tasks_retried`` whose first reply was refused,
+    ``tasks_skipped`` refused twice, ``tasks_failed`` whose request failed (not cached: a
+    re-run asks again; ``failures`` holds the first messages). Pairs: ``pairs_generated``
+    read from replies, ``pairs_regenerated`` rejected and asked again with feedback,
+    ``dropped`` by reason (``filters.DROP_REASONS`` and ``over_limit``, ``no_related_chunk``,
+    ``grounding_unchecked``, ``duplicate_question``), ``train_rows``/``eval_rows`` written
+    from ``train_documents``/``eval_documents``. ``type_targets`` (shares) against ``types``
+    and ``styles`` (kept rows by name); ``noisy_rows``; ``style_fallbacks`` kept natural
+    because their rewrite failed.
     """
 
     documents: int
     chunks: int
-    chunks_cached: int
-    chunks_retried: int
-    chunks_skipped: int
-    chunks_failed: int
+    tasks: int
+    tasks_cached: int
+    tasks_retried: int
+    tasks_skipped: int
+    tasks_failed: int
     pairs_generated: int
+    pairs_regenerated: int
     dropped: Mapping[str, int]
     train_rows: int
     eval_rows: int
@@ -132,6 +200,11 @@ class GenerationSummary:
     eval_documents: int
     train_path: Path
     eval_path: Path
+    type_targets: Mapping[str, float] = field(default_factory=dict)
+    types: Mapping[str, int] = field(default_factory=dict)
+    styles: Mapping[str, int] = field(default_factory=dict)
+    noisy_rows: int = 0
+    style_fallbacks: int = 0
     failures: tuple[str, ...] = ()
     links_skipped: int = 0
     """Symbolic links in the corpus that lead out of it, not read."""
@@ -140,18 +213,33 @@ class GenerationSummary:
     def pairs_kept(self) -> int:
         return self.train_rows + self.eval_rows
 
+    def achieved(self) -> dict[str, float]:
+        """The share of kept rows of each targeted question type (0 for none kept)."""
+        kept = self.pairs_kept
+        return {
+            name: (self.types.get(name, 0) / kept if kept else 0.0) for name in self.type_targets
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "documents": self.documents,
             "links_skipped": self.links_skipped,
             "chunks": self.chunks,
-            "chunks_cached": self.chunks_cached,
-            "chunks_retried": self.chunks_retried,
-            "chunks_skipped": self.chunks_skipped,
-            "chunks_failed": self.chunks_failed,
+            "tasks": self.tasks,
+            "tasks_cached": self.tasks_cached,
+            "tasks_retried": self.tasks_retried,
+            "tasks_skipped": self.tasks_skipped,
+            "tasks_failed": self.tasks_failed,
             "pairs_generated": self.pairs_generated,
+            "pairs_regenerated": self.pairs_regenerated,
             "pairs_kept": self.pairs_kept,
             "dropped": dict(self.dropped),
+            "type_targets": dict(self.type_targets),
+            "types": dict(self.types),
+            "types_achieved": self.achieved(),
+            "styles": dict(self.styles),
+            "noisy_rows": self.noisy_rows,
+            "style_fallbacks": self.style_fallbacks,
             "train_rows": self.train_rows,
             "eval_rows": self.eval_rows,
             "train_documents": self.train_documents,
@@ -162,95 +250,10 @@ class GenerationSummary:
         }
 
 
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
-def _drop_reason(pair: QAPair, chunk: Chunk, config: GenerationConfig) -> str | None:
-    answer_words = _words(pair.answer)
-    if len(pair.answer.split()) > config.max_answer_words:
-        return "answer_too_long"
-    chunk_words = set(_words(chunk.text))
-    supported = sum(1 for word in answer_words if word in chunk_words)
-    if not answer_words or supported / len(answer_words) < config.min_answer_support:
-        return "answer_not_in_chunk"
-    return None
-
-
-class _Asker:
-    """Asks the model about chunks through the cache, one reply (and one retry) per chunk."""
-
-    def __init__(self, judge: Judge, config: GenerationConfig, cache: ChunkCache) -> None:
-        self.judge = judge
-        self.config = config
-        self.cache = cache
-        self.failures: list[str] = []
-
-    def key(self, chunk: Chunk) -> str:
-        config = self.config
-        return chunk_key(
-            PROMPT_VERSION,
-            self.judge.model,
-            config.pairs_per_chunk,
-            config.max_answer_words,
-            config.temperature,
-            chunk.document.name,
-            chunk.text,
-        )
-
-    async def _request(self, prompt: str, request_id: str) -> list[QAPair]:
-        reply, _raw = await self.judge.request_json(
-            prompt,
-            request_id=request_id,
-            temperature=self.config.temperature,
-            max_tokens=self.config.max_tokens,
-        )
-        return parse_qa_reply(reply)
-
-    async def ask(self, chunk: Chunk) -> ChunkResult | None:
-        """The chunk's result (cached, fresh, or ``invalid``); ``None`` if the request failed."""
-        key = self.key(chunk)
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached
-        prompt = build_qa_prompt(
-            chunk.text,
-            source=chunk.document.name,
-            pairs=self.config.pairs_per_chunk,
-            max_words=self.config.max_answer_words,
-        )
-        request_id = f"generate-qa-{key[:16]}"
-        reason = ""
-        for attempt in range(2):
-            try:
-                pairs = await self._request(prompt, f"{request_id}-{attempt}")
-            except ReplyShapeError as error:
-                reason = str(error)
-            except JudgeError as error:
-                if not isinstance(error.__cause__, ValueError):  # transport, auth, status
-                    self.failures.append(f"{chunk.document.name} chunk {chunk.index}: {error}")
-                    return None
-                reason = str(error.__cause__)  # not a JSON object, or empty
-            else:
-                result = ChunkResult(key, "ok", tuple(pairs), retried=attempt > 0)
-                self.cache.add(result)
-                return result
-            logger.warning(
-                "generate_qa.reply_refused file=%s chunk=%d attempt=%d: %s",
-                chunk.document.name,
-                chunk.index,
-                attempt + 1,
-                reason,
-            )
-            prompt = build_retry_prompt(prompt, reason)
-        result = ChunkResult(key, "invalid", reason=reason, retried=True)
-        self.cache.add(result)
-        return result
-
-
 async def _dedupe(rows: list[GeneratedRow], config: GenerationConfig) -> list[GeneratedRow]:
     """The first row of every cluster of near-duplicate questions (reading order)."""
-    clusters = await cluster_texts([row.pair.question.lower() for row in rows], config.dedupe)
+    texts = [(row.natural or row.pair.question).lower() for row in rows]
+    clusters = await cluster_texts(texts, config.dedupe)
     seen: set[str] = set()
     kept = []
     for row, cluster in zip(rows, clusters.cluster_ids, strict=True):
@@ -260,6 +263,25 @@ async def _dedupe(rows: list[GeneratedRow], config: GenerationConfig) -> list[Ge
     return kept
 
 
+def _eval_documents(weights: Mapping[str, int], eval_fraction: float, seed: int) -> set[str]:
+    """Documents for eval: in an order shuffled with ``seed``, each one that brings eval's
+    share of the total weight closer to ``eval_fraction`` (see ``split_by_document``)."""
+    names = sorted(weights)
+    random.Random(seed).shuffle(names)
+    target = eval_fraction * sum(weights.values())
+    chosen: set[str] = set()
+    held = 0
+    for name in names:
+        if len(chosen) >= len(names) - 1:
+            break
+        if abs(held + weights[name] - target) < abs(held - target):
+            chosen.add(name)
+            held += weights[name]
+    if not chosen and eval_fraction > 0 and len(names) > 1:
+        chosen.add(min(names, key=weights.__getitem__))  # the smallest, in shuffled order
+    return chosen
+
+
 def split_by_document(
     rows: Sequence[GeneratedRow], *, eval_fraction: float, seed: int
 ) -> tuple[list[GeneratedRow], list[GeneratedRow]]:
@@ -267,20 +289,7 @@ def split_by_document(
     they bring its share of the rows closer to ``eval_fraction``. With a positive fraction and
     two or more documents, eval gets at least one document and train keeps at least one.
     Rows keep their order; no document is in both."""
-    per_document = Counter(row.document.name for row in rows)
-    names = sorted(per_document)
-    random.Random(seed).shuffle(names)
-    target = eval_fraction * len(rows)
-    chosen: set[str] = set()
-    held = 0
-    for name in names:
-        if len(chosen) >= len(names) - 1:
-            break
-        if abs(held + per_document[name] - target) < abs(held - target):
-            chosen.add(name)
-            held += per_document[name]
-    if not chosen and eval_fraction > 0 and len(names) > 1:
-        chosen.add(min(names, key=per_document.__getitem__))  # the smallest, in shuffled order
+    chosen = _eval_documents(Counter(row.document.name for row in rows), eval_fraction, seed)
     train = [row for row in rows if row.document.name not in chosen]
     evaluation = [row for row in rows if row.document.name in chosen]
     return train, evaluation
@@ -302,6 +311,67 @@ def _unmasked(text: str) -> str:
     return text
 
 
+def _plan_tasks(
+    chunks: Sequence[Chunk], held_out: set[str], config: GenerationConfig, dropped: Counter[str]
+) -> list[Task]:
+    """The request tasks: each chunk's slots grouped by question type (``types`` spread over
+    all slots), multi-hop ones linked within their split side; a multi-hop slot without a
+    related chunk is counted in ``dropped`` as ``no_related_chunk``."""
+    slots = len(chunks) * config.pairs_per_chunk
+    types = interleave(config.types, slots)
+    styles = spread_styles(config.styles, slots, config.seed)
+    partner: dict[int, int | None] = {}
+    if "multi_hop" in config.types:
+        for side in (False, True):
+            members = [i for i, c in enumerate(chunks) if (c.document.name in held_out) is side]
+            found = related_chunks([chunks[i] for i in members])
+            partner.update(
+                (members[i], None if other is None else members[other])
+                for i, other in enumerate(found)
+            )
+    tasks = []
+    per_chunk = config.pairs_per_chunk
+    for index, chunk in enumerate(chunks):
+        own = range(index * per_chunk, (index + 1) * per_chunk)
+        for question_type in QUESTION_TYPES:
+            wanted = tuple(styles[slot] for slot in own if types[slot] == question_type)
+            if not wanted:
+                continue
+            linked = None
+            if question_type == "multi_hop":
+                other = partner.get(index)
+                if other is None:
+                    dropped["no_related_chunk"] += len(wanted)
+                    continue
+                linked = chunks[other]
+            tasks.append(Task(chunk, question_type, wanted, linked))
+    return tasks
+
+
+def _rows_of(task: Task, result: ChunkResult, config: GenerationConfig) -> list[GeneratedRow]:
+    rows = []
+    linked = tuple((c.document, c.index) for c in task.chunks[1:])
+    for kept in result.pairs:
+        question, noise = kept.question, tuple[str, ...]()
+        if config.noise > 0:
+            rng = random.Random(f"{config.seed}:{kept.natural}:{kept.style}")
+            if rng.random() < config.noise:
+                question, noise = add_noise(question, rng)
+        rows.append(
+            GeneratedRow(
+                pair=QAPair(question=question, answer=kept.answer),
+                document=task.chunk.document,
+                chunk=task.chunk.index,
+                question_type=task.question_type,
+                style=kept.style,
+                noise=noise,
+                natural=kept.natural,
+                linked=linked,
+            )
+        )
+    return rows
+
+
 async def generate_qa(
     corpus: Path,
     output_dir: Path,
@@ -315,16 +385,20 @@ async def generate_qa(
 ) -> GenerationSummary:
     """Write ``train.jsonl`` and ``eval.jsonl`` of questions about ``corpus`` to ``output_dir``.
 
-    Documents (``read_corpus``) are chunked; for each chunk the model behind ``judge`` is
-    asked, through ``Judge.request_json``, for ``pairs_per_chunk`` pairs in strict JSON. A
-    reply that is not a JSON object of the right shape is asked again once (saying why),
-    then the chunk is skipped. Answered chunks are checkpointed in ``output_dir`` and not
-    asked again by a later run with the same settings. Pairs are filtered, de-duplicated
-    and split by document (``split_by_document``). ``on_progress(done, total)`` is called as
-    chunks finish. ``mask`` (e.g. one replacing the endpoint's key by ``***``) is applied
-    to every line written (the checkpoint, ``train.jsonl``, ``eval.jsonl``) and to the
-    failure texts of the summary. Symbolic links leading out of ``corpus`` are skipped and
-    counted (``links_skipped``) unless ``links_out``. Raises ``CorpusError`` for an
+    Documents (``read_corpus``) are chunked and split whole between train and eval
+    (``eval_fraction`` of the chunks, seeded). Each chunk's question slots become request
+    tasks by question type (``GenerationConfig``); for each task the model behind ``judge``
+    is asked, through ``Judge.request_json``, for pairs in strict JSON (a reply of the wrong
+    shape is asked again once, saying why, then the task is skipped). Pairs are checked
+    (length, support, trivial retrieval, the model's grounding verdict), rejected ones are
+    asked again once with the reasons, and kept ones are rewritten into their styles. Each
+    finished task is checkpointed in ``output_dir`` and not asked again by a later run with
+    the same settings. Rows get seeded noise, are de-duplicated and written by side.
+    ``on_progress(done, total)`` is called as tasks finish.
+    ``mask`` (e.g. one replacing the endpoint's key by ``***``) is applied to every line
+    written (the checkpoint, ``train.jsonl``, ``eval.jsonl``) and to the failure texts of
+    the summary. Symbolic links leading out of ``corpus`` are skipped and counted
+    (``links_skipped``) unless ``links_out``. Raises ``CorpusError`` for an
     unreadable corpus.
     """
     mask = mask or _unmasked
@@ -339,68 +413,87 @@ async def generate_qa(
         skipped_links=skipped_links,
     )
     chunks = [chunk for doc in documents for chunk in chunk_document(doc, config.chunking)]
+    held_out = _eval_documents(
+        Counter(chunk.document.name for chunk in chunks), config.eval_fraction, config.seed
+    )
+    dropped: Counter[str] = Counter()
+    tasks = _plan_tasks(chunks, held_out, config, dropped)
     output_dir.mkdir(parents=True, exist_ok=True)
     cache = ChunkCache(output_dir, mask)
-    asker = _Asker(judge, config, cache)
-    cached = sum(1 for chunk in chunks if cache.get(asker.key(chunk)) is not None)
-    results: list[ChunkResult | None] = [None] * len(chunks)
-    pending = iter(enumerate(chunks))
+    settings = TaskSettings(
+        max_answer_words=config.max_answer_words,
+        min_answer_support=config.min_answer_support,
+        trivial_overlap=config.trivial_overlap,
+        grounding_check=config.grounding_check,
+        regenerate=config.regenerate,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+    )
+    runner = TaskRunner(judge, settings, cache)
+    cached = sum(1 for task in tasks if cache.get(runner.key(task)) is not None)
+    results: list[ChunkResult | None] = [None] * len(tasks)
+    failures: list[str] = []
+    pending = iter(enumerate(tasks))
     done = 0
 
-    async def worker() -> None:  # a fixed pool of workers: no task per chunk
+    async def worker() -> None:  # a fixed pool of workers: no asyncio task per request task
         nonlocal done
-        for index, chunk in pending:
-            results[index] = await asker.ask(chunk)
+        for index, task in pending:
+            try:
+                results[index] = await runner.run(task)
+            except RequestFailed as error:
+                chunk = task.chunk
+                failures.append(f"{chunk.document.name} chunk {chunk.index}: {error}")
             done += 1
             if on_progress is not None:
-                on_progress(done, len(chunks))
+                on_progress(done, len(tasks))
 
     if on_progress is not None:
-        on_progress(0, len(chunks))
+        on_progress(0, len(tasks))
     try:
-        await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(chunks)))))
+        await asyncio.gather(*(worker() for _ in range(min(config.concurrency, len(tasks)))))
     finally:
         cache.close()
 
-    dropped: Counter[str] = Counter()
     rows: list[GeneratedRow] = []
-    for chunk, result in zip(chunks, results, strict=True):
+    fallbacks = 0
+    for task, result in zip(tasks, results, strict=True):
         if result is None or result.status != "ok":
             continue
-        for number, pair in enumerate(result.pairs):
-            if number >= config.pairs_per_chunk:
-                dropped["over_limit"] += 1
-                continue
-            reason = _drop_reason(pair, chunk, config)
-            if reason is not None:
-                dropped[reason] += 1
-            else:
-                rows.append(GeneratedRow(pair=pair, document=chunk.document, chunk=chunk.index))
-    generated = sum(len(r.pairs) for r in results if r is not None and r.status == "ok")
+        dropped.update(result.dropped)
+        fallbacks += result.style_fallbacks
+        rows.extend(_rows_of(task, result, config))
+    ok = [r for r in results if r is not None and r.status == "ok"]
     kept = await _dedupe(rows, config)
     if len(kept) < len(rows):
         dropped["duplicate_question"] += len(rows) - len(kept)
-    train, evaluation = split_by_document(
-        kept, eval_fraction=config.eval_fraction, seed=config.seed
-    )
+    train = [row for row in kept if row.document.name not in held_out]
+    evaluation = [row for row in kept if row.document.name in held_out]
     train_path, eval_path = output_dir / "train.jsonl", output_dir / "eval.jsonl"
     _write_jsonl(train_path, train, mask)
     _write_jsonl(eval_path, evaluation, mask)
     return GenerationSummary(
         documents=len(documents),
         chunks=len(chunks),
-        chunks_cached=cached,
-        chunks_retried=sum(1 for r in results if r is not None and r.retried),
-        chunks_skipped=sum(1 for r in results if r is not None and r.status == "invalid"),
-        chunks_failed=sum(1 for r in results if r is None),
-        pairs_generated=generated,
-        dropped=dict(sorted(dropped.items())),
+        tasks=len(tasks),
+        tasks_cached=cached,
+        tasks_retried=sum(1 for r in results if r is not None and r.retried),
+        tasks_skipped=sum(1 for r in results if r is not None and r.status == "invalid"),
+        tasks_failed=sum(1 for r in results if r is None),
+        pairs_generated=sum(r.generated for r in ok),
+        pairs_regenerated=sum(r.regenerated for r in ok),
+        dropped={reason: n for reason, n in sorted(dropped.items()) if n},
         train_rows=len(train),
         eval_rows=len(evaluation),
         train_documents=len({row.document.name for row in train}),
         eval_documents=len({row.document.name for row in evaluation}),
         train_path=train_path,
         eval_path=eval_path,
-        failures=tuple(mask(text) for text in asker.failures[:_MAX_FAILURES_KEPT]),
+        type_targets=dict(config.types),
+        types=dict(Counter(row.question_type for row in kept)),
+        styles=dict(Counter(row.style for row in kept)),
+        noisy_rows=sum(1 for row in kept if row.noise),
+        style_fallbacks=fallbacks,
+        failures=tuple(mask(text) for text in failures[:_MAX_FAILURES_KEPT]),
         links_skipped=len(skipped_links),
     )

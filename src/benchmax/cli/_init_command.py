@@ -1,0 +1,56 @@
+"""``benchmax init``: a new environment project that runs at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["init_command"]
+
+
+@click.command("init")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option(
+    "--template",
+    type=click.Choice(["qa", "tools", "judge"]),
+    default="qa",
+    show_default=True,
+    help="qa: short answers, exact match; tools: a lookup tool over several turns; "
+    "judge: rubric grades by a judge model.",
+)
+def init_command(directory: Path, template: str) -> None:
+    """Create a new environment project in DIRECTORY (new or empty).
+
+    It holds env.py, data/train.jsonl and data/eval.jsonl, a mock policy, tests, a README
+    and a pyproject.toml depending on this benchmax (a path dependency on its source
+    checkout when it runs from one). Inside it, uv run pytest, benchmax validate and
+    benchmax run work at once, offline.
+    """
+    from benchmax.scaffold import TEMPLATES, ScaffoldError, benchmax_requirement, create_project
+
+    try:
+        written = create_project(directory, template)
+    except ScaffoldError as error:
+        raise click.ClickException(str(error)) from None
+    except OSError as error:
+        raise click.ClickException(f"cannot write to {directory}: {error}") from None
+    chosen = TEMPLATES[template]
+    requirement, source = benchmax_requirement()
+    out = Console(highlight=False)
+    out.print(f"created {escape(str(directory))} ({template} template, {len(written)} files)")
+    depends = f"{requirement} from {source}" if source is not None else requirement
+    out.print(f"depends on {escape(depends)}")
+    out.print("next:")
+    for line in (
+        f"cd {directory}",
+        "uv run pytest",
+        f"uv run benchmax validate {chosen.target} --data data --mock-policy {chosen.policy}"
+        f"{chosen.env_args}",
+        f"uv run benchmax run {chosen.target} --data data --mock-policy {chosen.policy}"
+        f"{chosen.env_args} -o runs/mock.jsonl",
+        "uv run benchmax view runs/mock.jsonl",
+    ):
+        out.print(f"  {escape(line)}", soft_wrap=True)
