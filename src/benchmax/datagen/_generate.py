@@ -17,6 +17,7 @@ from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.datagen._cache import ChunkCache, ChunkResult
 from benchmax.datagen._chunking import Chunk, ChunkingConfig, chunk_document
 from benchmax.datagen._corpus import Document, read_corpus
+from benchmax.datagen._holdout import eval_groups
 from benchmax.datagen._linking import related_chunks
 from benchmax.datagen._plan import (
     QUESTION_TYPES,
@@ -263,25 +264,6 @@ async def _dedupe(rows: list[GeneratedRow], config: GenerationConfig) -> list[Ge
     return kept
 
 
-def _eval_documents(weights: Mapping[str, int], eval_fraction: float, seed: int) -> set[str]:
-    """Documents for eval: in an order shuffled with ``seed``, each one that brings eval's
-    share of the total weight closer to ``eval_fraction`` (see ``split_by_document``)."""
-    names = sorted(weights)
-    random.Random(seed).shuffle(names)
-    target = eval_fraction * sum(weights.values())
-    chosen: set[str] = set()
-    held = 0
-    for name in names:
-        if len(chosen) >= len(names) - 1:
-            break
-        if abs(held + weights[name] - target) < abs(held - target):
-            chosen.add(name)
-            held += weights[name]
-    if not chosen and eval_fraction > 0 and len(names) > 1:
-        chosen.add(min(names, key=weights.__getitem__))  # the smallest, in shuffled order
-    return chosen
-
-
 def split_by_document(
     rows: Sequence[GeneratedRow], *, eval_fraction: float, seed: int
 ) -> tuple[list[GeneratedRow], list[GeneratedRow]]:
@@ -289,7 +271,7 @@ def split_by_document(
     they bring its share of the rows closer to ``eval_fraction``. With a positive fraction and
     two or more documents, eval gets at least one document and train keeps at least one.
     Rows keep their order; no document is in both."""
-    chosen = _eval_documents(Counter(row.document.name for row in rows), eval_fraction, seed)
+    chosen = eval_groups(Counter(row.document.name for row in rows), eval_fraction, seed)
     train = [row for row in rows if row.document.name not in chosen]
     evaluation = [row for row in rows if row.document.name in chosen]
     return train, evaluation
@@ -413,7 +395,7 @@ async def generate_qa(
         skipped_links=skipped_links,
     )
     chunks = [chunk for doc in documents for chunk in chunk_document(doc, config.chunking)]
-    held_out = _eval_documents(
+    held_out = eval_groups(
         Counter(chunk.document.name for chunk in chunks), config.eval_fraction, config.seed
     )
     dropped: Counter[str] = Counter()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import tempfile
 from array import array
 from collections import Counter
@@ -22,6 +21,7 @@ from typing import IO, Any
 
 import orjson
 
+from benchmax.datagen._holdout import eval_groups
 from benchmax.datagen._relabel import teacher_reply
 from benchmax.datagen._scrubbing import Scrubber
 from benchmax.datagen._trace_formats import (
@@ -259,26 +259,6 @@ async def _drop_clustered(
     return dropped
 
 
-def _eval_groups(sizes: Mapping[int, int], *, eval_fraction: float, seed: int) -> set[int]:
-    """Groups for eval: in an order shuffled with ``seed``, a group goes to eval when it
-    brings eval's share of the rows closer to ``eval_fraction``. With a positive fraction
-    and two or more groups, eval gets at least one and train keeps at least one."""
-    groups = sorted(sizes)
-    random.Random(seed).shuffle(groups)
-    target = eval_fraction * sum(sizes.values())
-    chosen: set[int] = set()
-    held = 0
-    for group in groups:
-        if len(chosen) >= len(groups) - 1:
-            break
-        if abs(held + sizes[group] - target) < abs(held - target):
-            chosen.add(group)
-            held += sizes[group]
-    if not chosen and eval_fraction > 0 and len(groups) > 1:
-        chosen.add(min(groups, key=sizes.__getitem__))
-    return chosen
-
-
 def _group_keys(index: CandidateIndex) -> array[int]:
     """The split group of each conversation (``CandidateIndex.group``): every row of a
     conversation, and every conversation of a logged user, lands on one side."""
@@ -399,7 +379,7 @@ async def traces(
         sizes: Counter[int] = Counter(
             group_of_conversation[index.conversations[i]] for i in range(len(index)) if keep[i]
         )
-        to_eval = _eval_groups(sizes, eval_fraction=config.eval_fraction, seed=config.seed)
+        to_eval = eval_groups(sizes, config.eval_fraction, config.seed)
         relabeler = _Relabeler(teacher, config)
         train, evaluation = _Writer(output / "train.jsonl"), _Writer(output / "eval.jsonl")
         try:
