@@ -70,3 +70,12 @@ def test_the_scalar_reward_is_a_weighted_sum_defaulting_to_the_sum() -> None:
         scalar_reward(rewards, {"style": 1.0})
     with pytest.raises(ValueError, match="finite"):
         scalar_reward(rewards, {"correct": float("inf")})
+
+
+def test_grpo_advantages_of_extreme_rewards_are_exact() -> None:
+    # Subnormal, huge and one-ulp-apart rewards: neither underflow, overflow nor a mean
+    # that is not itself a float may leave the advantages off zero mean.
+    assert group_advantages([0.0, 5e-324]) == [-1.0, 1.0]
+    assert group_advantages([1.0, 1.0 + 2**-52]) == [-1.0, 1.0]
+    assert group_advantages([1e308, -1e308]) == [1.0, -1.0]
+    assert group_advantages([3.0, 1.0]) == [1.0, -1.0]

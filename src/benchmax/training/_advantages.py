@@ -67,12 +67,21 @@ def group_advantages(rewards: Sequence[float], method: AdvantageMethod = "grpo")
     n = len(values)
     if min(values) == max(values):
         return [0.0] * n
-    mean = math.fsum(values) / n
-    centered = [float(value) - mean for value in values]
-    if method == "dr_grpo":
-        return centered
-    if method == "rloo":
-        return [n / (n - 1) * c for c in centered]
-    scale = max(abs(c) for c in centered)  # scaled first: tiny spreads do not underflow
-    std = scale * math.sqrt(math.fsum((c / scale) ** 2 for c in centered) / n)
+    if method != "grpo":
+        mean = math.fsum(values) / n
+        centered = [float(value) - mean for value in values]
+        return centered if method == "dr_grpo" else [n / (n - 1) * c for c in centered]
+    # (r - mean) / std does not change when every reward is multiplied by the same positive
+    # number: bring the largest magnitude into [0.5, 1) by a power of two first (exact), so
+    # subnormal rewards (5e-324) and huge ones (1e308) neither underflow nor overflow. The
+    # centering is exact (n * r_i - sum r, one correctly rounded fsum each), so the
+    # advantages sum to zero even when the mean itself is not a float.
+    exponent = math.frexp(max(abs(float(value)) for value in values))[1]
+    scaled = [math.ldexp(float(value), -exponent) for value in values]
+    negated = [-value for value in scaled]
+    centered = [math.fsum([value] * n + negated) for value in scaled]
+    spread = max(abs(c) for c in centered)
+    if spread == 0.0:
+        return [0.0] * n
+    std = spread * math.sqrt(math.fsum((c / spread) ** 2 for c in centered) / n)
     return [c / std for c in centered]
