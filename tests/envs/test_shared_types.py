@@ -365,6 +365,7 @@ def test_termination_reasons_cover_the_documented_ones() -> None:
         "reward_timeout",
         "content_filter",
         "setup_error",  # beyond.md §9
+        "simulated_user_error",  # issue 20: BaseEnv.user_turn failed
     }
     assert set(typing.get_args(shared_types.TerminationReason)) == documented
 
