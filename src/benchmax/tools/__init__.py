@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     from benchmax.tools._function import FunctionTool, tool
     from benchmax.tools._mcp import MCPServer
     from benchmax.tools._provider import ToolProvider, ToolSession
-    from benchmax.tools._simulated_user import SimulatedUser
+    from benchmax.tools._simulated_user import DEFAULT_USER_INSTRUCTIONS, SimulatedUser
     from benchmax.tools._toolset import Toolset
 
 __all__ = [
+    "DEFAULT_USER_INSTRUCTIONS",
     "FunctionTool",
     "MCPServer",
     "MCPServerError",
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 _EXPORTS = {
+    "DEFAULT_USER_INSTRUCTIONS": "benchmax.tools._simulated_user",
     "FunctionTool": "benchmax.tools._function",
     "MCPServer": "benchmax.tools._mcp",
     "MCPServerError": "benchmax.tools._errors",
