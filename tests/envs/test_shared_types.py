@@ -334,7 +334,7 @@ _REASON_CONSTANTS = {
 
 def test_termination_reason_literal_lists_every_constant_once() -> None:
     listed = typing.get_args(shared_types.TerminationReason)
-    assert len(listed) == len(set(listed)) == 22
+    assert len(listed) == len(set(listed)) == 23
     assert sorted(_REASON_CONSTANTS.values()) == sorted(listed)
     for name, value in _REASON_CONSTANTS.items():
         assert name == value.upper()

@@ -104,7 +104,7 @@ def test_mcp_tools_from_a_stdio_server(tmp_path: Path) -> None:
     tool_texts = [
         str(message["content"])
         for rollout in read_results(output).rollouts
-        for message in rollout["transcript"]
+        for message in rollout.messages or ()
         if message["role"] == "tool"
     ]
     assert any("no book with id" in text for text in tool_texts)  # the server's isError
