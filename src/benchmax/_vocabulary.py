@@ -32,6 +32,7 @@ __all__ = [
     "ROLLOUT_TIMEOUT",
     "SANDBOX_ERROR",
     "SETUP_ERROR",
+    "SIMULATED_USER_ERROR",
     "TOKEN_USAGE_KEYS",
     "TOOL_BUDGET_EXCEEDED",
     "TOOL_ERROR",
@@ -61,6 +62,7 @@ TerminationReason = Literal[
     "group_reward_error",
     "judge_error",
     "setup_error",
+    "simulated_user_error",
     "harness_error",
     "harness_timeout",
     "sandbox_error",
@@ -93,6 +95,9 @@ GROUP_REWARD_ERROR: Final = "group_reward_error"
 JUDGE_ERROR: Final = "judge_error"
 # BaseEnv.rollout_context could not be entered (a sandbox service refusing, ...).
 SETUP_ERROR: Final = "setup_error"
+# BaseEnv.user_turn (a simulated user, e.g. benchmax.tools.SimulatedUser) failed: its
+# endpoint refused or timed out, or the hook raised.
+SIMULATED_USER_ERROR: Final = "simulated_user_error"
 # Harbor trials: the agent harness, the sandbox and the verifier.
 HARNESS_ERROR: Final = "harness_error"
 HARNESS_TIMEOUT: Final = "harness_timeout"

@@ -37,13 +37,21 @@ __all__ = [
     "ModelCall",
     "RolloutRecord",
     "RolloutTimings",
+    "SIMULATED_USER_KEY",
     "ToolCallTiming",
     "Trajectory",
     "annotate",
+    "is_simulated_user",
     "recording_annotations",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+SIMULATED_USER_KEY: Final = "simulated_user"
+"""The key marking a transcript message written by a simulated user (``BaseEnv.user_turn``):
+``{"role": "user", "content": "...", "simulated_user": true}``. The key stays in the
+transcript (results files, reward hooks, ``show``/``view``) but is never sent to the policy
+model; the message's tokens are environment tokens (mask 0) in training samples."""
 
 LOGPROB_DECIMALS: Final = 5
 """Decimals of the logprobs a results line stores (an error of at most 5e-6 nats, far
@@ -595,3 +603,9 @@ def annotate(key: str, value: Any) -> None:
     except (TypeError, ValueError) as error:
         raise TypeError(f"annotation {key!r} is not JSON data: {error}") from None
     annotations[key] = copied
+
+
+def is_simulated_user(message: object) -> bool:
+    """Whether a transcript message was written by a simulated user
+    (it carries ``SIMULATED_USER_KEY: true``)."""
+    return isinstance(message, Mapping) and message.get(SIMULATED_USER_KEY) is True

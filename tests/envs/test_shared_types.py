@@ -334,7 +334,7 @@ _REASON_CONSTANTS = {
 
 def test_termination_reason_literal_lists_every_constant_once() -> None:
     listed = typing.get_args(shared_types.TerminationReason)
-    assert len(listed) == len(set(listed)) == 22
+    assert len(listed) == len(set(listed)) == 23
     assert sorted(_REASON_CONSTANTS.values()) == sorted(listed)
     for name, value in _REASON_CONSTANTS.items():
         assert name == value.upper()
@@ -365,6 +365,7 @@ def test_termination_reasons_cover_the_documented_ones() -> None:
         "reward_timeout",
         "content_filter",
         "setup_error",  # beyond.md §9
+        "simulated_user_error",  # issue 20: BaseEnv.user_turn failed
     }
     assert set(typing.get_args(shared_types.TerminationReason)) == documented
 

@@ -157,6 +157,62 @@ def test_rubric_judge_against_real_endpoints_uses_the_bound_judge_key(
     assert "judge-secret-value" not in output.read_text()
 
 
+def test_support_chat_with_a_simulated_customer_and_a_trajectory_judge(tmp_path: Path) -> None:
+    from benchmax.trajectory import is_simulated_user
+
+    output = tmp_path / "chat.jsonl"
+    run(
+        *example_args("support_chat", "SupportChatEnv", "respond", output),
+        "--env-arg", "judge_base_url=@mock",
+    )  # fmt: skip
+    summary = report(output)
+    assert summary["rollouts_by_reason"] == {"finished": 4 * rows("support_chat")}
+    assert_realistic_spread(summary, "resolved")
+    rollouts = read_results(output).rollouts
+    customer_turns = [m for r in rollouts for m in r.messages if is_simulated_user(m)]
+    assert customer_turns and {m["content"] for m in customer_turns} >= {"It's order B42."}
+    # The judge read the tool results: it caught claims the deterministic check missed.
+    caught = [
+        r for r in rollouts
+        if r.rewards["resolved"] == 1.0 and r.rewards["rubric_unsupported_promise"] == 0.0
+    ]  # fmt: skip
+    assert caught and all("cannot be refunded" in str(r.messages) for r in caught)
+    for r in rollouts:
+        judge = r.annotations["judge"]
+        assert set(judge) == {"rubric_grounded", "rubric_unsupported_promise"}
+        assert judge["rubric_grounded"]["reward"] == r.rewards["rubric_grounded"]
+        assert judge["rubric_grounded"]["reasoning"] and judge["rubric_grounded"]["remarks"]
+
+
+def test_support_chat_against_real_endpoints_uses_the_bound_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from support_chat.policy import respond
+
+    output = tmp_path / "chat.jsonl"
+    with ThreadedServer(respond, model="policy-model") as server:
+        run(
+            "run", f"{EXAMPLES}/support_chat/env.py:SupportChatEnv", "--data",
+            EXAMPLES / "support_chat", "-n", "3", "-k", "2", "--base-url", server.base_url,
+            "--model", "policy-model", "--env-arg", f"judge_base_url={server.base_url}",
+            "--auth", "judge=JUDGE_KEY_VARIABLE", "--auth", "user=USER_KEY_VARIABLE",
+            "-o", output,
+            env={"JUDGE_KEY_VARIABLE": "judge-secret-value", "USER_KEY_VARIABLE": "user-secret"},
+        )  # fmt: skip
+        requests = server.requests
+    by_model = {
+        model: {
+            r.headers.get("authorization") for r in requests if (r.body or {}).get("model") == model
+        }
+        for model in ("mock-judge", "mock-user")
+    }
+    assert by_model["mock-judge"] == {"Bearer judge-secret-value"}
+    assert by_model["mock-user"] == {"Bearer user-secret"}
+    text = output.read_text()
+    assert "judge-secret-value" not in text and "user-secret" not in text
+
+
 def test_examples_are_deterministic(tmp_path: Path) -> None:
     tables = []
     for attempt in range(2):

@@ -104,6 +104,22 @@ async def test_the_check_uses_the_judges_credential_once_per_distinct_judge(
     assert report.rollouts_by_reason == {"finished": 6}
 
 
+async def test_a_simulated_user_refusing_its_key_stops_the_run_too(tmp_path: Path) -> None:
+    from benchmax.tools import SimulatedUser
+
+    async with fixed_response_server(401, b'{"error": "bad key"}') as origin:
+        env = NumberEnv(2)
+        env.user = SimulatedUser(  # type: ignore[attr-defined]
+            model="customer", base_url=f"{origin}/v1", auth=StaticBearerAuth("sk-user-key-0123")
+        )
+        with pytest.raises(JudgeCheckError) as raised:
+            await run_environment(env, number_config(tmp_path))
+    message = str(raised.value)
+    assert f"the simulated user 'customer' at {origin}/v1 refused its credential" in message
+    assert "sk-user-key-0123" not in message
+    assert env.started == []
+
+
 async def test_declared_judges_are_checked_too(tmp_path: Path) -> None:
     async with fixed_response_server(401, b"{}") as origin:
         declared = Judge("other", f"{origin}/v1", StaticBearerAuth("k" * 12))

@@ -373,3 +373,22 @@ def test_nan_and_infinite_values_render_without_script_errors(page: Any, tmp_pat
     page.click('#examples-body tr[data-example-id="odd"]')
     assert page.locator("#detail .rollout").count() == 2
     assert_clean(page)
+
+
+def test_simulated_users_and_judge_explanations(page: Any, tmp_path: Path) -> None:
+    from tests.view.test_simulated_users_and_judges_view import results as chat_results
+
+    open_report(page, view(chat_results(tmp_path), tmp_path / "chat.html"))
+    page.click("#examples-body tr[data-example-id]")
+    detail = page.locator("#detail")
+    simulated = page.locator('#detail .msg[data-simulated="true"]')
+    assert simulated.count() == 2  # one per rollout
+    assert "simulated" in simulated.first.locator(".role").inner_text().lower()
+    text = detail.inner_text()
+    assert "simulated_user" not in text  # the marker is a label, not a stray field
+    assert page.locator('#detail [data-testid="verdict"]').count() == 4
+    assert "the refund follows the lookup" in text
+    assert "rubric_grounded · score 1 · reward 1" in text
+    assert "empty final reply" in text
+    assert '"tickets"' in text
+    assert_clean(page)

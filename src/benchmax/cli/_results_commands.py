@@ -51,7 +51,7 @@ from benchmax.runner import (
     select_rollouts,
     write_html_report,
 )
-from benchmax.trajectory import Trajectory
+from benchmax.trajectory import Trajectory, is_simulated_user
 
 __all__ = ["compare_command", "rescore_command", "show_command", "view_command"]
 
@@ -151,6 +151,8 @@ def _message(message: Any) -> Group:
         return Group(_plain(message))
     role = str(message.get("role", "?"))
     label = Text(role, style=_ROLE_STYLES.get(role, "bold"))
+    if is_simulated_user(message):
+        label.append(" (simulated)", style="dim")
     if message.get("tool_call_id"):
         label.append(f" {visible(str(message['tool_call_id']))}", style="dim")
     parts: list[Any] = [label]
@@ -195,6 +197,35 @@ def _arguments(arguments: Any) -> str:
     return "\n" + visible(json.dumps(value, ensure_ascii=False, indent=2))
 
 
+def _annotation(key: str, value: Any) -> list[Text]:
+    """One annotation: a judge's explanations (``{reward_key: {"title", "score", "reward",
+    "reasoning", "remarks"}}``, from ``score_rubrics(explain=...)``) one line per rubric,
+    anything else as JSON."""
+    lines = [Text(f"annotation {visible(key)}", style="bold")]
+    entries = value.items() if isinstance(value, Mapping) else ()
+    if entries and all(isinstance(v, Mapping) and "reward" in v for _, v in entries):
+        for reward_key, verdict in entries:
+            facts = [
+                f"{name} {verdict[name]:g}"
+                for name in ("score", "reward")
+                if isinstance(verdict.get(name), int | float)
+            ]
+            if isinstance(verdict.get("skipped"), str):
+                facts.append(verdict["skipped"])
+            lines.append(
+                Text.assemble(
+                    (visible(str(verdict.get("title", reward_key))), "bold"),
+                    (f" {visible(str(reward_key))} · {' · '.join(facts)}", "dim"),
+                )
+            )
+            for field in ("reasoning", "remarks"):
+                if isinstance(verdict.get(field), str):
+                    lines.append(Text(f"  {field}: {visible(verdict[field])}"))
+        return lines
+    lines.append(_plain(value))
+    return lines
+
+
 def _rollout_panel(record: Trajectory) -> Panel:
     rewards = ", ".join(f"{k}={v:g}" for k, v in record.rewards.items())
     reason = record.termination_reason
@@ -220,6 +251,9 @@ def _rollout_panel(record: Trajectory) -> Panel:
         for message in transcript:
             body.append(Text(""))
             body.append(_message(message))
+    for key, value in record.annotations.items():
+        body.append(Text(""))
+        body.extend(_annotation(key, value))
     logs = record.logs
     if logs:
         body.append(Text(""))

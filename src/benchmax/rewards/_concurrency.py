@@ -32,8 +32,10 @@ async def evaluate_concurrently(
     question: str,
     ground_truth: str | None,
     judge: Judge,
+    read_trajectory: bool = False,
 ) -> list[RubricEvaluation]:
-    """Evaluate every ``(rubric, response)`` pair at once (unlogged), requests in pair order."""
+    """Evaluate every ``(rubric, response)`` pair at once (unlogged), requests in pair order
+    (``read_trajectory``: the responses are rendered transcripts)."""
     return await gather_or_cancel(
         evaluate_single_rubric(
             rubric,
@@ -42,6 +44,7 @@ async def evaluate_concurrently(
             ground_truth=ground_truth,
             judge=judge,
             log_result=False,
+            read_trajectory=read_trajectory,
         )
         for rubric, response in pairs
     )

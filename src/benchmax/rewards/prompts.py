@@ -56,28 +56,59 @@ def build_rubric_evaluation_prompt(
             f"when the criterion calls for it):\n{reference}"
         )
     sections.append(f"Response to grade:\n{response}")
+    sections.extend(_scoring_sections(rubric, "the response"))
+    return "\n\n".join(sections)
+
+
+def _scoring_sections(rubric: Rubric, graded: str) -> list[str]:
+    """How to score ``graded`` (``"the response"``, ...) on ``rubric`` and the JSON to reply."""
     if rubric.score_map is None:
-        sections.append(
+        return [
             "Scoring:\n"
-            "- For a positive criterion, answer 1 when the response clearly shows the quality "
+            f"- For a positive criterion, answer 1 when {graded} clearly shows the quality "
             "and 0 when it does not.\n"
-            "- For a negative criterion, answer 1 when the flaw is clearly present in the "
-            "response and 0 when it is absent."
-        )
-        sections.append(
+            "- For a negative criterion, answer 1 when the flaw is clearly present in "
+            f"{graded} and 0 when it is absent.",
             "Reply with only this JSON object and nothing else:\n"
-            '{"score": <0 or 1>, "reasoning": "<brief explanation>"}'
-        )
-    else:
-        allowed = rubric.allowed_scores
-        described = sorted((float(key), text) for key, text in rubric.score_map.items())
-        lines = [f"- {score}: {text}" for score, text in described]
-        sections.append("Allowed scores (use exactly one of these values):\n" + "\n".join(lines))
-        choices = ", ".join(str(score) for score in allowed)
+            '{"score": <0 or 1>, "reasoning": "<brief explanation>"}',
+        ]
+    allowed = rubric.allowed_scores
+    described = sorted((float(key), text) for key, text in rubric.score_map.items())
+    lines = [f"- {score}: {text}" for score, text in described]
+    choices = ", ".join(str(score) for score in allowed)
+    return [
+        "Allowed scores (use exactly one of these values):\n" + "\n".join(lines),
+        "Reply with only this JSON object and nothing else:\n"
+        f'{{"score": <one of {choices}>, "reasoning": "<brief explanation>"}}',
+    ]
+
+
+def build_rubric_trajectory_prompt(
+    rubric: Rubric, *, question: str, transcript: str, ground_truth: str | None
+) -> str:
+    """A prompt asking the judge to score a whole conversation (a transcript rendered by
+    :func:`benchmax.rewards.transcript.render_transcript`) against one rubric."""
+    sections = [
+        "You are grading one conversation between an AI assistant and a user against a "
+        "single criterion. The transcript shows every message in order: the user's "
+        "messages, the assistant's replies, the tools the assistant called with their "
+        "arguments, and what each tool returned. Judge the assistant's conduct over the "
+        "whole conversation on this criterion only and ignore every other aspect; the "
+        "tool results are what the assistant could rely on.",
+        _criterion_block(rubric),
+        f"Task:\n{question}",
+    ]
+    reference = str(ground_truth or "").strip()
+    if reference:
         sections.append(
-            "Reply with only this JSON object and nothing else:\n"
-            f'{{"score": <one of {choices}>, "reasoning": "<brief explanation>"}}'
+            "Reference answer (optional aid; use it to check correctness or completeness "
+            f"when the criterion calls for it):\n{reference}"
         )
+    sections.append(
+        "Conversation to grade (one [role] block per message; long parts are cut where "
+        f"marked):\n{transcript}"
+    )
+    sections.extend(_scoring_sections(rubric, "the assistant's conduct"))
     return "\n\n".join(sections)
 
 

@@ -15,6 +15,7 @@ from benchmax.rewards.judge import Judge, JudgeError
 from benchmax.rewards.prompts import (
     build_rubric_evaluation_prompt,
     build_rubric_ranking_prompt,
+    build_rubric_trajectory_prompt,
 )
 
 __all__ = [
@@ -157,15 +158,26 @@ async def evaluate_single_rubric(
     judge: Judge,
     ground_truth: str | None = None,
     log_result: bool = True,
+    read_trajectory: bool = False,
 ) -> RubricEvaluation:
     """Ask the judge for ``rubric``'s raw score of one response.
+
+    With ``read_trajectory`` (keyword-only, beyond 0.2), ``response`` is a whole
+    conversation rendered by :func:`benchmax.rewards.transcript.render_transcript` and
+    the judge is asked to grade the assistant's conduct over it
+    (:func:`~benchmax.rewards.prompts.build_rubric_trajectory_prompt`).
 
     Raises :class:`JudgeError` when the judge fails or answers outside the
     rubric's allowed scores.
     """
-    prompt = build_rubric_evaluation_prompt(
-        rubric, question=question, response=response, ground_truth=ground_truth
-    )
+    if read_trajectory:
+        prompt = build_rubric_trajectory_prompt(
+            rubric, question=question, transcript=response, ground_truth=ground_truth
+        )
+    else:
+        prompt = build_rubric_evaluation_prompt(
+            rubric, question=question, response=response, ground_truth=ground_truth
+        )
     try:
         payload, raw = await judge.request_json(
             prompt, request_id=f"rubric:{_slug_title(rubric.title)}"

@@ -8,6 +8,11 @@ reasoning (:func:`~benchmax.rewards.text.without_reasoning`), so a model whose
 server splits reasoning off (``reasoning_content``) and one that writes it
 inline in ``<think>`` tags are judged alike; a completion that never leaves its
 reasoning counts as empty.
+
+Beyond 0.2, :func:`score_rubrics` can show the judge the whole transcript instead
+(``read_trajectory``; rendered by :func:`benchmax.rewards.transcript.render_transcript`
+within ``transcript_limits``) and store the judge's explanations with the rollout
+(``explain``; :func:`benchmax.trajectory.annotate`).
 """
 
 from __future__ import annotations
@@ -21,15 +26,20 @@ from benchmax._value_checks import is_non_empty_str
 from benchmax.rewards._concurrency import evaluate_concurrently, gather_or_cancel
 from benchmax.rewards.adaptive import RubricCache, generate_and_cache_adaptive_rubrics
 from benchmax.rewards.deterministic import Completion, extract_completion_text
-from benchmax.rewards.judge import Judge
-from benchmax.rewards.rubric import Rubric, evaluate_rubric_ranking
+from benchmax.rewards.judge import Judge, _last_outermost_object
+from benchmax.rewards.rubric import Rubric, RubricEvaluation, evaluate_rubric_ranking
 from benchmax.rewards.text import without_reasoning
+from benchmax.rewards.transcript import TranscriptLimits, _cut, render_transcript
+from benchmax.trajectory import annotate
 
 __all__ = ["rank_group_rubrics", "rubric_reward_key", "score_group_rubrics", "score_rubrics"]
 
 logger = logging.getLogger(__name__)
 
 ADAPTIVE_REWARD_KEY = "rubric_adaptive"
+JUDGE_ANNOTATION_KEY = "judge"
+"""The annotation key ``score_rubrics(..., explain=True)`` stores explanations under."""
+_REMARKS_LIMIT = 2000
 _NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
 
 
@@ -78,30 +88,101 @@ async def score_rubrics(
     rubrics: Sequence[Rubric],
     question: str,
     judge: Judge,
+    read_trajectory: bool = False,
+    transcript_limits: TranscriptLimits | None = None,
+    explain: bool | str = False,
 ) -> dict[str, float]:
     """Score one completion on every rubric (concurrently); rewards are normalized to [0, 1].
 
-    Raises :class:`~benchmax.rewards.judge.JudgeError` when any evaluation fails.
+    Keyword-only options beyond 0.2 (their defaults keep 0.2's prompts and behaviour):
+
+    * ``read_trajectory``: the judge reads the whole transcript (``completion`` must be
+      the list of messages): tool calls with their arguments and results, simulated-user
+      turns and the final reply, rendered by
+      :func:`~benchmax.rewards.transcript.render_transcript` within
+      ``transcript_limits`` (default :class:`~benchmax.rewards.transcript.TranscriptLimits`:
+      24,000 characters), and is asked to grade the assistant's conduct over it. A
+      transcript whose final reply is empty still scores 0.0 without a judge call.
+    * ``explain``: store the judge's explanations with the rollout, through
+      :func:`benchmax.trajectory.annotate` under ``"judge"`` (or the key ``explain``
+      names): ``{reward_key: {"title", "score" (the raw score), "reward", "reasoning"
+      (the verdict's reasoning field), "remarks" (text the judge wrote around its JSON
+      verdict, at most 2,000 characters)}}``, empty fields left out; rubrics of an
+      empty completion get ``{"title", "reward": 0.0, "skipped": "empty final reply"}``.
+      ``show`` and ``view`` display it. A later call with the same key replaces it.
+
+    Raises :class:`~benchmax.rewards.judge.JudgeError` when any evaluation fails,
+    ``TypeError`` when ``read_trajectory`` is given a string.
     """
     keys = _reward_keys(rubrics, allow_empty=False)
     if not is_non_empty_str(rollout_id):
         raise ValueError("rollout_id must be non-empty")
+    if read_trajectory and isinstance(completion, str):
+        raise TypeError("read_trajectory needs the transcript (a list of messages), not a string")
+    annotation_key = _annotation_key(explain)
     text = _judged_text(completion)
     if not text:
         logger.info("rubric.scored rollout_id=%s empty_completion=true", rollout_id)
+        if annotation_key is not None:
+            annotate(
+                annotation_key,
+                {
+                    key: {"title": rubric.title, "reward": 0.0, "skipped": "empty final reply"}
+                    for key, rubric in zip(keys, rubrics, strict=True)
+                },
+            )
         return dict.fromkeys(keys, 0.0)
+    if read_trajectory:
+        assert not isinstance(completion, str)
+        text = render_transcript(completion, limits=transcript_limits)
     evaluations = await evaluate_concurrently(
         ((rubric, text) for rubric in rubrics),
         question=question,
         ground_truth=_reference(ground_truth),
         judge=judge,
+        read_trajectory=read_trajectory,
     )
     rewards = {
         key: rubric.reward_for(evaluation.score)
         for key, rubric, evaluation in zip(keys, rubrics, evaluations, strict=True)
     }
+    if annotation_key is not None:
+        annotate(
+            annotation_key,
+            {
+                key: _explanation(rubric, evaluation, rewards[key])
+                for key, rubric, evaluation in zip(keys, rubrics, evaluations, strict=True)
+            },
+        )
     logger.info("rubric.scored rollout_id=%s rewards=%s", rollout_id, rewards)
     return rewards
+
+
+def _annotation_key(explain: object) -> str | None:
+    if explain is False:
+        return None
+    if explain is True:
+        return JUDGE_ANNOTATION_KEY
+    if is_non_empty_str(explain):
+        return explain
+    raise TypeError("explain must be True, False or a non-empty annotation key")
+
+
+def _explanation(rubric: Rubric, evaluation: RubricEvaluation, reward: float) -> dict[str, Any]:
+    """What the judge said about one rubric: its score, reward, reasoning and remarks."""
+    entry: dict[str, Any] = {"title": rubric.title, "score": evaluation.score, "reward": reward}
+    reasoning = evaluation.reasoning.strip()
+    if reasoning:
+        entry["reasoning"] = reasoning
+    raw = evaluation.raw_response
+    verdict = _last_outermost_object(raw)
+    remarks = raw.replace(verdict, " ") if verdict else raw
+    remarks = "\n".join(
+        line for line in remarks.splitlines() if not line.strip().startswith("```")
+    ).strip()
+    if remarks:
+        entry["remarks"] = _cut(remarks, _REMARKS_LIMIT)
+    return entry
 
 
 async def score_group_rubrics(

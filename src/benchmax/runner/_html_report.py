@@ -177,7 +177,8 @@ def _rollout_data(
     rewards as a list in ``keys`` order, the reason as an index into the page's reasons, the
     transcript without the group's shared ``prompt_length`` leading messages and, when
     calls recorded tokens, ``k``: per shown message index, ``[token count, mean logprob]``
-    of the call that wrote it (plus its ids and logprobs with ``tokens``)."""
+    of the call that wrote it (plus its ids and logprobs with ``tokens``); ``an``: the
+    rollout's annotations, when it has any (judge explanations among them)."""
     messages = record.messages
     data = {
         "g": record.group_index,
@@ -193,6 +194,8 @@ def _rollout_data(
     turns = _turn_tokens(record, prompt_length, tokens)
     if turns:
         data["k"] = turns
+    if record.annotations:
+        data["an"] = dict(record.annotations)
     return data
 
 

@@ -7,7 +7,8 @@ attributes, containers and class attributes) and each one declared in
 ``RunConfig.judges`` gets one ``GET {base_url}/models`` with the headers its auth gives
 (the run's ``auth_providers`` bound, as in the run). HTTP 401/403, or no answer at all,
 stops the run with one line; any other answer (a server without ``/models`` answers 404)
-counts as reached. Costs no tokens.
+counts as reached. Costs no tokens. A ``benchmax.tools.SimulatedUser`` (a model endpoint
+configured like a judge) found the same way is checked alike.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from benchmax.rewards import Judge
 from benchmax.runner._config import credential_secrets, mask_secrets
 from benchmax.runner._errors import RunError
 from benchmax.runner._reachable import reachable_values
+from benchmax.tools import SimulatedUser
 
 if TYPE_CHECKING:
     import httpx
@@ -37,18 +39,20 @@ class JudgeCheckError(RunError):
     """A judge refused its credential or could not be reached before the run."""
 
 
-def distinct_judges(env: Any, declared: Iterable[Judge] = ()) -> list[Judge]:
-    """The judges reachable from ``env`` and ``declared``, each distinct one once
-    (equal judges are one), in the order found."""
-    found: list[Judge] = []
+def distinct_judges(env: Any, declared: Iterable[Judge] = ()) -> list[Judge | SimulatedUser]:
+    """The judges (and simulated users) reachable from ``env`` and ``declared``, each
+    distinct one once (equal ones are one), in the order found."""
+    found: list[Judge | SimulatedUser] = []
     for value in [*reachable_values(env), *declared]:
-        if isinstance(value, Judge) and value not in found:
+        if isinstance(value, Judge | SimulatedUser) and value not in found:
             found.append(value)
     return found
 
 
 async def check_judges(
-    judges: Iterable[Judge], providers: Mapping[str, ModelAuth], secrets: Iterable[str]
+    judges: Iterable[Judge | SimulatedUser],
+    providers: Mapping[str, ModelAuth],
+    secrets: Iterable[str],
 ) -> None:
     """Reach each judge once; raise :class:`JudgeCheckError` (one line, ``secrets`` and the
     judges' own bearer keys masked) at the first that refuses its credential (401/403) or
@@ -65,8 +69,9 @@ async def check_judges(
                     raise JudgeCheckError(mask_secrets(f"{problem} {_HINT}", hidden))
 
 
-async def _problem(client: httpx.AsyncClient, judge: Judge) -> str | None:
-    where = f"the judge {judge.model!r} at {_shown_url(judge.base_url)}"
+async def _problem(client: httpx.AsyncClient, judge: Judge | SimulatedUser) -> str | None:
+    role = "the simulated user" if isinstance(judge, SimulatedUser) else "the judge"
+    where = f"{role} {judge.model!r} at {_shown_url(judge.base_url)}"
     context = ModelRequestContext(
         base_url=judge.base_url, model=judge.model, rollout_id="benchmax-judge-check"
     )

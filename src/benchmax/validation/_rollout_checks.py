@@ -19,6 +19,7 @@ from benchmax.envs.shared_types import (
     REWARD_TIMEOUT,
     ROLLOUT_TIMEOUT,
     SETUP_ERROR,
+    SIMULATED_USER_ERROR,
     TOOL_ERROR,
     TOOL_TIMEOUT,
     DatasetSplit,
@@ -46,6 +47,7 @@ _OPERATIONAL_FAILURES = frozenset(
         JUDGE_ERROR,
         CONTENT_FILTER,
         SETUP_ERROR,
+        SIMULATED_USER_ERROR,
     }
 )
 

@@ -60,6 +60,7 @@ from benchmax.envs.shared_types import (
     REWARD_TIMEOUT,
     ROLLOUT_TIMEOUT,
     SETUP_ERROR,
+    SIMULATED_USER_ERROR,
     TOOL_BUDGET_EXCEEDED,
     TOOL_ERROR,
     TOOL_TIMEOUT,
@@ -71,7 +72,13 @@ from benchmax.envs.shared_types import (
     RolloutRequest,
 )
 from benchmax.tools import ToolError
-from benchmax.trajectory import ModelCall, ToolCallTiming, Trajectory, recording_annotations
+from benchmax.trajectory import (
+    SIMULATED_USER_KEY,
+    ModelCall,
+    ToolCallTiming,
+    Trajectory,
+    recording_annotations,
+)
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
     from benchmax._modelhttp.chat import ChatSession
@@ -222,6 +229,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     fields, before ``sampling_args``, which may add to them) and records them per
     call; a reply without them ends the rollout with ``model_error`` naming what
     it lacked, so no rollout is recorded with tokens silently missing.
+
+    Simulated users (issue 20): ``user_turn`` may answer an assistant turn that has no
+    tool calls with the next user message (``benchmax.tools.SimulatedUser`` plays a user
+    from a model endpoint); by default it ends the rollout, as before.
     """
 
     max_turns: int | None = None
@@ -330,6 +341,30 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         from benchmax.envs.base._tool_table import run_declared_tool
 
         return await run_declared_tool(rollout_id, tool_name, tool_args)
+
+    async def user_turn(
+        self,
+        rollout_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        example: Example[JsonRow],
+    ) -> str | None:
+        """The user's next message after an assistant turn without tool calls, or ``None``
+        to end the rollout (the default: the assistant's reply ends it, as in 0.2).
+
+        ``messages`` is the transcript so far (a copy; its last message is that assistant
+        reply; earlier simulated-user messages carry ``SIMULATED_USER_KEY``); ``example``
+        is the rollout's example (its payload holds e.g. a persona and a goal). A returned
+        string joins the transcript as ``{"role": "user", "content": ..., "simulated_user":
+        true}`` (the marker key is not sent to the model) and the loop calls the model
+        again; every model call counts against ``max_turns``, so a user who still has
+        something to say when no turn is left ends the rollout as ``max_turns_exceeded``.
+        Only replies that finished normally (termination reason ``finished``) are offered.
+
+        A ``RolloutFailure`` settles the rollout with its reason; any other exception,
+        or an empty message, settles it as ``simulated_user_error``; a result that is
+        neither a string nor ``None`` is a contract error (``TypeError``).
+        """
+        return None
 
     async def compute_reward(self, rollout: BaseRollout) -> RewardMap | None:
         """Score one finished rollout; ``None`` leaves scoring to the group hook."""
@@ -558,7 +593,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 return MODEL_ERROR
             transcript.append(reply.message)
             if sent is not transcript:
-                sent.append(reply.message_without_reasoning)
+                sent.append(
+                    reply.message if settings.send_reasoning else reply.message_without_reasoning
+                )
             calls = reply.tool_calls
             if reply.termination_reason is not None:  # no calls, or cut while writing them
                 if reply.finish_note is not None:
@@ -568,7 +605,18 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                         reply.termination_reason,
                         reply.finish_note,
                     )
-                return reply.termination_reason
+                if reply.termination_reason != FINISHED:
+                    return reply.termination_reason
+                answer = await self._user_answer(request, transcript)
+                if answer is None:
+                    return FINISHED
+                if not isinstance(answer, dict):  # the reason the user turn failed with
+                    return answer
+                if sent is transcript:  # send_reasoning: from now on, a copy without markers
+                    sent = list(transcript)
+                transcript.append(answer)
+                sent.append({"role": "user", "content": answer["content"]})
+                continue
             call_ids.update(call.id for call in calls)
             if (
                 settings.max_tool_calls is not None
@@ -610,6 +658,55 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             if sent is not transcript:
                 sent.extend(tool_messages)
         return MAX_TURNS_EXCEEDED
+
+    async def _user_answer(
+        self, request: RolloutRequest[JsonRow], transcript: _Transcript
+    ) -> dict[str, Any] | str | None:
+        """Ask ``user_turn`` for the next message: the marked user message, ``None`` (the
+        rollout ends) or the termination reason it failed with (logged)."""
+        rollout_id = request.rollout_id
+        try:
+            with (
+                hook_errors(self, "user_turn"),
+                stray_cancellation_as_error(self._hook("user_turn")),
+            ):
+                answer: object = await self.user_turn(
+                    rollout_id, [dict(message) for message in transcript], request.example
+                )
+        except RolloutFailure as failure:
+            logger.error(
+                "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
+                rollout_id,
+                failure.termination_reason,
+                failure,
+                exc_info=failure,
+            )
+            return failure.termination_reason
+        except Exception as error:
+            logger.error(
+                "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
+                rollout_id,
+                SIMULATED_USER_ERROR,
+                error,
+                exc_info=error,
+            )
+            return SIMULATED_USER_ERROR
+        if answer is None:
+            return None
+        if not isinstance(answer, str):
+            with hook_errors(self, "user_turn"):
+                raise TypeError(
+                    f"user_turn must return a string or None, not {type(answer).__name__}"
+                )
+        if not answer.strip():
+            logger.error(
+                "base.rollout.user_failed rollout_id=%s termination_reason=%s: "
+                "user_turn returned an empty message",
+                rollout_id,
+                SIMULATED_USER_ERROR,
+            )
+            return SIMULATED_USER_ERROR
+        return {"role": "user", "content": answer, SIMULATED_USER_KEY: True}
 
     async def _run_tool_calls(
         self,
