@@ -222,6 +222,25 @@ async def test_base_env_transcripts_timings_and_per_rollout_sessions(tmp_path: P
     assert "sk-model-secret" not in (tmp_path / "out" / "results.jsonl").read_text()
 
 
+async def test_a_session_url_template_gives_every_rollout_its_own_session(
+    tmp_path: Path,
+) -> None:
+    write_answer_data(tmp_path, count=1)
+    async with MockModelServer() as server:
+        config = RunConfig(
+            model="mock",
+            base_url=server.session_url("{rollout_id}"),
+            base_dir=tmp_path,
+            group_size=2,
+            output=tmp_path / "results.jsonl",
+        )
+        await run_environment(AnswerEnv(), config)
+        sessions = [request.session for request in server.requests]
+    rollout_ids = [record["rollout_id"] for record in lines(tmp_path / "results.jsonl")[1:]]
+    assert len(rollout_ids) == 2
+    assert sorted(sessions) == sorted(rollout_ids)
+
+
 async def test_auth_providers_are_bound_and_outer_bindings_kept(tmp_path: Path) -> None:
     seen: dict[str, str] = {}
 
