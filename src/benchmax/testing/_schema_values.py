@@ -226,9 +226,7 @@ class _Generator:
             result[name] = self.value(subschema, variant if index == 0 else 0, depth + 1, path)
         return result
 
-    def _array(
-        self, schema: Mapping[str, Any], variant: int, depth: int, path: _Path
-    ) -> list[Any]:
+    def _array(self, schema: Mapping[str, Any], variant: int, depth: int, path: _Path) -> list[Any]:
         prefix = schema.get("prefixItems")
         prefix = prefix if isinstance(prefix, list) else []
         items = schema.get("items", True)
