@@ -72,6 +72,41 @@ def _reading(path: Path) -> Iterator[None]:
         raise click.ClickException(str(error)) from None
 
 
+def _add_columns(table: Table, label: str, *numbers: str) -> None:
+    """A text column ``label`` that folds onto more lines when the terminal is narrow, then
+    right-aligned number columns that are never wrapped: on an 80-column terminal the
+    label gives way first, so every number stays whole."""
+    table.add_column(label, justify="left", overflow="fold", min_width=4)
+    for name in numbers:
+        table.add_column(name, justify="right", no_wrap=True)
+
+
+def _print_whole(console: Console, table: Table) -> None:
+    """Print ``table`` (made with ``_add_columns``); when its number columns alone need more
+    than the terminal's width, it is printed wider (the terminal wraps its lines) rather
+    than with a number cut."""
+    needed = len(table.columns) + 1  # borders
+    for column in table.columns:
+        if column.no_wrap:
+            lines = [
+                line
+                for cell in (column.header, *column.cells)
+                for line in Text.from_markup(str(cell)).plain.splitlines()
+            ]
+            needed += max((len(line) for line in lines), default=0) + 2
+        else:
+            needed += (column.min_width or 1) + 2
+    if needed <= console.width:
+        console.print(table)
+        return
+    width = console.width
+    console.width = needed
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
 def _size(count: int) -> str:
     size: float = count
     for unit in ("bytes", "KB", "MB", "GB"):
@@ -204,9 +239,10 @@ def _rollout_panel(record: Trajectory) -> Panel:
         (visible(record.example_id)[:16], "dim"),
         f" · rollout {record.group_index} · ",
         (visible(reason), style),
-        f" · {visible(rewards)}",
     )
-    body: list[Any] = []
+    # The rewards open the body, not the title: a title is cut to one line, a body line
+    # wraps between rewards, so every number stays whole on a narrow terminal.
+    body: list[Any] = [Text(f"rewards: {visible(rewards) or '(none)'}", style="bold")]
     timings = record.timings
     facts = " · ".join(f"{k.removesuffix('_seconds')} {v:.3f} s" for k, v in timings.items())
     usage = record.usage
@@ -425,8 +461,7 @@ async def _rescore(
 
 def _render_rescore(report: RescoreReport, console: Console) -> None:
     table = Table(title="rewards: before → after rescoring", title_justify="left")
-    for column in ("key", "old mean", "new mean", "change", "old std", "new std"):
-        table.add_column(column, justify="left" if column == "key" else "right")
+    _add_columns(table, "key", "old mean", "new mean", "change", "old std", "new std")
     for key in dict.fromkeys([*report.old_stats, *report.new_stats]):
         old, new = report.old_stats.get(key), report.new_stats.get(key)
         table.add_row(
@@ -437,17 +472,16 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
             f"{old.std:.3f}" if old else "-",
             f"{new.std:.3f}" if new else "-",
         )
-    console.print(table)
+    _print_whole(console, table)
     reasons = Table(title="termination reasons", title_justify="left")
-    for column in ("reason", "before", "after"):
-        reasons.add_column(column, justify="left" if column == "reason" else "right")
+    _add_columns(reasons, "reason", "before", "after")
     for reason in dict.fromkeys([*report.old_reasons, *report.new_reasons]):
         reasons.add_row(
             escape(reason),
             str(report.old_reasons.get(reason, 0)),
             str(report.new_reasons.get(reason, 0)),
         )
-    console.print(reasons)
+    _print_whole(console, reasons)
     console.print(
         f"rescored {report.rescored} rollouts, kept {report.kept} that did not reach scoring; "
         f"{report.changed} of {report.rollouts} changed"
@@ -579,7 +613,15 @@ def rescore_command(
     metavar="R",
     help="Bootstrap resamples.",
 )
-def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resamples: int) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the comparison as one JSON object instead of tables.",
+)
+def compare_command(
+    a: Path, b: Path, key: str | None, top: int, seed: int, resamples: int, as_json: bool
+) -> None:
     """Compare run B with run A on the examples both ran (matched by example id).
 
     Per reward key: the means, the paired difference B - A with a percentile-bootstrap 95%
@@ -591,6 +633,10 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
         comparison = compare_results(run_a, run_b, key=key, top=top, resamples=resamples, seed=seed)
     except ValueError as error:
         raise click.ClickException(f"cannot compare {a} and {b}: {error}") from None
+    if as_json:
+        document = {"a": str(a), "b": str(b), **comparison.to_json()}
+        click.echo(json.dumps(document, indent=2, allow_nan=False))
+        return
     console = Console()
     console.print(
         f"matched {comparison.matched} examples by id"
@@ -602,8 +648,7 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
     table = Table(
         title="B - A per reward key (example means)", title_justify="left", box=box.SIMPLE_HEAD
     )
-    for column in ("key", "A", "B", "B - A", "95% CI", "better/worse/equal"):
-        table.add_column(column, justify="left" if column == "key" else "right", no_wrap=True)
+    _add_columns(table, "key", "A", "B", "B - A", "95% CI", "better/\nworse/equal")
     for item in comparison.keys:
         low, high = item.interval
         table.add_row(
@@ -614,12 +659,11 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
             f"[{low:+.3f}, {high:+.3f}]",
             f"{item.better:.0%}/{item.worse:.0%}/{item.equal:.0%}",
         )
-    console.print(table)
+    _print_whole(console, table)
     binary = [item for item in comparison.keys if item.pass_a and item.pass_b]
     if binary:
         passes = Table(title="pass@k (binary keys)", title_justify="left", box=box.SIMPLE_HEAD)
-        for column in ("key", "k", "pass@1 A", "pass@1 B", "pass@k A", "pass@k B"):
-            passes.add_column(column, justify="left" if column == "key" else "right")
+        _add_columns(passes, "key", "k", "pass@1 A", "pass@1 B", "pass@k A", "pass@k B")
         for item in binary:
             assert item.pass_a is not None and item.pass_b is not None
             passes.add_row(
@@ -632,7 +676,7 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
                 f"{item.pass_a.pass_at_k:.3f}",
                 f"{item.pass_b.pass_at_k:.3f}",
             )
-        console.print(passes)
+        _print_whole(console, passes)
     for name, keys in (("A", comparison.keys_only_in_a), ("B", comparison.keys_only_in_b)):
         if keys:
             console.print(f"reward keys only in {name}: {escape(', '.join(keys))}")
@@ -641,8 +685,7 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
             title=f"examples that changed most ({escape(comparison.changed_most[0].key)})",
             title_justify="left",
         )
-        for column in ("example id", "A", "B", "B - A"):
-            changes.add_column(column, justify="left" if column == "example id" else "right")
+        _add_columns(changes, "example id", "A", "B", "B - A")
         for change in comparison.changed_most:
             changes.add_row(
                 escape(change.example_id),
@@ -650,6 +693,6 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
                 f"{change.mean_b:.3f}",
                 f"{change.difference:+.3f}",
             )
-        console.print(changes)
+        _print_whole(console, changes)
     elif top:
         console.print("no example changed")
