@@ -378,6 +378,39 @@ def _header_target(env_definition: Mapping[str, Any], data_dir: Path) -> EnvTarg
         ) from None
 
 
+def _data_directory(given: Path | None, header: Mapping[str, Any], results: Path) -> Path:
+    """``--data`` when given, else the data directory the results header records (``.``
+    for files written before headers recorded it)."""
+    if given is not None:
+        return given
+    recorded = header.get("data_dir")
+    if not isinstance(recorded, str) or not recorded:
+        return Path(".")
+    if not Path(recorded).is_dir():
+        raise TargetError(
+            f"the run's data directory {recorded} (recorded in {results}) is not there; "
+            "pass --data DIR"
+        )
+    return Path(recorded)
+
+
+def _recorded_policy(spec: object, results: Path, data_dir: Path) -> str:
+    """The run's mock policy (default ``echo``). A ``file.py:function`` recorded relative
+    to the directory the run started in, and not found from here, is looked for beside the
+    results file and up to three directories above it, then under the data directory."""
+    if not isinstance(spec, str) or not spec:
+        return "echo"
+    module_part, _, name = spec.rpartition(":")
+    relative = Path(module_part)
+    if not module_part.endswith(".py") or relative.is_absolute() or relative.is_file():
+        return spec
+    folder = results.parent.absolute()
+    for root in (folder, *folder.parents[:3], data_dir.absolute()):
+        if (root / relative).is_file():
+            return f"{root / relative}:{name}"
+    return spec
+
+
 @contextlib.asynccontextmanager
 async def _mock_url(needed: bool, policy_spec: str) -> AsyncIterator[str | None]:
     if not needed:
@@ -385,7 +418,12 @@ async def _mock_url(needed: bool, policy_spec: str) -> AsyncIterator[str | None]
         return
     from benchmax.testing import MockModelServer
 
-    policy = load_mock_policy(policy_spec)
+    try:
+        policy = load_mock_policy(policy_spec)
+    except TargetError as error:
+        raise TargetError(
+            f"{error} (the mock policy that '@mock' arguments need; pass --mock-policy)"
+        ) from None
     async with MockModelServer(policy, record=False) as server:
         yield server.base_url
 
@@ -496,7 +534,11 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
 @click.command("rescore")
 @click.argument("results", type=click.Path(path_type=Path))
 @click.argument("target", required=False)
-@data_option("Data directory the run used (the examples' payloads are read from it).")
+@data_option(
+    "Data directory the run used (the examples' payloads are read from it; default: the "
+    "one the results header records, else .).",
+    default=None,
+)
 @click.option(
     "-o",
     "--output",
@@ -528,7 +570,7 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
 def rescore_command(
     results: Path,
     target: str | None,
-    data_dir: Path,
+    data_dir: Path | None,
     output: Path | None,
     env_arg_pairs: tuple[str, ...],
     auth_pairs: tuple[str, ...],
@@ -549,6 +591,7 @@ def rescore_command(
     try:
         if output is not None and output.exists() and not force:
             raise TargetError(f"{output} exists; pass --force to replace it, or another -o")
+        data_dir = _data_directory(data_dir, loaded.header, results)
         if not data_dir.is_dir():
             raise TargetError(f"data directory not found: {data_dir}")
         overrides = parse_env_args(env_arg_pairs)
@@ -564,7 +607,7 @@ def rescore_command(
         }
     except TargetError as error:
         raise click.ClickException(str(error)) from None
-    policy = mock_policy or str(definition.get("mock_policy") or "echo")
+    policy = mock_policy or _recorded_policy(definition.get("mock_policy"), results, data_dir)
     output = output or free_path(results.parent, f"{results.stem}.rescored", ".jsonl")
     console = Console()
     try:
