@@ -186,10 +186,13 @@ def test_resume_and_mismatch_through_the_cli(
     assert first.exit_code == 0, first.output
     again = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "2", "-o", output)
     assert again.exit_code == 0 and "(2 resumed)" in again.output
-    refused = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "4", "-k", "2", "-o", output)
-    assert "max_examples was 2, now 4" in one_line_error(refused)
+    extended = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "4", "-k", "2", "-o", output)
+    assert extended.exit_code == 0 and "(2 resumed)" in extended.output, extended.output
+    assert len(lines(output)) == 1 + 8
+    refused = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "3", "-k", "2", "-o", output)
+    assert "max_examples was 4, now 3" in one_line_error(refused)
     forced = invoke(
-        "run", ANSWER_ENV, "--data", answer_data, "-n", "4", "-k", "2", "-o", output, "--force"
+        "run", ANSWER_ENV, "--data", answer_data, "-n", "3", "-k", "2", "-o", output, "--force"
     )
     assert forced.exit_code == 0, forced.output
     assert len(lines(output)) == 1 + 8

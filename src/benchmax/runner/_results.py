@@ -87,6 +87,20 @@ def definition_differences(recorded: Mapping[str, Any], current: Mapping[str, An
     return differences
 
 
+def _only_extends(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether ``current`` differs from ``recorded`` only by running more examples: a
+    larger ``max_examples``, or none (all). The first groups stay the same examples (the
+    split's first ``max_examples``; a group whose example id at its index changed is run
+    again all the same), so such a run is resumed without ``force``."""
+    old, new = recorded.get("max_examples"), current.get("max_examples")
+    if not isinstance(old, int) or isinstance(old, bool):
+        return False
+    if new is not None and (not isinstance(new, int) or isinstance(new, bool) or new <= old):
+        return False
+    unbounded = {"max_examples": None}
+    return not definition_differences({**recorded, **unbounded}, {**current, **unbounded})
+
+
 def _comparable(definition: Mapping[str, Any]) -> dict[str, Any]:
     comparable = dict(definition)
     env = comparable.get("env")
@@ -327,7 +341,9 @@ class ResultsStore:
         """Start a new results file at ``path``, or resume the one already there.
 
         Known ``secrets`` are masked in the header's definition as in every line. A new
-        file's header records ``data_dir`` (made absolute) when given.
+        file's header records ``data_dir`` (made absolute) when given. A definition that
+        differs only by a larger ``max_examples`` (or none) resumes without ``force``; the
+        header then takes the new definition, the old one joining ``previous_definitions``.
         Raises ``ResumeMismatchError`` (definition differs, no ``force``),
         ``ResultsFileError`` (not a readable results file, or in use by another run) and
         ``ResultsWriteError`` (the file cannot be created or written).
@@ -352,8 +368,9 @@ class ResultsStore:
                 _append_or_cut(handle, path, encoded_line(header))
                 return cls(path, handle, run_id, {}, {}, secrets)
             scan = _scan(path, group_size, keep_records=False)
-            differences = definition_differences(scan.header["definition"], definition)
-            if differences and not force:
+            recorded = scan.header["definition"]
+            differences = definition_differences(recorded, definition)
+            if differences and not force and not _only_extends(recorded, definition):
                 raise ResumeMismatchError(str(path), differences)
             if differences:
                 _rewrite_header(path, scan, definition)
