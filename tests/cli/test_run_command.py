@@ -198,6 +198,33 @@ def test_resume_and_mismatch_through_the_cli(
     assert len(lines(output)) == 1 + 8
 
 
+def test_editing_a_sibling_module_of_a_lone_env_file_is_a_change(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "lone_cli"
+    folder.mkdir()
+    (folder / "lone_cli_env.py").write_text(
+        "import lone_cli_scoring\nfrom sample_envs import AnswerEnv\n\n"
+        "class WeightedEnv(AnswerEnv):\n"
+        "    async def compute_reward(self, rollout):\n"
+        "        rewards = await super().compute_reward(rollout)\n"
+        "        return {k: v * lone_cli_scoring.weight() for k, v in rewards.items()}\n"
+    )
+    (folder / "lone_cli_scoring.py").write_text("def weight():\n    return 1.0\n")
+    sample_envs_importable()
+    output = tmp_path / "out.jsonl"
+    args = ("run", f"{folder}/lone_cli_env.py:WeightedEnv", "--data", answer_data, "-n", "1")
+    assert invoke(*args, "-o", output).exit_code == 0
+    assert set(lines(output)[0]["definition"]["env_source"]) == {
+        "lone_cli_env", "lone_cli_scoring",
+    }  # fmt: skip
+    again = invoke(*args, "-o", output)
+    assert again.exit_code == 0 and "(1 resumed)" in again.output
+    (folder / "lone_cli_scoring.py").write_text("def weight():\n    return 2.0\n")
+    refused = invoke(*args, "-o", output)
+    assert "the environment's source changed: lone_cli_scoring (edited)" in one_line_error(refused)
+
+
 def test_env_arg_mock_substitution(invoke: Callable[..., Result], tmp_path: Path) -> None:
     target = tmp_path / "urlenv.py"
     target.write_text(

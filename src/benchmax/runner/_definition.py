@@ -147,15 +147,15 @@ def sibling_modules(env_class: type) -> tuple[ModuleType, ...]:
 
 
 def _imported_modules(module: ModuleType) -> Iterator[ModuleType]:
+    """The modules ``module``'s globals are, or define (classes and functions)."""
     for value in list(vars(module).values()):
         if isinstance(value, ModuleType):
             yield value
             continue
-        name = (
-            getattr(value, "__module__", None)
-            if isinstance(value, type) or callable(value)
-            else None
-        )
+        try:
+            name = getattr(value, "__module__", None) if callable(value) else None
+        except Exception:  # a global whose attribute lookup itself fails tells nothing
+            continue
         if isinstance(name, str) and isinstance(sys.modules.get(name), ModuleType):
             yield sys.modules[name]
 
