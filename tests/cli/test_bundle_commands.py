@@ -115,6 +115,59 @@ def test_inspect_reports_an_incompatible_bundle_and_run_refuses_it(
     assert "cannot load bundle" in error_line(invoke("run", tmp_path / "old.bundle"))
 
 
+def test_inspect_json_gives_the_documented_keys(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    from benchmax.bundle import bundle_digest
+
+    marker = tmp_path / "unpickled"
+    bundle = dump_bundle(
+        NumberEnv,
+        constructor_args={"count": 1, "delay": _TouchOnLoad(marker)},
+        pip_dependencies=["httpx>=0.28"],
+    )
+    save_bundle(bundle, tmp_path / "b.bundle")
+    marker.unlink(missing_ok=True)
+    shown = invoke("inspect", tmp_path / "b.bundle", "--json")
+    assert shown.exit_code == 0, shown.output
+    document = json.loads(shown.output)
+    assert document == {
+        "bundle": str(tmp_path / "b.bundle"),
+        "digest": bundle_digest(bundle),
+        "digest_verified": True,
+        "pickle_bytes": len(bundle.pickled),
+        "python_version": bundle.metadata.python_version,
+        "benchmax_version": bundle.metadata.benchmax_version,
+        "pip_dependencies": ["httpx>=0.28"],
+        "compatible": True,
+        "incompatibility": None,
+        "env_class_source": bundle.metadata.env_class_source,
+    }
+    assert "class NumberEnv" in document["env_class_source"]
+    assert not marker.exists()
+
+
+def test_inspect_json_reports_incompatibility_and_unreadable_files(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    bundle = dump_bundle(NumberEnv)
+    old = dataclasses.replace(
+        bundle,
+        metadata=dataclasses.replace(
+            bundle.metadata, benchmax_version="0.1.0", env_class_source="x = '\x1b[31m'"
+        ),
+    )
+    save_bundle(old, tmp_path / "old.bundle")
+    shown = invoke("inspect", tmp_path / "old.bundle", "--json")
+    assert shown.exit_code == 0, shown.output
+    assert "\x1b" not in shown.output and "\\u001b" in shown.output  # escaped by JSON
+    document = json.loads(shown.output)
+    assert document["compatible"] is False
+    assert "0.1.0" in document["incompatibility"]
+    (tmp_path / "junk.bundle").write_bytes(b"junk")
+    assert "cannot read bundle" in error_line(invoke("inspect", tmp_path / "junk.bundle", "--json"))
+
+
 def test_tampered_and_unreadable_bundles(invoke: Callable[..., Result], tmp_path: Path) -> None:
     good = tmp_path / "good.bundle"
     save_bundle(dump_bundle(NumberEnv), good)

@@ -186,13 +186,43 @@ def test_resume_and_mismatch_through_the_cli(
     assert first.exit_code == 0, first.output
     again = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "2", "-o", output)
     assert again.exit_code == 0 and "(2 resumed)" in again.output
-    refused = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "4", "-k", "2", "-o", output)
-    assert "max_examples was 2, now 4" in one_line_error(refused)
+    extended = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "4", "-k", "2", "-o", output)
+    assert extended.exit_code == 0 and "(2 resumed)" in extended.output, extended.output
+    assert len(lines(output)) == 1 + 8
+    refused = invoke("run", ANSWER_ENV, "--data", answer_data, "-n", "3", "-k", "2", "-o", output)
+    assert "max_examples was 4, now 3" in one_line_error(refused)
     forced = invoke(
-        "run", ANSWER_ENV, "--data", answer_data, "-n", "4", "-k", "2", "-o", output, "--force"
+        "run", ANSWER_ENV, "--data", answer_data, "-n", "3", "-k", "2", "-o", output, "--force"
     )
     assert forced.exit_code == 0, forced.output
     assert len(lines(output)) == 1 + 8
+
+
+def test_editing_a_sibling_module_of_a_lone_env_file_is_a_change(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "lone_cli"
+    folder.mkdir()
+    (folder / "lone_cli_env.py").write_text(
+        "import lone_cli_scoring\nfrom sample_envs import AnswerEnv\n\n"
+        "class WeightedEnv(AnswerEnv):\n"
+        "    async def compute_reward(self, rollout):\n"
+        "        rewards = await super().compute_reward(rollout)\n"
+        "        return {k: v * lone_cli_scoring.weight() for k, v in rewards.items()}\n"
+    )
+    (folder / "lone_cli_scoring.py").write_text("def weight():\n    return 1.0\n")
+    sample_envs_importable()
+    output = tmp_path / "out.jsonl"
+    args = ("run", f"{folder}/lone_cli_env.py:WeightedEnv", "--data", answer_data, "-n", "1")
+    assert invoke(*args, "-o", output).exit_code == 0
+    assert set(lines(output)[0]["definition"]["env_source"]) == {
+        "lone_cli_env", "lone_cli_scoring",
+    }  # fmt: skip
+    again = invoke(*args, "-o", output)
+    assert again.exit_code == 0 and "(1 resumed)" in again.output
+    (folder / "lone_cli_scoring.py").write_text("def weight():\n    return 2.0\n")
+    refused = invoke(*args, "-o", output)
+    assert "the environment's source changed: lone_cli_scoring (edited)" in one_line_error(refused)
 
 
 def test_env_arg_mock_substitution(invoke: Callable[..., Result], tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shlex
 from pathlib import Path
@@ -10,7 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from benchmax.auth import StaticBearerAuth
 from benchmax.cli import cli
+from benchmax.envs import RolloutRequest
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
@@ -76,6 +79,45 @@ async def test_the_environment_and_its_test_from_the_readme_work() -> None:
     namespace: dict[str, object] = {"__name__": "readme_sample"}
     exec(compile(environment + test, "README.md", "exec"), namespace)
     await namespace["test_capitals"]()  # type: ignore[operator]
+
+
+async def test_the_bind_model_auth_sample_runs_a_judged_group() -> None:
+    from benchmax.testing import MockModelServer, RecordedRequest, message_text
+
+    environment = blocks("python")[0]
+    sample = next(block for block in blocks("python") if "bind_model_auth(" in block)
+    namespace: dict[str, object] = {"__name__": "readme_sample"}
+    exec(compile(environment + sample, "README.md", "exec"), namespace)
+
+    def policy(body: dict, request: RecordedRequest) -> str:
+        if request.session == "judge":
+            prompt = message_text(body["messages"][-1]["content"])
+            return json.dumps({"score": int("Paris" in prompt), "reasoning": "checked"})
+        return "Paris." if body["messages"][-1]["content"].endswith("France?") else "Lyon."
+
+    async with MockModelServer(policy) as server:
+        env = namespace["JudgedCapitalsEnv"](judge_base_url=server.session_url("judge"))  # type: ignore[operator]
+        example = env.to_example({"country": "France", "capital": "Paris"})
+        outcomes = await namespace["judged_group"](  # type: ignore[operator]
+            env, example, base_url=server.base_url, model_key="sk-model-123",
+            judge_key="sk-judge-456", k=2,
+        )  # fmt: skip
+        judge_calls = server.requests_for("judge")
+        unbound = await env.run_group(  # the same rollouts without the binding
+            [
+                RolloutRequest(
+                    rollout_id="r9", example=example, model="m", base_url=server.base_url,
+                    model_auth=StaticBearerAuth("sk-model-123"),
+                )
+            ]
+        )  # fmt: skip
+    assert {rid: o.rewards for rid, o in outcomes.items()} == {
+        "r0": {"rubric_correct": 1.0},
+        "r1": {"rubric_correct": 1.0},
+    }
+    assert len(judge_calls) == 2
+    assert {call.headers["authorization"] for call in judge_calls} == {"Bearer sk-judge-456"}
+    assert unbound["r9"].termination_reason == "judge_error"
 
 
 def test_the_rewards_sample_builds_its_judge_and_rubrics() -> None:

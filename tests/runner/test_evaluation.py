@@ -445,6 +445,109 @@ def test_a_module_outside_any_project_is_digested(tmp_path: Path) -> None:
     assert digests["lonely_env_mod"] == digest_of(tmp_path / "lonely_env_mod.py")
 
 
+SIBLING_ENV = """\
+import lone_helpers
+from lone_scoring import bonus
+from benchmax.envs import Dataset, Environment, Example, RolloutAttempt
+
+
+class SiblingEnv(Environment):
+    reward_keys = ("bonus",)
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        return Dataset([Example(id="ex-0", payload={})])
+
+    async def run_rollout(self, request):
+        return RolloutAttempt(
+            rollout_id=request.rollout_id,
+            termination_reason="finished",
+            rewards={"bonus": bonus() + lone_helpers.extra()},
+        )
+"""
+SIBLING_MODULES = ("lone_sibling_env", "lone_helpers", "lone_scoring", "lone_deeper", "lone_unused")
+
+
+@pytest.fixture
+def lone_directory(tmp_path: Path) -> Iterator[Path]:
+    """A directory with no project file: an env module and the sibling modules it imports."""
+    folder = tmp_path / "lone"
+    folder.mkdir()
+    (folder / "lone_sibling_env.py").write_text(SIBLING_ENV)
+    (folder / "lone_helpers.py").write_text("import lone_deeper\n\ndef extra():\n    return 0.0\n")
+    (folder / "lone_scoring.py").write_text("def bonus():\n    return 1.0\n")
+    (folder / "lone_deeper.py").write_text("LEVEL = 2\n")
+    (folder / "lone_unused.py").write_text("UNUSED = 1\n")
+    sys.path.insert(0, str(folder))
+    importlib.invalidate_caches()
+    try:
+        yield folder
+    finally:
+        sys.path.remove(str(folder))
+        for name in SIBLING_MODULES:
+            sys.modules.pop(name, None)
+
+
+def sibling_env() -> Environment[Any, Any]:
+    importlib.import_module("lone_unused")  # loaded, but the env module does not import it
+    return importlib.import_module("lone_sibling_env").SiblingEnv()
+
+
+def test_sibling_modules_the_env_imports_are_digested(lone_directory: Path) -> None:
+    digests = env_source_digests(type(sibling_env()))
+    assert digests == {
+        name: digest_of(lone_directory / f"{name}.py")
+        for name in ("lone_deeper", "lone_helpers", "lone_scoring", "lone_sibling_env")
+    }
+    assert list(digests) == sorted(digests)  # deterministic order
+
+
+async def test_editing_a_sibling_module_refuses_the_resume_naming_it(
+    lone_directory: Path, tmp_path: Path
+) -> None:
+    config = number_config(tmp_path, group_size=1)
+    await run_environment(sibling_env(), config)
+    scoring = lone_directory / "lone_scoring.py"
+    scoring.write_text(scoring.read_text() + "# tuned\n")
+    with pytest.raises(ResumeMismatchError, match=r"source changed: lone_scoring \(edited\)\)"):
+        await run_environment(sibling_env(), config)
+    (lone_directory / "lone_unused.py").write_text("UNUSED = 2\n")  # not imported: no change
+    report = await run_environment(sibling_env(), number_config(tmp_path, group_size=1, force=True))
+    assert report.groups_resumed == 1
+    assert (await run_environment(sibling_env(), config)).rollouts_run == 0
+
+
+def test_a_package_s_relative_imports_count_and_installed_code_does_not(tmp_path: Path) -> None:
+    package = tmp_path / "lone_pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "common.py").write_text("K = 1\n")
+    (package / "sub" / "env.py").write_text(
+        "import json\nimport httpx\nimport benchmax.envs\nfrom .. import common\n"
+        "from .tools import tool\n"
+        "from tests.runner.sample_envs import NumberEnv\n\n\nclass PkgEnv(NumberEnv):\n    pass\n"
+    )
+    (package / "sub" / "tools.py").write_text("def tool():\n    return 1\n")
+    installed = package / ".venv" / "lib" / "site-packages"  # a virtualenv inside the package
+    installed.mkdir(parents=True)
+    (installed / "lone_installed.py").write_text("X = 1\n")
+    env_file = package / "sub" / "env.py"
+    env_file.write_text("import lone_installed\n" + env_file.read_text())
+    sys.path[:0] = [str(tmp_path), str(installed)]
+    try:
+        env_class = importlib.import_module("lone_pkg.sub.env").PkgEnv
+        digests = env_source_digests(env_class)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.path.remove(str(installed))
+        sys.modules.pop("lone_installed", None)
+        for name in [n for n in sys.modules if n == "lone_pkg" or n.startswith("lone_pkg.")]:
+            del sys.modules[name]
+    assert digests is not None
+    assert set(digests) == {"lone_pkg.sub.env", "lone_pkg.common", "lone_pkg.sub.tools"}
+    assert digests["lone_pkg.common"] == digest_of(package / "common.py")
+
+
 # -- constructor arguments and limits in the definition ----------------------------------------
 
 

@@ -64,10 +64,61 @@ async def test_resume_of_a_complete_file_runs_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "results.jsonl").read_bytes() == before
 
 
-async def test_extending_max_examples_needs_force(tmp_path: Path) -> None:
+@pytest.mark.parametrize("larger", [4, None])
+async def test_a_larger_max_examples_resumes_the_first_groups(
+    tmp_path: Path, larger: int | None
+) -> None:
     await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=2))
-    with pytest.raises(ResumeMismatchError, match=r"max_examples was 2, now 4"):
-        await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=4))
+    first = outcome_table(tmp_path / "results.jsonl")
+    env = NumberEnv(6)
+    report = await run_environment(env, number_config(tmp_path, max_examples=larger))
+    assert sorted(env.started) == ([2, 3] if larger == 4 else [2, 3, 4, 5])
+    assert report.groups_resumed == 2 and report.groups == (larger or 6)
+    table = outcome_table(tmp_path / "results.jsonl")
+    assert {position: table[position] for position in first} == first
+    header = read_results(tmp_path / "results.jsonl").header
+    assert header["definition"]["max_examples"] == larger
+    assert header["previous_definitions"][0]["max_examples"] == 2
+    again = await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=larger))
+    assert again.rollouts_run == 0
+
+
+async def test_a_smaller_max_examples_still_needs_force(tmp_path: Path) -> None:
+    await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=4))
+    before = (tmp_path / "results.jsonl").read_bytes()
+    with pytest.raises(ResumeMismatchError, match=r"max_examples was 4, now 2"):
+        await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=2))
+    await run_environment(NumberEnv(6), number_config(tmp_path / "all", max_examples=None))
+    with pytest.raises(ResumeMismatchError, match=r"max_examples was null, now 3"):
+        await run_environment(NumberEnv(6), number_config(tmp_path / "all", max_examples=3))
+    assert (tmp_path / "results.jsonl").read_bytes() == before
+
+
+async def test_a_larger_max_examples_with_another_change_still_needs_force(
+    tmp_path: Path,
+) -> None:
+    await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=2))
+    with pytest.raises(ResumeMismatchError) as caught:
+        await run_environment(NumberEnv(6), number_config(tmp_path, max_examples=4, model="o"))
+    assert "max_examples was 2, now 4" in str(caught.value)
+    assert 'model was "m", now "o"' in str(caught.value)
+
+
+async def test_a_larger_max_examples_reruns_a_group_whose_example_changed(
+    tmp_path: Path,
+) -> None:
+    await run_environment(NumberEnv(3), number_config(tmp_path, max_examples=2))
+    env = NumberEnv(3)
+
+    async def dataset(split, base_dir, *, max_examples=None):  # type: ignore[no-untyped-def]
+        ids = ["ex-0", "ex-shuffled", "ex-2"]
+        return Dataset([Example(id=i, payload={"value": v}) for v, i in enumerate(ids)])
+
+    env.create_dataset = dataset  # type: ignore[method-assign]
+    report = await run_environment(env, number_config(tmp_path, max_examples=3))
+    assert sorted(env.started) == [1, 2] and report.groups_resumed == 1
+    rollouts = read_results(tmp_path / "results.jsonl").rollouts
+    assert [r.example_id for r in rollouts if r.example_index == 1] == ["ex-shuffled"] * 3
 
 
 async def test_mismatch_names_every_difference_and_leaves_the_file(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -70,6 +71,28 @@ async def test_runs_every_example_as_one_group(tmp_path: Path) -> None:
         assert record["transcript"] is None  # not a BaseEnv
         assert record["timings"]["group_seconds"] >= 0
     assert report.groups == 5 and report.rollouts == 15 and report.examples == 5
+
+
+async def test_the_header_records_the_absolute_data_directory_outside_the_definition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    write_answer_data(data, count=1)
+    monkeypatch.chdir(tmp_path)
+    config = RunConfig(
+        model="m", base_url="http://127.0.0.1:9/v1", base_dir=Path("data"), group_size=1,
+        output=tmp_path / "r.jsonl",
+    )  # fmt: skip
+    await run_environment(AnswerEnv(), config)
+    header = lines(tmp_path / "r.jsonl")[0]
+    assert header["data_dir"] == str(data)
+    assert "data_dir" not in header["definition"]
+    moved = tmp_path / "moved"
+    data.rename(moved)
+    resumed = await run_environment(AnswerEnv(), dataclasses.replace(config, base_dir=moved))
+    assert resumed.groups_resumed == 1  # the same run, its data elsewhere
+    assert lines(tmp_path / "r.jsonl")[0]["data_dir"] == str(data)
 
 
 async def test_rollout_ids_are_harbor_safe_and_unique(tmp_path: Path) -> None:
@@ -220,6 +243,25 @@ async def test_base_env_transcripts_timings_and_per_rollout_sessions(tmp_path: P
     assert timings["model_seconds"] > 0
     assert report.reward_stats["correct"].mean == 0.5
     assert "sk-model-secret" not in (tmp_path / "out" / "results.jsonl").read_text()
+
+
+async def test_a_session_url_template_gives_every_rollout_its_own_session(
+    tmp_path: Path,
+) -> None:
+    write_answer_data(tmp_path, count=1)
+    async with MockModelServer() as server:
+        config = RunConfig(
+            model="mock",
+            base_url=server.session_url("{rollout_id}"),
+            base_dir=tmp_path,
+            group_size=2,
+            output=tmp_path / "results.jsonl",
+        )
+        await run_environment(AnswerEnv(), config)
+        sessions = [request.session for request in server.requests]
+    rollout_ids = [record["rollout_id"] for record in lines(tmp_path / "results.jsonl")[1:]]
+    assert len(rollout_ids) == 2
+    assert sorted(sessions) == sorted(rollout_ids)
 
 
 async def test_auth_providers_are_bound_and_outer_bindings_kept(tmp_path: Path) -> None:

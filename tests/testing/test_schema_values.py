@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
@@ -139,6 +140,82 @@ def test_recursive_reference_terminates() -> None:
     }
     value = example_value(schema)
     assert isinstance(value, dict)
+
+
+TREE = {
+    "type": "object",
+    "properties": {"root": {"$ref": "#/$defs/node"}},
+    "required": ["root"],
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {
+                "value": {"type": "integer"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                "parent": {"$ref": "#/$defs/node"},
+            },
+            "required": ["value", "children"],
+        }
+    },
+}
+EXPRESSION = {
+    "$ref": "#/$defs/expr",
+    "$defs": {
+        "expr": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "op": {"enum": ["+", "*"]},
+                        "args": {"type": "array", "items": {"$ref": "#/$defs/expr"}, "minItems": 2},
+                    },
+                    "required": ["op", "args"],
+                },
+                {"type": "number"},
+            ]
+        }
+    },
+}
+LINKED_LIST = {
+    "$ref": "#/definitions/cell",
+    "definitions": {
+        "cell": {
+            "type": "object",
+            "properties": {
+                "head": {"type": "string"},
+                "tail": {"anyOf": [{"$ref": "#/definitions/cell"}, {"type": "null"}]},
+            },
+            "required": ["head", "tail"],
+        }
+    },
+}
+SELF_BY_ROOT = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "items": {"type": "array", "items": {"$ref": "#"}}},
+    "required": ["name", "items"],
+    "minProperties": 2,
+}
+
+
+@pytest.mark.parametrize("schema", [TREE, EXPRESSION, LINKED_LIST, SELF_BY_ROOT])
+def test_recursive_references_get_finite_valid_values(schema: dict[str, Any]) -> None:
+    value = example_value(schema)
+    jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)
+
+
+def test_a_recursive_reference_nests_once_then_takes_the_smallest_value() -> None:
+    assert example_value(TREE) == {"root": {"value": 1, "children": [{"value": 1, "children": []}]}}
+    assert example_value(LINKED_LIST) == {"head": "example", "tail": None}
+    assert example_value(EXPRESSION) == 1.5  # the branch that does not lead back
+
+
+def test_the_tool_exerciser_sends_valid_arguments_for_a_recursive_schema() -> None:
+    from benchmax.testing import tool_exerciser
+
+    tool = {"type": "function", "function": {"name": "plant", "parameters": TREE}}
+    reply = tool_exerciser({"messages": [{"role": "user", "content": "go"}], "tools": [tool]})
+    arguments = json.loads(reply["tool_calls"][0]["function"]["arguments"])
+    jsonschema.validate(arguments, TREE, cls=jsonschema.Draft202012Validator)
 
 
 def test_unresolvable_reference_falls_back_to_a_string() -> None:
@@ -334,3 +411,41 @@ def test_array_items_with_a_tight_multiple_of_range_stay_in_range() -> None:
     }
     value = example_value(schema)
     jsonschema.validate(value, schema)
+
+
+# -- generated recursive schemas -----------------------------------------------------------------
+
+_DEF_NAMES = ("a", "b", "c")
+
+
+def _escapable_ref(name: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A ``$ref`` to ``name`` in a place a finite value can leave it: an array (no
+    ``minItems``) or an ``anyOf`` with a leaf beside it."""
+    ref = {"$ref": f"#/$defs/{name}"}
+    return st.sampled_from(
+        [
+            {"type": "array", "items": ref},
+            {"type": "array", "items": ref, "maxItems": 2},
+            {"anyOf": [ref, {"type": "integer"}]},
+            {"anyOf": [{"type": "string"}, ref]},
+            {"anyOf": [ref, {"type": "null"}]},
+        ]
+    )
+
+
+_REF_LEAVES = st.sampled_from(_DEF_NAMES).flatmap(_escapable_ref)
+_DEF_BODIES = st.recursive(_LEAVES | _REF_LEAVES, _containers, max_leaves=8)
+RECURSIVE_SCHEMAS = st.builds(
+    lambda a, b, c, start: {"$defs": {"a": a, "b": b, "c": c}, "$ref": f"#/$defs/{start}"},
+    _DEF_BODIES,
+    _DEF_BODIES,
+    _DEF_BODIES,
+    st.sampled_from(_DEF_NAMES),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(RECURSIVE_SCHEMAS)
+def test_generated_recursive_schemas_get_valid_values(schema: dict[str, Any]) -> None:
+    value = example_value(schema)
+    jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)

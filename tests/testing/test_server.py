@@ -26,6 +26,15 @@ async def test_base_url_is_loopback_v1_on_an_ephemeral_port(mock_server: MockMod
     assert mock_server.session_url("") == mock_server.base_url
 
 
+def test_session_url_keeps_the_rollout_id_template(mock_server: MockModelServer) -> None:
+    origin = mock_server.origin
+    assert mock_server.session_url("{rollout_id}") == f"{origin}/sessions/{{rollout_id}}/v1"
+    assert mock_server.session_url("a b/{rollout_id}{rollout_id}") == (
+        f"{origin}/sessions/a%20b%2F{{rollout_id}}{{rollout_id}}/v1"
+    )
+    assert mock_server.session_url("{other}") == f"{origin}/sessions/%7Bother%7D/v1"
+
+
 async def test_unstarted_server_has_no_url() -> None:
     server = MockModelServer()
     with pytest.raises(RuntimeError, match="not started"):

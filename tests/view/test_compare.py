@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -149,3 +150,84 @@ def test_the_compare_command_refuses_unrelated_runs(tmp_path: Path) -> None:
         and "cannot read" in missing.output
         and "No such file" in missing.output
     )
+
+
+def test_compare_json_gives_the_documented_shape(runs: tuple[Path, Path]) -> None:
+    result = CliRunner().invoke(
+        cli, ["compare", str(runs[0]), str(runs[1]), "--key", "score", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert list(document) == [
+        "a", "b", "matched", "only_in_a", "only_in_b", "keys", "keys_only_in_a",
+        "keys_only_in_b", "changed_most",
+    ]  # fmt: skip
+    assert (document["a"], document["b"]) == (str(runs[0]), str(runs[1]))
+    assert (document["matched"], document["only_in_a"], document["only_in_b"]) == (3, 1, 1)
+    score = next(item for item in document["keys"] if item["key"] == "score")
+    assert score["examples"] == 3
+    assert score["mean_a"] == pytest.approx(0.5) and score["mean_b"] == pytest.approx(0.5833333)
+    assert score["difference"] == pytest.approx(1 / 12)
+    assert len(score["interval"]) == 2
+    assert score["pass_a"] is None and score["pass_b"] is None  # not a binary key
+    correct = next(item for item in document["keys"] if item["key"] == "correct")
+    assert (correct["better"], correct["worse"], correct["equal"]) == pytest.approx(
+        (2 / 3, 0, 1 / 3)
+    )
+    assert correct["pass_b"] == {
+        "k": 2, "pass_at_1": pytest.approx(5 / 6), "pass_at_k": 1.0,
+        "any_success_share": 1.0,
+    }  # fmt: skip
+    assert document["changed_most"][0] == {
+        "example_id": "e1", "key": "score", "mean_a": 0.25, "mean_b": 0.75, "difference": 0.5,
+    }  # fmt: skip
+    comparison = compare_results(read_results(runs[0]), read_results(runs[1]), key="score", top=10)
+    assert {k: v for k, v in document.items() if k not in ("a", "b")} == json.loads(
+        json.dumps(comparison.to_json())
+    )
+
+
+def test_compare_json_errors_are_one_line(tmp_path: Path) -> None:
+    a = run_file(tmp_path / "a.jsonl", {"e1": [r(1, 1), r(0, 1)]})
+    b = run_file(tmp_path / "b.jsonl", {"e2": [r(1, 1), r(0, 1)]})
+    result = CliRunner().invoke(cli, ["compare", str(a), str(b), "--json"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: cannot compare") and "{" not in result.output
+
+
+LONG = "rubric_correctness_of_the_final_answer_given"
+
+
+def wide_runs(tmp_path: Path) -> tuple[Path, Path]:
+    def values(example: int, scale: float) -> dict[str, float]:
+        return {LONG: (example + 1) * 1234.5678 * scale, "rubric_fabrication_score": -0.125}
+
+    ids = [f"example-with-a-rather-long-identifier-{i:04d}-0123456789abcdef" for i in range(4)]
+    a = run_file(
+        tmp_path / "a.jsonl", {e: [values(i, 1), values(i, -1)] for i, e in enumerate(ids)}
+    )
+    b = run_file(tmp_path / "b.jsonl", {e: [values(i, 3), values(i, 1)] for i, e in enumerate(ids)})
+    return a, b
+
+
+@pytest.mark.parametrize("columns", ["80", "40"])
+def test_compare_keeps_every_number_whole_on_a_narrow_terminal(
+    tmp_path: Path, columns: str
+) -> None:
+    a, b = wide_runs(tmp_path)
+    comparison = compare_results(read_results(a), read_results(b), key=LONG)
+    result = CliRunner().invoke(cli, ["compare", str(a), str(b)], env={"COLUMNS": columns})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "…" not in out
+    for item in comparison.keys:
+        low, high = item.interval
+        for text in (
+            f"{item.mean_a:.3f}", f"{item.mean_b:.3f}", f"{item.difference:+.3f}",
+            f"[{low:+.3f}, {high:+.3f}]",
+        ):  # fmt: skip
+            assert text in out, (text, out)
+    for change in comparison.changed_most:
+        assert f"{change.mean_b:.3f}" in out and f"{change.difference:+.3f}" in out
+    if columns == "80":
+        assert max(len(line) for line in out.splitlines()) <= 80

@@ -325,6 +325,80 @@ def test_rescore_calls_the_judge_as_a_run_does(
     assert "secret-judge-key" not in broken.read_text()
 
 
+def test_rescore_defaults_to_the_recorded_data_and_finds_the_policy_beside_the_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run started in ``proj`` with relative paths is rescored from elsewhere with no
+    --data: the header's data directory is used and the recorded policy path is found
+    relative to the results file's location."""
+    project = tmp_path / "proj"
+    shutil.copytree(EXAMPLES / "rubric_judge", project / "rubric_judge")
+    monkeypatch.chdir(project)
+    invoke(
+        "run", "rubric_judge/env.py:RubricJudgeEnv", "--data", "rubric_judge",
+        "--mock-policy", "rubric_judge/policy.py:respond", "-n", "3", "-k", "2",
+        "--env-arg", "judge_base_url=@mock", "--auth", "judge=BENCHMAX_UNSET_VAR",
+        "-o", "runs/judged.jsonl",
+    )  # fmt: skip
+    run = project / "runs" / "judged.jsonl"
+    assert read_results(run).header["data_dir"] == str(project / "rubric_judge")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    output = elsewhere / "rescored.jsonl"
+    invoke("rescore", run, "-o", output)
+    assert settled(output) == settled(run)
+    assert {reason for reason, _ in settled(output)} == {"finished"}  # the judge answered
+    assert read_results(output).header["data_dir"] == str(project / "rubric_judge")
+
+
+def test_rescore_names_a_recorded_data_directory_that_is_gone(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run, _data = source
+    records = [json.loads(line) for line in run.read_text().splitlines()]
+    records[0]["data_dir"] = str(tmp_path / "gone")
+    run.write_text("".join(json.dumps(record) + "\n" for record in records))
+    result = CliRunner().invoke(cli, ["rescore", str(run), "x.py:Env"])
+    assert result.exit_code == 1
+    assert f"the run's data directory {tmp_path / 'gone'} (recorded in {run}) is not there" in (
+        result.output
+    )
+    assert "pass --data DIR" in result.output and result.output.count("\n") == 1
+
+
+def test_rescore_refuses_to_replace_an_existing_output_without_force(
+    example_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    run = example_runs["quickstart"]
+    output = tmp_path / "taken.jsonl"
+    output.write_text("keep me\n")
+    args = ["rescore", str(run), "--data", str(EXAMPLES / "quickstart"), "-o", str(output)]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 1
+    assert f"{output} exists; pass --force to replace it, or another -o" in refused.output
+    assert output.read_text() == "keep me\n"
+    invoke(*args, "--force")
+    assert settled(output) == settled(run)
+
+
+def test_a_policy_not_found_anywhere_is_named_with_a_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "proj"
+    shutil.copytree(EXAMPLES / "rubric_judge", project / "rubric_judge")
+    monkeypatch.chdir(project)
+    invoke(
+        "run", "rubric_judge/env.py:RubricJudgeEnv", "--data", "rubric_judge",
+        "--mock-policy", "rubric_judge/policy.py:respond", "-n", "1", "-k", "1",
+        "--env-arg", "judge_base_url=@mock", "-o", "judged.jsonl",
+    )  # fmt: skip
+    (project / "rubric_judge" / "policy.py").rename(project / "moved.py")
+    result = CliRunner().invoke(cli, ["rescore", "judged.jsonl", "-o", "out.jsonl"])
+    assert result.exit_code == 1
+    assert "policy.py" in result.output and "pass --mock-policy" in result.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -102,6 +102,27 @@ def test_show_prints_the_selection_with_transcripts_and_logs(results: Path) -> N
     assert "no rollout matches" in out and "an --example prefix needs at least 4 characters" in out
 
 
+def test_show_keeps_every_reward_whole_on_an_80_column_terminal(tmp_path: Path) -> None:
+    rewards = {
+        "rubric_correctness_of_the_final_answer_given": -1234.5678,
+        "rubric_fabrication_of_sources_and_quotations": 0.875,
+        "x": 12345.25,
+    }
+    path = write(
+        tmp_path / "w.jsonl",
+        header(group_size=1),
+        [rollout(0, "example-with-a-long-id-0123456789", 0, rewards=rewards)],
+    )
+    result = CliRunner().invoke(cli, ["show", str(path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out
+    for key, value in rewards.items():
+        assert f"{key}={value:g}" in out, out
+    assert "group 1.500 s" in out
+
+
 def test_show_escapes_control_characters(tmp_path: Path) -> None:
     hostile = "\x1b[31mred\x1b[0m \u202eevil\u2028next \x07bell [bold]markup[/bold]"
     transcript = [

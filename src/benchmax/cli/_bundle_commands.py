@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import json
 import logging
 import re
 import site
@@ -201,7 +202,13 @@ def _installed(module: ModuleType) -> bool:
 
 @click.command("inspect")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
-def inspect_command(file: Path) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print what the bundle holds as one JSON object (see the README for its keys).",
+)
+def inspect_command(file: Path, as_json: bool) -> None:
     """Show what the bundle FILE holds without loading it (nothing is unpickled).
 
     Verifies the digest, prints the metadata, checks compatibility with this runtime and
@@ -220,6 +227,26 @@ def inspect_command(file: Path) -> None:
     except (BundlingError, OSError) as error:
         raise click.ClickException(f"cannot read bundle {file}: {error}") from None
     metadata = bundle.metadata
+    try:
+        validate_bundle_compatibility(metadata)
+        incompatibility = None
+    except IncompatibleRuntimeError as error:
+        incompatibility = str(error)
+    if as_json:
+        document = {
+            "bundle": str(file),
+            "digest": bundle_digest(bundle),
+            "digest_verified": True,  # read_bundle refuses a file whose digest differs
+            "pickle_bytes": len(bundle.pickled),
+            "python_version": metadata.python_version,
+            "benchmax_version": metadata.benchmax_version,
+            "pip_dependencies": list(metadata.pip_dependencies),
+            "compatible": incompatibility is None,
+            "incompatibility": incompatibility,
+            "env_class_source": metadata.env_class_source,
+        }
+        click.echo(json.dumps(document, indent=2))  # ASCII: controls arrive escaped
+        return
     console = Console(soft_wrap=True)
     _print_facts(
         console,
@@ -232,12 +259,10 @@ def inspect_command(file: Path) -> None:
             ("dependencies", ", ".join(metadata.pip_dependencies) or "(none)"),
         ],
     )
-    try:
-        validate_bundle_compatibility(metadata)
-    except IncompatibleRuntimeError as error:
+    if incompatibility is not None:
         console.print(
             "compatibility: [red]incompatible with this runtime[/]: "
-            f"{escape(terminal_safe(str(error), keep_newlines=False))}"
+            f"{escape(terminal_safe(incompatibility, keep_newlines=False))}"
         )
     else:
         console.print("compatibility: [green]compatible with this runtime[/]")

@@ -14,15 +14,19 @@ __all__ = ["api_key_env_option", "auth_option", "data_option", "env_arg_option"]
 type _Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def data_option(text: str = "Data directory passed to create_dataset as base_dir.") -> _Decorator:
-    """``--data DIR`` (default ``.``), passed to the command as ``data_dir``."""
+def data_option(
+    text: str = "Data directory passed to create_dataset as base_dir.",
+    *,
+    default: Path | None = Path("."),
+) -> _Decorator:
+    """``--data DIR`` (default ``.``, or ``default``), passed to the command as ``data_dir``."""
     return click.option(
         "--data",
         "data_dir",
         metavar="DIR",
         type=click.Path(path_type=Path),
-        default=Path("."),
-        show_default=True,
+        default=default,
+        show_default=default is not None,
         help=text,
     )
 

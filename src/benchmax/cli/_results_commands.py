@@ -72,6 +72,41 @@ def _reading(path: Path) -> Iterator[None]:
         raise click.ClickException(str(error)) from None
 
 
+def _add_columns(table: Table, label: str, *numbers: str) -> None:
+    """A text column ``label`` that folds onto more lines when the terminal is narrow, then
+    right-aligned number columns that are never wrapped: on an 80-column terminal the
+    label gives way first, so every number stays whole."""
+    table.add_column(label, justify="left", overflow="fold", min_width=4)
+    for name in numbers:
+        table.add_column(name, justify="right", no_wrap=True)
+
+
+def _print_whole(console: Console, table: Table) -> None:
+    """Print ``table`` (made with ``_add_columns``); when its number columns alone need more
+    than the terminal's width, it is printed wider (the terminal wraps its lines) rather
+    than with a number cut."""
+    needed = len(table.columns) + 1  # borders
+    for column in table.columns:
+        if column.no_wrap:
+            lines = [
+                line
+                for cell in (column.header, *column.cells)
+                for line in Text.from_markup(str(cell)).plain.splitlines()
+            ]
+            needed += max((len(line) for line in lines), default=0) + 2
+        else:
+            needed += (column.min_width or 1) + 2
+    if needed <= console.width:
+        console.print(table)
+        return
+    width = console.width
+    console.width = needed
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
 def _size(count: int) -> str:
     size: float = count
     for unit in ("bytes", "KB", "MB", "GB"):
@@ -235,9 +270,10 @@ def _rollout_panel(record: Trajectory) -> Panel:
         (visible(record.example_id)[:16], "dim"),
         f" · rollout {record.group_index} · ",
         (visible(reason), style),
-        f" · {visible(rewards)}",
     )
-    body: list[Any] = []
+    # The rewards open the body, not the title: a title is cut to one line, a body line
+    # wraps between rewards, so every number stays whole on a narrow terminal.
+    body: list[Any] = [Text(f"rewards: {visible(rewards) or '(none)'}", style="bold")]
     timings = record.timings
     facts = " · ".join(f"{k.removesuffix('_seconds')} {v:.3f} s" for k, v in timings.items())
     usage = record.usage
@@ -376,6 +412,39 @@ def _header_target(env_definition: Mapping[str, Any], data_dir: Path) -> EnvTarg
         ) from None
 
 
+def _data_directory(given: Path | None, header: Mapping[str, Any], results: Path) -> Path:
+    """``--data`` when given, else the data directory the results header records (``.``
+    for files written before headers recorded it)."""
+    if given is not None:
+        return given
+    recorded = header.get("data_dir")
+    if not isinstance(recorded, str) or not recorded:
+        return Path(".")
+    if not Path(recorded).is_dir():
+        raise TargetError(
+            f"the run's data directory {recorded} (recorded in {results}) is not there; "
+            "pass --data DIR"
+        )
+    return Path(recorded)
+
+
+def _recorded_policy(spec: object, results: Path, data_dir: Path) -> str:
+    """The run's mock policy (default ``echo``). A ``file.py:function`` recorded relative
+    to the directory the run started in, and not found from here, is looked for beside the
+    results file and up to three directories above it, then under the data directory."""
+    if not isinstance(spec, str) or not spec:
+        return "echo"
+    module_part, _, name = spec.rpartition(":")
+    relative = Path(module_part)
+    if not module_part.endswith(".py") or relative.is_absolute() or relative.is_file():
+        return spec
+    folder = results.parent.absolute()
+    for root in (folder, *folder.parents[:3], data_dir.absolute()):
+        if (root / relative).is_file():
+            return f"{root / relative}:{name}"
+    return spec
+
+
 @contextlib.asynccontextmanager
 async def _mock_url(needed: bool, policy_spec: str) -> AsyncIterator[str | None]:
     if not needed:
@@ -383,7 +452,12 @@ async def _mock_url(needed: bool, policy_spec: str) -> AsyncIterator[str | None]
         return
     from benchmax.testing import MockModelServer
 
-    policy = load_mock_policy(policy_spec)
+    try:
+        policy = load_mock_policy(policy_spec)
+    except TargetError as error:
+        raise TargetError(
+            f"{error} (the mock policy that '@mock' arguments need; pass --mock-policy)"
+        ) from None
     async with MockModelServer(policy, record=False) as server:
         yield server.base_url
 
@@ -459,8 +533,7 @@ async def _rescore(
 
 def _render_rescore(report: RescoreReport, console: Console) -> None:
     table = Table(title="rewards: before → after rescoring", title_justify="left")
-    for column in ("key", "old mean", "new mean", "change", "old std", "new std"):
-        table.add_column(column, justify="left" if column == "key" else "right")
+    _add_columns(table, "key", "old mean", "new mean", "change", "old std", "new std")
     for key in dict.fromkeys([*report.old_stats, *report.new_stats]):
         old, new = report.old_stats.get(key), report.new_stats.get(key)
         table.add_row(
@@ -471,17 +544,16 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
             f"{old.std:.3f}" if old else "-",
             f"{new.std:.3f}" if new else "-",
         )
-    console.print(table)
+    _print_whole(console, table)
     reasons = Table(title="termination reasons", title_justify="left")
-    for column in ("reason", "before", "after"):
-        reasons.add_column(column, justify="left" if column == "reason" else "right")
+    _add_columns(reasons, "reason", "before", "after")
     for reason in dict.fromkeys([*report.old_reasons, *report.new_reasons]):
         reasons.add_row(
             escape(reason),
             str(report.old_reasons.get(reason, 0)),
             str(report.new_reasons.get(reason, 0)),
         )
-    console.print(reasons)
+    _print_whole(console, reasons)
     console.print(
         f"rescored {report.rescored} rollouts, kept {report.kept} that did not reach scoring; "
         f"{report.changed} of {report.rollouts} changed"
@@ -496,7 +568,11 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
 @click.command("rescore")
 @click.argument("results", type=click.Path(path_type=Path))
 @click.argument("target", required=False)
-@data_option("Data directory the run used (the examples' payloads are read from it).")
+@data_option(
+    "Data directory the run used (the examples' payloads are read from it; default: the "
+    "one the results header records, else .).",
+    default=None,
+)
 @click.option(
     "-o",
     "--output",
@@ -528,7 +604,7 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
 def rescore_command(
     results: Path,
     target: str | None,
-    data_dir: Path,
+    data_dir: Path | None,
     output: Path | None,
     env_arg_pairs: tuple[str, ...],
     auth_pairs: tuple[str, ...],
@@ -549,6 +625,7 @@ def rescore_command(
     try:
         if output is not None and output.exists() and not force:
             raise TargetError(f"{output} exists; pass --force to replace it, or another -o")
+        data_dir = _data_directory(data_dir, loaded.header, results)
         if not data_dir.is_dir():
             raise TargetError(f"data directory not found: {data_dir}")
         overrides = parse_env_args(env_arg_pairs)
@@ -564,7 +641,7 @@ def rescore_command(
         }
     except TargetError as error:
         raise click.ClickException(str(error)) from None
-    policy = mock_policy or str(definition.get("mock_policy") or "echo")
+    policy = mock_policy or _recorded_policy(definition.get("mock_policy"), results, data_dir)
     output = output or free_path(results.parent, f"{results.stem}.rescored", ".jsonl")
     console = Console()
     try:
@@ -613,7 +690,15 @@ def rescore_command(
     metavar="R",
     help="Bootstrap resamples.",
 )
-def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resamples: int) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the comparison as one JSON object instead of tables.",
+)
+def compare_command(
+    a: Path, b: Path, key: str | None, top: int, seed: int, resamples: int, as_json: bool
+) -> None:
     """Compare run B with run A on the examples both ran (matched by example id).
 
     Per reward key: the means, the paired difference B - A with a percentile-bootstrap 95%
@@ -625,6 +710,10 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
         comparison = compare_results(run_a, run_b, key=key, top=top, resamples=resamples, seed=seed)
     except ValueError as error:
         raise click.ClickException(f"cannot compare {a} and {b}: {error}") from None
+    if as_json:
+        document = {"a": str(a), "b": str(b), **comparison.to_json()}
+        click.echo(json.dumps(document, indent=2, allow_nan=False))
+        return
     console = Console()
     console.print(
         f"matched {comparison.matched} examples by id"
@@ -636,8 +725,7 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
     table = Table(
         title="B - A per reward key (example means)", title_justify="left", box=box.SIMPLE_HEAD
     )
-    for column in ("key", "A", "B", "B - A", "95% CI", "better/worse/equal"):
-        table.add_column(column, justify="left" if column == "key" else "right", no_wrap=True)
+    _add_columns(table, "key", "A", "B", "B - A", "95% CI", "better/\nworse/equal")
     for item in comparison.keys:
         low, high = item.interval
         table.add_row(
@@ -648,12 +736,11 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
             f"[{low:+.3f}, {high:+.3f}]",
             f"{item.better:.0%}/{item.worse:.0%}/{item.equal:.0%}",
         )
-    console.print(table)
+    _print_whole(console, table)
     binary = [item for item in comparison.keys if item.pass_a and item.pass_b]
     if binary:
         passes = Table(title="pass@k (binary keys)", title_justify="left", box=box.SIMPLE_HEAD)
-        for column in ("key", "k", "pass@1 A", "pass@1 B", "pass@k A", "pass@k B"):
-            passes.add_column(column, justify="left" if column == "key" else "right")
+        _add_columns(passes, "key", "k", "pass@1 A", "pass@1 B", "pass@k A", "pass@k B")
         for item in binary:
             assert item.pass_a is not None and item.pass_b is not None
             passes.add_row(
@@ -666,7 +753,7 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
                 f"{item.pass_a.pass_at_k:.3f}",
                 f"{item.pass_b.pass_at_k:.3f}",
             )
-        console.print(passes)
+        _print_whole(console, passes)
     for name, keys in (("A", comparison.keys_only_in_a), ("B", comparison.keys_only_in_b)):
         if keys:
             console.print(f"reward keys only in {name}: {escape(', '.join(keys))}")
@@ -675,8 +762,7 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
             title=f"examples that changed most ({escape(comparison.changed_most[0].key)})",
             title_justify="left",
         )
-        for column in ("example id", "A", "B", "B - A"):
-            changes.add_column(column, justify="left" if column == "example id" else "right")
+        _add_columns(changes, "example id", "A", "B", "B - A")
         for change in comparison.changed_most:
             changes.add_row(
                 escape(change.example_id),
@@ -684,6 +770,6 @@ def compare_command(a: Path, b: Path, key: str | None, top: int, seed: int, resa
                 f"{change.mean_b:.3f}",
                 f"{change.difference:+.3f}",
             )
-        console.print(changes)
+        _print_whole(console, changes)
     elif top:
         console.print("no example changed")

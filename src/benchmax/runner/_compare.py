@@ -6,6 +6,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from benchmax.runner._metrics import PassAtK, pass_at_k_metrics
 from benchmax.runner._results import Results
@@ -115,6 +116,74 @@ class Comparison:
     keys_only_in_a: tuple[str, ...]
     keys_only_in_b: tuple[str, ...]
     changed_most: tuple[ExampleChange, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The comparison as JSON data (what ``benchmax compare --json`` prints, there with
+        the two paths as ``a`` and ``b``)::
+
+            {"matched": int, "only_in_a": int, "only_in_b": int,
+             "keys": [{"key": str, "examples": int, "mean_a": float, "mean_b": float,
+                       "difference": float, "interval": [low, high],
+                       "better": float, "worse": float, "equal": float,
+                       "pass_a": {"k": int, "pass_at_1": float, "pass_at_k": float,
+                                  "any_success_share": float} | null,
+                       "pass_b": ... | null}, ...],
+             "keys_only_in_a": [str, ...], "keys_only_in_b": [str, ...],
+             "changed_most": [{"example_id": str, "key": str, "mean_a": float,
+                               "mean_b": float, "difference": float}, ...]}
+
+        ``better``/``worse``/``equal`` are shares in [0, 1]; ``difference`` is B - A; a
+        number that is not finite is ``null``.
+        """
+        return {
+            "matched": self.matched,
+            "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b,
+            "keys": [_key_json(item) for item in self.keys],
+            "keys_only_in_a": list(self.keys_only_in_a),
+            "keys_only_in_b": list(self.keys_only_in_b),
+            "changed_most": [
+                {
+                    "example_id": change.example_id,
+                    "key": change.key,
+                    "mean_a": _finite(change.mean_a),
+                    "mean_b": _finite(change.mean_b),
+                    "difference": _finite(change.difference),
+                }
+                for change in self.changed_most
+            ],
+        }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _key_json(item: KeyComparison) -> dict[str, Any]:
+    return {
+        "key": item.key,
+        "examples": item.examples,
+        "mean_a": _finite(item.mean_a),
+        "mean_b": _finite(item.mean_b),
+        "difference": _finite(item.difference),
+        "interval": [_finite(item.interval[0]), _finite(item.interval[1])],
+        "better": item.better,
+        "worse": item.worse,
+        "equal": item.equal,
+        "pass_a": _pass_json(item.pass_a),
+        "pass_b": _pass_json(item.pass_b),
+    }
+
+
+def _pass_json(metrics: PassAtK | None) -> dict[str, Any] | None:
+    if metrics is None:
+        return None
+    return {
+        "k": metrics.k,
+        "pass_at_1": metrics.pass_at_1,
+        "pass_at_k": metrics.pass_at_k,
+        "any_success_share": metrics.any_success_share,
+    }
 
 
 def compare_results(

@@ -29,3 +29,7 @@ class ResultsHeader(TypedDict):
     previous_definitions: NotRequired[list[dict[str, Any]]]
     rescored_from: NotRequired[dict[str, Any]]
     """Set by ``rescore``: the source file's ``path``, ``run_id`` and ``env`` definition."""
+    data_dir: NotRequired[str]
+    """The absolute data directory (``base_dir``) the file was started with; not part of the
+    definition (a resume from a copy of the data elsewhere is the same run). ``rescore``
+    reads the examples from it by default."""

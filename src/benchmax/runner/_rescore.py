@@ -268,6 +268,7 @@ async def rescore_results(
             "run_id": results.header.get("run_id"),
             "env": definition.get("env"),
         },
+        data_dir=Path(base_dir),
     )
     new_records = [r for index in sorted(rewritten) for r in rewritten[index]]
     _write(target, header, new_records)

@@ -87,6 +87,20 @@ def definition_differences(recorded: Mapping[str, Any], current: Mapping[str, An
     return differences
 
 
+def _only_extends(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether ``current`` differs from ``recorded`` only by running more examples: a
+    larger ``max_examples``, or none (all). The first groups stay the same examples (the
+    split's first ``max_examples``; a group whose example id at its index changed is run
+    again all the same), so such a run is resumed without ``force``."""
+    old, new = recorded.get("max_examples"), current.get("max_examples")
+    if not isinstance(old, int) or isinstance(old, bool):
+        return False
+    if new is not None and (not isinstance(new, int) or isinstance(new, bool) or new <= old):
+        return False
+    unbounded = {"max_examples": None}
+    return not definition_differences({**recorded, **unbounded}, {**current, **unbounded})
+
+
 def _comparable(definition: Mapping[str, Any]) -> dict[str, Any]:
     comparable = dict(definition)
     env = comparable.get("env")
@@ -322,17 +336,22 @@ class ResultsStore:
         group_size: int,
         force: bool,
         secrets: Sequence[str] = (),
+        data_dir: Path | None = None,
     ) -> ResultsStore:
         """Start a new results file at ``path``, or resume the one already there.
 
-        Known ``secrets`` are masked in the header's definition as in every line.
+        Known ``secrets`` are masked in the header's definition as in every line. A new
+        file's header records ``data_dir`` (made absolute) when given. A definition that
+        differs only by a larger ``max_examples`` (or none) resumes without ``force``; the
+        header then takes the new definition, the old one joining ``previous_definitions``.
         Raises ``ResumeMismatchError`` (definition differs, no ``force``),
         ``ResultsFileError`` (not a readable results file, or in use by another run) and
         ``ResultsWriteError`` (the file cannot be created or written).
         """
         # The definition is masked before it is compared or written: a secret passed as a
         # sampling argument never reaches the header, and resuming compares masked forms.
-        definition = _mask_strings(_normalized(dict(definition)), tuple(s for s in secrets if s))
+        masked = tuple(s for s in secrets if s)
+        definition = _mask_strings(_normalized(dict(definition)), masked)
         if path is None:
             return cls(None, None, new_run_id(), {}, {}, secrets)
         try:
@@ -343,11 +362,15 @@ class ResultsStore:
         try:
             if handle.seek(0, os.SEEK_END) == 0:
                 run_id = new_run_id()
-                _append_or_cut(handle, path, encoded_line(results_header(run_id, definition)))
+                header = results_header(run_id, definition, data_dir=data_dir)
+                if "data_dir" in header:
+                    header["data_dir"] = _mask_strings(header["data_dir"], masked)
+                _append_or_cut(handle, path, encoded_line(header))
                 return cls(path, handle, run_id, {}, {}, secrets)
             scan = _scan(path, group_size, keep_records=False)
-            differences = definition_differences(scan.header["definition"], definition)
-            if differences and not force:
+            recorded = scan.header["definition"]
+            differences = definition_differences(recorded, definition)
+            if differences and not force and not _only_extends(recorded, definition):
                 raise ResumeMismatchError(str(path), differences)
             if differences:
                 _rewrite_header(path, scan, definition)
@@ -452,9 +475,14 @@ def _write_all(handle: BinaryIO, data: bytes) -> None:
 
 
 def results_header(
-    run_id: str, definition: Mapping[str, Any], *, rescored_from: Mapping[str, Any] | None = None
+    run_id: str,
+    definition: Mapping[str, Any],
+    *,
+    rescored_from: Mapping[str, Any] | None = None,
+    data_dir: Path | None = None,
 ) -> ResultsHeader:
-    """The header line of a new results file (``rescored_from``: set by ``rescore``)."""
+    """The header line of a new results file (``rescored_from``: set by ``rescore``;
+    ``data_dir``: the data directory, recorded made absolute)."""
     header: ResultsHeader = {
         "type": "header",
         "format": RESULTS_FORMAT,
@@ -465,6 +493,8 @@ def results_header(
     }
     if rescored_from is not None:
         header["rescored_from"] = dict(rescored_from)
+    if data_dir is not None:
+        header["data_dir"] = str(Path(data_dir).absolute())
     return header
 
 

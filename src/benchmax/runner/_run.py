@@ -515,6 +515,7 @@ async def run_environment(
         group_size=config.group_size,
         force=config.force,
         secrets=config.secrets(),
+        data_dir=config.base_dir,
     )
     try:
         pending: list[tuple[int, Example[Any]]] = []

@@ -65,7 +65,9 @@ test of a tool-using environment (runs as is, e.g. under ``asyncio.run(main())``
 * **Sessions** come from the URL: any path ending in ``/chat/completions`` is served and
   the part before it names the session; ``session_url(name)`` is
   ``http://127.0.0.1:PORT/sessions/<name>/v1`` and its requests are recorded with
-  ``.session == name``; ``base_url`` (``.../v1``) is session ``""``.
+  ``.session == name``; ``base_url`` (``.../v1``) is session ``""``. ``{rollout_id}`` in a
+  name is kept as written, so ``session_url("{rollout_id}")`` as a ``RunConfig.base_url``
+  gives every rollout a session named by its rollout id.
 * **Faults**: ``server.inject(Fault.status(400, error_code="context_budget_exceeded"))``,
   ``Fault.status(429, retry_after=1)``, ``Fault.status(500)``, ``Fault.delay(2.0)``,
   ``Fault.malformed()``, ``Fault.drop()``, ``Fault.no_choices()``, and

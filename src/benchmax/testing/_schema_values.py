@@ -8,6 +8,13 @@ candidate strings are tried), numeric bounds (also draft-04 boolean exclusive bo
 and ``multipleOf``, ``anyOf``/``oneOf`` (first usable branch), ``allOf`` (merged) and
 local ``$ref`` (``#/$defs/...``, ``#/definitions/...``). ``not``, ``if``/``then`` and
 ``patternProperties`` are ignored.
+
+Recursive ``$ref`` schemas (trees, expressions, linked lists) get finite values: a branch of
+``anyOf``/``oneOf`` that leads back to a ``$ref`` being expanded is taken only when every
+branch does, and once a ``$ref`` is entered a second time the value below it is the smallest
+the schema allows (optional properties omitted, arrays of ``minItems`` items, by default
+none). Only a schema with no finite instance (a required property that always recurses)
+still ends, past a depth of 32, in ``null``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from benchmax._value_checks import is_numeric
@@ -64,20 +72,32 @@ def example_value(schema: Any, *, root: Any = None) -> Any:
     return _Generator(schema if root is None else root).value(schema, 0, 0)
 
 
+@dataclass(frozen=True, slots=True)
+class _Path:
+    """Where the generator is: the ``$ref`` targets being expanded, and whether one of them
+    was entered again (then every value below is the smallest the schema allows)."""
+
+    refs: frozenset[str] = frozenset()
+    minimal: bool = False
+
+
 class _Generator:
-    __slots__ = ("_root",)
+    __slots__ = ("_reached", "_root")
 
     def __init__(self, root: Any) -> None:
         self._root = root
+        self._reached: dict[str, frozenset[str]] = {}
 
-    def value(self, schema: Any, variant: int, depth: int) -> Any:
+    def value(self, schema: Any, variant: int, depth: int, path: _Path = _Path()) -> Any:
         if depth > _MAX_DEPTH:
             return None
         if schema is True or schema is None:
             return "example" if variant == 0 else f"example-{variant + 1}"
         if not isinstance(schema, Mapping):
             return None
-        schema = self._resolved(schema, depth)
+        followed: set[str] = set()
+        schema = self._resolved(schema, depth, followed)
+        path = _Path(path.refs | followed, path.minimal or not followed.isdisjoint(path.refs))
         if "const" in schema:
             return schema["const"]
         enum = schema.get("enum")
@@ -88,12 +108,13 @@ class _Generator:
         for combinator in ("anyOf", "oneOf"):
             branches = schema.get(combinator)
             if isinstance(branches, list) and branches:
-                return self.value(_pick_branch(branches, schema), variant, depth + 1)
+                chosen = self._pick_branch(branches, schema, path.refs)
+                return self.value(chosen, variant, depth + 1, path)
         match _schema_type(schema):
             case "object":
-                return self._object(schema, variant, depth)
+                return self._object(schema, variant, depth, path)
             case "array":
-                return self._array(schema, variant, depth)
+                return self._array(schema, variant, depth, path)
             case "integer":
                 return _integer(schema, variant)
             case "number":
@@ -105,22 +126,60 @@ class _Generator:
             case _:
                 return _string(schema, variant)
 
-    def _resolved(self, schema: Mapping[str, Any], depth: int) -> Mapping[str, Any]:
+    def _resolved(
+        self, schema: Mapping[str, Any], depth: int, followed: set[str]
+    ) -> Mapping[str, Any]:
+        """``schema`` with its ``$ref`` and ``allOf`` resolved; the refs followed are added
+        to ``followed``."""
         ref = schema.get("$ref")
         if isinstance(ref, str) and ref.startswith("#"):
             target = self._lookup(ref)
             if isinstance(target, Mapping):
+                followed.add(ref)
                 # Sibling keywords of ``$ref`` refine the referenced schema.
                 refined = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-                return self._resolved(refined, depth + 1) if depth < _MAX_DEPTH else refined
+                if depth < _MAX_DEPTH:
+                    return self._resolved(refined, depth + 1, followed)
+                return refined
         parts = schema.get("allOf")
         if isinstance(parts, list) and parts:
             merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
             for part in parts:
                 if isinstance(part, Mapping):
-                    _merge_into(merged, self._resolved(part, depth + 1))
+                    _merge_into(merged, self._resolved(part, depth + 1, followed))
             return merged
         return schema
+
+    def _pick_branch(
+        self, branches: list[Any], parent: Mapping[str, Any], expanding: frozenset[str]
+    ) -> Any:
+        """The first branch that is not just ``null`` and does not lead back to a ``$ref``
+        in ``expanding`` (then the first that is not just ``null``), merged with the
+        parent's other keywords."""
+        usable = [b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")]
+        finite = [b for b in branches if self._refs_in(b).isdisjoint(expanding)]
+        finite_usable = [b for b in usable if b in finite]
+        chosen = (finite_usable or finite or usable or branches)[0]
+        if not isinstance(chosen, Mapping):
+            return chosen
+        siblings = {k: v for k, v in parent.items() if k not in ("anyOf", "oneOf", "default")}
+        return {**siblings, **chosen}
+
+    def _refs_in(self, schema: Any) -> frozenset[str]:
+        """Every local ``$ref`` that ``schema`` leads to, through the refs it holds."""
+        found: set[str] = set()
+        pending = [schema]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, Mapping):
+                ref = node.get("$ref")
+                if isinstance(ref, str) and ref.startswith("#") and ref not in found:
+                    found.add(ref)
+                    pending.append(self._lookup(ref))
+                pending.extend(v for k, v in node.items() if k not in ("const", "enum", "default"))
+            elif isinstance(node, list):
+                pending.extend(node)
+        return frozenset(found)
 
     def _lookup(self, ref: str) -> Any:
         node: Any = self._root
@@ -136,7 +195,9 @@ class _Generator:
                 return None
         return node
 
-    def _object(self, schema: Mapping[str, Any], variant: int, depth: int) -> dict[str, Any]:
+    def _object(
+        self, schema: Mapping[str, Any], variant: int, depth: int, path: _Path
+    ) -> dict[str, Any]:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         required = schema.get("required")
@@ -148,7 +209,9 @@ class _Generator:
         extra = schema.get("additionalProperties", True)
         optional = [name for name in properties if name not in names]
         minimum = schema.get("minProperties")
-        wanted = max(minimum if isinstance(minimum, int) else 0, 1 if variant else 0)
+        wanted = max(
+            minimum if isinstance(minimum, int) else 0, 1 if variant and not path.minimal else 0
+        )
         while len(names) < wanted and (optional or extra is not False):
             names.append(optional.pop(0) if optional else f"key{len(names) + 1}")
         dependent = schema.get("dependentRequired")
@@ -160,10 +223,10 @@ class _Generator:
         result: dict[str, Any] = {}
         for index, name in enumerate(names):
             subschema = properties.get(name, extra if isinstance(extra, Mapping) else True)
-            result[name] = self.value(subschema, variant if index == 0 else 0, depth + 1)
+            result[name] = self.value(subschema, variant if index == 0 else 0, depth + 1, path)
         return result
 
-    def _array(self, schema: Mapping[str, Any], variant: int, depth: int) -> list[Any]:
+    def _array(self, schema: Mapping[str, Any], variant: int, depth: int, path: _Path) -> list[Any]:
         prefix = schema.get("prefixItems")
         prefix = prefix if isinstance(prefix, list) else []
         items = schema.get("items", True)
@@ -171,7 +234,7 @@ class _Generator:
             prefix, items = items, schema.get("additionalItems", True)
         low = schema.get("minItems")
         high = schema.get("maxItems")
-        count = max(low if isinstance(low, int) else 1, len(prefix))
+        count = max(low if isinstance(low, int) else 0 if path.minimal else 1, len(prefix))
         if items is False:
             count = len(prefix)
         if isinstance(high, int):
@@ -183,9 +246,9 @@ class _Generator:
         while len(values) < count:
             index = len(values)
             if index < len(prefix):
-                value = self.value(prefix[index], variant, depth + 1)
+                value = self.value(prefix[index], variant, depth + 1, path)
             else:
-                value = self.value(items, candidate, depth + 1)
+                value = self.value(items, candidate, depth + 1, path)
                 candidate += 1
                 key = json.dumps(value, sort_keys=True, default=repr)
                 if unique and key in seen and candidate < variant + 4 * count + 8:
@@ -209,18 +272,6 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
     if any(key in schema for key in ("minimum", "maximum", "multipleOf")):
         return "number"
     return "string"
-
-
-def _pick_branch(branches: list[Any], parent: Mapping[str, Any]) -> Any:
-    """The first branch that is not just ``null``, merged with the parent's other keywords."""
-    chosen = next(
-        (b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")),
-        branches[0],
-    )
-    if not isinstance(chosen, Mapping):
-        return chosen
-    siblings = {k: v for k, v in parent.items() if k not in ("anyOf", "oneOf", "default")}
-    return {**siblings, **chosen}
 
 
 def _merge_into(target: dict[str, Any], part: Mapping[str, Any]) -> None:

@@ -38,6 +38,9 @@ _POLICY_THREADS: Final = 64  # sync user policies answer in parallel up to this 
 _CHAT_SUFFIX: Final = "/chat/completions"
 _MODELS_SUFFIX: Final = "/models"
 _SESSIONS_PREFIX: Final = "/sessions/"
+ROLLOUT_ID_TEMPLATE: Final = "{rollout_id}"
+"""Kept as written by ``session_url``: the runner puts each rollout's id in its place
+(``RunConfig.base_url``'s placeholder), so every rollout gets a session of its own."""
 
 
 def session_of_path(path: str) -> str:
@@ -167,13 +170,19 @@ class MockModelServer:
     def session_url(self, name: str) -> str:
         """Base URL ``http://127.0.0.1:PORT/sessions/<name>/v1`` recording ``session == name``.
 
-        ``session_url("")`` is ``base_url``. Any characters are allowed (percent-encoded).
+        ``session_url("")`` is ``base_url``. Any characters are allowed (percent-encoded),
+        except that ``{rollout_id}`` is kept as written: a ``RunConfig.base_url`` such as
+        ``session_url("{rollout_id}")`` or ``session_url("eval-{rollout_id}")`` gives every
+        rollout its own session, named after its rollout id.
         """
         if not isinstance(name, str):
             raise TypeError("session name must be a string")
         if not name:
             return self.base_url
-        return f"{self.origin}{_SESSIONS_PREFIX}{quote(name, safe='')}/v1"
+        encoded = ROLLOUT_ID_TEMPLATE.join(
+            quote(part, safe="") for part in name.split(ROLLOUT_ID_TEMPLATE)
+        )
+        return f"{self.origin}{_SESSIONS_PREFIX}{encoded}/v1"
 
     # -- recording and faults -----------------------------------------------------------------
 
