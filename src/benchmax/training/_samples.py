@@ -70,6 +70,14 @@ def _stitched(run: list[ModelCall]) -> TrainingSample:
     prompt = run[0].prompt_token_ids
     last = run[-1]
     assert prompt is not None and last.prompt_token_ids is not None
+    if len(run) == 1:  # copies straight from the tuples: one pass instead of two
+        assert last.completion_token_ids is not None and last.completion_logprobs is not None
+        return {
+            "prompt_ids": list(prompt),
+            "completion_ids": list(last.completion_token_ids),
+            "completion_mask": [1] * len(last.completion_token_ids),
+            "completion_logprobs": list(last.completion_logprobs),
+        }
     assert last.completion_token_ids is not None
     length = len(last.prompt_token_ids) + len(last.completion_token_ids) - len(prompt)
     ids = [0] * length
