@@ -179,7 +179,7 @@ class JudgedEnv(BaseEnv):
                                    ground_truth=rollout.example_args["ground_truth"])
 '''
 
-JUDGE_POLICY_SOURCE = '''
+JUDGE_POLICY_SOURCE = """
 import json
 
 from benchmax.testing import message_text
@@ -190,7 +190,7 @@ def grade(body, request):
     assert "Criterion title:" in prompt, "only the judge is asked"
     assert request.headers.get("authorization") == "Bearer benchmax-mock-key"
     return json.dumps({"score": 1, "reasoning": "short enough"})
-'''
+"""
 
 
 def test_a_baseline_judged_on_the_embedded_mock(project: Path) -> None:
