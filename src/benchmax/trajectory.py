@@ -203,6 +203,14 @@ class ModelCall:
     prompt_token_ids: tuple[int, ...] | None = None
     completion_token_ids: tuple[int, ...] | None = None
     completion_logprobs: tuple[float, ...] | None = None
+    _follows: tuple[tuple[int, ...], tuple[int, ...], bool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """What :meth:`continues` established, so it is not compared again: the previous
+    call's prompt and completion id tuples (the very objects; tuples are immutable, so an
+    identity match means the same content) and whether this call's prompt starts with
+    them. Set by :meth:`from_json` (``prompt_token_ids_added`` is built on them) and by
+    the first :meth:`continues` with that previous call; dropped by ``replace``."""
 
     def __post_init__(self) -> None:
         if self.finish_reason is not None and not isinstance(self.finish_reason, str):
@@ -231,7 +239,13 @@ class ModelCall:
     def continues(self, previous: ModelCall) -> bool:
         """Whether this call's prompt ids start with ``previous``'s prompt + completion ids
         (so both calls stitch into one training sequence). ``False`` when either call
-        lacks token ids."""
+        lacks token ids.
+
+        Exact. The first answer for a given ``previous`` compares the ids (time linear in
+        the context) and is kept with this call, so asking again (``to_json``,
+        ``Trajectory.token_prefix_breaks``, ``to_training_samples``) costs O(1); a call
+        read from a results line as ``prompt_token_ids_added`` knows the answer without
+        comparing, and ``BaseEnv`` asks when it records the call."""
         prompt, before, sampled = (
             self.prompt_token_ids,
             previous.prompt_token_ids,
@@ -239,11 +253,16 @@ class ModelCall:
         )
         if prompt is None or before is None or sampled is None:
             return False
+        follows = self._follows
+        if follows is not None and follows[0] is before and follows[1] is sampled:
+            return follows[2]
         split = len(before)
         end = split + len(sampled)
         # The sampled part first: a template that re-renders the previous reply (dropping
         # its reasoning) differs there, so a break is found without reading the context.
-        return len(prompt) >= end and prompt[split:end] == sampled and prompt[:split] == before
+        answer = len(prompt) >= end and prompt[split:end] == sampled and prompt[:split] == before
+        object.__setattr__(self, "_follows", (before, sampled, answer))
+        return answer
 
     def to_json(self, previous: ModelCall | None = None) -> ModelCallRecord:
         """This call as a results line holds it (token lists only when recorded).
@@ -293,8 +312,11 @@ class ModelCall:
                 raise ValueError("prompt_token_ids_added without a previous call with tokens")
             assert previous.completion_token_ids is not None  # has tokens: both are set
             # Only the added ids needed checking: the previous call's are valid already.
-            prompt = previous.prompt_token_ids + previous.completion_token_ids
-            object.__setattr__(call, "prompt_token_ids", prompt + call.prompt_token_ids)  # type: ignore[operator]
+            before, sampled = previous.prompt_token_ids, previous.completion_token_ids
+            prompt = before + sampled + call.prompt_token_ids  # type: ignore[operator]
+            object.__setattr__(call, "prompt_token_ids", prompt)
+            # Built on them, so it continues them: no comparison needed later.
+            object.__setattr__(call, "_follows", (before, sampled, True))
         return call
 
 

@@ -141,3 +141,78 @@ def test_an_empty_eval_split_is_explained(project: Path) -> None:
     result = invoke("traces", "logs/gateway.jsonl", "-o", "data")  # one conversation
     assert result.exit_code == 0, result.output
     assert "eval.jsonl is empty" in " ".join(result.output.split())
+
+
+JUDGED_ENV_SOURCE = '''
+from pathlib import Path
+
+from benchmax.auth import InjectedAuth
+from benchmax.envs import BaseEnv, BaseRollout, Example, JsonlDataset, canonical_example_id
+from benchmax.rewards import Judge, Rubric, score_rubrics
+
+RUBRICS = [Rubric("Brevity", "The response is short.")]
+
+
+class JudgedEnv(BaseEnv):
+    """Rows as `benchmax traces` writes them; a judge grades the reply's brevity."""
+
+    reward_keys = ("rubric_brevity",)
+    max_turns = 1
+
+    def __init__(self, *, judge_base_url: str) -> None:
+        super().__init__()
+        self.judge = Judge(model="judge", base_url=judge_base_url, auth=InjectedAuth("judge"))
+
+    async def create_dataset(self, split, base_dir: Path, *, max_examples=None):
+        return JsonlDataset(base_dir / f"{split}.jsonl", row_to_example=self._example,
+                            max_examples=max_examples)
+
+    def _example(self, row):
+        history = row.get("messages") or [{"role": "user", "content": row["prompt"]}]
+        payload = {"prompt_messages": history, "ground_truth": row["ground_truth"]}
+        return Example(id=canonical_example_id(payload), payload=payload)
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        asked = [m for m in rollout.messages if m["role"] == "user"]
+        return await score_rubrics(rollout.rollout_id, rollout.messages, rubrics=RUBRICS,
+                                   judge=self.judge, question=str(asked[-1]["content"]),
+                                   ground_truth=rollout.example_args["ground_truth"])
+'''
+
+JUDGE_POLICY_SOURCE = """
+import json
+
+from benchmax.testing import message_text
+
+
+def grade(body, request):
+    prompt = message_text(body["messages"][-1]["content"])
+    assert "Criterion title:" in prompt, "only the judge is asked"
+    assert request.headers.get("authorization") == "Bearer benchmax-mock-key"
+    return json.dumps({"score": 1, "reasoning": "short enough"})
+"""
+
+
+def test_a_baseline_judged_on_the_embedded_mock(project: Path) -> None:
+    (project / "judged.py").write_text(JUDGED_ENV_SOURCE)
+    (project / "judge_policy.py").write_text(JUDGE_POLICY_SOURCE)
+    result = invoke("traces", "logs", "-o", "data", "--eval-fraction", "0.5",
+                    "--baseline", "judged.py:JudgedEnv", "--env-arg", "judge_base_url=@mock",
+                    "--mock-policy", "judge_policy.py:grade")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    baseline = read_results(project / "data" / "baseline.jsonl")
+    assert baseline.rollouts and all(
+        r.termination_reason == "finished" and r.rewards == {"rubric_brevity": 1.0}
+        for r in baseline.rollouts
+    )
+    # The header keeps '@mock', never the mock's address of the moment.
+    assert baseline.definition["env"]["constructor_args"] == {"judge_base_url": "@mock"}
+
+
+def test_mock_policy_without_a_baseline_or_an_at_mock_argument_is_refused(project: Path) -> None:
+    result = invoke("traces", "logs", "-o", "data", "--mock-policy", "echo")
+    assert result.exit_code != 0 and "--mock-policy needs --baseline" in result.output
+    result = invoke("traces", "logs", "-o", "data", "--eval-fraction", "0.5",
+                    "--baseline", "env.py:LoggedEnv", "--mock-policy", "echo")  # fmt: skip
+    assert result.exit_code == 1
+    assert "no '@mock' constructor argument" in result.output

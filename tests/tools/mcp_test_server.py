@@ -5,6 +5,8 @@ serves streamable HTTP on 127.0.0.1:PORT at ``/mcp``. With ``MCP_TEST_MARKS`` se
 directory, tools leave marker files there (``started-<tool>-<pid>-<call>``, ``cancelled-...``)
 so tests can see a call begin (to kill the server mid-call) and be cancelled.
 ``MCP_TEST_TOKEN`` makes the HTTP server require ``Authorization: Bearer <token>``.
+``MCP_TEST_START_DELAY`` (seconds) makes it start that much later, like a server whose
+imports are slow.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def crash() -> str:
 
 
 def main() -> None:
+    time.sleep(float(os.environ.get("MCP_TEST_START_DELAY", "0")))
     if sys.argv[1:2] == ["http"]:
         token = os.environ.get("MCP_TEST_TOKEN")
         app = server.streamable_http_app()

@@ -331,14 +331,17 @@ async def test_a_refusing_provider_settles_tool_error_and_siblings_finish(
     await env.aclose()
 
 
-async def test_provider_start_up_and_calls_are_bounded_by_tool_timeout(
+async def test_provider_calls_are_bounded_by_tool_timeout_but_not_its_start_up(
     mock_server: MockModelServer,
 ) -> None:
-    mock_server.policy = scripted(["never asked"], when_exhausted="repeat_last")
-    env = ToolsEnv(tools=[RecordingProvider(slow_open=30)], tool_timeout=0.3)
+    # Start-up is the provider's own to bound (MCPServer: startup_timeout).
+    slow = RecordingProvider(slow_open=1.0)
+    mock_server.policy = scripted([call("remote_echo", {"text": "hi"}), "done"])
+    env = ToolsEnv(tools=[slow], tool_timeout=0.3)
     rollout = await env.run_rollout(request(mock_server, "slow-open"))
-    assert rollout.termination_reason == "tool_timeout"
-    assert mock_server.requests == []
+    assert rollout.termination_reason == "finished"
+    assert tool_messages(rollout) == [[{"type": "text", "text": "slow-open:hi"}]]
+    assert slow.log == [("open", "slow-open"), ("close", "slow-open")]
 
     hanging = RecordingProvider(hang=True)
     mock_server.policy = scripted([call("remote_echo", {"text": "hi"})])

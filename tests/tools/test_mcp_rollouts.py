@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import cloudpickle
 import pytest
 from tests.tools.conftest import ToolsEnv, request, requests_for, tool_messages
 from tests.tools.mcp_support import (
+    SERVER_SCRIPT,
     START,
     child_processes,
     fds_leaked,
@@ -169,3 +171,33 @@ async def test_an_environment_with_an_mcp_server_pickles_and_runs(
         env = cloudpickle.loads(cloudpickle.dumps(ToolsEnv(tools=[MCPServer(url=http.url)])))
         rollout = await env.run_rollout(request(mock_server, "r0"))
     assert json.loads(tool_messages(rollout)[0]) == {"x": 3, "y": 4}
+
+
+async def test_a_slow_starting_stdio_server_is_bounded_by_startup_timeout_not_tool_timeout(
+    tmp_path: Path, mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that takes 3 s to start (slow imports) serves rollouts whose calls get
+    0.5 s; one that misses its startup_timeout ends the rollout as tool_error."""
+    children = child_processes()
+    mock_server.policy = plan_policy({}, default=[_call("add", a=2, b=3)])
+
+    def slow_server(startup_timeout: float) -> MCPServer:
+        return MCPServer(
+            command=[sys.executable, str(SERVER_SCRIPT)],
+            env={"MCP_TEST_START_DELAY": "3"},
+            startup_timeout=startup_timeout,
+            stderr="discard",
+        )
+
+    env = ToolsEnv(tools=[slow_server(START)], tool_timeout=0.5)
+    outcomes = await env.run_group(requests_for(mock_server, ["r0", "r1"]))
+    assert {o.termination_reason for o in outcomes.values()} == {"finished"}
+    assert {o.rewards["tool_messages"] for o in outcomes.values()} == {1.0}
+    assert _tool_results(mock_server.requests[-1].body) == ["5"]
+
+    env = ToolsEnv(tools=[slow_server(1.0)], tool_timeout=30)
+    rollout = await env.run_rollout(request(mock_server, "too-slow"))
+    assert rollout.termination_reason == "tool_error"
+    assert "did not start within 1s" in caplog.text
+    await env.aclose()
+    await wait_for(lambda: child_processes() <= children, 15)

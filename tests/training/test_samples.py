@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import pickle
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -135,3 +139,92 @@ def test_stitched_samples_reproduce_the_servers_token_stream(
     pairs = list(zip(sample["completion_logprobs"], sample["completion_mask"], strict=True))
     assert [lp for lp, m in pairs if m] == logprobs
     assert all(lp == 0.0 for lp, m in pairs if not m)
+
+
+def reference_samples(record: Trajectory) -> list[dict[str, list[int] | list[float]]]:
+    """The stitching rule written plainly, comparing every prefix in full."""
+    samples: list[dict[str, list[int] | list[float]]] = []
+    stream: list[int] | None = None
+    for model_call in record.model_calls:
+        prompt, completion = model_call.prompt_token_ids, model_call.completion_token_ids
+        if prompt is None or completion is None:
+            continue
+        logprobs = list(model_call.completion_logprobs or ())
+        if stream is not None and list(prompt[: len(stream)]) == stream:
+            added = list(prompt[len(stream) :])
+            samples[-1]["completion_ids"] += added + list(completion)  # type: ignore[operator]
+            samples[-1]["completion_mask"] += [0] * len(added) + [1] * len(completion)  # type: ignore[operator]
+            samples[-1]["completion_logprobs"] += [0.0] * len(added) + logprobs  # type: ignore[operator]
+        else:
+            samples.append(
+                {
+                    "prompt_ids": list(prompt),
+                    "completion_ids": list(completion),
+                    "completion_mask": [1] * len(completion),
+                    "completion_logprobs": logprobs,
+                }
+            )
+        stream = list(prompt) + list(completion)
+    return samples
+
+
+@st.composite
+def conversations_with_breaks(draw: st.DrawFn) -> Trajectory:
+    """Calls that mostly continue the previous one, some breaking the prefix anywhere
+    (an edited context token, a re-rendered reply, a shorter prompt), some without tokens."""
+    tokens = st.integers(min_value=0, max_value=40)  # small ids: near-misses are likely
+    stream = draw(st.lists(tokens, min_size=1, max_size=12))
+    calls = []
+    for index in range(draw(st.integers(min_value=1, max_value=7))):
+        if index:
+            stream = stream + draw(st.lists(tokens, max_size=8))
+        prompt = list(stream)
+        kind = draw(st.sampled_from(["continue", "continue", "edit", "shorter", "no tokens"]))
+        if kind == "edit" and prompt:
+            at = draw(st.integers(min_value=0, max_value=len(prompt) - 1))
+            prompt[at] = 41
+        elif kind == "shorter" and prompt:
+            prompt = prompt[: draw(st.integers(min_value=0, max_value=len(prompt) - 1))]
+        completion = draw(st.lists(tokens, max_size=10))
+        if kind == "no tokens":
+            calls.append(ModelCall())
+            continue
+        calls.append(call(prompt, completion, [-0.25 * (i % 5) for i in range(len(completion))]))
+        stream = prompt + completion
+    return trajectory(*calls)
+
+
+def read_back(record: Trajectory) -> Trajectory:
+    return Trajectory.from_json(json.loads(json.dumps(record.to_json())))
+
+
+@given(conversations_with_breaks())
+def test_samples_match_the_plain_rule_fresh_read_back_and_pickled(record: Trajectory) -> None:
+    expected = reference_samples(record)
+    breaks = max(len(expected) - 1, 0)
+    fresh = trajectory(*(dataclasses.replace(c) for c in record.model_calls))
+    # Fresh calls compare in full; asked again they use what they settled, which
+    # pickling keeps; a record read back from its results line knows it without comparing.
+    assert to_training_samples(fresh) == expected
+    unpickled = trajectory(*pickle.loads(pickle.dumps(fresh.model_calls)))
+    for source in (fresh, fresh, read_back(record), unpickled):
+        assert to_training_samples(source) == expected
+        assert source.token_prefix_breaks == breaks
+
+
+def test_a_settled_relation_is_not_reused_for_another_previous_call() -> None:
+    first = call([1, 2], [3])
+    second = call([1, 2, 3, 9], [4])
+    assert second.continues(first)
+    # Equal ids in other tuples: compared again, same answer; different ids: a break.
+    assert second.continues(call([1, 2], [3]))
+    assert not second.continues(call([1, 2], [5]))
+    assert not second.continues(call([7, 2], [3]))
+    assert second.continues(first)
+    # The record's other views agree whichever previous call was asked last.
+    assert trajectory(call([1, 2], [5]), second).token_prefix_breaks == 1
+    assert trajectory(first, second).token_prefix_breaks == 0
+    # ``replace`` may change the ids, so the copy settles afresh.
+    edited = dataclasses.replace(second, prompt_token_ids=(1, 2, 8, 9))
+    assert not edited.continues(first)
+    assert edited != second and dataclasses.replace(second) == second

@@ -75,6 +75,13 @@ async def test_reasoning_the_server_no_longer_sees_starts_a_counted_sample() -> 
     ]
     kept, _ = await _rollout(replies, send_reasoning=True)
     dropped, _ = await _rollout(replies, send_reasoning=False)  # BaseEnv's default
+    # BaseEnv settled, when it recorded each call, whether it continues the one before
+    # (kept with the call, tied to that call's id tuples), so samples need no comparison.
+    for record, continues in ((kept, True), (dropped, False)):
+        first, second = record.model_calls
+        settled = second._follows
+        assert settled is not None and settled[2] is continues
+        assert settled[0] is first.prompt_token_ids and settled[1] is first.completion_token_ids
     assert kept.token_prefix_breaks == 0 and len(to_training_samples(kept)) == 1
     assert dropped.token_prefix_breaks == 1
     samples = to_training_samples(dropped)

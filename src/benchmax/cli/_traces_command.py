@@ -22,15 +22,24 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from benchmax.auth import InjectedAuth, ModelAuth, bind_model_auth
-from benchmax.cli._credentials import auth_variables, bearer_from_variable, injected_auth_names
+from benchmax.auth import InjectedAuth, ModelAuth, StaticBearerAuth, bind_model_auth
+from benchmax.cli._credentials import (
+    MOCK_KEY,
+    auth_variables,
+    bearer_from_variable,
+    injected_auth_names,
+)
 from benchmax.cli._options import auth_option, env_arg_option
+from benchmax.cli._results_commands import _mock_url
 from benchmax.cli._targets import (
+    MOCK_URL_MARKER,
     USER_CODE_ERRORS,
     TargetError,
     described,
     load_target,
     parse_env_args,
+    substitute_mock,
+    uses_mock,
 )
 
 __all__ = ["traces_command"]
@@ -96,32 +105,64 @@ def _teacher_auth(api_key_env: str | None) -> Iterator[None]:
 
 
 async def _baseline(
-    target_spec: str, env_arg_pairs: tuple[str, ...], auth_pairs: tuple[str, ...], data_dir: Path
+    target_spec: str,
+    env_arg_pairs: tuple[str, ...],
+    auth_pairs: tuple[str, ...],
+    data_dir: Path,
+    mock_policy: str | None,
+) -> Any:
+    """Score the eval split with ``target_spec``'s rewards. ``"@mock"`` constructor
+    arguments point at an embedded mock answering with ``mock_policy`` (default ``echo``),
+    whose credential every injected name (``--auth`` included) gets, as in ``rescore``."""
+    target = load_target(target_spec)
+    env_args = {**target.constructor_args, **parse_env_args(env_arg_pairs)}
+    mock = uses_mock(env_args)
+    if mock_policy is not None and not mock:
+        raise TargetError(
+            f"--mock-policy: no {MOCK_URL_MARKER!r} constructor argument of --baseline uses "
+            f"the embedded mock (e.g. --env-arg judge_base_url={MOCK_URL_MARKER})"
+        )
+    auth_vars = auth_variables(auth_pairs)
+    async with _mock_url(mock, mock_policy or "echo") as url:
+        args = substitute_mock(env_args, url) if url is not None else env_args
+        return await _scored(target, env_args, args, auth_vars, data_dir, mock=mock)
+
+
+async def _scored(
+    target: Any,
+    env_args: dict[str, Any],
+    args: dict[str, Any],
+    auth_vars: dict[str, str],
+    data_dir: Path,
+    *,
+    mock: bool,
 ) -> Any:
     from benchmax.datagen import score_logged_replies
     from benchmax.envs import BaseEnv
 
-    target = load_target(target_spec)
-    env_args = {**target.constructor_args, **parse_env_args(env_arg_pairs)}
     providers: dict[str, ModelAuth] = {
         name: bearer_from_variable(variable, f"--auth {name}")
-        for name, variable in auth_variables(auth_pairs).items()
+        for name, variable in auth_vars.items()
     }
     try:
-        env = target.env_class(**env_args)
+        env = target.env_class(**args)
     except USER_CODE_ERRORS as error:
         raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
     try:
         if not isinstance(env, BaseEnv):
             raise TargetError(f"{target.label} is not a BaseEnv: the baseline scores transcripts")
-        missing = sorted(injected_auth_names(env) - set(providers))
-        if missing:
+        injected = injected_auth_names(env)
+        if mock:
+            for name in injected | set(auth_vars):
+                providers[name] = StaticBearerAuth(MOCK_KEY)
+        elif missing := sorted(injected - set(providers)):
             Console(stderr=True).print(
                 f"[yellow]note:[/] no --auth given for injected credential(s) "
                 f"{escape(', '.join(missing))}; calls using them will fail",
                 soft_wrap=True,
             )
         cls = target.env_class
+        # The header keeps the arguments as given ('@mock', not the mock's address).
         definition = (
             {"bundle_digest": target.bundle_digest, "constructor_args": dict(env_args)}
             if target.bundle_digest is not None
@@ -226,8 +267,17 @@ async def _baseline(
     "(file.py:Class, package.module:Class or a bundle; it reads -o as its data directory) "
     "into baseline.jsonl.",
 )
-@env_arg_option("Constructor argument of the --baseline environment (JSON value). Repeatable.")
+@env_arg_option(
+    "Constructor argument of the --baseline environment (JSON value; '@mock' is the embedded "
+    "mock's URL, e.g. judge_base_url=@mock). Repeatable."
+)
 @auth_option("Bind InjectedAuth(NAME) of the --baseline environment to the key in VAR.")
+@click.option(
+    "--mock-policy",
+    metavar="POLICY",
+    help="Policy of the embedded mock that '@mock' arguments of --baseline point to, e.g. "
+    "a judge (echo, package.module:function or file.py:function; default: echo).",
+)
 def traces_command(
     inputs: tuple[Path, ...],
     output_dir: Path,
@@ -251,6 +301,7 @@ def traces_command(
     baseline_target: str | None,
     env_arg_pairs: tuple[str, ...],
     auth_pairs: tuple[str, ...],
+    mock_policy: str | None,
 ) -> None:
     """Turn production logs (INPUTS: files or directories) into train.jsonl and eval.jsonl.
 
@@ -265,6 +316,8 @@ def traces_command(
     try:
         if (teacher_model is None) != (teacher_base_url is None):
             raise TargetError("--teacher-model and --teacher-base-url go together")
+        if mock_policy is not None and baseline_target is None:
+            raise TargetError("--mock-policy needs --baseline (its '@mock' arguments use it)")
         config = TracesConfig(
             unit="conversation" if unit == "conversation" else "turn",
             keep_failed=keep_failed,
@@ -323,7 +376,9 @@ def traces_command(
     if summary.eval_rows == 0:
         raise click.ClickException("no eval rows: nothing to score for --baseline")
     try:
-        report = asyncio.run(_baseline(baseline_target, env_arg_pairs, auth_pairs, output_dir))
+        report = asyncio.run(
+            _baseline(baseline_target, env_arg_pairs, auth_pairs, output_dir, mock_policy)
+        )
     except TargetError as error:
         raise click.ClickException(str(error)) from None
     except Exception as error:

@@ -56,10 +56,11 @@ class MCPServer:
       own server process), so no state leaks between rollouts; ``True`` gives every
       rollout on an event loop one session, opened on first use and kept until
       :meth:`aclose` or the loop's end.
-    * ``startup_timeout`` (seconds, default 30) bounds starting and the MCP handshake
-      (``BaseEnv`` bounds opening by its ``tool_timeout`` as well); each call is bounded
-      by the environment's ``tool_timeout``. A call that outlives it
-      is cancelled on the server (``notifications/cancelled``) and the session goes on.
+    * ``startup_timeout`` (seconds, default 30) alone bounds starting and the MCP
+      handshake (``BaseEnv``'s ``tool_timeout`` does not apply to it); listing the tools
+      and each call are bounded by the environment's ``tool_timeout``. A call that
+      outlives it is cancelled on the server (``notifications/cancelled``) and the
+      session goes on.
     * ``retries`` (default 1): a call that loses its connection (or meets an internal
       server error) is repeated, on a new session when the old one is gone, only for
       tools the server marks ``readOnlyHint`` or ``idempotentHint``; otherwise the

@@ -4,7 +4,9 @@
 ``BaseEnv`` opens one ``ToolSession`` per provider when a rollout starts (inside its
 ``rollout_context``), lists the session's tools once, routes the model's calls to it,
 and closes it when the rollout ends, whatever the outcome (failure and cancellation
-included). ``tool_timeout`` bounds each ``call_tool``; a hung call is cancelled.
+included). ``tool_timeout`` bounds ``list_tools`` and each ``call_tool``; a hung call is
+cancelled. ``open_session`` is not bounded by ``tool_timeout``: a provider bounds its own
+start-up (``MCPServer``: ``startup_timeout``).
 """
 
 from __future__ import annotations
@@ -49,5 +51,6 @@ class ToolProvider(Protocol):
     async def open_session(self, rollout_id: str) -> ToolSession:
         """A session for rollout ``rollout_id`` (one per rollout by default; a provider
         may hand every rollout the same shared session, whose ``aclose`` is then its
-        own business). Raising ends that rollout as ``tool_error``."""
+        own business). Raising ends that rollout as ``tool_error``. ``BaseEnv`` does not
+        time it (only a ``rollout_timeout`` would end it): bound start-up here."""
         ...

@@ -43,37 +43,65 @@ def to_training_samples(trajectory: Trajectory) -> list[TrainingSample]:
     Raises ``ValueError`` when a call has completion ids but no logprobs (a sample never
     carries made-up logprobs).
     """
-    samples: list[TrainingSample] = []
+    runs: list[list[ModelCall]] = []  # calls that stitch into one sample each
     previous: ModelCall | None = None
-    current: TrainingSample | None = None
     for call in trajectory.model_calls:
-        prompt, completion = call.prompt_token_ids, call.completion_token_ids
-        if prompt is None or completion is None:
+        if call.prompt_token_ids is None or call.completion_token_ids is None:
             continue
-        logprobs = call.completion_logprobs
-        if logprobs is None:
+        if call.completion_logprobs is None:
             raise ValueError(
                 f"rollout {trajectory.rollout_id}: a model call has completion token ids "
                 "but no logprobs"
             )
-        if current is not None and previous is not None and call.continues(previous):
-            assert previous.prompt_token_ids is not None
-            assert previous.completion_token_ids is not None
-            start = len(previous.prompt_token_ids) + len(previous.completion_token_ids)
-            added = len(prompt) - start
-            current["completion_ids"] += prompt[start:]
-            current["completion_ids"] += completion
-            current["completion_mask"] += [0] * added
-            current["completion_mask"] += [1] * len(completion)
-            current["completion_logprobs"] += [0.0] * added
-            current["completion_logprobs"] += logprobs
+        if previous is not None and call.continues(previous):
+            runs[-1].append(call)
         else:
-            current = {
-                "prompt_ids": list(prompt),
-                "completion_ids": list(completion),
-                "completion_mask": [1] * len(completion),
-                "completion_logprobs": list(logprobs),
-            }
-            samples.append(current)
+            runs.append([call])
         previous = call
-    return samples
+    return [_stitched(run) for run in runs]
+
+
+def _stitched(run: list[ModelCall]) -> TrainingSample:
+    """One sample from calls that each continue the one before (checked by the caller).
+
+    The lists are allocated once at their final size and filled by slice assignment: time
+    linear in the tokens each call added, however long the context (growing them call by
+    call would copy the whole context again and again)."""
+    prompt = run[0].prompt_token_ids
+    last = run[-1]
+    assert prompt is not None and last.prompt_token_ids is not None
+    if len(run) == 1:  # copies straight from the tuples: one pass instead of two
+        assert last.completion_token_ids is not None and last.completion_logprobs is not None
+        return {
+            "prompt_ids": list(prompt),
+            "completion_ids": list(last.completion_token_ids),
+            "completion_mask": [1] * len(last.completion_token_ids),
+            "completion_logprobs": list(last.completion_logprobs),
+        }
+    assert last.completion_token_ids is not None
+    length = len(last.prompt_token_ids) + len(last.completion_token_ids) - len(prompt)
+    ids = [0] * length
+    mask = [1] * length
+    logprobs = [0.0] * length
+    # ``at``: how much of the completion lists is filled; the stitched stream so far is
+    # ``prompt`` + those ``at`` ids, which the next call's prompt starts with.
+    at = 0
+    for call in run:
+        call_prompt, completion = call.prompt_token_ids, call.completion_token_ids
+        assert call_prompt is not None and completion is not None
+        assert call.completion_logprobs is not None
+        added = len(call_prompt) - len(prompt) - at
+        if added:
+            ids[at : at + added] = call_prompt[len(prompt) + at :]
+            mask[at : at + added] = [0] * added
+            at += added
+        end = at + len(completion)
+        ids[at:end] = completion
+        logprobs[at:end] = call.completion_logprobs
+        at = end
+    return {
+        "prompt_ids": list(prompt),
+        "completion_ids": ids,
+        "completion_mask": mask,
+        "completion_logprobs": logprobs,
+    }

@@ -175,7 +175,10 @@ async def _fill(
                 table._add(function.spec, _Route(function, twin, None), origin)
         else:
             origin = type(entry).__name__
-            session = await _bounded(entry.open_session(rollout_id), timeout, origin)
+            # Start-up is the provider's to bound (MCPServer: startup_timeout), never
+            # tool_timeout: a server that takes 5 s to import must not fail every rollout
+            # of an environment whose calls get 2 s. Listing is a call like the others.
+            session = await entry.open_session(rollout_id)
             table._stack.push_async_callback(session.aclose)
             listed = await _bounded(session.list_tools(), timeout, origin)
             if not isinstance(listed, list):

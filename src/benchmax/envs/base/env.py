@@ -157,7 +157,14 @@ class _Meter:
             fields["prompt_token_ids"] = tokens.prompt_token_ids
             fields["completion_token_ids"] = tokens.completion_token_ids
             fields["completion_logprobs"] = tokens.completion_logprobs
-        self.calls[-1] = replace(self.calls[-1], **fields)
+        call = self.calls[-1] = replace(self.calls[-1], **fields)
+        if call.has_tokens:
+            # Settle once, while the ids are fresh, whether this call continues the last
+            # one with tokens: the call keeps the answer, so writing the record and
+            # building training samples later take time linear in this turn only.
+            previous = next((c for c in reversed(self.calls[:-1]) if c.has_tokens), None)
+            if previous is not None:
+                call.continues(previous)
 
     def tools_answered(self, first_index: int) -> None:
         """The pending tool calls' messages went into the transcript from ``first_index``."""
