@@ -21,7 +21,7 @@ import contextlib
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import repeat
 from operator import truediv
 from types import MappingProxyType
@@ -431,6 +431,17 @@ class Trajectory:
         ):
             raise TypeError("annotations must be a mapping with string keys")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Read-only mapping views (the empty defaults, a caller's MappingProxyType) do not
+        # pickle: send plain dicts, rebuilt (and validated) through the constructor.
+        state = {
+            item.name: dict(value) if isinstance(value, MappingProxyType) else value
+            for item in fields(self)
+            if item.init
+            for value in (getattr(self, item.name),)
+        }
+        return (_rebuilt_trajectory, (state,))
+
     @property
     def trainable(self) -> bool:
         """Whether a trainer should learn from this rollout: its termination reason is in
@@ -631,3 +642,8 @@ def is_simulated_user(message: object) -> bool:
     """Whether a transcript message was written by a simulated user
     (it carries ``SIMULATED_USER_KEY: true``)."""
     return isinstance(message, Mapping) and message.get(SIMULATED_USER_KEY) is True
+
+
+def _rebuilt_trajectory(state: dict[str, Any]) -> Trajectory:
+    """Unpickle a :class:`Trajectory` (see ``Trajectory.__reduce__``)."""
+    return Trajectory(**state)

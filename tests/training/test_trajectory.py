@@ -254,3 +254,30 @@ def test_a_continuing_call_stores_only_the_prompt_ids_it_adds() -> None:
     orphan = {"seconds": 0.0, "prompt_token_ids_added": [1]}
     with pytest.raises(ValueError, match="without a previous call"):
         Trajectory.from_json({**trajectory.to_json(), "model_calls": [orphan]})
+
+
+def test_a_trajectory_pickles_for_worker_processes() -> None:
+    import pickle
+    from types import MappingProxyType
+
+    call = ModelCall(
+        finish_reason="stop",
+        seconds=0.5,
+        prompt_token_ids=(1, 2),
+        completion_token_ids=(3,),
+        completion_logprobs=(-0.25,),
+    )
+    for annotations in ({}, MappingProxyType({"judge": {"score": 1}})):
+        trajectory = Trajectory(
+            rollout_id="r0",
+            example_id="e0",
+            termination_reason="finished",
+            rewards={"correct": 1.0},
+            model_calls=(call,),
+            annotations=annotations,
+        )
+        again = pickle.loads(pickle.dumps(trajectory))
+        assert again == trajectory and again.model_calls == (call,)
+        assert again.to_json() == trajectory.to_json()
+    plain = Trajectory(rollout_id="r", example_id="e", termination_reason="x", rewards={})
+    assert pickle.loads(pickle.dumps(plain)) == plain  # the read-only empty defaults
