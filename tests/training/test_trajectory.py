@@ -267,14 +267,14 @@ def test_a_trajectory_pickles_for_worker_processes() -> None:
         completion_token_ids=(3,),
         completion_logprobs=(-0.25,),
     )
-    for annotations in ({}, MappingProxyType({"judge": {"score": 1}})):
+    for attached in ({}, MappingProxyType({"judge": {"score": 1}})):
         trajectory = Trajectory(
             rollout_id="r0",
             example_id="e0",
             termination_reason="finished",
             rewards={"correct": 1.0},
             model_calls=(call,),
-            annotations=annotations,
+            annotations=attached,
         )
         again = pickle.loads(pickle.dumps(trajectory))
         assert again == trajectory and again.model_calls == (call,)
