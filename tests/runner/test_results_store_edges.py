@@ -575,3 +575,24 @@ def test_a_write_that_cannot_finish_is_a_write_error(tmp_path: Path, fail: bool,
     assert caught.value.errno == code and caught.value.path == str(path)
     assert len(getattr(caught.value, "__notes__", [])) == 1  # the cut back failed too
     assert store.groups == {}
+
+
+def test_a_line_a_reader_cannot_turn_into_a_trajectory_names_file_and_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "results.jsonl"
+    record = dict(rollout(1, 0).to_json())
+    del record["rollout_id"]  # enough for a resume's summary, not for a reader
+    before = write_results(path, *group(0)) + encoded_line(record)
+    path.write_bytes(before)
+    with pytest.raises(ResultsFileError) as caught:
+        read_results(path)
+    assert f"{path}:4" in str(caught.value)
+
+
+def test_the_next_attempt_is_one_past_the_highest_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    write_results(path, rollout(0, 0, attempt=0), rollout(1, 0, attempt=4))
+    store = opened(path)
+    store.close()
+    assert (store.next_attempt(0), store.next_attempt(1), store.next_attempt(2)) == (1, 5, 1)
