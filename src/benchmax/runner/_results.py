@@ -205,10 +205,8 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
                 raise ResultsFileError(
                     f"{path}:{number} is not a rollout record: {error}"
                 ) from None
-        else:
-            record.pop("transcript", None)
-            record.pop("logs", None)
-            record.pop("model_calls", None)
+        else:  # a resume keeps only what the summary needs, never transcripts
+            record = {key: record[key] for key in _SUMMARY_FIELDS if key in record}
         by_attempt.setdefault((index, attempt), []).append(record)
         scan.attempts[index] = max(attempt, scan.attempts.get(index, 0))
     for (index, _attempt), records in sorted(by_attempt.items()):
@@ -225,6 +223,9 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
             )
     return scan
 
+
+_SUMMARY_FIELDS = ("example_id", "group_index", "termination_reason", "rewards", "usage")
+"""The fields of a rollout line a resume keeps (``_is_complete`` and ``CompletedGroup``)."""
 
 _FLOAT_MAX = sys.float_info.max
 
@@ -518,7 +519,11 @@ def encoded_line(record: Mapping[str, Any]) -> bytes:
 
     Text UTF-8 cannot encode (lone surrogates from a model's ``\\ud800`` escape) is written
     as the JSON escape ``\\ud800``, which JSON readers turn back into the same string.
-    Keys that are not strings, cycles and objects JSON has no form for are written as text.
+    Keys that are not strings, cycles (``"<cycle>"``), nesting deeper than 200 levels
+    (``"<too deep>"``) and objects JSON has no form for are written as text; so is an
+    integer too long for Python to write in decimal (more than ``sys.get_int_max_str_digits()``
+    digits), as its ``0x`` hexadecimal text. Non-finite floats are written as JSON's
+    common extension ``NaN``/``Infinity``/``-Infinity``, which ``json.loads`` reads back.
     """
     try:
         text = json.dumps(record, ensure_ascii=False, default=_text)
@@ -539,7 +544,9 @@ def _text(value: object) -> str:
 
 def _plain(value: Any, seen: tuple[int, ...]) -> Any:
     """``value`` as plain JSON data: string keys, no cycles, text for anything else."""
-    if value is None or isinstance(value, str | int | float | bool):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if _decimal_writable(value) else hex(value)
+    if value is None or isinstance(value, str | float | bool):
         return value
     if id(value) in seen or len(seen) > 200:
         return "<cycle>" if id(value) in seen else "<too deep>"
@@ -549,6 +556,14 @@ def _plain(value: Any, seen: tuple[int, ...]) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item, inner) for item in value]
     return _text(value)
+
+
+def _decimal_writable(value: int) -> bool:
+    try:
+        str(value)
+    except ValueError:  # more digits than sys.get_int_max_str_digits() allows
+        return False
+    return True
 
 
 def _key(key: object) -> str:
