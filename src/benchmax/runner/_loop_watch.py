@@ -86,7 +86,10 @@ def _hook_of(frame: FrameType | None) -> str | None:
             resolved = str(Path(filename).resolve())
         except OSError:
             resolved = filename
-        if not resolved.startswith((_BENCHMAX, *_LIBRARIES)):
+        # "<frozen runpy>" and the like are the standard library's frozen modules.
+        if not filename.startswith("<frozen ") and not resolved.startswith(
+            (_BENCHMAX, *_LIBRARIES)
+        ):
             return f"{frame.f_code.co_qualname} ({filename}:{frame.f_lineno})"
         frame = frame.f_back
     return None

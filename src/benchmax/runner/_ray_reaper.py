@@ -8,7 +8,7 @@ process group leaves it alone). The driver holds the write end of the guard's st
 
 While the driver lives, the guard records every process descended from it that started
 after the guard did (Ray's processes: they are its only new children), with each one's start
-time, twice a second. When its stdin reaches end of file without the word ``done`` (the
+time, once a second. When its stdin reaches end of file without the word ``done`` (the
 driver died: the kernel closes a dead process's pipes), it sends SIGTERM to every recorded
 process still alive with the same start time (never one whose pid was reused) and SIGKILL
 ``REAP_GRACE_SECONDS`` later. A driver that ends normally writes ``done`` after
@@ -32,7 +32,7 @@ __all__ = ["REAP_GRACE_SECONDS", "reaping_local_ray"]
 REAP_GRACE_SECONDS = 2.0
 """Seconds between SIGTERM and SIGKILL for the processes of a dead driver."""
 
-_SCAN_SECONDS = 0.5
+_SCAN_SECONDS = 1.0
 _PROC = Path("/proc")
 
 
@@ -50,23 +50,28 @@ def _stat(pid: int) -> tuple[int, int] | None:
         return None
 
 
-def _descendants(root: int) -> dict[int, int]:
-    """Every live process below ``root``: ``{pid: start time}``."""
-    parents: dict[int, list[int]] = {}
-    started: dict[int, int] = {}
+def _table() -> dict[int, tuple[int, int]]:
+    """Every live process: ``{pid: (parent pid, start time)}``."""
+    table = {}
     for entry in _PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        stat = _stat(int(entry.name))
-        if stat is not None:
-            parents.setdefault(stat[0], []).append(int(entry.name))
-            started[int(entry.name)] = stat[1]
+        if entry.name.isdigit():
+            stat = _stat(int(entry.name))
+            if stat is not None:
+                table[int(entry.name)] = stat
+    return table
+
+
+def _descendants(roots: set[int], table: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """The processes of ``table`` below any of ``roots``: ``{pid: start time}``."""
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
     found: dict[int, int] = {}
-    stack = [root]
+    stack = list(roots)
     while stack:
-        for child in parents.get(stack.pop(), []):
-            if child not in found and child in started:
-                found[child] = started[child]
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found[child] = table[child][1]
                 stack.append(child)
     return found
 
@@ -75,7 +80,7 @@ def _guard(driver: int) -> None:
     """The guard's loop (see the module docstring); returns when its work is done."""
     me = os.getpid()
     own_start = (_stat(me) or (0, 0))[1]
-    earlier = {pid for pid, start in _descendants(driver).items() if start < own_start}
+    earlier = {p for p, start in _descendants({driver}, _table()).items() if start < own_start}
     recorded: dict[int, int] = {}
     received = b""
     while True:
@@ -86,13 +91,11 @@ def _guard(driver: int) -> None:
             if not chunk:
                 break
             continue
-        below = _descendants(driver)
-        skipped = set(earlier)
-        for pid in earlier:  # what the driver ran before the guard, and its children
-            skipped.update(_descendants(pid))
-        recorded.update(
-            (pid, start) for pid, start in below.items() if pid != me and pid not in skipped
-        )
+        table = _table()
+        # What the driver ran before the guard, and their children, are not Ray's.
+        skipped = earlier | set(_descendants(earlier, table)) | {me}
+        below = _descendants({driver}, table)
+        recorded.update((pid, start) for pid, start in below.items() if pid not in skipped)
     if b"done" in received:
         return
     for sig in (signal.SIGTERM, signal.SIGKILL):
