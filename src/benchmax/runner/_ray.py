@@ -62,7 +62,6 @@ logger = logging.getLogger(__name__)
 RAY_MISSING = "Ray is not installed; install it with: pip install 'benchmax[ray]'"
 
 _UV_HOOK_SWITCH = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
-_AGENT_WAIT = "RAY_agent_register_timeout_ms"
 _WATCH = "benchmax-watch"  # the concurrency group (own thread and loop) of loop_state
 _BEAT_SECONDS = 0.25
 _GROUP: contextvars.ContextVar[int | None] = contextvars.ContextVar(
@@ -75,13 +74,10 @@ def import_ray(*, local: bool) -> ModuleType:
 
     ``local``: a local instance will be started. Ray's ``uv run`` hook (which would copy
     the working directory and build a fresh virtual environment per worker) is then
-    switched off unless the user set it: local workers share this interpreter. And the
-    raylet waits up to 120 s (not Ray's 30) for its agents to start unless the user set
-    it: on a busy machine their imports take longer, and the instance would not start.
+    switched off unless the user set it: local workers share this interpreter.
     """
     if local:
         os.environ.setdefault(_UV_HOOK_SWITCH, "0")
-        os.environ.setdefault(_AGENT_WAIT, "120000")
     try:
         import ray
     except ImportError:
