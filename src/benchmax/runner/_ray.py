@@ -12,24 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import json
 import logging
 import os
 import re
-import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
 import cloudpickle
 
 from benchmax._value_checks import is_int_at_least, is_non_empty_str
-from benchmax._vocabulary import ROLLOUT_TIMEOUT
 from benchmax.bundle import (
     Bundle,
     BundlingError,
@@ -38,20 +34,24 @@ from benchmax.bundle import (
     validate_bundle_compatibility,
 )
 from benchmax.envs.environment import Environment
-from benchmax.envs.shared_types import RolloutOutcome
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._errors import ExecutorError
-from benchmax.runner._loop_watch import blocking_hook
+from benchmax.runner._ray_blocked import (
+    BEAT_SECONDS,
+    LoopHeartbeat,
+    LoopState,
+    check_after,
+    group_context,
+    settled_group,
+)
 from benchmax.runner._ray_reaper import reaping_local_ray
 from benchmax.runner._records import LogEntry
-from benchmax.runner._results import completed_group
 from benchmax.runner._run import (
     GroupCollector,
     GroupDispatch,
     GroupJob,
     GroupResult,
     _providers,
-    trajectory_of,
 )
 from benchmax.trajectory import Trajectory
 
@@ -63,10 +63,6 @@ RAY_MISSING = "Ray is not installed; install it with: pip install 'benchmax[ray]
 
 _UV_HOOK_SWITCH = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
 _WATCH = "benchmax-watch"  # the concurrency group (own thread and loop) of loop_state
-_BEAT_SECONDS = 0.25
-_GROUP: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "benchmax_ray_group", default=None
-)
 
 
 def import_ray(*, local: bool) -> ModuleType:
@@ -203,7 +199,7 @@ class RayExecutor:
                     raise ExecutorError(f"cannot connect to Ray at {address}: {error}") from error
                 stack.callback(ray.shutdown)
             pool = _WorkerPool(ray, self, bundle, config, run_id)
-            pool.watch_blocked_loops(_deadline_of(self, env), tuple(env.reward_keys))
+            pool.watch_blocked_loops(check_after(self.env_attributes, env), tuple(env.reward_keys))
             try:
                 await pool.start()
                 yield pool
@@ -222,25 +218,6 @@ def _bundle_of(env: Environment[Any, Any]) -> Bundle:
         raise ExecutorError(f"cannot bundle {name} for the Ray workers: {error}") from error
 
 
-def _seconds(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        return None
-    return float(value)
-
-
-def _deadline_of(executor: RayExecutor, env: Environment[Any, Any]) -> float | None:
-    """Seconds after which a group's worker is checked for a blocked loop (``None``:
-    never): the rollout timeout, plus the reward timeout when there is one."""
-
-    def limit(name: str) -> float | None:
-        return _seconds(executor.env_attributes.get(name, getattr(env, name, None)))
-
-    rollout = limit("rollout_timeout")
-    if rollout is None:
-        return None
-    return rollout + (limit("reward_timeout") or 0.0)
-
-
 @dataclass(frozen=True, slots=True)
 class _Ready:
     """What a worker reports after trying to load the bundle (``reason`` when it failed)."""
@@ -248,20 +225,6 @@ class _Ready:
     node_ip: str
     node_id: str
     reason: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class _LoopState:
-    """A worker's event loop as its watch thread sees it.
-
-    ``blocked_seconds``: since the loop last ran its heartbeat; ``example_index``: the
-    group whose task holds the loop now (``None``: none, or no task); ``hook``: the code
-    it runs (``qualname (file:line)``, outside benchmax and installed packages).
-    """
-
-    blocked_seconds: float
-    example_index: int | None
-    hook: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,28 +253,16 @@ class _GroupWorker:
         self._env_attributes = env_attributes
         self._collector: GroupCollector | None = None
         self._stack = contextlib.ExitStack()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread = 0
-        self._beat = time.monotonic()
+        self._heartbeat = LoopHeartbeat()
 
-    def _heartbeat(self) -> None:
-        self._beat = time.monotonic()
-        assert self._loop is not None
-        self._loop.call_later(_BEAT_SECONDS, self._heartbeat)
-
-    async def loop_state(self) -> _LoopState:
+    async def loop_state(self) -> LoopState:
         """How the groups' loop is doing; called in its own concurrency group (thread)."""
-        blocked = time.monotonic() - self._beat
-        task = None if self._loop is None else asyncio.current_task(self._loop)
-        index = None if task is None else task.get_context().get(_GROUP)
-        return _LoopState(blocked, index, blocking_hook(self._loop_thread))
+        return self._heartbeat.state()
 
     async def start(self) -> _Ready:
         import ray
 
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
-        self._heartbeat()
+        self._heartbeat.start()
 
         context = ray.get_runtime_context()
         # Ray leaves this public helper unannotated; it returns the node's IP as a str.
@@ -337,8 +288,7 @@ class _GroupWorker:
     async def run(self, job: GroupJob) -> GroupResult | _GroupFailed:
         # In a context of its own that names the group, which every task it starts inherits:
         # loop_state finds the group whose code blocks the loop.
-        context = contextvars.copy_context()
-        context.run(_GROUP.set, job.example_index)
+        context = group_context(job.example_index)
         return await asyncio.create_task(self._run(job), context=context)
 
     async def _run(self, job: GroupJob) -> GroupResult | _GroupFailed:
@@ -517,8 +467,17 @@ class _WorkerPool:
                 ) from None
             finally:
                 worker.in_flight -= 1
-            if isinstance(reply, _LoopState):
-                return self._settled(job, reply, time.monotonic() - began)
+            if isinstance(reply, LoopState):
+                assert self._deadline is not None
+                return settled_group(
+                    job,
+                    reply,
+                    deadline=self._deadline,
+                    seconds=time.monotonic() - began,
+                    reward_keys=self._reward_keys,
+                    split=self._split,
+                    secrets=self._secrets,
+                )
             if isinstance(reply, _GroupFailed):
                 self._failed_logs[job.example_index] = reply.logs
                 raise reply.error
@@ -526,7 +485,7 @@ class _WorkerPool:
 
     async def _reply(
         self, worker: _Worker, job: GroupJob
-    ) -> GroupResult | _GroupFailed | _LoopState:
+    ) -> GroupResult | _GroupFailed | LoopState:
         """The worker's reply for ``job``; past the deadline, the state of the loop that
         ``job``'s code blocked (the worker then replaced) instead."""
         ref = worker.handle.run.remote(job)
@@ -541,22 +500,22 @@ class _WorkerPool:
                 blocked = await self._blocked(worker, job)
                 if blocked is not None:
                     return blocked
-                timeout = _BEAT_SECONDS * 4
+                timeout = BEAT_SECONDS * 4
             result: GroupResult | _GroupFailed = waiting.result()
             return result
         finally:
             waiting.cancel()
 
-    async def _blocked(self, worker: _Worker, job: GroupJob) -> _LoopState | None:
+    async def _blocked(self, worker: _Worker, job: GroupJob) -> LoopState | None:
         """The loop state when ``job``'s code has blocked ``worker``'s loop for
         ``blocked_worker_seconds``; the worker is then killed and replaced."""
         if not worker.alive:
             return None  # retired for another group: this one's reply fails and it runs again
         probe = worker.handle.loop_state.options(concurrency_group=_WATCH).remote()
         try:
-            state: _LoopState = await asyncio.wait_for(_awaited(probe), self._blocked_limit)
+            state: LoopState = await asyncio.wait_for(_awaited(probe), self._blocked_limit)
         except TimeoutError:  # not even its watch thread answers
-            state = _LoopState(self._blocked_limit, None, None)
+            state = LoopState(self._blocked_limit, None, None)
         except self._ray.exceptions.RayActorError:
             return None  # gone: the reply fails too
         if state.blocked_seconds < self._blocked_limit or not worker.alive:
@@ -580,42 +539,6 @@ class _WorkerPool:
         self._last_loss = f"worker {worker.number} on node {worker.node}: blocked by {hook}"
         await self._add()
         return state
-
-    def _settled(self, job: GroupJob, state: _LoopState, seconds: float) -> GroupResult:
-        """``job``'s group settled after its code blocked its worker's loop."""
-        message = self._masked(
-            f"rollout_timeout: the Ray worker's event loop was blocked for "
-            f"{state.blocked_seconds:.1f} s by {state.hook or 'code that could not be located'} "
-            f"after the rollout deadline ({self._deadline:g} s), so the timeout could not act "
-            "(a synchronous sleep or loop inside async def; await, or use asyncio.to_thread); "
-            "the worker was replaced and the group's rollouts settled with zero rewards"
-        )
-        entry = LogEntry(
-            time=datetime.now(UTC).isoformat(timespec="milliseconds"),
-            level="ERROR",
-            logger="benchmax.runner",
-            message=message,
-        )
-        outcome = RolloutOutcome(
-            rewards=dict.fromkeys(self._reward_keys, 0.0), termination_reason=ROLLOUT_TIMEOUT
-        )
-        trajectories = tuple(
-            trajectory_of(
-                None,
-                rollout_id=rollout_id,
-                example_id=job.example.id,
-                outcome=outcome,
-                group_seconds=seconds,
-                logs=[entry],
-                attempt=job.attempt,
-                run_id=job.run_id,
-                split=self._split,
-                example_index=job.example_index,
-                group_index=k,
-            )
-            for k, rollout_id in enumerate(job.rollout_ids)
-        )
-        return GroupResult(completed_group(job.example_index, trajectories), trajectories)
 
     def failed_group_logs(self, example_index: int) -> list[LogEntry]:
         return self._failed_logs.pop(example_index, [])
