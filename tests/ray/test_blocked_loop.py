@@ -41,7 +41,6 @@ def test_a_worker_a_tool_blocks_is_replaced_and_the_run_ends_complete(
     # The tool sleeps 600 s; the worker is replaced 1 s (rollout timeout) + 5 s (blocked
     # limit) after the group was sent, plus a worker's start.
     assert seconds < 90, seconds
-    print(f"run: {seconds:.1f} s")
 
     lines = [json.loads(line) for line in output.read_text().splitlines()[1:]]
     assert Counter(r["example_index"] for r in lines) == dict.fromkeys(range(EXAMPLES), GROUP_SIZE)
