@@ -6,8 +6,8 @@ starts a local instance, ``reaping_local_ray()`` starts a small guard process (t
 as a script, standard library only, in its own session so a terminal's Ctrl-C to the driver's
 process group leaves it alone). The driver holds the write end of the guard's stdin.
 
-While the driver lives, the guard records every process descended from it that started
-after the guard did (Ray's processes: they are its only new children), with each one's start
+While the driver lives, the guard records every process descended from it but those it ran
+before the guard (Ray's processes: they are its only new children), with each one's start
 time, once a second. When its stdin reaches end of file without the word ``done`` (the
 driver died: the kernel closes a dead process's pipes), it sends SIGTERM to every recorded
 process still alive with the same start time (never one whose pid was reused) and SIGKILL
@@ -76,11 +76,12 @@ def _descendants(roots: set[int], table: dict[int, tuple[int, int]]) -> dict[int
     return found
 
 
-def _guard(driver: int) -> None:
-    """The guard's loop (see the module docstring); returns when its work is done."""
+def _guard(driver: int, earlier: set[int]) -> None:
+    """The guard's loop (see the module docstring); returns when its work is done.
+
+    ``earlier``: the driver's processes from before the guard (never ended, nor theirs).
+    """
     me = os.getpid()
-    own_start = (_stat(me) or (0, 0))[1]
-    earlier = {p for p, start in _descendants({driver}, _table()).items() if start < own_start}
     recorded: dict[int, int] = {}
     received = b""
     while True:
@@ -122,8 +123,10 @@ def reaping_local_ray() -> Iterator[None]:
     if not (_PROC / "self" / "stat").exists():
         yield
         return
+    driver = os.getpid()
+    earlier = [str(pid) for pid in _descendants({driver}, _table())]
     guard = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(Path(__file__).resolve()), str(os.getpid())],
+        [sys.executable, "-I", "-S", str(Path(__file__).resolve()), str(driver), *earlier],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -141,4 +144,4 @@ def reaping_local_ray() -> Iterator[None]:
 
 
 if __name__ == "__main__":
-    _guard(int(sys.argv[1]))
+    _guard(int(sys.argv[1]), {int(pid) for pid in sys.argv[2:]})
