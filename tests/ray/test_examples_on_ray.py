@@ -50,6 +50,10 @@ def comparable(record: dict[str, Any]) -> dict[str, Any]:
     """A rollout line without what differs between any two runs (ids, times)."""
     kept = {k: v for k, v in record.items() if k not in ("run_id", "rollout_id", "timings")}
     kept["logs"] = [{k: v for k, v in entry.items() if k != "time"} for entry in record["logs"]]
+    for calls in ("model_calls", "tool_calls"):  # how long each call took differs too
+        kept[calls] = [
+            {k: v for k, v in c.items() if k != "seconds"} for c in kept.get(calls) or []
+        ]
     text = ROLLOUT_ID.sub(r"e\1.a\2.r\3", json.dumps(kept, sort_keys=True))
     return json.loads(TOOL_CALL_ID.sub("call_mock_N", text))
 

@@ -151,6 +151,32 @@ def test_show_escapes_lone_surrogates(tmp_path: Path) -> None:
     assert "lone \\ud800 surrogate" in out
 
 
+def test_show_clips_long_texts_at_the_pages_limit_and_full_prints_them(tmp_path: Path) -> None:
+    long = "".join(f"{n:09d}," for n in range(30_000))  # 300,000 characters, each place known
+    arguments = json.dumps({"text": long})
+    transcript = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": long, "reasoning_content": long, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}]},
+    ]  # fmt: skip
+    logs = [{"time": "t", "level": "ERROR", "logger": "x", "message": long, "exception": long}]
+    path = write(
+        tmp_path / "long.jsonl",
+        header(group_size=1),
+        [rollout(0, "e", 0, rewards={"ok": 1.0}, transcript=transcript, logs=logs)],
+    )
+    joined = show(path).replace("\n", "").replace("│", "").replace(" ", "")
+    marker = "…[200,000morecharacters;--fullshowseverything]"
+    # content, reasoning, log message and exception: the first 100,000 characters each
+    assert joined.count("000009999,") == 4  # the last item within the limit...
+    assert "000010000," not in joined  # ...and not one after it
+    assert joined.count(marker) == 4
+    indented = len(json.dumps({"text": long}, indent=2))  # how show prints long arguments
+    assert f"…[{indented - 100_000:,}morecharacters;--fullshowseverything]" in joined
+    full = show(path, "--full").replace("\n", "").replace("│", "").replace(" ", "")
+    assert full.count("000029999,") == 5 and "morecharacters" not in full
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

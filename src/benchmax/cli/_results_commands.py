@@ -168,8 +168,23 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
-def _plain(value: Any) -> Text:
-    return Text(visible(value if isinstance(value, str) else json.dumps(value, indent=2)))
+SHOWN_CHARACTERS = 100_000
+"""The characters ``show`` prints of one text (a message, its reasoning, tool-call
+arguments, a log message) unless ``--full``: the limit ``view``'s page clips at."""
+
+
+def _shown(text: str, limit: int | None) -> str:
+    """``text`` made ``visible``, clipped to ``limit`` characters with a marker saying how
+    many more there are (``None``: whole)."""
+    if limit is None or len(text) <= limit:
+        return visible(text)
+    more = len(text) - limit
+    return f"{visible(text[:limit])}\n… [{more:,} more characters; --full shows everything]"
+
+
+def _plain(value: Any, limit: int | None) -> Text:
+    text = value if isinstance(value, str) else json.dumps(value, indent=2)
+    return Text(_shown(text, limit))
 
 
 _ROLE_STYLES = {
@@ -181,9 +196,9 @@ _ROLE_STYLES = {
 }
 
 
-def _message(message: Any) -> Group:
+def _message(message: Any, limit: int | None) -> Group:
     if not isinstance(message, Mapping):
-        return Group(_plain(message))
+        return Group(_plain(message, limit))
     role = str(message.get("role", "?"))
     label = Text(role, style=_ROLE_STYLES.get(role, "bold"))
     if is_simulated_user(message):
@@ -193,46 +208,46 @@ def _message(message: Any) -> Group:
     parts: list[Any] = [label]
     for field in ("reasoning_content", "reasoning"):
         if isinstance(message.get(field), str) and message[field]:
-            parts.append(Text(f"[reasoning] {visible(message[field])}", style="dim italic"))
+            parts.append(Text(f"[reasoning] {_shown(message[field], limit)}", style="dim italic"))
     content = message.get("content")
     if isinstance(content, str):
-        parts.append(Text(visible(content)))
+        parts.append(Text(_shown(content, limit)))
     elif isinstance(content, list):
         for part in content:
             if isinstance(part, Mapping) and part.get("type") == "text":
-                parts.append(Text(visible(str(part.get("text", "")))))
+                parts.append(Text(_shown(str(part.get("text", "")), limit)))
             elif isinstance(part, Mapping) and part.get("type") == "image_url":
                 url = (part.get("image_url") or {}).get("url", "")
                 shown = url if not str(url).startswith("data:") else f"{str(url)[:30]}..."
                 parts.append(Text(f"[image: {visible(str(shown))}]", style="italic"))
             else:
-                parts.append(_plain(part))
+                parts.append(_plain(part, limit))
     elif content is not None:
-        parts.append(_plain(content))
+        parts.append(_plain(content, limit))
     for call in message.get("tool_calls") or []:
         function = call.get("function", {}) if isinstance(call, Mapping) else {}
         parts.append(
             Text.assemble(
                 (f"-> {visible(str(function.get('name', '?')))}", "yellow"),
-                _arguments(function.get("arguments")),
+                _arguments(function.get("arguments"), limit),
             )
         )
     return Group(*parts)
 
 
-def _arguments(arguments: Any) -> str:
+def _arguments(arguments: Any, limit: int | None) -> str:
     """Tool-call arguments: compact JSON on one line when short, else indented."""
     try:
         value = json.loads(arguments) if isinstance(arguments, str) else arguments
         compact = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return " " + visible(str(arguments))
+    except (TypeError, ValueError, RecursionError):
+        return " " + _shown(str(arguments), limit)
     if len(compact) <= 100:
         return " " + visible(compact)
-    return "\n" + visible(json.dumps(value, ensure_ascii=False, indent=2))
+    return "\n" + _shown(json.dumps(value, ensure_ascii=False, indent=2), limit)
 
 
-def _annotation(key: str, value: Any) -> list[Text]:
+def _annotation(key: str, value: Any, limit: int | None) -> list[Text]:
     """One annotation: a judge's explanations (``{reward_key: {"title", "score", "reward",
     "reasoning", "remarks"}}``, from ``score_rubrics(explain=...)``) one line per rubric,
     anything else as JSON."""
@@ -255,13 +270,13 @@ def _annotation(key: str, value: Any) -> list[Text]:
             )
             for field in ("reasoning", "remarks"):
                 if isinstance(verdict.get(field), str):
-                    lines.append(Text(f"  {field}: {visible(verdict[field])}"))
+                    lines.append(Text(f"  {field}: {_shown(verdict[field], limit)}"))
         return lines
-    lines.append(_plain(value))
+    lines.append(_plain(value, limit))
     return lines
 
 
-def _rollout_panel(record: Trajectory) -> Panel:
+def _rollout_panel(record: Trajectory, limit: int | None) -> Panel:
     rewards = ", ".join(f"{k}={v:g}" for k, v in record.rewards.items())
     reason = record.termination_reason
     style = "green" if reason == FINISHED else "yellow"
@@ -286,10 +301,10 @@ def _rollout_panel(record: Trajectory) -> Panel:
     else:
         for message in transcript:
             body.append(Text(""))
-            body.append(_message(message))
+            body.append(_message(message, limit))
     for key, value in record.annotations.items():
         body.append(Text(""))
-        body.extend(_annotation(key, value))
+        body.extend(_annotation(key, value, limit))
     logs = record.logs
     if logs:
         body.append(Text(""))
@@ -300,11 +315,11 @@ def _rollout_panel(record: Trajectory) -> Panel:
                 Text.assemble(
                     (level, "red" if level in ("ERROR", "CRITICAL") else "yellow"),
                     f" {visible(str(entry.get('logger', '')))}: ",
-                    visible(str(entry.get("message", ""))),
+                    _shown(str(entry.get("message", "")), limit),
                 )
             )
             if entry.get("exception"):
-                body.append(Text(visible(str(entry["exception"])), style="dim"))
+                body.append(Text(_shown(str(entry["exception"]), limit), style="dim"))
     return Panel(Group(*body), title=title, title_align="left", border_style=style)
 
 
@@ -323,6 +338,12 @@ def _rollout_panel(record: Trajectory) -> Panel:
     metavar="N",
     help="Show at most N rollouts.",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help=f"Print every character of long texts (by default each message, tool-call "
+    f"arguments and log message stops after {SHOWN_CHARACTERS:,} characters, as in view).",
+)
 def show_command(
     results: Path,
     reason: str | None,
@@ -331,10 +352,13 @@ def show_command(
     max_reward: float | None,
     key: str | None,
     limit: int,
+    full: bool,
 ) -> None:
     """Print the transcripts of selected rollouts of RESULTS in the terminal.
 
     Control characters in model and tool text are shown escaped (\\x1b), never interpreted.
+    A text longer than 100,000 characters is clipped with a marker saying how much more
+    there is; --full prints it whole.
     """
     loaded = _read(results)
     try:
@@ -363,7 +387,7 @@ def show_command(
         )
         return
     for record in matching[:limit]:
-        console.print(_rollout_panel(record))
+        console.print(_rollout_panel(record, None if full else SHOWN_CHARACTERS))
     console.print(
         f"showed {min(limit, len(matching))} of {len(matching)} matching rollouts"
         + (" (--limit to see more)" if len(matching) > limit else ""),

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["BLOCKED_LOOP_SECONDS", "watching_the_loop"]
+__all__ = ["BLOCKED_LOOP_SECONDS", "blocking_hook", "watching_the_loop"]
 
 BLOCKED_LOOP_SECONDS = 2.0
 """How long the loop may stay blocked before the run warns."""
@@ -53,8 +53,7 @@ async def watching_the_loop(threshold: float = BLOCKED_LOOP_SECONDS) -> AsyncIte
             blocked = time.monotonic() - beat[0]
             if blocked < threshold:
                 continue
-            frame = sys._current_frames().get(loop_thread)
-            hook = _hook_of(frame)
+            hook = blocking_hook(loop_thread)
             if hook is not None and hook not in warned:
                 warned.add(hook)
                 _LOGGER.warning(
@@ -73,6 +72,12 @@ async def watching_the_loop(threshold: float = BLOCKED_LOOP_SECONDS) -> AsyncIte
         stop.set()
 
 
+def blocking_hook(thread: int) -> str | None:
+    """What thread ``thread`` (an ident) runs now: ``qualname (file:line)`` of its innermost
+    frame outside benchmax, the standard library and installed packages (``None``: none)."""
+    return _hook_of(sys._current_frames().get(thread))
+
+
 def _hook_of(frame: FrameType | None) -> str | None:
     """``qualname (file:line)`` of the innermost frame outside benchmax and the stdlib."""
     while frame is not None:
@@ -81,7 +86,10 @@ def _hook_of(frame: FrameType | None) -> str | None:
             resolved = str(Path(filename).resolve())
         except OSError:
             resolved = filename
-        if not resolved.startswith((_BENCHMAX, *_LIBRARIES)):
+        # "<frozen runpy>" and the like are the standard library's frozen modules.
+        if not filename.startswith("<frozen ") and not resolved.startswith(
+            (_BENCHMAX, *_LIBRARIES)
+        ):
             return f"{frame.f_code.co_qualname} ({filename}:{frame.f_lineno})"
         frame = frame.f_back
     return None

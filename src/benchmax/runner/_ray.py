@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -35,8 +36,23 @@ from benchmax.bundle import (
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._errors import ExecutorError
+from benchmax.runner._ray_blocked import (
+    BEAT_SECONDS,
+    LoopHeartbeat,
+    LoopState,
+    check_after,
+    group_context,
+    settled_group,
+)
+from benchmax.runner._ray_reaper import reaping_local_ray
 from benchmax.runner._records import LogEntry
-from benchmax.runner._run import GroupCollector, GroupDispatch, GroupJob, GroupResult, _providers
+from benchmax.runner._run import (
+    GroupCollector,
+    GroupDispatch,
+    GroupJob,
+    GroupResult,
+    _providers,
+)
 from benchmax.trajectory import Trajectory
 
 __all__ = ["RAY_MISSING", "RayExecutor"]
@@ -46,6 +62,7 @@ logger = logging.getLogger(__name__)
 RAY_MISSING = "Ray is not installed; install it with: pip install 'benchmax[ray]'"
 
 _UV_HOOK_SWITCH = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+_WATCH = "benchmax-watch"  # the concurrency group (own thread and loop) of loop_state
 
 
 def import_ray(*, local: bool) -> ModuleType:
@@ -83,6 +100,8 @@ class RayExecutor:
     - ``max_worker_replacements``: lost workers replaced during a run (default: ``workers``);
       ``worker_start_timeout``: seconds a worker may take to start and load the bundle
       (one that no node can host never starts).
+    - ``blocked_worker_seconds``: how long a worker's event loop may stay blocked once a
+      group's rollout deadline has passed before the worker is replaced (see below).
 
     Workers are actors named ``benchmax-<run_id>-w<n>`` (``ray.get_actor`` finds them).
 
@@ -91,6 +110,21 @@ class RayExecutor:
     they run again on another worker under the next attempt number (new rollout ids). A
     worker that cannot load the bundle stops the run with an ``ExecutorError`` naming its
     node and the reason.
+
+    A worker whose event loop is blocked (a synchronous sleep or CPU loop inside
+    ``async def``) cannot enforce ``rollout_timeout``. When the environment has one (its
+    attribute, or ``env_attributes["rollout_timeout"]``), the driver watches each group
+    from ``rollout_timeout + reward_timeout`` seconds after sending it: when the worker's
+    loop has then been blocked for ``blocked_worker_seconds`` by that group's code (a watch
+    thread in the worker says which group and which function), the worker is killed and
+    replaced, and the group is settled, not run again (it would block again): each of its
+    rollouts ends as ``rollout_timeout`` with zero rewards and a log entry naming the
+    function. The other groups in flight on that worker run again on the others (next
+    attempt). These replacements do not count against ``max_worker_replacements``: each
+    settles a group, so the run always ends.
+
+    A local instance started for a run goes with the driver: started without the dashboard,
+    and a guard process ends Ray's processes (agents included) if the driver is killed.
     """
 
     address: str | None = None
@@ -102,6 +136,7 @@ class RayExecutor:
     worker_options: Mapping[str, Any] = field(default_factory=dict)
     max_worker_replacements: int | None = None
     worker_start_timeout: float = 300.0
+    blocked_worker_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         if self.address is not None and not is_non_empty_str(self.address):
@@ -120,9 +155,10 @@ class RayExecutor:
             self.max_worker_replacements, 0
         ):
             raise ValueError("max_worker_replacements must be a non-negative integer or None")
-        timeout = self.worker_start_timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise ValueError("worker_start_timeout must be a positive number of seconds")
+        for name in ("worker_start_timeout", "blocked_worker_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
 
     def _address(self) -> str:
         return self.address or os.environ.get("RAY_ADDRESS") or "local"
@@ -150,28 +186,28 @@ class RayExecutor:
         address = self._address()
         ray = import_ray(local=address == "local")
         bundle = self.bundle if self.bundle is not None else _bundle_of(env)
-        started_here = False
-        if not ray.is_initialized():
-            options: dict[str, Any] = {"logging_level": logging.WARNING}
-            if address == "local":
-                options["include_dashboard"] = False
+        with contextlib.ExitStack() as stack:
+            if not ray.is_initialized():
+                options: dict[str, Any] = {"logging_level": logging.WARNING}
+                if address == "local":
+                    options["include_dashboard"] = False
+                    # A driver killed outright takes the instance (and Ray's agents) along.
+                    stack.enter_context(reaping_local_ray())
+                try:
+                    ray.init(address=address, **options)
+                except Exception as error:
+                    raise ExecutorError(f"cannot connect to Ray at {address}: {error}") from error
+                stack.callback(ray.shutdown)
+            pool = _WorkerPool(ray, self, bundle, config, run_id)
+            pool.watch_blocked_loops(check_after(self.env_attributes, env), tuple(env.reward_keys))
             try:
-                ray.init(address=address, **options)
-            except Exception as error:
-                raise ExecutorError(f"cannot connect to Ray at {address}: {error}") from error
-            started_here = True
-        pool = _WorkerPool(ray, self, bundle, config, run_id)
-        try:
-            await pool.start()
-            yield pool
-        except BaseException:
-            pool.kill()
-            raise
-        else:
-            await pool.stop()
-        finally:
-            if started_here:
-                ray.shutdown()
+                await pool.start()
+                yield pool
+            except BaseException:
+                pool.kill()
+                raise
+            else:
+                await pool.stop()
 
 
 def _bundle_of(env: Environment[Any, Any]) -> Bundle:
@@ -217,9 +253,16 @@ class _GroupWorker:
         self._env_attributes = env_attributes
         self._collector: GroupCollector | None = None
         self._stack = contextlib.ExitStack()
+        self._heartbeat = LoopHeartbeat()
+
+    async def loop_state(self) -> LoopState:
+        """How the groups' loop is doing; called in its own concurrency group (thread)."""
+        return self._heartbeat.state()
 
     async def start(self) -> _Ready:
         import ray
+
+        self._heartbeat.start()
 
         context = ray.get_runtime_context()
         # Ray leaves this public helper unannotated; it returns the node's IP as a str.
@@ -243,6 +286,12 @@ class _GroupWorker:
         return env
 
     async def run(self, job: GroupJob) -> GroupResult | _GroupFailed:
+        # In a context of its own that names the group, which every task it starts inherits:
+        # loop_state finds the group whose code blocks the loop.
+        context = group_context(job.example_index)
+        return await asyncio.create_task(self._run(job), context=context)
+
+    async def _run(self, job: GroupJob) -> GroupResult | _GroupFailed:
         assert self._collector is not None, "start() must succeed first"
         with self._collector.bound():
             try:
@@ -317,21 +366,34 @@ class _WorkerPool:
             reason = self._masked(_line(error))
             raise ExecutorError(f"cannot send the run to the Ray workers: {reason}") from None
         self._args = (ray.put(bundle), ray.put(worker_config), run_id, *shipped[1:])
+        options = dict(executor.worker_options)
+        # Ray takes concurrency groups only where the class is made remote.
+        groups = {**options.pop("concurrency_groups", {}), _WATCH: 1}
         self._options: dict[str, Any] = {
             "max_concurrency": executor.worker_concurrency + 4,
             "max_restarts": 0,
             "scheduling_strategy": "SPREAD",
             "num_cpus": 0,
-            **executor.worker_options,
+            **options,
         }
         self._run_id = run_id
-        self._actor_class = ray.remote(_GroupWorker)
+        self._actor_class = ray.remote(concurrency_groups=groups)(_GroupWorker)
         self._workers: list[_Worker] = []
         self._handles: list[Any] = []  # every actor started, ready or not
         self._numbers = 0
         self._changed = asyncio.Event()
         self._starting = 0
         self._last_loss = ""
+        self._split = config.split
+        self._deadline: float | None = None
+        self._reward_keys: tuple[str, ...] = ()
+        self._blocked_limit = executor.blocked_worker_seconds
+
+    def watch_blocked_loops(self, deadline: float | None, reward_keys: tuple[str, ...]) -> None:
+        """Check a group's worker for a blocked loop ``deadline`` seconds after sending it
+        (``None``: never); a group settled for it gets zeros under ``reward_keys``."""
+        self._deadline = deadline
+        self._reward_keys = reward_keys
 
     async def start(self) -> None:
         await asyncio.gather(*(self._add() for _ in range(self._size)))
@@ -384,8 +446,9 @@ class _WorkerPool:
         while True:
             worker = await self._pick()
             worker.in_flight += 1
+            began = time.monotonic()
             try:
-                reply: GroupResult | _GroupFailed = await worker.handle.run.remote(job)
+                reply = await self._reply(worker, job)
             except exceptions.RayActorError as error:
                 await self._lost(worker, error, job)
                 job = job.retried()
@@ -404,10 +467,78 @@ class _WorkerPool:
                 ) from None
             finally:
                 worker.in_flight -= 1
+            if isinstance(reply, LoopState):
+                assert self._deadline is not None
+                return settled_group(
+                    job,
+                    reply,
+                    deadline=self._deadline,
+                    seconds=time.monotonic() - began,
+                    reward_keys=self._reward_keys,
+                    split=self._split,
+                    secrets=self._secrets,
+                )
             if isinstance(reply, _GroupFailed):
                 self._failed_logs[job.example_index] = reply.logs
                 raise reply.error
             return reply
+
+    async def _reply(
+        self, worker: _Worker, job: GroupJob
+    ) -> GroupResult | _GroupFailed | LoopState:
+        """The worker's reply for ``job``; past the deadline, the state of the loop that
+        ``job``'s code blocked (the worker then replaced) instead."""
+        ref = worker.handle.run.remote(job)
+        if self._deadline is None:
+            reply: GroupResult | _GroupFailed = await ref
+            return reply
+        waiting = asyncio.ensure_future(_awaited(ref))
+        waiting.add_done_callback(_retrieved)
+        try:
+            timeout = self._deadline
+            while not (await asyncio.wait({waiting}, timeout=timeout))[0]:
+                blocked = await self._blocked(worker, job)
+                if blocked is not None:
+                    return blocked
+                timeout = BEAT_SECONDS * 4
+            result: GroupResult | _GroupFailed = waiting.result()
+            return result
+        finally:
+            waiting.cancel()
+
+    async def _blocked(self, worker: _Worker, job: GroupJob) -> LoopState | None:
+        """The loop state when ``job``'s code has blocked ``worker``'s loop for
+        ``blocked_worker_seconds``; the worker is then killed and replaced."""
+        if not worker.alive:
+            return None  # retired for another group: this one's reply fails and it runs again
+        probe = worker.handle.loop_state.options(concurrency_group=_WATCH).remote()
+        try:
+            state: LoopState = await asyncio.wait_for(_awaited(probe), self._blocked_limit)
+        except TimeoutError:  # not even its watch thread answers
+            state = LoopState(self._blocked_limit, None, None)
+        except self._ray.exceptions.RayActorError:
+            return None  # gone: the reply fails too
+        if state.blocked_seconds < self._blocked_limit or not worker.alive:
+            return None
+        if state.example_index not in (None, job.example_index):
+            return None  # another group's code blocks it: that group's check acts
+        worker.alive = False
+        with contextlib.suppress(Exception):
+            self._ray.kill(worker.handle)
+        hook = state.hook or "code that could not be located"
+        logger.warning(
+            "Ray worker %d on node %s: its event loop has been blocked for %.1f s by %s after "
+            "the rollout deadline of example %d (a synchronous sleep or loop inside async def); "
+            "the worker is replaced and the group settled as rollout_timeout",
+            worker.number,
+            worker.node,
+            state.blocked_seconds,
+            hook,
+            job.example_index,
+        )
+        self._last_loss = f"worker {worker.number} on node {worker.node}: blocked by {hook}"
+        await self._add()
+        return state
 
     def failed_group_logs(self, example_index: int) -> list[LogEntry]:
         return self._failed_logs.pop(example_index, [])
@@ -449,6 +580,12 @@ class _WorkerPool:
 
 async def _awaited(ref: Any) -> Any:
     return await ref
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a reply nobody waits for any more as seen (its worker was killed)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _line(error: BaseException) -> str:
