@@ -791,8 +791,17 @@ def parse_sampling_args(
                 f"--sampling-arg cannot set {key!r}: the chat loop sets it "
                 "(use --model for the model)"
             )
-        if key in args or (key == "seed" and seed_given):
-            raise TargetError(f"sampling arg {key!r} is given twice")
+        if key == "seed" and seed_given:
+            raise TargetError(
+                "--seed and --sampling-arg seed both set the seed: --seed N gives every "
+                "rollout its own seed, --sampling-arg seed=N sends N with every request; "
+                "use one"
+            )
+        if key in named:
+            option = "--" + key.replace("_", "-")
+            raise TargetError(f"{option} and --sampling-arg {key} both set {key!r}: use one")
+        if key in args:
+            raise TargetError(f"--sampling-arg {key!r} is given twice")
         try:
             args[key] = json.loads(raw, parse_constant=_refuse_constant)
         except ValueError:
