@@ -26,6 +26,7 @@ from benchmax.trajectory import LogEntry
 __all__ = ["failure_examples", "progress_bar", "render_report"]
 
 _MAX_WHY = 240
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
 
 
 def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], None]]:
@@ -63,7 +64,8 @@ def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], No
 
 def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
     """For each termination reason other than ``finished``: one rollout id and why it ended
-    (the last line of its first logged exception, else its first warning), read back from
+    (the `Type: message` line of the exception logged as it ended, else of its first logged
+    exception, else its first warning), read back from
     the results file."""
     wanted = set(report.rollouts_by_reason) - {FINISHED}
     if not wanted or report.results_path is None:
@@ -77,11 +79,30 @@ def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
 
 
 def _why(logs: Sequence[LogEntry]) -> str:
-    exceptions = [entry["exception"] for entry in logs if entry.get("exception")]
-    warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
-    lines = exceptions[0].strip().splitlines() if exceptions else warnings[:1]
-    why = terminal_safe(lines[-1] if lines else "(nothing was logged)", keep_newlines=False)
+    """The exception behind the rollout's end (the one logged with its termination reason,
+    else the first logged), as its ``Type: message`` line; else the first warning."""
+    logged = [entry for entry in logs if entry.get("exception")]
+    settling = [entry for entry in logged if "termination_reason=" in entry.get("message", "")]
+    chosen = (settling or logged)[:1]
+    if chosen:
+        why = _exception_line(str(chosen[0]["exception"]))
+    else:
+        warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
+        why = warnings[0] if warnings else "(nothing was logged)"
+    why = terminal_safe(why, keep_newlines=False)
     return why if len(why) <= _MAX_WHY else why[: _MAX_WHY - 3] + "..."
+
+
+def _exception_line(traceback_text: str) -> str:
+    """The ``Type: message`` line of a formatted traceback: the first unindented line after
+    its last frame, so neither a note added to the exception (``benchmax: raised by ...``)
+    nor the continuation lines of a long message (pydantic's "For further information
+    visit ...") stand for it."""
+    lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    after = lines[frames[-1] + 1 :] if frames else lines
+    header = [line for line in after if not line[:1].isspace() and line != _TRACEBACK_HEADER]
+    return header[0] if header else (lines[-1] if lines else "")
 
 
 def _shown(name: str) -> str:
