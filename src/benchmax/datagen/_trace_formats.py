@@ -34,6 +34,7 @@ from benchmax.datagen._logged_calls import (
     MalformedRecord,
     RecordShapeError,
     iso_time,
+    json_kind,
     messages_of,
     object_of,
     reply_of,
@@ -117,10 +118,12 @@ def detect_format(path: Path) -> TraceFormat:
             ) from None
     kind = _kind_of(record)
     if kind is None:
-        keys = ", ".join(sorted(record)[:8]) if isinstance(record, dict) else type(record).__name__
+        if isinstance(record, dict):
+            seen = f"has {', '.join(sorted(record)[:8]) or 'no keys'}"
+        else:
+            seen = f"is {json_kind(record)}, not an object"
         raise TraceFormatError(
-            f"{path} is not in a known trace format (its first record has {keys or 'no keys'}); "
-            f"expected {_EXPECTED}"
+            f"{path} is not in a known trace format (its first record {seen}); expected {_EXPECTED}"
         )
     return kind
 
@@ -167,6 +170,9 @@ def read_trace_file(
                     yield from _whole_otel(path, label)
                     return
                 yield MalformedRecord(label, number, f"not JSON ({error})")
+                continue
+            if not isinstance(record, dict):
+                yield MalformedRecord(label, number, f"{json_kind(record)}, not a JSON object")
                 continue
             try:
                 calls = list(parse(record, label, number))
