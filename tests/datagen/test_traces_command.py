@@ -75,8 +75,14 @@ def test_the_command_writes_the_split_and_lists_malformed_lines(project: Path) -
 def test_strict_exits_1_naming_the_first_malformed_line(project: Path) -> None:
     result = invoke("traces", "logs/gateway.jsonl", "-o", "data", "--strict")
     assert result.exit_code == 1
-    assert "logs/gateway.jsonl:4: not JSON" in result.output
+    assert "Error: logs/gateway.jsonl:4: not JSON" in result.output
     assert not (project / "data" / "train.jsonl").exists()
+
+
+def test_a_missing_input_is_one_error_line(project: Path) -> None:
+    result = invoke("traces", "logs/nowhere.jsonl", "-o", "data")
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: input not found: logs/nowhere.jsonl"
 
 
 def test_an_unknown_file_is_refused_by_name(project: Path) -> None:

@@ -298,10 +298,7 @@ def traces_command(
 
     try:
         summary = asyncio.run(run())
-    except TracesError as error:
-        console.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
-        raise SystemExit(1) from None
-    except (TraceFormatError, TargetError) as error:
+    except (TracesError, TraceFormatError, TargetError) as error:
         raise click.ClickException(str(error)) from None
     except OSError as error:
         raise click.ClickException(f"cannot write to {output_dir}: {error}") from None
