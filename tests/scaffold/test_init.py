@@ -213,6 +213,24 @@ def test_a_fresh_project_passes_its_tests_validates_and_runs(tmp_path: Path, tem
     assert 0 < stats["mean"] < 1 and stats["max"] == 1.0 and stats["min"] == 0.0
 
 
+@pytest.mark.parametrize("template", sorted(TEMPLATES))
+def test_each_templates_own_tests_pass_against_this_checkout(tmp_path: Path, template: str) -> None:
+    # the fast half of the scaffold test above: the generated tests, run with this
+    # interpreter (benchmax, pytest and pytest-asyncio are the project's dependencies)
+    project = tmp_path / f"fresh-{template}"
+    create_project(project, template)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert " passed" in completed.stdout and "failed" not in completed.stdout
+
+
 def chosen_first_key(report: dict) -> str:
     return sorted(report["reward_stats"])[0]
 
