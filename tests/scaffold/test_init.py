@@ -128,6 +128,13 @@ def test_the_command_prints_the_next_steps_and_refuses_in_one_line(tmp_path: Pat
     assert bad.exit_code == 2 and "chat" in bad.output
 
 
+def test_the_printed_cd_step_is_quoted_for_the_shell(tmp_path: Path) -> None:
+    result = invoke("init", tmp_path / "my env (v2)")
+    assert result.exit_code == 0, result.output
+    [step] = [line.strip() for line in result.output.splitlines() if line.strip().startswith("cd ")]
+    assert step == f"cd '{tmp_path}/my env (v2)'"
+
+
 def _tool(name: str) -> str:
     found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if found is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -45,7 +46,7 @@ def init_command(directory: Path, template: str) -> None:
     out.print(f"depends on {escape(depends)}")
     out.print("next:")
     for line in (
-        f"cd {directory}",
+        f"cd {shlex.quote(str(directory))}",  # pasted into a shell as printed
         "uv run pytest",
         f"uv run benchmax validate {chosen.target} --data data --mock-policy {chosen.policy}"
         f"{chosen.env_args}",
