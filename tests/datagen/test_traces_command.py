@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from tests.cli.conftest import ThreadedServer
 
 from benchmax.cli import cli
 from benchmax.runner import read_results
+from benchmax.testing import RecordedRequest
 
 SAMPLES = Path(__file__).parent / "trace_samples"
 LOG_FILES = ("finetune.jsonl", "gateway.jsonl", "litellm_proxy.jsonl", "otel_export.json")
@@ -90,6 +92,34 @@ def test_an_unknown_file_is_refused_by_name(project: Path) -> None:
     result = invoke("traces", "logs", "-o", "data")
     assert result.exit_code == 1
     assert "access.jsonl is not in a known trace format" in result.output
+
+
+def test_a_teacher_echoing_its_key_never_writes_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-1234567890-teacher"
+    monkeypatch.setenv("BENCHMAX_TEST_TEACHER_KEY", secret)
+
+    def teacher(body: dict, request: RecordedRequest) -> str:
+        said = request.headers.get("authorization", "")
+        return json.dumps({"reply": f"reference answer ({said})"})
+
+    with ThreadedServer(teacher) as server:
+        result = invoke(
+            "traces", "logs", "-o", "data", "--teacher-model", "t",
+            "--teacher-base-url", server.base_url,
+            "--teacher-api-key-env", "BENCHMAX_TEST_TEACHER_KEY",
+        )  # fmt: skip
+        assert {r.headers["authorization"] for r in server.requests} == {f"Bearer {secret}"}
+    assert result.exit_code == 0, result.output
+    rows = [
+        json.loads(line)
+        for name in ("train.jsonl", "eval.jsonl")
+        for line in (project / "data" / name).read_text().splitlines()
+    ]
+    assert rows and {row["ground_truth"] for row in rows} == {"reference answer (Bearer ***)"}
+    written = "".join(p.read_text() for p in (project / "data").rglob("*") if p.is_file())
+    assert secret not in written + result.output
 
 
 def test_teacher_options_go_together(project: Path) -> None:

@@ -83,16 +83,18 @@ class _Bar:
 
 
 @contextlib.contextmanager
-def _teacher_auth(api_key_env: str | None) -> Iterator[None]:
-    providers: dict[str, ModelAuth] = {}
-    if api_key_env:
-        providers[TEACHER_AUTH] = bearer_from_variable(api_key_env, "--teacher-api-key-env")
-    else:
-        from benchmax.runner import NoModelAuth
-
-        providers[TEACHER_AUTH] = NoModelAuth()
-    with bind_model_auth(providers):
+def _teacher_auth(auth: ModelAuth) -> Iterator[None]:
+    with bind_model_auth({TEACHER_AUTH: auth}):
         yield
+
+
+def _teacher_credential(api_key_env: str | None) -> ModelAuth:
+    """The teacher's credential: the bearer key in ``api_key_env``, else none."""
+    if api_key_env:
+        return bearer_from_variable(api_key_env, "--teacher-api-key-env")
+    from benchmax.runner import NoModelAuth
+
+    return NoModelAuth()
 
 
 async def _baseline(
@@ -260,6 +262,7 @@ def traces_command(
     """
     from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
     from benchmax.rewards import Judge, NgramDiversityConfig
+    from benchmax.runner._config import credential_secrets, mask_secrets
 
     console = Console(stderr=True)
     try:
@@ -287,14 +290,23 @@ def traces_command(
             if teacher_model is not None and teacher_base_url is not None
             else None
         )
+        teacher_auth = _teacher_credential(teacher_api_key_env if teacher else None)
     except (TargetError, ValueError) as error:
         raise click.ClickException(str(error)) from None
+    # The teacher's key (and a password in its URL) never reaches the rows, even when the
+    # teacher echoes it.
+    secrets = credential_secrets([teacher_auth], teacher_base_url) if teacher else ()
+
+    def mask(text: str) -> str:
+        return mask_secrets(text, secrets)
 
     bar = _Bar(console)
 
     async def run() -> Any:
-        with _teacher_auth(teacher_api_key_env if teacher else None), bar.progress:
-            return await traces(inputs, output_dir, config, teacher=teacher, on_progress=bar)
+        with _teacher_auth(teacher_auth), bar.progress:
+            return await traces(
+                inputs, output_dir, config, teacher=teacher, on_progress=bar, mask=mask
+            )
 
     try:
         summary = asyncio.run(run())
