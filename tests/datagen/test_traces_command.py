@@ -122,6 +122,19 @@ def test_a_teacher_echoing_its_key_never_writes_it(
     assert secret not in written + result.output
 
 
+def test_a_wrong_baseline_target_stops_before_anything_is_written(project: Path) -> None:
+    result = invoke("traces", "logs", "-o", "data", "--baseline", "missing_env.py:LoggedEnv")
+    assert result.exit_code == 1
+    assert "Error: no such file:" in result.output and "missing_env.py" in result.output
+    assert not (project / "data").exists()
+    unset = invoke(
+        "traces", "logs", "-o", "data", "--baseline", "env.py:LoggedEnv",
+        "--auth", "judge=BENCHMAX_TEST_UNSET_VARIABLE",
+    )  # fmt: skip
+    assert unset.exit_code == 1 and "BENCHMAX_TEST_UNSET_VARIABLE" in unset.output
+    assert not (project / "data").exists()
+
+
 def test_teacher_options_go_together(project: Path) -> None:
     result = invoke("traces", "logs", "-o", "data", "--teacher-model", "t")
     assert result.exit_code == 1 and "go together" in result.output

@@ -97,18 +97,27 @@ def _teacher_credential(api_key_env: str | None) -> ModelAuth:
     return NoModelAuth()
 
 
-async def _baseline(
-    target_spec: str, env_arg_pairs: tuple[str, ...], auth_pairs: tuple[str, ...], data_dir: Path
-) -> Any:
-    from benchmax.datagen import score_logged_replies
-    from benchmax.envs import BaseEnv
-
+def _baseline_inputs(
+    target_spec: str, env_arg_pairs: tuple[str, ...], auth_pairs: tuple[str, ...]
+) -> tuple[Any, dict[str, Any], dict[str, ModelAuth]]:
+    """The ``--baseline`` target, its constructor arguments and credentials, read before
+    the logs are (a wrong target or a missing variable stops the command at once).
+    Raises ``TargetError``."""
     target = load_target(target_spec)
     env_args = {**target.constructor_args, **parse_env_args(env_arg_pairs)}
     providers: dict[str, ModelAuth] = {
         name: bearer_from_variable(variable, f"--auth {name}")
         for name, variable in auth_variables(auth_pairs).items()
     }
+    return target, env_args, providers
+
+
+async def _baseline(
+    target: Any, env_args: dict[str, Any], providers: dict[str, ModelAuth], data_dir: Path
+) -> Any:
+    from benchmax.datagen import score_logged_replies
+    from benchmax.envs import BaseEnv
+
     try:
         env = target.env_class(**env_args)
     except USER_CODE_ERRORS as error:
@@ -291,6 +300,11 @@ def traces_command(
             else None
         )
         teacher_auth = _teacher_credential(teacher_api_key_env if teacher else None)
+        baseline = (
+            _baseline_inputs(baseline_target, env_arg_pairs, auth_pairs)
+            if baseline_target is not None
+            else None
+        )
     except (TargetError, ValueError) as error:
         raise click.ClickException(str(error)) from None
     # The teacher's key (and a password in its URL) never reaches the rows, even when the
@@ -327,12 +341,12 @@ def traces_command(
             "to conversations linked by users they share, and a group never crosses the split",
             soft_wrap=True,
         )
-    if baseline_target is None:
+    if baseline is None:
         return
     if summary.eval_rows == 0:
         raise click.ClickException("no eval rows: nothing to score for --baseline")
     try:
-        report = asyncio.run(_baseline(baseline_target, env_arg_pairs, auth_pairs, output_dir))
+        report = asyncio.run(_baseline(*baseline, output_dir))
     except TargetError as error:
         raise click.ClickException(str(error)) from None
     except Exception as error:
