@@ -465,6 +465,18 @@ def test_the_failure_example_shows_the_error_that_ended_the_rollout(
     assert "For further information visit x" in logged
 
 
+def test_the_failure_share_stop_names_the_error_that_ended_the_rollouts(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    target = f"{Path(__file__).with_name('refusing_tools_env.py')}:RefusingToolsEnv"
+    result = invoke("run", target, "--data", answer_data, "-k", "4", "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 1, result.output
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error: stopped")]
+    assert "ended tool_error with the same error" in line
+    assert "(ConnectionRefusedError: sandbox service refused the session)" in line
+    assert "For further information" not in line and "raised by" not in line
+
+
 def test_progress_bar_and_failure_reasons_are_shown(
     invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from benchmax._tracebacks import exception_line
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.envs.shared_types import FINISHED
 from benchmax.runner import Progress as RunProgress
@@ -26,7 +27,6 @@ from benchmax.trajectory import LogEntry
 __all__ = ["failure_examples", "progress_bar", "render_report"]
 
 _MAX_WHY = 240
-_TRACEBACK_HEADER = "Traceback (most recent call last):"
 
 
 def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], None]]:
@@ -85,24 +85,12 @@ def _why(logs: Sequence[LogEntry]) -> str:
     settling = [entry for entry in logged if "termination_reason=" in entry.get("message", "")]
     chosen = (settling or logged)[:1]
     if chosen:
-        why = _exception_line(str(chosen[0]["exception"]))
+        why = exception_line(str(chosen[0]["exception"]))
     else:
         warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
         why = warnings[0] if warnings else "(nothing was logged)"
     why = terminal_safe(why, keep_newlines=False)
     return why if len(why) <= _MAX_WHY else why[: _MAX_WHY - 3] + "..."
-
-
-def _exception_line(traceback_text: str) -> str:
-    """The ``Type: message`` line of a formatted traceback: the first unindented line after
-    its last frame, so neither a note added to the exception (``benchmax: raised by ...``)
-    nor the continuation lines of a long message (pydantic's "For further information
-    visit ...") stand for it."""
-    lines = [line for line in traceback_text.strip().splitlines() if line.strip()]
-    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
-    after = lines[frames[-1] + 1 :] if frames else lines
-    header = [line for line in after if not line[:1].isspace() and line != _TRACEBACK_HEADER]
-    return header[0] if header else (lines[-1] if lines else "")
 
 
 def _shown(name: str) -> str:
