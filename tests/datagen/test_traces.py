@@ -166,6 +166,20 @@ def test_records_of_the_wrong_shape_are_skipped_with_a_plain_reason(tmp_path: Pa
     ]
 
 
+def test_a_file_starting_with_a_utf8_byte_order_mark_is_read(tmp_path: Path) -> None:
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    path = tmp_path / "excel-export.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(chat).encode() + b"\r\n")
+    assert detect_format(path) == "messages"
+    [call] = read_trace_file(path, "messages")
+    assert isinstance(call, LoggedCall) and call.reply == chat["messages"][1]
+    document = json.loads((SAMPLES / "otel_export.json").read_text())
+    spans = tmp_path / "spans.json"
+    spans.write_bytes(b"\xef\xbb\xbf" + json.dumps(document, indent=2).encode())
+    assert detect_format(spans) == "otel"
+    assert any(isinstance(c, LoggedCall) for c in read_trace_file(spans, "otel"))
+
+
 def test_a_response_message_of_the_wrong_shape_is_skipped(tmp_path: Path) -> None:
     response = {"choices": [{"message": {"role": "assistant", "content": 42}}]}
     record = {"request": {"model": "m", "messages": [{"role": "user", "content": "q"}]}}

@@ -87,9 +87,14 @@ def _kind_of(record: object) -> TraceFormat | None:
     return None
 
 
+_BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark some Windows tools write before a file's first line."""
+
+
 def _first_line(path: Path) -> bytes | None:
     with path.open("rb") as file:
         for raw in file:
+            raw = raw.removeprefix(_BOM)
             if raw.strip():
                 return raw
     return None
@@ -133,7 +138,7 @@ def _whole_document(path: Path) -> Any:
     try:
         if path.stat().st_size > _WHOLE_DOCUMENT_LIMIT:
             return None
-        record = orjson.loads(path.read_bytes())
+        record = orjson.loads(path.read_bytes().removeprefix(_BOM))
     except (OSError, orjson.JSONDecodeError):
         return None
     return record if isinstance(record, dict) and "resourceSpans" in record else None
@@ -161,6 +166,8 @@ def read_trace_file(
             number += 1
             if on_bytes is not None and number % 4096 == 0:
                 on_bytes(file.tell())
+            if number == 1:
+                raw = raw.removeprefix(_BOM)
             if not raw.strip():
                 continue
             try:
