@@ -129,10 +129,12 @@ def test_the_command_prints_the_next_steps_and_refuses_in_one_line(tmp_path: Pat
 
 
 def test_the_printed_cd_step_is_quoted_for_the_shell(tmp_path: Path) -> None:
-    result = invoke("init", tmp_path / "my env (v2)")
+    directory = tmp_path / ("my env (v2) " + "long-" * 20)
+    result = invoke("init", directory)
     assert result.exit_code == 0, result.output
+    assert f"created {directory} (qa template, 9 files)\n" in result.output  # not wrapped
     [step] = [line.strip() for line in result.output.splitlines() if line.strip().startswith("cd ")]
-    assert step == f"cd '{tmp_path}/my env (v2)'"
+    assert step == f"cd '{directory}'"
 
 
 def _tool(name: str) -> str:

@@ -41,9 +41,12 @@ def init_command(directory: Path, template: str) -> None:
     chosen = TEMPLATES[template]
     requirement, source = benchmax_requirement()
     out = Console(highlight=False)
-    out.print(f"created {escape(str(directory))} ({template} template, {len(written)} files)")
+    out.print(
+        f"created {escape(str(directory))} ({template} template, {len(written)} files)",
+        soft_wrap=True,  # a long path stays on one line, as typed
+    )
     depends = f"{requirement} from {source}" if source is not None else requirement
-    out.print(f"depends on {escape(depends)}")
+    out.print(f"depends on {escape(depends)}", soft_wrap=True)
     out.print("next:")
     for line in (
         f"cd {shlex.quote(str(directory))}",  # pasted into a shell as printed
