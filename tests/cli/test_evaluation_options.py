@@ -248,11 +248,26 @@ def test_sampling_options_arrive_in_the_request_bodies(
         (["--sampling-arg", "top_k"], "invalid --sampling-arg 'top_k': expected KEY=VALUE"),
         (["--sampling-arg", "=3"], "invalid --sampling-arg '=3'"),
         (["--sampling-arg", "top k=3"], "invalid --sampling-arg 'top k=3'"),
-        (["--temperature", "0.2", "--sampling-arg", "temperature=0.3"], "'temperature' is given"),
+        (
+            ["--temperature", "0.2", "--sampling-arg", "temperature=0.3"],
+            "--temperature and --sampling-arg temperature both set 'temperature': use one",
+        ),
+        (
+            ["--max-tokens", "9", "--sampling-arg", "max_tokens=3"],
+            "--max-tokens and --sampling-arg max_tokens both set 'max_tokens'",
+        ),
         (["--sampling-arg", "seed=1", "--sampling-arg", "seed=2"], "'seed' is given twice"),
-        (["--seed", "1", "--sampling-arg", "seed=2"], "'seed' is given twice"),
+        (
+            ["--seed", "1", "--sampling-arg", "seed=2"],
+            "--seed and --sampling-arg seed both set the seed: --seed N gives every rollout "
+            "its own seed, --sampling-arg seed=N sends N with every request; use one",
+        ),
         (["--temperature", "-1"], "Invalid value for '--temperature'"),
         (["--top-p", "1.5"], "Invalid value for '--top-p'"),
+        (["--top-p", "nan"], "Invalid value for '--top-p': 'nan' is not a finite number"),
+        (["--temperature", "nan"], "Invalid value for '--temperature': 'nan' is not a finite"),
+        (["--temperature", "inf"], "Invalid value for '--temperature': 'inf' is not a finite"),
+        (["--max-failure-share", "nan"], "Invalid value for '--max-failure-share': 'nan' is not"),
         (["--max-tokens", "0"], "Invalid value for '--max-tokens'"),
         (["--seed", "x"], "Invalid value for '--seed'"),
         (["--model-retries", "-1"], "Invalid value for '--model-retries'"),

@@ -45,3 +45,11 @@ def test_mock_serve_rejects_a_bad_policy(invoke: Callable[..., Result]) -> None:
     result = invoke("mock-serve", "--mock-policy", "no_such_module_xyz:policy")
     assert result.exit_code != 0
     assert result.output.startswith("Error: ") and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_chat_template_without_token_mode_is_refused(invoke: Callable[..., Result]) -> None:
+    result = invoke("mock-serve", "--port", "0", "--chat-template", "qwen3")
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "Error: --chat-template is the token mode's template: add --tokens"
+    )

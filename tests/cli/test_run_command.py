@@ -478,6 +478,35 @@ def test_a_key_echoed_by_the_endpoint_is_masked_everywhere(
     assert key not in everything
 
 
+def test_the_failure_example_shows_the_error_that_ended_the_rollout(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    # not the hook note ("benchmax: raised by ...") the traceback ends with, nor the last line
+    # of another exception logged earlier in the rollout
+    target = f"{Path(__file__).with_name('refusing_tools_env.py')}:RefusingToolsEnv"
+    output = tmp_path / "o.jsonl"
+    result = invoke("run", target, "--data", answer_data, "-n", "1", "-k", "1", "-o", output)
+    assert result.exit_code == 1, result.output
+    [line] = [line for line in result.output.splitlines() if ", e.g. rollout" in line]
+    assert line.startswith("  tool_error, e.g. rollout ")
+    assert line.endswith(": ConnectionRefusedError: sandbox service refused the session"), line
+    logged = output.read_text()
+    assert "benchmax: raised by RefusingToolsEnv.tools" in logged  # the note the line skips
+    assert "For further information visit x" in logged
+
+
+def test_the_failure_share_stop_names_the_error_that_ended_the_rollouts(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
+) -> None:
+    target = f"{Path(__file__).with_name('refusing_tools_env.py')}:RefusingToolsEnv"
+    result = invoke("run", target, "--data", answer_data, "-k", "4", "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 1, result.output
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error: stopped")]
+    assert "ended tool_error with the same error" in line
+    assert "(ConnectionRefusedError: sandbox service refused the session)" in line
+    assert "For further information" not in line and "raised by" not in line
+
+
 def test_progress_bar_and_failure_reasons_are_shown(
     invoke: Callable[..., Result], answer_data: Path, tmp_path: Path
 ) -> None:

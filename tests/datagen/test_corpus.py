@@ -26,6 +26,13 @@ def test_a_directory_gives_txt_md_and_jsonl_documents_sorted(tmp_path: Path) -> 
     assert documents[2] == Document(file="sub/c.jsonl", text="First record.", line=1)
 
 
+def test_a_utf8_byte_order_mark_is_not_part_of_a_document(tmp_path: Path) -> None:
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "a.txt").write_bytes(bom + b"Aye text.")
+    (tmp_path / "b.jsonl").write_bytes(bom + json.dumps({"text": "Bee."}).encode() + b"\n")
+    assert read_corpus(tmp_path) == [Document("a.txt", "Aye text."), Document("b.jsonl", "Bee.", 1)]
+
+
 def test_a_single_file_and_a_named_text_field(tmp_path: Path) -> None:
     path = tmp_path / "docs.jsonl"
     path.write_text(json.dumps({"body": "Body text.", "text": 3}) + "\n")

@@ -160,7 +160,7 @@ def test_a_reply_echoing_the_key_is_masked_in_the_checkpoint_and_the_rows(
         ),
         (
             ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--styles", "poetic"],
-            "styles must be one or more of natural, keyword, expert",
+            "styles must be one or more of natural, keyword, expert (unknown: 'poetic')",
         ),
         (
             ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--noise", "2"],

@@ -133,6 +133,66 @@ def test_a_file_in_no_known_format_is_refused_naming_it_and_what_was_expected(
     assert not (tmp_path / "out" / "train.jsonl").exists()
 
 
+def test_a_first_record_that_is_not_an_object_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text("[1, 2]\n")
+    with pytest.raises(TraceFormatError, match=r"its first record is an array, not an object\)"):
+        detect_format(path)
+
+
+def test_records_of_the_wrong_shape_are_skipped_with_a_plain_reason(tmp_path: Path) -> None:
+    good = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    bad_reply = {"role": "assistant", "content": "a", "tool_calls": "bad"}
+    odd_question = {"role": "user", "content": {"a": 1}}
+    records: list[Any] = [
+        good,
+        [1, 2],
+        "text",
+        None,
+        {"messages": [odd_question, {"role": "assistant", "content": "b"}]},
+        {"messages": [{"role": "user", "content": "q"}, bad_reply]},
+    ]
+    path = tmp_path / "chats.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    read = list(read_trace_file(path, detect_format(path)))
+    assert [type(item).__name__ for item in read] == ["LoggedCall"] + ["MalformedRecord"] * 5
+    assert [item.reason for item in read if isinstance(item, MalformedRecord)] == [
+        "an array, not a JSON object",
+        "a string, not a JSON object",
+        "null, not a JSON object",
+        "messages holds a message whose content is an object "
+        "(expected text, null or a list of content parts)",
+        "messages holds a message whose tool_calls is a string (expected a list of tool calls)",
+    ]
+
+
+def test_a_file_starting_with_a_utf8_byte_order_mark_is_read(tmp_path: Path) -> None:
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    path = tmp_path / "excel-export.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(chat).encode() + b"\r\n")
+    assert detect_format(path) == "messages"
+    [call] = read_trace_file(path, "messages")
+    assert isinstance(call, LoggedCall) and call.reply == chat["messages"][1]
+    document = json.loads((SAMPLES / "otel_export.json").read_text())
+    spans = tmp_path / "spans.json"
+    spans.write_bytes(b"\xef\xbb\xbf" + json.dumps(document, indent=2).encode())
+    assert detect_format(spans) == "otel"
+    assert any(isinstance(c, LoggedCall) for c in read_trace_file(spans, "otel"))
+
+
+def test_a_response_message_of_the_wrong_shape_is_skipped(tmp_path: Path) -> None:
+    response = {"choices": [{"message": {"role": "assistant", "content": 42}}]}
+    record = {"request": {"model": "m", "messages": [{"role": "user", "content": "q"}]}}
+    path = tmp_path / "gateway.jsonl"
+    path.write_text(json.dumps({**record, "response": response}) + "\n")
+    [item] = read_trace_file(path, detect_format(path))
+    assert isinstance(item, MalformedRecord)
+    assert item.reason == (
+        "the response's message content is a number "
+        "(expected text, null or a list of content parts)"
+    )
+
+
 def test_an_otel_file_written_as_one_pretty_printed_document_is_read(tmp_path: Path) -> None:
     document = json.loads((SAMPLES / "otel_export.json").read_text())
     path = tmp_path / "spans.json"

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from tests.cli.conftest import ThreadedServer
 
 from benchmax.cli import cli
 from benchmax.runner import read_results
+from benchmax.testing import RecordedRequest
 
 SAMPLES = Path(__file__).parent / "trace_samples"
 LOG_FILES = ("finetune.jsonl", "gateway.jsonl", "litellm_proxy.jsonl", "otel_export.json")
@@ -75,8 +77,14 @@ def test_the_command_writes_the_split_and_lists_malformed_lines(project: Path) -
 def test_strict_exits_1_naming_the_first_malformed_line(project: Path) -> None:
     result = invoke("traces", "logs/gateway.jsonl", "-o", "data", "--strict")
     assert result.exit_code == 1
-    assert "logs/gateway.jsonl:4: not JSON" in result.output
+    assert "Error: logs/gateway.jsonl:4: not JSON" in result.output
     assert not (project / "data" / "train.jsonl").exists()
+
+
+def test_a_missing_input_is_one_error_line(project: Path) -> None:
+    result = invoke("traces", "logs/nowhere.jsonl", "-o", "data")
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: input not found: logs/nowhere.jsonl"
 
 
 def test_an_unknown_file_is_refused_by_name(project: Path) -> None:
@@ -84,6 +92,47 @@ def test_an_unknown_file_is_refused_by_name(project: Path) -> None:
     result = invoke("traces", "logs", "-o", "data")
     assert result.exit_code == 1
     assert "access.jsonl is not in a known trace format" in result.output
+
+
+def test_a_teacher_echoing_its_key_never_writes_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-1234567890-teacher"
+    monkeypatch.setenv("BENCHMAX_TEST_TEACHER_KEY", secret)
+
+    def teacher(body: dict, request: RecordedRequest) -> str:
+        said = request.headers.get("authorization", "")
+        return json.dumps({"reply": f"reference answer ({said})"})
+
+    with ThreadedServer(teacher) as server:
+        result = invoke(
+            "traces", "logs", "-o", "data", "--teacher-model", "t",
+            "--teacher-base-url", server.base_url,
+            "--teacher-api-key-env", "BENCHMAX_TEST_TEACHER_KEY",
+        )  # fmt: skip
+        assert {r.headers["authorization"] for r in server.requests} == {f"Bearer {secret}"}
+    assert result.exit_code == 0, result.output
+    rows = [
+        json.loads(line)
+        for name in ("train.jsonl", "eval.jsonl")
+        for line in (project / "data" / name).read_text().splitlines()
+    ]
+    assert rows and {row["ground_truth"] for row in rows} == {"reference answer (Bearer ***)"}
+    written = "".join(p.read_text() for p in (project / "data").rglob("*") if p.is_file())
+    assert secret not in written + result.output
+
+
+def test_a_wrong_baseline_target_stops_before_anything_is_written(project: Path) -> None:
+    result = invoke("traces", "logs", "-o", "data", "--baseline", "missing_env.py:LoggedEnv")
+    assert result.exit_code == 1
+    assert "Error: no such file:" in result.output and "missing_env.py" in result.output
+    assert not (project / "data").exists()
+    unset = invoke(
+        "traces", "logs", "-o", "data", "--baseline", "env.py:LoggedEnv",
+        "--auth", "judge=BENCHMAX_TEST_UNSET_VARIABLE",
+    )  # fmt: skip
+    assert unset.exit_code == 1 and "BENCHMAX_TEST_UNSET_VARIABLE" in unset.output
+    assert not (project / "data").exists()
 
 
 def test_teacher_options_go_together(project: Path) -> None:

@@ -86,6 +86,19 @@ async def test_an_unreachable_judge_stops_the_run(tmp_path: Path) -> None:
     assert env.started == []
 
 
+async def test_a_password_in_the_judges_url_is_masked_keeping_the_user_name(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    url = f"http://alice:sk-url-secret-0123456789@127.0.0.1:{port}/v1"
+    env = JudgedNumberEnv(Judge("grader", url, StaticBearerAuth("k" * 12)))
+    with pytest.raises(JudgeCheckError) as raised:
+        await run_environment(env, number_config(tmp_path))
+    message = str(raised.value)
+    assert f"the judge 'grader' at http://alice:***@127.0.0.1:{port}/v1:" in message
+    assert "sk-url-secret-0123456789" not in message
+
+
 async def test_the_check_uses_the_judges_credential_once_per_distinct_judge(
     tmp_path: Path,
 ) -> None:

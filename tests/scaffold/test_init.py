@@ -129,6 +129,15 @@ def test_the_command_prints_the_next_steps_and_refuses_in_one_line(tmp_path: Pat
     assert bad.exit_code == 2 and "chat" in bad.output
 
 
+def test_the_printed_cd_step_is_quoted_for_the_shell(tmp_path: Path) -> None:
+    directory = tmp_path / ("my env (v2) " + "long-" * 20)
+    result = invoke("init", directory)
+    assert result.exit_code == 0, result.output
+    assert f"created {directory} (qa template, 9 files)\n" in result.output  # not wrapped
+    [step] = [line.strip() for line in result.output.splitlines() if line.strip().startswith("cd ")]
+    assert step == f"cd '{directory}'"
+
+
 def _tool(name: str) -> str:
     found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if found is None:
@@ -212,6 +221,24 @@ def test_a_fresh_project_passes_its_tests_validates_and_runs(tmp_path: Path, tem
     first_key = chosen_first_key(report)
     stats = report["reward_stats"][first_key]
     assert 0 < stats["mean"] < 1 and stats["max"] == 1.0 and stats["min"] == 0.0
+
+
+@pytest.mark.parametrize("template", sorted(TEMPLATES))
+def test_each_templates_own_tests_pass_against_this_checkout(tmp_path: Path, template: str) -> None:
+    # the fast half of the scaffold test above: the generated tests, run with this
+    # interpreter (benchmax, pytest and pytest-asyncio are the project's dependencies)
+    project = tmp_path / f"fresh-{template}"
+    create_project(project, template)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert " passed" in completed.stdout and "failed" not in completed.stdout
 
 
 def chosen_first_key(report: dict) -> str:

@@ -226,6 +226,12 @@ def test_declaration_errors_are_raised_at_decoration() -> None:
         def star(*args: int) -> None:
             pass
 
+    with pytest.raises(TypeError, match=r"'double_star': \*\*options parameters cannot be"):
+
+        @tool
+        def double_star(**options: int) -> None:
+            pass
+
     with pytest.raises(ValueError, match=r"parameter name 'rollout_id' is reserved"):
 
         @tool

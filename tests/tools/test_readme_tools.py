@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from tests.tools.conftest import ToolsEnv, request, tool_messages
@@ -104,4 +105,39 @@ async def test_the_database_toolset_example(mock_server: MockModelServer) -> Non
         for rid in ("a", "b")
     }
     assert results == {"a": ['[["pen",1.5],["ink",4.0]]'], "b": ['[["cap",2.0]]']}
+    await env.aclose()
+
+
+@tool
+def remind(when: datetime, days: int = 1) -> str:
+    """Set a reminder."""
+    return f"{type(when).__name__} {when.isoformat()} +{days}"
+
+
+class ReminderEnv(ToolsEnv):
+    tools = [remind]
+
+
+async def test_the_schema_check_is_strict_and_pydantic_converts_what_it_lets_through(
+    mock_server: MockModelServer,
+) -> None:
+    # README: a "7" for an int is refused by the schema check; an ISO 8601 string (the
+    # schema's "date-time" format is not asserted) reaches the function as a datetime.
+    mock_server.policy = scripted(
+        [
+            call("remind", {"when": "2026-12-01T10:00:00", "days": "7"}),
+            call("remind", {"when": "2026-12-01T10:00:00", "days": 7}),
+            call("remind", {"when": "next tuesday"}),
+            "done",
+        ]
+    )
+    env = ReminderEnv()
+    rollout = await env.run_rollout(request(mock_server))
+    assert rollout.termination_reason == "finished"
+    messages = tool_messages(rollout)
+    assert messages[:2] == [
+        "Invalid tool arguments: days: '7' is not of type 'integer'",
+        "datetime 2026-12-01T10:00:00 +7",
+    ]
+    assert messages[2].startswith("Invalid tool arguments: when: Input should be a valid datetime")
     await env.aclose()

@@ -138,6 +138,18 @@ async def test_an_on_group_failure_stops_the_run_as_a_run_error(tmp_path: Path) 
     assert len(read_results(tmp_path / "results.jsonl").rollouts) == 3  # the group was saved
 
 
+async def test_an_on_group_failure_without_a_results_file_says_nothing_was_saved(
+    tmp_path: Path,
+) -> None:
+    def explode(group: tuple[Trajectory, ...]) -> None:
+        raise KeyError("trainer queue full")
+
+    config = number_config(tmp_path, max_concurrent_groups=1, output=None)
+    with pytest.raises(RunError, match=r"'ex-0' ran \(no results file\)\)$"):
+        await run_environment(NumberEnv(3), config, on_group=explode)
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
 async def test_read_trajectories_gives_back_what_on_group_saw(
     mock_server: MockModelServer, tmp_path: Path
 ) -> None:

@@ -72,3 +72,16 @@ def test_the_page_shows_the_tokens_per_turn(page: Any, tmp_path: Path) -> None:
     turns.first.locator("summary").click()
     assert "5(-0.5) 6(-0.25) 7(-0.75)" in turns.first.inner_text()
     assert page.errors == []
+
+
+def test_a_page_that_cannot_be_written_is_one_error_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from benchmax.cli import cli
+
+    (tmp_path / "a-file").write_text("")
+    page = tmp_path / "a-file" / "run.html"  # its directory cannot be made
+    result = CliRunner().invoke(cli, ["view", str(_results(tmp_path)), "-o", str(page), "--tokens"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: cannot write {page}: ")
+    assert result.output.count("\n") == 1 and "Errno" not in result.output

@@ -121,10 +121,16 @@ def cli() -> None:
     show_default=True,
     help="Token mode's template; qwen3 drops reasoning before the last user message.",
 )
-def mock_serve_command(port: int, mock_policy: str, tokens: bool, chat_template: str) -> None:
+@click.pass_context
+def mock_serve_command(
+    context: click.Context, port: int, mock_policy: str, tokens: bool, chat_template: str
+) -> None:
     """Serve the mock OpenAI-compatible model on 127.0.0.1 until interrupted."""
     from benchmax.testing import MockModelServer
 
+    given = context.get_parameter_source("chat_template") is click.core.ParameterSource.COMMANDLINE
+    if given and not tokens:
+        raise click.ClickException("--chat-template is the token mode's template: add --tokens")
     try:
         policy = load_mock_policy(mock_policy)
     except TargetError as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -40,12 +41,15 @@ def init_command(directory: Path, template: str) -> None:
     chosen = TEMPLATES[template]
     requirement, source = benchmax_requirement()
     out = Console(highlight=False)
-    out.print(f"created {escape(str(directory))} ({template} template, {len(written)} files)")
+    out.print(
+        f"created {escape(str(directory))} ({template} template, {len(written)} files)",
+        soft_wrap=True,  # a long path stays on one line, as typed
+    )
     depends = f"{requirement} from {source}" if source is not None else requirement
-    out.print(f"depends on {escape(depends)}")
+    out.print(f"depends on {escape(depends)}", soft_wrap=True)
     out.print("next:")
     for line in (
-        f"cd {directory}",
+        f"cd {shlex.quote(str(directory))}",  # pasted into a shell as printed
         "uv run pytest",
         f"uv run benchmax validate {chosen.target} --data data --mock-policy {chosen.policy}"
         f"{chosen.env_args}",

@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from benchmax._tracebacks import exception_line
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.envs.shared_types import FINISHED
 from benchmax.runner import Progress as RunProgress
@@ -63,7 +64,8 @@ def progress_bar(console: Console) -> tuple[Progress, Callable[[RunProgress], No
 
 def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
     """For each termination reason other than ``finished``: one rollout id and why it ended
-    (the last line of its first logged exception, else its first warning), read back from
+    (the `Type: message` line of the exception logged as it ended, else of its first logged
+    exception, else its first warning), read back from
     the results file."""
     wanted = set(report.rollouts_by_reason) - {FINISHED}
     if not wanted or report.results_path is None:
@@ -77,10 +79,17 @@ def failure_examples(report: RunReport) -> dict[str, tuple[str, str]]:
 
 
 def _why(logs: Sequence[LogEntry]) -> str:
-    exceptions = [entry["exception"] for entry in logs if entry.get("exception")]
-    warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
-    lines = exceptions[0].strip().splitlines() if exceptions else warnings[:1]
-    why = terminal_safe(lines[-1] if lines else "(nothing was logged)", keep_newlines=False)
+    """The exception behind the rollout's end (the one logged with its termination reason,
+    else the first logged), as its ``Type: message`` line; else the first warning."""
+    logged = [entry for entry in logs if entry.get("exception")]
+    settling = [entry for entry in logged if "termination_reason=" in entry.get("message", "")]
+    chosen = (settling or logged)[:1]
+    if chosen:
+        why = exception_line(str(chosen[0]["exception"]))
+    else:
+        warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
+        why = warnings[0] if warnings else "(nothing was logged)"
+    why = terminal_safe(why, keep_newlines=False)
     return why if len(why) <= _MAX_WHY else why[: _MAX_WHY - 3] + "..."
 
 

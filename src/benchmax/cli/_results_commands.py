@@ -142,7 +142,11 @@ def view_command(results: Path, output: Path | None, open_page: bool, tokens: bo
     shows its complete groups.
     """
     with _reading(results):
-        report = write_html_report(results, output, tokens=tokens)
+        try:
+            report = write_html_report(results, output, tokens=tokens)
+        except OSError as error:  # reading errors are ResultsFileError: this is the page
+            page = output if output is not None else results.with_suffix(".html")
+            raise click.ClickException(f"cannot write {page}: {error.strerror or error}") from None
     click.echo(
         f"wrote {report.path} ({_size(report.size_bytes)}, {report.groups} groups, "
         f"{report.rollouts} rollouts) in {report.build_seconds:.2f} s"

@@ -77,6 +77,19 @@ class _Seconds(click.FloatRange):
 
 
 SECONDS = _Seconds(min=0, min_open=True)
+
+
+class _Finite(click.FloatRange):
+    """A float range that refuses ``nan`` (which every range comparison lets through)
+    and ``inf``."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 MOCK_PLACEHOLDER_URL = "http://mock.invalid/v1"  # replaced by the server's URL once it listens
 
 
@@ -378,13 +391,13 @@ def _given(parameter: str) -> bool:
 @click.option("--force", is_flag=True, help="Resume a results file even if its run differs.")
 @click.option(
     "--temperature",
-    type=click.FloatRange(min=0),
+    type=_Finite(min=0),
     metavar="T",
     help="Sampling temperature sent with every model request.",
 )
 @click.option(
     "--top-p",
-    type=click.FloatRange(min=0, max=1),
+    type=_Finite(min=0, max=1),
     metavar="P",
     help="Nucleus sampling top_p sent with every model request.",
 )
@@ -459,7 +472,7 @@ def _given(parameter: str) -> bool:
 @click.option(
     "--max-failure-share",
     metavar="SHARE",
-    type=click.FloatRange(0, 1),
+    type=_Finite(0, 1),
     default=DEFAULT_MAX_FAILURE_SHARE,
     show_default=True,
     help=f"Stop the run (finished groups kept) once at least {MIN_ROLLOUTS} rollouts ran and "
@@ -791,8 +804,17 @@ def parse_sampling_args(
                 f"--sampling-arg cannot set {key!r}: the chat loop sets it "
                 "(use --model for the model)"
             )
-        if key in args or (key == "seed" and seed_given):
-            raise TargetError(f"sampling arg {key!r} is given twice")
+        if key == "seed" and seed_given:
+            raise TargetError(
+                "--seed and --sampling-arg seed both set the seed: --seed N gives every "
+                "rollout its own seed, --sampling-arg seed=N sends N with every request; "
+                "use one"
+            )
+        if key in named:
+            option = "--" + key.replace("_", "-")
+            raise TargetError(f"{option} and --sampling-arg {key} both set {key!r}: use one")
+        if key in args:
+            raise TargetError(f"--sampling-arg {key!r} is given twice")
         try:
             args[key] = json.loads(raw, parse_constant=_refuse_constant)
         except ValueError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,28 +93,40 @@ class _Bar:
 
 
 @contextlib.contextmanager
-def _teacher_auth(api_key_env: str | None) -> Iterator[None]:
-    providers: dict[str, ModelAuth] = {}
-    if api_key_env:
-        providers[TEACHER_AUTH] = bearer_from_variable(api_key_env, "--teacher-api-key-env")
-    else:
-        from benchmax.runner import NoModelAuth
-
-        providers[TEACHER_AUTH] = NoModelAuth()
-    with bind_model_auth(providers):
+def _teacher_auth(auth: ModelAuth) -> Iterator[None]:
+    with bind_model_auth({TEACHER_AUTH: auth}):
         yield
 
 
-async def _baseline(
+def _teacher_credential(api_key_env: str | None) -> ModelAuth:
+    """The teacher's credential: the bearer key in ``api_key_env``, else none."""
+    if api_key_env:
+        return bearer_from_variable(api_key_env, "--teacher-api-key-env")
+    from benchmax.runner import NoModelAuth
+
+    return NoModelAuth()
+
+
+@dataclass(frozen=True)
+class _BaselineInputs:
+    """What ``--baseline`` needs, read before the logs are (a wrong target, a missing
+    variable or a useless ``--mock-policy`` stops the command at once)."""
+
+    target: Any
+    env_args: dict[str, Any]
+    providers: dict[str, ModelAuth]
+    auth_names: frozenset[str]
+    mock: bool
+    mock_policy: str
+
+
+def _baseline_inputs(
     target_spec: str,
     env_arg_pairs: tuple[str, ...],
     auth_pairs: tuple[str, ...],
-    data_dir: Path,
     mock_policy: str | None,
-) -> Any:
-    """Score the eval split with ``target_spec``'s rewards. ``"@mock"`` constructor
-    arguments point at an embedded mock answering with ``mock_policy`` (default ``echo``),
-    whose credential every injected name (``--auth`` included) gets, as in ``rescore``."""
+) -> _BaselineInputs:
+    """Read the ``--baseline`` target, its arguments and credentials. Raises ``TargetError``."""
     target = load_target(target_spec)
     env_args = {**target.constructor_args, **parse_env_args(env_arg_pairs)}
     mock = uses_mock(env_args)
@@ -123,27 +136,30 @@ async def _baseline(
             f"the embedded mock (e.g. --env-arg judge_base_url={MOCK_URL_MARKER})"
         )
     auth_vars = auth_variables(auth_pairs)
-    async with _mock_url(mock, mock_policy or "echo") as url:
-        args = substitute_mock(env_args, url) if url is not None else env_args
-        return await _scored(target, env_args, args, auth_vars, data_dir, mock=mock)
-
-
-async def _scored(
-    target: Any,
-    env_args: dict[str, Any],
-    args: dict[str, Any],
-    auth_vars: dict[str, str],
-    data_dir: Path,
-    *,
-    mock: bool,
-) -> Any:
-    from benchmax.datagen import score_logged_replies
-    from benchmax.envs import BaseEnv
-
     providers: dict[str, ModelAuth] = {
         name: bearer_from_variable(variable, f"--auth {name}")
         for name, variable in auth_vars.items()
     }
+    return _BaselineInputs(
+        target, env_args, providers, frozenset(auth_vars), mock, mock_policy or "echo"
+    )
+
+
+async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
+    """Score the eval split with the target's rewards. ``"@mock"`` constructor arguments
+    point at an embedded mock answering with the mock policy (default ``echo``), whose
+    credential every injected name (``--auth`` included) gets, as in ``rescore``."""
+    async with _mock_url(inputs.mock, inputs.mock_policy) as url:
+        args = substitute_mock(inputs.env_args, url) if url is not None else inputs.env_args
+        return await _scored(inputs, args, data_dir)
+
+
+async def _scored(inputs: _BaselineInputs, args: dict[str, Any], data_dir: Path) -> Any:
+    from benchmax.datagen import score_logged_replies
+    from benchmax.envs import BaseEnv
+
+    target, env_args = inputs.target, inputs.env_args
+    providers = dict(inputs.providers)
     try:
         env = target.env_class(**args)
     except USER_CODE_ERRORS as error:
@@ -152,8 +168,8 @@ async def _scored(
         if not isinstance(env, BaseEnv):
             raise TargetError(f"{target.label} is not a BaseEnv: the baseline scores transcripts")
         injected = injected_auth_names(env)
-        if mock:
-            for name in injected | set(auth_vars):
+        if inputs.mock:
+            for name in injected | inputs.auth_names:
                 providers[name] = StaticBearerAuth(MOCK_KEY)
         elif missing := sorted(injected - set(providers)):
             Console(stderr=True).print(
@@ -311,6 +327,7 @@ def traces_command(
     """
     from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
     from benchmax.rewards import Judge, NgramDiversityConfig
+    from benchmax.runner._config import credential_secrets, mask_secrets
 
     console = Console(stderr=True)
     try:
@@ -340,21 +357,32 @@ def traces_command(
             if teacher_model is not None and teacher_base_url is not None
             else None
         )
+        teacher_auth = _teacher_credential(teacher_api_key_env if teacher else None)
+        baseline = (
+            _baseline_inputs(baseline_target, env_arg_pairs, auth_pairs, mock_policy)
+            if baseline_target is not None
+            else None
+        )
     except (TargetError, ValueError) as error:
         raise click.ClickException(str(error)) from None
+    # The teacher's key (and a password in its URL) never reaches the rows, even when the
+    # teacher echoes it.
+    secrets = credential_secrets([teacher_auth], teacher_base_url) if teacher else ()
+
+    def mask(text: str) -> str:
+        return mask_secrets(text, secrets)
 
     bar = _Bar(console)
 
     async def run() -> Any:
-        with _teacher_auth(teacher_api_key_env if teacher else None), bar.progress:
-            return await traces(inputs, output_dir, config, teacher=teacher, on_progress=bar)
+        with _teacher_auth(teacher_auth), bar.progress:
+            return await traces(
+                inputs, output_dir, config, teacher=teacher, on_progress=bar, mask=mask
+            )
 
     try:
         summary = asyncio.run(run())
-    except TracesError as error:
-        console.print(f"[red]error:[/] {escape(str(error))}", soft_wrap=True)
-        raise SystemExit(1) from None
-    except (TraceFormatError, TargetError) as error:
+    except (TracesError, TraceFormatError, TargetError) as error:
         raise click.ClickException(str(error)) from None
     except OSError as error:
         raise click.ClickException(f"cannot write to {output_dir}: {error}") from None
@@ -371,14 +399,12 @@ def traces_command(
             "to conversations linked by users they share, and a group never crosses the split",
             soft_wrap=True,
         )
-    if baseline_target is None:
+    if baseline is None:
         return
     if summary.eval_rows == 0:
         raise click.ClickException("no eval rows: nothing to score for --baseline")
     try:
-        report = asyncio.run(
-            _baseline(baseline_target, env_arg_pairs, auth_pairs, output_dir, mock_policy)
-        )
+        report = asyncio.run(_baseline(baseline, output_dir))
     except TargetError as error:
         raise click.ClickException(str(error)) from None
     except Exception as error:

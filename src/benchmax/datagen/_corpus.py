@@ -62,8 +62,9 @@ def _files(
 
 
 def _read_text(path: Path) -> str:
+    """The file's UTF-8 text, without the byte order mark some Windows tools write first."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as error:
         raise CorpusError(
             f"{path}: not UTF-8 text ({error.reason} at byte {error.start})"

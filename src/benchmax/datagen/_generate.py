@@ -96,8 +96,10 @@ class GenerationConfig:
         styles: object = self.styles
         if isinstance(styles, str) or not isinstance(styles, Sequence):
             raise TypeError("styles must be a sequence of style names")
-        if not self.styles or any(style not in STYLES for style in self.styles):
-            raise ValueError(f"styles must be one or more of {', '.join(STYLES)}")
+        unknown = [style for style in self.styles if style not in STYLES]
+        if not self.styles or unknown:
+            named = f" (unknown: {', '.join(map(repr, unknown))})" if unknown else ""
+            raise ValueError(f"styles must be one or more of {', '.join(STYLES)}{named}")
         object.__setattr__(self, "styles", tuple(dict.fromkeys(self.styles)))
         if not (is_finite_number(self.noise) and 0 <= self.noise <= 1):
             raise ValueError("noise must be within [0, 1]")

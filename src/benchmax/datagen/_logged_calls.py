@@ -12,6 +12,7 @@ __all__ = [
     "MalformedRecord",
     "RecordShapeError",
     "iso_time",
+    "json_kind",
     "messages_of",
     "object_of",
     "reply_of",
@@ -60,12 +61,49 @@ class RecordShapeError(Exception):
 
 
 def messages_of(value: object, what: str) -> tuple[Mapping[str, Any], ...]:
+    """``value`` as chat messages; raises ``RecordShapeError`` when it is not a list of
+    objects with a string ``role``, or a message's ``content`` is not a string, ``null`` or
+    a list of content parts (objects), or its ``tool_calls`` is not a list of objects."""
     if not isinstance(value, list):
         raise RecordShapeError(f"{what} is not a list of messages")
     for message in value:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise RecordShapeError(f"{what} holds an item that is not a chat message")
+        _check_fields(message, f"{what} holds a message whose")
     return tuple(value)
+
+
+def _check_fields(message: Mapping[str, Any], whose: str) -> None:
+    content = message.get("content")
+    if not (content is None or isinstance(content, str) or _objects(content)):
+        raise RecordShapeError(
+            f"{whose} content is {json_kind(content)} "
+            "(expected text, null or a list of content parts)"
+        )
+    calls = message.get("tool_calls")
+    if calls is not None and not _objects(calls):
+        raise RecordShapeError(
+            f"{whose} tool_calls is {json_kind(calls)} (expected a list of tool calls)"
+        )
+
+
+def _objects(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def json_kind(value: object) -> str:
+    """What a parsed JSON value is, for messages: ``an object``, ``an array``, ``null``..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
 
 
 def object_of(value: object) -> dict[str, Any]:
@@ -100,7 +138,8 @@ def iso_time(value: object) -> str | None:
 
 
 def reply_of(response: object) -> Mapping[str, Any] | None:
-    """The assistant message of a chat-completions response body (or a bare string)."""
+    """The assistant message of a chat-completions response body (or a bare string);
+    raises ``RecordShapeError`` when its content or tool calls have the wrong shape."""
     if isinstance(response, str):
         return {"role": "assistant", "content": response} if response else None
     if not isinstance(response, dict):
@@ -109,8 +148,10 @@ def reply_of(response: object) -> Mapping[str, Any] | None:
     if isinstance(choices, list) and choices:
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         if isinstance(message, dict):
+            _check_fields(message, "the response's message")
             return {"role": "assistant", **message}
         return None
     if response.get("role") == "assistant":
+        _check_fields(response, "the response's message")
         return response
     return None

@@ -34,6 +34,7 @@ from benchmax.datagen._logged_calls import (
     MalformedRecord,
     RecordShapeError,
     iso_time,
+    json_kind,
     messages_of,
     object_of,
     reply_of,
@@ -86,9 +87,14 @@ def _kind_of(record: object) -> TraceFormat | None:
     return None
 
 
+_BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark some Windows tools write before a file's first line."""
+
+
 def _first_line(path: Path) -> bytes | None:
     with path.open("rb") as file:
         for raw in file:
+            raw = raw.removeprefix(_BOM)
             if raw.strip():
                 return raw
     return None
@@ -117,10 +123,12 @@ def detect_format(path: Path) -> TraceFormat:
             ) from None
     kind = _kind_of(record)
     if kind is None:
-        keys = ", ".join(sorted(record)[:8]) if isinstance(record, dict) else type(record).__name__
+        if isinstance(record, dict):
+            seen = f"has {', '.join(sorted(record)[:8]) or 'no keys'}"
+        else:
+            seen = f"is {json_kind(record)}, not an object"
         raise TraceFormatError(
-            f"{path} is not in a known trace format (its first record has {keys or 'no keys'}); "
-            f"expected {_EXPECTED}"
+            f"{path} is not in a known trace format (its first record {seen}); expected {_EXPECTED}"
         )
     return kind
 
@@ -130,7 +138,7 @@ def _whole_document(path: Path) -> Any:
     try:
         if path.stat().st_size > _WHOLE_DOCUMENT_LIMIT:
             return None
-        record = orjson.loads(path.read_bytes())
+        record = orjson.loads(path.read_bytes().removeprefix(_BOM))
     except (OSError, orjson.JSONDecodeError):
         return None
     return record if isinstance(record, dict) and "resourceSpans" in record else None
@@ -158,6 +166,8 @@ def read_trace_file(
             number += 1
             if on_bytes is not None and number % 4096 == 0:
                 on_bytes(file.tell())
+            if number == 1:
+                raw = raw.removeprefix(_BOM)
             if not raw.strip():
                 continue
             try:
@@ -167,6 +177,9 @@ def read_trace_file(
                     yield from _whole_otel(path, label)
                     return
                 yield MalformedRecord(label, number, f"not JSON ({error})")
+                continue
+            if not isinstance(record, dict):
+                yield MalformedRecord(label, number, f"{json_kind(record)}, not a JSON object")
                 continue
             try:
                 calls = list(parse(record, label, number))

@@ -287,10 +287,17 @@ class _Writer:
         self.temporary.unlink(missing_ok=True)
 
 
+def _unmasked(text: str) -> str:
+    return text
+
+
 class _Relabeler:
-    def __init__(self, judge: Judge | None, config: TracesConfig) -> None:
+    def __init__(
+        self, judge: Judge | None, config: TracesConfig, mask: Callable[[str], str]
+    ) -> None:
         self.judge = judge
         self.config = config
+        self.mask = mask
         self.relabeled = 0
         self.failed = 0
 
@@ -309,14 +316,15 @@ class _Relabeler:
                     reply = await teacher_reply(self.judge, history, request_id=request_id)
                 except (JudgeError, ValueError) as error:
                     self.failed += 1
-                    row["relabeled"] = {"model": self.judge.model, "error": str(error)[:300]}
+                    error_text = self.mask(str(error))[:300]
+                    row["relabeled"] = {"model": self.judge.model, "error": error_text}
                     return
             self.relabeled += 1
             row["relabeled"] = {
                 "model": self.judge.model,
                 "logged_ground_truth": row["ground_truth"],
             }
-            row["ground_truth"] = reply
+            row["ground_truth"] = self.mask(reply)
 
         await asyncio.gather(*(one(row) for row in rows))
 
@@ -328,6 +336,7 @@ async def traces(
     *,
     teacher: Judge | None = None,
     on_progress: ProgressCallback | None = None,
+    mask: Callable[[str], str] | None = None,
 ) -> TracesSummary:
     """Write ``train.jsonl`` and ``eval.jsonl`` of dataset rows from production logs.
 
@@ -340,7 +349,8 @@ async def traces(
     conversation without a logged id gets ``derived:<hash>`` of its opening messages.
     With ``teacher`` every kept row's ground truth is the teacher's reply, the logged one
     kept in ``relabeled.logged_ground_truth`` (``relabeled.error`` when the request
-    failed and the logged reply stayed).
+    failed and the logged reply stayed). ``mask`` (e.g. one replacing the teacher's key
+    by ``***``) is applied to every teacher reply and relabel error before it is written.
 
     ``on_progress(stage, done, total)`` reports ``"reading"`` in bytes and ``"writing"``
     in rows. Memory stays bounded by a few numbers per row and per conversation; rows are
@@ -380,7 +390,7 @@ async def traces(
             group_of_conversation[index.conversations[i]] for i in range(len(index)) if keep[i]
         )
         to_eval = eval_groups(sizes, config.eval_fraction, config.seed)
-        relabeler = _Relabeler(teacher, config)
+        relabeler = _Relabeler(teacher, config, mask or _unmasked)
         train, evaluation = _Writer(output / "train.jsonl"), _Writer(output / "eval.jsonl")
         try:
             await _write_rows(

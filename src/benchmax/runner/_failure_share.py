@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from benchmax._tracebacks import exception_line
 from benchmax.runner._errors import RunError
 from benchmax.trajectory import Trajectory
 
@@ -107,14 +108,21 @@ class FailureTally:
 
 
 def _first_error(logs: object) -> str:
-    """The first ERROR (or worse) log line of a rollout, one line, else ``""``."""
+    """The ERROR (or worse) log line that settled the rollout (its message names the
+    ``termination_reason``), else its first one, with its exception's ``Type: message``
+    line; one line, else ``""``."""
     if not isinstance(logs, list | tuple):
         return ""
-    for entry in logs:
-        if isinstance(entry, Mapping) and entry.get("level") in ("ERROR", "CRITICAL"):
-            message = " ".join(str(entry.get("message", "")).split())
-            exception = str(entry.get("exception") or "").strip().splitlines()
-            if exception:
-                message += f" ({exception[-1].strip()})"
-            return message
+    errors = [
+        entry
+        for entry in logs
+        if isinstance(entry, Mapping) and entry.get("level") in ("ERROR", "CRITICAL")
+    ]
+    settling = [e for e in errors if "termination_reason=" in str(e.get("message", ""))]
+    for entry in (settling or errors)[:1]:
+        message = " ".join(str(entry.get("message", "")).split())
+        exception = exception_line(str(entry.get("exception") or ""))
+        if exception:
+            message += f" ({exception.strip()})"
+        return message
     return ""

@@ -109,5 +109,5 @@ def _shown_url(url: str) -> str:
     except Exception:
         return url
     if parts.password:
-        return str(parts.copy_with(password="***"))
+        return str(parts.copy_with(username=parts.username, password="***"))
     return url

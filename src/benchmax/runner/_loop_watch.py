@@ -4,7 +4,9 @@
 A daemon thread asks the loop to mark a heartbeat every ``threshold / 4`` seconds; when no
 heartbeat came for ``threshold`` seconds, it looks at the loop thread's stack and logs one
 warning naming the innermost frame outside benchmax, the standard library and installed packages
-(the hook), once per hook.
+(the hook; installed scripts such as the ``benchmax`` command count as installed), once per
+hook. Frames of code without a source file (``<frozen importlib._bootstrap>``,
+``<string>``) are never the hook: a slow import on the loop is no hook's fault.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ BLOCKED_LOOP_SECONDS = 2.0
 _LOGGER = logging.getLogger("benchmax.runner")
 _BENCHMAX = str(Path(__file__).resolve().parents[1])
 _LIBRARIES = tuple(
-    {str(Path(sysconfig.get_paths()[name]).resolve()) for name in ("stdlib", "purelib", "platlib")}
+    {
+        str(Path(sysconfig.get_paths()[name]).resolve())
+        for name in ("stdlib", "purelib", "platlib", "scripts")  # scripts: the `benchmax` command
+    }
 )
 
 
@@ -79,9 +84,13 @@ def blocking_hook(thread: int) -> str | None:
 
 
 def _hook_of(frame: FrameType | None) -> str | None:
-    """``qualname (file:line)`` of the innermost frame outside benchmax and the stdlib."""
+    """``qualname (file:line)`` of the innermost frame outside benchmax and the stdlib
+    (frames of frozen or generated code, named ``<...>``, skipped)."""
     while frame is not None:
         filename = frame.f_code.co_filename
+        if filename.startswith("<"):
+            frame = frame.f_back
+            continue
         try:
             resolved = str(Path(filename).resolve())
         except OSError:

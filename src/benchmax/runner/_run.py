@@ -280,9 +280,10 @@ class _Run:
             try:
                 self.on_group(result.trajectories)
             except Exception as error:
+                done = "was saved" if self.store.path is not None else "ran (no results file)"
                 raise RunError(
                     f"on_group raised {type(error).__name__}: {error} "
-                    f"(after the group of example {example.id!r} was saved)"
+                    f"(after the group of example {example.id!r} {done})"
                 ) from error
         self.progress()
         self.failures.add(result.trajectories)

@@ -68,7 +68,10 @@ class _Compiled:
         for index, parameter in enumerate(parameters):
             name = parameter.name
             if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-                raise TypeError(f"tool {tool_name!r}: *{name} parameters cannot be tool arguments")
+                stars = "*" if parameter.kind is parameter.VAR_POSITIONAL else "**"
+                raise TypeError(
+                    f"tool {tool_name!r}: {stars}{name} parameters cannot be tool arguments"
+                )
             if name in _RESERVED:
                 raise ValueError(
                     f"tool {tool_name!r}: parameter name {name!r} is reserved by BaseEnv.run_tool"

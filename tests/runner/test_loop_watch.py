@@ -1,0 +1,46 @@
+"""The blocked-loop warning names a hook, never frozen or generated code (a slow import)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from benchmax.runner._loop_watch import watching_the_loop
+
+_BLOCK = "import time\ntime.sleep(0.8)\n"
+
+
+async def _run_blocking_code(filename: str) -> set[str]:
+    """Block the loop for 0.8 s in code compiled as ``filename``, called from asyncio
+    (the standard library) as benchmax's own lazy imports are; the hooks warned about."""
+    code = compile(_BLOCK, filename, "exec")
+    loop = asyncio.get_running_loop()
+    async with watching_the_loop(threshold=0.2) as warned:
+        loop.call_soon(exec, code, {})
+        await asyncio.sleep(1.0)
+    return warned
+
+
+async def test_a_hook_blocking_the_loop_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    hook_file = str(tmp_path / "my_hook.py")
+    with caplog.at_level(logging.WARNING, logger="benchmax.runner"):
+        warned = await _run_blocking_code(hook_file)
+    assert len(warned) == 1
+    assert hook_file in next(iter(warned))
+    assert "the event loop has been blocked" in caplog.text
+    assert "my_hook.py" in caplog.text
+
+
+@pytest.mark.parametrize("filename", ["<frozen importlib._bootstrap>", "<string>"])
+async def test_frozen_or_generated_code_is_not_blamed(
+    filename: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="benchmax.runner"):
+        warned = await _run_blocking_code(filename)
+    assert warned == set()
+    assert "the event loop has been blocked" not in caplog.text
