@@ -46,6 +46,24 @@ def test_a_server_without_tokens_stops_the_run_before_it_starts(
     assert not output.exists()
 
 
+def test_a_refused_preflight_call_is_not_blamed_on_tokens(
+    invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, threaded_server
+) -> None:
+    from benchmax.testing import Fault
+
+    def refuse(body: dict) -> str:
+        raise Fault.status(401, "bad key")
+
+    with threaded_server(refuse, tokens=True) as server:
+        result = invoke(
+            "run", ANSWER_ENV, "--data", answer_data, "--base-url", server.base_url,
+            "--model", "m", "--tokens", "-o", tmp_path / "out.jsonl",
+        )  # fmt: skip
+    message = one_line_error(result)
+    assert f"tokens preflight: the call to m at {server.base_url} failed: model_error" in message
+    assert "cannot return exact tokens" not in message
+
+
 def test_a_token_server_passes_the_preflight(
     invoke: Callable[..., Result], answer_data: Path, tmp_path: Path, threaded_server
 ) -> None:

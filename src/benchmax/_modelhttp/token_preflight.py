@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from benchmax._modelhttp.chat import CallFailure, ChatSession
@@ -10,10 +11,21 @@ from benchmax._modelhttp.connections import loop_pool
 from benchmax._modelhttp.tokens import TOKEN_REQUEST_FIELDS, TokenDeficiency, read_call_tokens
 from benchmax.auth import ModelAuth, ModelRequestContext
 
-__all__ = ["PREFLIGHT_MESSAGES", "token_preflight"]
+__all__ = ["PREFLIGHT_MESSAGES", "PreflightProblem", "token_preflight"]
 
 PREFLIGHT_MESSAGES: Final = ({"role": "user", "content": "Reply with the word OK."},)
 """The prompt of the preflight call."""
+
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightProblem:
+    """Why the preflight failed: the call itself failed (``call_failed``: refused
+    credentials, a server down, ...), or the reply lacked what ``message`` says."""
+
+    message: str
+    call_failed: bool
+
 
 _PREFLIGHT_MAX_TOKENS: Final = 16
 _PREFLIGHT_ROLLOUT_ID: Final = "tokens-preflight"
@@ -28,10 +40,10 @@ async def token_preflight(
     sampling_args: Mapping[str, Any],
     timeout: float | None = 120.0,
     retries: int = 2,
-) -> str | None:
+) -> PreflightProblem | None:
     """Make one chat call asking for tokens; ``None`` when the reply carried prompt ids,
-    completion ids and aligned logprobs, else one line saying what went wrong (the call
-    failed, or what the reply lacked).
+    completion ids and aligned logprobs, else a :class:`PreflightProblem` saying what
+    went wrong (the call failed, or what the reply lacked).
 
     The body is ``model``, :data:`PREFLIGHT_MESSAGES`, the token request fields, then
     ``sampling_args`` (as a run sends them), with ``max_tokens`` capped at 16.
@@ -60,8 +72,8 @@ async def token_preflight(
         said = " ".join(str(decoded.error).split()) or type(decoded.error).__name__
         if len(said) > _SAID_LIMIT:
             said = said[: _SAID_LIMIT - 3] + "..."
-        return f"the call failed ({decoded.termination_reason}: {said})"
+        return PreflightProblem(f"{decoded.termination_reason}: {said}", call_failed=True)
     tokens = read_call_tokens(decoded)
     if isinstance(tokens, TokenDeficiency):
-        return tokens.message
+        return PreflightProblem(tokens.message, call_failed=False)
     return None

@@ -453,12 +453,15 @@ async def _check_token_support(env: Environment[Any, Any], config: RunConfig) ->
             auth=config.model_auth,
             sampling_args=merged_sampling_args(env_sampling_args(env), config.sampling_args),
         )
-    if problem is not None:
-        shown = mask_secrets(base_url, config.secrets())
-        raise RunError(
-            f"tokens preflight: {config.model} at {shown} cannot return exact tokens:"
-            f" {mask_secrets(problem, config.secrets())}"
-        )
+    if problem is None:
+        return
+    shown = mask_secrets(base_url, config.secrets())
+    said = mask_secrets(problem.message, config.secrets())
+    if problem.call_failed:  # not a verdict on tokens: the model could not be reached
+        raise RunError(f"tokens preflight: the call to {config.model} at {shown} failed: {said}")
+    raise RunError(
+        f"tokens preflight: {config.model} at {shown} cannot return exact tokens: {said}"
+    )
 
 
 def _providers(config: RunConfig) -> dict[str, Any]:
