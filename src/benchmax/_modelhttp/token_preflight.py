@@ -17,7 +17,6 @@ PREFLIGHT_MESSAGES: Final = ({"role": "user", "content": "Reply with the word OK
 """The prompt of the preflight call."""
 
 
-
 @dataclass(frozen=True, slots=True)
 class PreflightProblem:
     """Why the preflight failed: the call itself failed (``call_failed``: refused
