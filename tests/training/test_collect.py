@@ -150,6 +150,20 @@ async def test_an_on_group_failure_without_a_results_file_says_nothing_was_saved
     assert not list(tmp_path.glob("*.jsonl"))
 
 
+async def test_on_group_is_not_called_again_after_it_raised(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def explode_on_second(group: tuple[Trajectory, ...]) -> None:
+        calls.append(group[0].example_id)
+        if len(calls) == 2:
+            raise KeyError("trainer queue full")
+
+    config = number_config(tmp_path, max_concurrent_groups=4)
+    with pytest.raises(RunError, match="on_group raised KeyError"):
+        await run_environment(NumberEnv(4), config, on_group=explode_on_second)
+    assert len(calls) == 2  # the groups still settling were not handed over
+
+
 async def test_read_trajectories_gives_back_what_on_group_saw(
     mock_server: MockModelServer, tmp_path: Path
 ) -> None:

@@ -280,6 +280,7 @@ class _Run:
             try:
                 self.on_group(result.trajectories)
             except Exception as error:
+                self.on_group = None  # stopping: groups still settling are not handed over
                 done = "was saved" if self.store.path is not None else "ran (no results file)"
                 raise RunError(
                     f"on_group raised {type(error).__name__}: {error} "
@@ -503,7 +504,8 @@ async def run_environment(
     are not replayed (``benchmax.training.read_trajectories`` reads them). This is how a
     trainer gets trajectories with ``config.output=None``: nothing else keeps them, so
     memory stays at the groups in flight plus whatever the callback keeps. An exception
-    from ``on_group`` stops the run as a ``RunError``.
+    from ``on_group`` stops the run as a ``RunError``; ``on_group`` is not called again
+    (groups still settling are saved, not handed over).
     """
     started = time.monotonic()
     examples = await _load_examples(env, config)
