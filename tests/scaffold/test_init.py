@@ -75,6 +75,18 @@ def test_the_project_depends_on_this_checkout_by_path(tmp_path: Path) -> None:
     assert pyproject["tool"]["pytest"]["ini_options"]["pythonpath"] == ["."]
 
 
+@pytest.mark.parametrize(
+    ("directory", "name"),
+    [("ünï", "uni"), ("My Env!", "my-env"), ("Café Bot", "cafe-bot"), ("日本", "benchmax-env")],
+)
+def test_the_project_name_comes_from_the_directory(
+    tmp_path: Path, directory: str, name: str
+) -> None:
+    create_project(tmp_path / directory)
+    pyproject = tomllib.loads((tmp_path / directory / "pyproject.toml").read_text())
+    assert pyproject["project"]["name"] == name
+
+
 def test_an_installed_benchmax_is_pinned_to_its_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -119,7 +120,11 @@ def benchmax_requirement() -> tuple[str, Path | None]:
 
 
 def _project_name(directory: Path) -> str:
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", directory.resolve().name).strip("-._").lower()
+    """The directory's name as a distribution name: accents dropped (``ünï`` → ``uni``),
+    other characters outside ``[A-Za-z0-9._-]`` as ``-``, lower case."""
+    plain = unicodedata.normalize("NFKD", directory.resolve().name)
+    plain = plain.encode("ascii", "ignore").decode("ascii")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", plain).strip("-._").lower()
     return name or "benchmax-env"
 
 
