@@ -153,7 +153,8 @@ def _weights(
     flag_value=0.3,
     show_default=True,
     metavar="[SHARE]",
-    help="Share of questions given a typo and an abbreviation (seeded); --noise alone: 0.3.",
+    help="Share of questions given a typo and an abbreviation (seeded), as --noise=SHARE; "
+    "--noise alone: 0.3.",
 )
 @click.option(
     "--grounding-check/--no-grounding-check",
