@@ -474,7 +474,10 @@ def _recorded_policy(spec: object, results: Path, data_dir: Path) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _mock_url(needed: bool, policy_spec: str) -> AsyncIterator[str | None]:
+async def embedded_mock_url(needed: bool, policy_spec: str) -> AsyncIterator[str | None]:
+    """The base URL of an embedded mock model answering with ``policy_spec`` while the
+    block runs, when ``needed`` (``'@mock'`` constructor arguments), else ``None``.
+    Raises ``TargetError`` when the policy cannot be loaded."""
     if not needed:
         yield None
         return
@@ -520,7 +523,7 @@ async def _rescore(
     concurrency: int,
 ) -> RescoreReport:
     mock = uses_mock(env_args)
-    async with _mock_url(mock, mock_policy) as url:
+    async with embedded_mock_url(mock, mock_policy) as url:
         args = substitute_mock(env_args, url) if url is not None else env_args
         try:
             env = target.env_class(**args)

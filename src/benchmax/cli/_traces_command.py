@@ -31,7 +31,7 @@ from benchmax.cli._credentials import (
     injected_auth_names,
 )
 from benchmax.cli._options import auth_option, env_arg_option
-from benchmax.cli._results_commands import _mock_url
+from benchmax.cli._results_commands import embedded_mock_url
 from benchmax.cli._targets import (
     MOCK_URL_MARKER,
     USER_CODE_ERRORS,
@@ -149,7 +149,7 @@ async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
     """Score the eval split with the target's rewards. ``"@mock"`` constructor arguments
     point at an embedded mock answering with the mock policy (default ``echo``), whose
     credential every injected name (``--auth`` included) gets, as in ``rescore``."""
-    async with _mock_url(inputs.mock, inputs.mock_policy) as url:
+    async with embedded_mock_url(inputs.mock, inputs.mock_policy) as url:
         args = substitute_mock(inputs.env_args, url) if url is not None else inputs.env_args
         return await _scored(inputs, args, data_dir)
 
