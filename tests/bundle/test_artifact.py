@@ -252,3 +252,9 @@ def test_bundle_repr_shows_the_pickle_size_not_its_bytes() -> None:
 
     assert repr(bundle) == f"Bundle(pickled=<22 bytes>, metadata={EXAMPLE!r})"
     assert "secret" not in repr(bundle) and "secret" not in str(bundle)
+
+
+def test_a_name_whose_canonical_form_does_not_parse_is_refused() -> None:
+    # packaging parses "0_", but its canonical form "0-" is not a PEP 508 name.
+    with pytest.raises(ValueError, match=r"dependency at index 0 is not valid PEP 508: '0_'"):
+        BundleMetadata(["0_"], "3.12", "0", None)

@@ -37,7 +37,12 @@ def normalize_dependencies(value: object) -> tuple[str, ...]:
                 "extras and markers into a single declaration"
             )
         first_index[target] = index
-        rendered.append(_render(requirement, target))
+        canonical = _render(requirement, target)
+        try:  # packaging accepts some names PEP 508 does not ("0_"), whose canonical form
+            Requirement(canonical)  # ("0-") then no longer parses: refuse them up front
+        except InvalidRequirement as exc:
+            raise ValueError(f"dependency at index {index} is not valid PEP 508: {item!r}") from exc
+        rendered.append(canonical)
     return tuple(sorted(rendered))
 
 
