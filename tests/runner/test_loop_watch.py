@@ -44,3 +44,10 @@ async def test_frozen_or_generated_code_is_not_blamed(
         warned = await _run_blocking_code(filename)
     assert warned == set()
     assert "the event loop has been blocked" not in caplog.text
+
+
+async def test_code_carried_by_value_is_blamed(caplog: pytest.LogCaptureFixture) -> None:
+    # cloudpickle names the source of code it carries by value (bundles, Ray) <dynamic-code>.
+    with caplog.at_level(logging.WARNING, logger="benchmax.runner"):
+        warned = await _run_blocking_code("<dynamic-code>")
+    assert len(warned) == 1 and "<dynamic-code>" in next(iter(warned))

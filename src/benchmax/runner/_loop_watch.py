@@ -77,6 +77,11 @@ async def watching_the_loop(threshold: float = BLOCKED_LOOP_SECONDS) -> AsyncIte
         stop.set()
 
 
+_BY_VALUE = "<dynamic-code>"
+"""The file name of code cloudpickle carried by value (a bundle's, a Ray worker's): user
+code, so it is blamed, unlike other generated code (``<string>``, ``<frozen ...>``)."""
+
+
 def blocking_hook(thread: int) -> str | None:
     """What thread ``thread`` (an ident) runs now: ``qualname (file:line)`` of its innermost
     frame outside benchmax, the standard library and installed packages (``None``: none)."""
@@ -85,10 +90,11 @@ def blocking_hook(thread: int) -> str | None:
 
 def _hook_of(frame: FrameType | None) -> str | None:
     """``qualname (file:line)`` of the innermost frame outside benchmax and the stdlib
-    (frames of frozen or generated code, named ``<...>``, skipped)."""
+    (frames of frozen or generated code, named ``<...>``, skipped, except code carried
+    by value, ``<dynamic-code>``)."""
     while frame is not None:
         filename = frame.f_code.co_filename
-        if filename.startswith("<"):
+        if filename.startswith("<") and filename != _BY_VALUE:
             frame = frame.f_back
             continue
         try:
