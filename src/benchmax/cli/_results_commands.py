@@ -29,8 +29,10 @@ from benchmax.cli._credentials import (
 from benchmax.cli._options import auth_option, data_option, env_arg_option
 from benchmax.cli._run_command import free_path, load_mock_policy
 from benchmax.cli._targets import (
+    USER_CODE_ERRORS,
     EnvTarget,
     TargetError,
+    described,
     import_file,
     load_class_target,
     load_target,
@@ -501,12 +503,56 @@ def _with_overrides(source: Mapping[str, Any], overrides: Mapping[str, Any]) -> 
     return definition
 
 
-def _target_definition(target: EnvTarget, env_args: Mapping[str, Any]) -> dict[str, Any]:
-    """How the new header names a TARGET given on the command line."""
+def target_definition(target: EnvTarget, env_args: Mapping[str, Any]) -> dict[str, Any]:
+    """How a new header names a TARGET given on the command line."""
     if target.bundle_digest is not None:
         return {"bundle_digest": target.bundle_digest, "constructor_args": dict(env_args)}
     cls = target.env_class
     return {"class": f"{cls.__module__}:{cls.__qualname__}", "constructor_args": dict(env_args)}
+
+
+@contextlib.asynccontextmanager
+async def scoring_env(
+    target: EnvTarget,
+    env_args: Mapping[str, Any],
+    providers: Mapping[str, ModelAuth],
+    *,
+    mock_policy: str,
+    needs: str,
+) -> AsyncIterator[tuple[BaseEnv, dict[str, ModelAuth]]]:
+    """``target``'s environment, constructed to score stored transcripts (``rescore``,
+    ``traces --baseline``), with the credentials to bind; closed after the block.
+
+    ``'@mock'`` constructor arguments point at an embedded mock answering with
+    ``mock_policy``, and then every injected name (``providers``' included) gets the
+    mock's key; otherwise an injected name without a provider is noted on stderr.
+    Raises ``TargetError`` when it cannot be constructed or is not a ``BaseEnv``
+    (``needs`` says why it must be one).
+    """
+    mock = uses_mock(env_args)
+    async with embedded_mock_url(mock, mock_policy) as url:
+        args = substitute_mock(env_args, url) if url is not None else dict(env_args)
+        try:
+            env = target.env_class(**args)
+        except USER_CODE_ERRORS as error:
+            raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
+        try:
+            if not isinstance(env, BaseEnv):
+                raise TargetError(f"{target.label} is not a BaseEnv: {needs}")
+            credentials = dict(providers)
+            injected = injected_auth_names(env)
+            if mock:
+                for name in injected | set(providers):
+                    credentials[name] = StaticBearerAuth(MOCK_KEY)
+            elif missing := sorted(injected - set(providers)):
+                Console(stderr=True).print(
+                    f"[yellow]note:[/] no --auth given for injected credential(s) "
+                    f"{escape(', '.join(missing))}; calls using them will fail",
+                    soft_wrap=True,
+                )
+            yield env, credentials
+        finally:
+            await env.aclose()
 
 
 async def _rescore(
@@ -517,49 +563,24 @@ async def _rescore(
     definition: dict[str, Any],
     *,
     data_dir: Path,
-    auth_vars: Mapping[str, str],
+    providers: Mapping[str, ModelAuth],
     mock_policy: str,
     allow_missing: bool,
     concurrency: int,
 ) -> RescoreReport:
-    mock = uses_mock(env_args)
-    async with embedded_mock_url(mock, mock_policy) as url:
-        args = substitute_mock(env_args, url) if url is not None else env_args
-        try:
-            env = target.env_class(**args)
-        except Exception as error:
-            raise TargetError(
-                f"cannot construct {target.label}: {type(error).__name__}: {error}"
-            ) from error
-        try:
-            if not isinstance(env, BaseEnv):
-                raise TargetError(f"{target.label} is not a BaseEnv: rescoring needs transcripts")
-            providers: dict[str, ModelAuth] = {
-                name: bearer_from_variable(variable, f"--auth {name}")
-                for name, variable in auth_vars.items()
-            }
-            injected = injected_auth_names(env)
-            if mock:
-                for name in injected | set(auth_vars):
-                    providers[name] = StaticBearerAuth(MOCK_KEY)
-            elif missing := sorted(injected - set(providers)):
-                Console(stderr=True).print(
-                    f"[yellow]note:[/] no --auth given for injected credential(s) "
-                    f"{escape(', '.join(missing))}; calls using them will fail",
-                    soft_wrap=True,
-                )
-            return await rescore_results(
-                env,
-                source,
-                output,
-                base_dir=data_dir,
-                env_definition=definition,
-                auth_providers=providers,
-                allow_missing=allow_missing,
-                max_concurrent_groups=concurrency,
-            )
-        finally:
-            await env.aclose()
+    async with scoring_env(
+        target, env_args, providers, mock_policy=mock_policy, needs="rescoring needs transcripts"
+    ) as (env, credentials):
+        return await rescore_results(
+            env,
+            source,
+            output,
+            base_dir=data_dir,
+            env_definition=definition,
+            auth_providers=credentials,
+            allow_missing=allow_missing,
+            max_concurrent_groups=concurrency,
+        )
 
 
 def _render_rescore(report: RescoreReport, console: Console) -> None:
@@ -660,7 +681,10 @@ def rescore_command(
         if not data_dir.is_dir():
             raise TargetError(f"data directory not found: {data_dir}")
         overrides = parse_env_args(env_arg_pairs)
-        auth_vars = auth_variables(auth_pairs)
+        providers: dict[str, ModelAuth] = {
+            name: bearer_from_variable(variable, f"--auth {name}")
+            for name, variable in auth_variables(auth_pairs).items()
+        }
         env_target = load_target(target) if target else _header_target(source_env, data_dir)
         recorded_args = (
             source_env.get("constructor_args") if isinstance(source_env, Mapping) else None
@@ -682,11 +706,11 @@ def rescore_command(
                 output,
                 env_target,
                 env_args,
-                _target_definition(env_target, env_args)
+                target_definition(env_target, env_args)
                 if target
                 else _with_overrides(source_env, overrides),
                 data_dir=data_dir,
-                auth_vars=auth_vars,
+                providers=providers,
                 mock_policy=policy,
                 allow_missing=allow_missing,
                 concurrency=concurrency,

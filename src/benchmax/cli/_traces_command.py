@@ -23,23 +23,19 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from benchmax.auth import InjectedAuth, ModelAuth, StaticBearerAuth, bind_model_auth
+from benchmax.auth import InjectedAuth, ModelAuth, bind_model_auth
 from benchmax.cli._credentials import (
-    MOCK_KEY,
     auth_variables,
     bearer_from_variable,
-    injected_auth_names,
 )
 from benchmax.cli._options import auth_option, env_arg_option
-from benchmax.cli._results_commands import embedded_mock_url
+from benchmax.cli._results_commands import scoring_env, target_definition
 from benchmax.cli._targets import (
     MOCK_URL_MARKER,
-    USER_CODE_ERRORS,
+    EnvTarget,
     TargetError,
-    described,
     load_target,
     parse_env_args,
-    substitute_mock,
     uses_mock,
 )
 
@@ -112,11 +108,9 @@ class _BaselineInputs:
     """What ``--baseline`` needs, read before the logs are (a wrong target, a missing
     variable or a useless ``--mock-policy`` stops the command at once)."""
 
-    target: Any
+    target: EnvTarget
     env_args: dict[str, Any]
     providers: dict[str, ModelAuth]
-    auth_names: frozenset[str]
-    mock: bool
     mock_policy: str
 
 
@@ -129,69 +123,36 @@ def _baseline_inputs(
     """Read the ``--baseline`` target, its arguments and credentials. Raises ``TargetError``."""
     target = load_target(target_spec)
     env_args = {**target.constructor_args, **parse_env_args(env_arg_pairs)}
-    mock = uses_mock(env_args)
-    if mock_policy is not None and not mock:
+    if mock_policy is not None and not uses_mock(env_args):
         raise TargetError(
             f"--mock-policy: no {MOCK_URL_MARKER!r} constructor argument of --baseline uses "
             f"the embedded mock (e.g. --env-arg judge_base_url={MOCK_URL_MARKER})"
         )
-    auth_vars = auth_variables(auth_pairs)
     providers: dict[str, ModelAuth] = {
         name: bearer_from_variable(variable, f"--auth {name}")
-        for name, variable in auth_vars.items()
+        for name, variable in auth_variables(auth_pairs).items()
     }
-    return _BaselineInputs(
-        target, env_args, providers, frozenset(auth_vars), mock, mock_policy or "echo"
-    )
+    return _BaselineInputs(target, env_args, providers, mock_policy or "echo")
 
 
 async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
-    """Score the eval split with the target's rewards. ``"@mock"`` constructor arguments
-    point at an embedded mock answering with the mock policy (default ``echo``), whose
-    credential every injected name (``--auth`` included) gets, as in ``rescore``."""
-    async with embedded_mock_url(inputs.mock, inputs.mock_policy) as url:
-        args = substitute_mock(inputs.env_args, url) if url is not None else inputs.env_args
-        return await _scored(inputs, args, data_dir)
-
-
-async def _scored(inputs: _BaselineInputs, args: dict[str, Any], data_dir: Path) -> Any:
+    """Score the eval split with the target's rewards (see ``scoring_env`` for ``'@mock'``
+    arguments and credentials); the header keeps the arguments as given."""
     from benchmax.datagen import score_logged_replies
-    from benchmax.envs import BaseEnv
 
-    target, env_args = inputs.target, inputs.env_args
-    providers = dict(inputs.providers)
-    try:
-        env = target.env_class(**args)
-    except USER_CODE_ERRORS as error:
-        raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
-    try:
-        if not isinstance(env, BaseEnv):
-            raise TargetError(f"{target.label} is not a BaseEnv: the baseline scores transcripts")
-        injected = injected_auth_names(env)
-        if inputs.mock:
-            for name in injected | inputs.auth_names:
-                providers[name] = StaticBearerAuth(MOCK_KEY)
-        elif missing := sorted(injected - set(providers)):
-            Console(stderr=True).print(
-                f"[yellow]note:[/] no --auth given for injected credential(s) "
-                f"{escape(', '.join(missing))}; calls using them will fail",
-                soft_wrap=True,
-            )
-        cls = target.env_class
-        # The header keeps the arguments as given ('@mock', not the mock's address).
-        definition = (
-            {"bundle_digest": target.bundle_digest, "constructor_args": dict(env_args)}
-            if target.bundle_digest is not None
-            else {
-                "class": f"{cls.__module__}:{cls.__qualname__}",
-                "constructor_args": dict(env_args),
-            }
-        )
+    async with scoring_env(
+        inputs.target,
+        inputs.env_args,
+        inputs.providers,
+        mock_policy=inputs.mock_policy,
+        needs="the baseline scores transcripts",
+    ) as (env, credentials):
         return await score_logged_replies(
-            env, data_dir, env_definition=definition, auth_providers=providers
+            env,
+            data_dir,
+            env_definition=target_definition(inputs.target, inputs.env_args),
+            auth_providers=credentials,
         )
-    finally:
-        await env.aclose()
 
 
 @click.command("traces")
