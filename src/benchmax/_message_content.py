@@ -4,14 +4,21 @@ It sits below every layer so that reply normalization (``benchmax._modelhttp``) 
 the reward helpers (``benchmax.rewards.text.message_text``, the public reader) apply
 one rule: a string is its text; a list of parts is the concatenation of its text
 parts (mappings whose ``"type"`` is ``"text"`` or absent with a string ``"text"``,
-and plain string items); anything else has none.
+and plain string items); anything else has none. Reasoning written inline in that text
+(``<think>…</think>``) is split off by one rule too, :func:`split_reasoning`, used by the
+reward helpers (``benchmax.rewards.text.without_reasoning``) and the simulated user.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
-__all__ = ["content_text"]
+__all__ = ["content_text", "split_reasoning"]
+
+# ``<think>``/``</think>`` in any case, with attributes or spaces (``<think type="x">``,
+# ``</Think >``); ``<thinking>`` is another tag.
+_THINK_TAG = re.compile(r"<(/?)think(?:\s[^<>]*)?>", re.IGNORECASE)
 
 
 def content_text(content: object) -> str:
@@ -31,3 +38,32 @@ def content_text(content: object) -> str:
         ):
             texts.append(part["text"])
     return "".join(texts)
+
+
+def split_reasoning(text: str) -> tuple[str, bool]:
+    """``(text outside reasoning, whether the last reasoning block was closed)``.
+
+    Reasoning is every ``<think>…</think>`` block (tags in any case, with attributes; a
+    nested ``<think>`` stays inside the block) and everything before a lone ``</think>``;
+    a block never closed runs to the end of the text.
+    """
+    kept: list[str] = []
+    position = 0
+    inside = False
+    for tag in _THINK_TAG.finditer(text):
+        closing = tag.group(1) == "/"
+        if inside:
+            if closing:
+                inside = False
+                position = tag.end()
+            continue
+        if closing:
+            kept.clear()
+        else:
+            kept.append(text[position : tag.start()])
+            inside = True
+        position = tag.end()
+    if inside:
+        return "".join(kept), False
+    kept.append(text[position:])
+    return "".join(kept), True

@@ -163,6 +163,15 @@ async def test_a_custom_stop_marker_and_inline_thinking() -> None:
     assert rollout.messages[3]["content"] == "Order A17."
 
 
+async def test_the_users_reasoning_is_read_by_the_projects_one_rule() -> None:
+    # Tags in any case and with attributes, as answers and judge replies are read.
+    rollout, _, _ = await run_chat(
+        ["Which order?", "Done: refund."],
+        ['<THINK mode="x">they asked which</Think >Order A17.', "###STOP###"],
+    )
+    assert rollout.messages[3]["content"] == "Order A17."
+
+
 async def test_turn_limits_are_shared_with_max_turns() -> None:
     rollout, policy, user = await run_chat(
         ["Which order?"] * 3, ["Still waiting."] * 3, limits={"max_turns": 3}

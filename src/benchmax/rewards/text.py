@@ -9,15 +9,9 @@ before a lone ``</think>``, is the model's reasoning, never its answer).
 
 from __future__ import annotations
 
-import re
-
-from benchmax._message_content import content_text
+from benchmax._message_content import content_text, split_reasoning
 
 __all__ = ["message_text", "reasoning_finished", "without_reasoning"]
-
-# ``<think>``/``</think>`` in any case, with attributes or spaces (``<think type="x">``,
-# ``</Think >``); ``<thinking>`` is another tag.
-_THINK_TAG = re.compile(r"<(/?)think(?:\s[^<>]*)?>", re.IGNORECASE)
 
 
 def message_text(content: object) -> str:
@@ -42,33 +36,9 @@ def without_reasoning(text: str) -> str:
     is never closed runs to the end of the text, so a reply cut off while
     reasoning has no answer: ``"<think>draft"`` gives ``""``.
     """
-    return _split_reasoning(text)[0]
+    return split_reasoning(text)[0]
 
 
 def reasoning_finished(text: str) -> bool:
     """Whether every ``<think>`` block in ``text`` is closed (see :func:`without_reasoning`)."""
-    return _split_reasoning(text)[1]
-
-
-def _split_reasoning(text: str) -> tuple[str, bool]:
-    """``(text outside reasoning, whether the last reasoning block was closed)``."""
-    kept: list[str] = []
-    position = 0
-    inside = False
-    for tag in _THINK_TAG.finditer(text):
-        closing = tag.group(1) == "/"
-        if inside:
-            if closing:
-                inside = False
-                position = tag.end()
-            continue
-        if closing:
-            kept.clear()
-        else:
-            kept.append(text[position : tag.start()])
-            inside = True
-        position = tag.end()
-    if inside:
-        return "".join(kept), False
-    kept.append(text[position:])
-    return "".join(kept), True
+    return split_reasoning(text)[1]

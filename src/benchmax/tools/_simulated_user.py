@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from benchmax._message_content import content_text
+from benchmax._message_content import content_text, split_reasoning
 from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
 from benchmax._vocabulary import SIMULATED_USER_ERROR
 from benchmax.auth import ModelAuth, ModelRequestContext
@@ -32,8 +32,6 @@ DEFAULT_USER_INSTRUCTIONS = (
 """The simulated user's system prompt; ``{persona}``, ``{goal}`` and ``{stop_marker}`` are
 filled in from the example's payload and the user's settings."""
 
-_THINK_END = "</think>"
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SimulatedUser:
@@ -48,8 +46,9 @@ class SimulatedUser:
     ``{stop_marker}``; the conversation is seen from the user's side (the user's own
     earlier messages as ``assistant`` turns, the assistant's text as ``user`` turns;
     system messages, reasoning, tool calls and tool results are not shown). A reply
-    containing ``stop_marker`` ends the rollout (``None``); text after a ``</think>`` is
-    the reply when the model thinks inline.
+    containing ``stop_marker`` ends the rollout (``None``); inline reasoning
+    (``<think>…</think>``, tags in any case, as answers and judge replies are read) is
+    not part of the reply.
 
     ``timeout`` (seconds, or ``None`` for 600 s) bounds each HTTP attempt; ``max_retries``
     extra attempts follow transient failures (connection errors, 408/409/429/5xx).
@@ -195,8 +194,9 @@ class SimulatedUser:
 
 
 def _reply_text(decoded: object) -> str | None:
-    """The stripped text of a chat-completions reply's first choice (after a ``</think>``
-    when the model reasons inline), or ``None`` when the reply has no message."""
+    """The stripped text of a chat-completions reply's first choice without inline
+    reasoning (the project's one rule, ``split_reasoning``), or ``None`` when the reply
+    has no message."""
     if not isinstance(decoded, Mapping):
         return None
     choices = decoded.get("choices")
@@ -205,7 +205,4 @@ def _reply_text(decoded: object) -> str | None:
     message = choices[0].get("message")
     if not isinstance(message, Mapping):
         return None
-    text = content_text(message.get("content"))
-    if _THINK_END in text:
-        text = text.rsplit(_THINK_END, 1)[1]
-    return text.strip()
+    return split_reasoning(content_text(message.get("content")))[0].strip()
