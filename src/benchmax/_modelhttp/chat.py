@@ -20,14 +20,20 @@ from typing import Any
 import aiohttp
 
 from benchmax._modelhttp import json_codec, retries
-from benchmax._modelhttp.connections import LoopPool
+from benchmax._modelhttp.connections import LoopPool, loop_pool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import wire_headers
 from benchmax._modelhttp.overflow import is_context_overflow
 from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_TIMEOUT
 from benchmax.auth import ModelAuth, ModelRequestContext
 
-__all__ = ["CallFailure", "ChatSession", "ModelReplyError", "ModelStatusError"]
+__all__ = [
+    "CallFailure",
+    "ChatSession",
+    "ModelReplyError",
+    "ModelStatusError",
+    "complete_once",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -318,3 +324,30 @@ class ChatSession:
         if timed_out and self._timeout is not None:
             return CallFailure(MODEL_TIMEOUT, error, logging.ERROR)
         return CallFailure(MODEL_ERROR, error, logging.ERROR)
+
+
+async def complete_once(
+    body: Mapping[str, Any],
+    *,
+    base_url: str,
+    model: str,
+    auth: ModelAuth,
+    rollout_id: str,
+    timeout: float | None,
+    retries: int,
+) -> Any:
+    """One chat call outside a rollout's own session (a preflight, a simulated user's
+    turn): what :meth:`ChatSession.complete` returns, on this loop's connection pool,
+    with ``rollout_id`` in the request context auth providers see."""
+    session = ChatSession(
+        loop_pool(),
+        base_url=base_url,
+        auth=auth,
+        context=ModelRequestContext(base_url=base_url, model=model, rollout_id=rollout_id),
+        timeout=timeout,
+        retries=retries,
+    )
+    try:
+        return await session.complete(body)
+    finally:
+        await session.aclose()

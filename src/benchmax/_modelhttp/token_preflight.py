@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from benchmax._modelhttp.chat import CallFailure, ChatSession
-from benchmax._modelhttp.connections import loop_pool
+from benchmax._modelhttp.chat import CallFailure, complete_once
 from benchmax._modelhttp.tokens import TOKEN_REQUEST_FIELDS, TokenDeficiency, read_call_tokens
-from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.auth import ModelAuth
 
 __all__ = ["PREFLIGHT_MESSAGES", "PreflightProblem", "token_preflight"]
 
@@ -53,20 +52,15 @@ async def token_preflight(
     limit = body.get("max_tokens")
     if not isinstance(limit, int) or isinstance(limit, bool) or limit > _PREFLIGHT_MAX_TOKENS:
         body["max_tokens"] = _PREFLIGHT_MAX_TOKENS
-    session = ChatSession(
-        loop_pool(),
+    decoded = await complete_once(
+        body,
         base_url=base_url,
+        model=model,
         auth=auth,
-        context=ModelRequestContext(
-            base_url=base_url, model=model, rollout_id=_PREFLIGHT_ROLLOUT_ID
-        ),
+        rollout_id=_PREFLIGHT_ROLLOUT_ID,
         timeout=timeout,
         retries=retries,
     )
-    try:
-        decoded = await session.complete(body)
-    finally:
-        await session.aclose()
     if isinstance(decoded, CallFailure):
         said = " ".join(str(decoded.error).split()) or type(decoded.error).__name__
         if len(said) > _SAID_LIMIT:

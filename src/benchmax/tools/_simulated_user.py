@@ -12,7 +12,7 @@ from typing import Any
 from benchmax._message_content import content_text, split_reasoning
 from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
 from benchmax._vocabulary import SIMULATED_USER_ERROR
-from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.auth import ModelAuth
 from benchmax.envs.shared_types import Example, RolloutFailure
 
 __all__ = ["DEFAULT_USER_INSTRUCTIONS", "SimulatedUser"]
@@ -155,28 +155,22 @@ class SimulatedUser:
         ``BaseEnv`` settles the rollout with it. ``ValueError`` for a payload without
         persona or goal (settled as ``simulated_user_error`` too).
         """
-        from benchmax._modelhttp.chat import CallFailure, ChatSession
-        from benchmax._modelhttp.connections import loop_pool
+        from benchmax._modelhttp.chat import CallFailure, complete_once
 
         body: dict[str, Any] = {
             "model": self.model,
             "messages": self.request_messages(messages, example),
         }
         body.update(self.sampling_args)
-        session = ChatSession(
-            loop_pool(),
+        decoded = await complete_once(
+            body,
             base_url=self.base_url,
+            model=self.model,
             auth=self.auth,
-            context=ModelRequestContext(
-                base_url=self.base_url, model=self.model, rollout_id=rollout_id
-            ),
+            rollout_id=rollout_id,
             timeout=self.timeout,
             retries=self.max_retries,
         )
-        try:
-            decoded = await session.complete(body)
-        finally:
-            await session.aclose()
         if isinstance(decoded, CallFailure):
             raise RolloutFailure(
                 SIMULATED_USER_ERROR,
