@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from benchmax.integrations._sequence import RolloutSequence, rollout_sequence
+from benchmax.training import scalar_reward
 from benchmax.trajectory import Trajectory
 
-__all__ = ["required_sequence", "turns_after_prompt"]
+__all__ = ["required_sequence", "scalar_rewards", "turns_after_prompt"]
 
 
 def required_sequence(trajectory: Trajectory) -> RolloutSequence:
@@ -29,3 +32,19 @@ def turns_after_prompt(trajectory: Trajectory) -> int:
         None,
     )
     return 0 if first is None else max(0, len(messages) - first)
+
+
+def scalar_rewards(
+    trajectories: Sequence[Trajectory],
+    given: Sequence[float] | None,
+    reward_weights: Mapping[str, float] | None,
+    name: str,
+) -> list[float]:
+    """One scalar per trajectory: ``given`` (as floats), else each one's
+    ``benchmax.training.scalar_reward(t.rewards, reward_weights)``; ``ValueError`` when
+    ``given`` (called ``name`` in the message) has the wrong length."""
+    if given is None:
+        return [scalar_reward(t.rewards, reward_weights) for t in trajectories]
+    if len(given) != len(trajectories):
+        raise ValueError(f"got {len(given)} {name} for {len(trajectories)} trajectories")
+    return [float(value) for value in given]

@@ -26,8 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmax.integrations._records import required_sequence
-from benchmax.training import scalar_reward
+from benchmax.integrations._records import required_sequence, scalar_rewards
 from benchmax.trajectory import Trajectory
 
 __all__ = ["IGNORED", "scored_data_group"]
@@ -50,8 +49,7 @@ def scored_data_group(
     reward_weights)`` of each (pass the environment's ``reward_weights``; ``None``: the sum).
     ``ValueError`` when a rollout recorded no token ids or ``scores`` has the wrong length.
     """
-    if scores is not None and len(scores) != len(trajectories):
-        raise ValueError(f"got {len(scores)} scores for {len(trajectories)} trajectories")
+    scalars = scalar_rewards(trajectories, scores, reward_weights, "scores")
     tokens: list[list[int]] = []
     masks: list[list[int]] = []
     logprobs: list[list[float]] = []
@@ -73,10 +71,7 @@ def scored_data_group(
     return {
         "tokens": tokens,
         "masks": masks,
-        "scores": [
-            scalar_reward(t.rewards, reward_weights) if scores is None else float(scores[i])
-            for i, t in enumerate(trajectories)
-        ],
+        "scores": scalars,
         "advantages": None,
         "ref_logprobs": None,
         "messages": [[dict(m) for m in t.messages or ()] for t in trajectories],

@@ -29,8 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmax.integrations._records import required_sequence
-from benchmax.training import scalar_reward
+from benchmax.integrations._records import required_sequence, scalar_rewards
 from benchmax.trajectory import Trajectory
 
 __all__ = ["generator_output"]
@@ -48,17 +47,13 @@ def generator_output(
     reward_weights)`` of each (pass the environment's ``reward_weights``; ``None``: the sum).
     ``ValueError`` when a rollout recorded no token ids or ``rewards`` has the wrong length.
     """
-    if rewards is not None and len(rewards) != len(trajectories):
-        raise ValueError(f"got {len(rewards)} rewards for {len(trajectories)} trajectories")
+    scalars = scalar_rewards(trajectories, rewards, reward_weights, "rewards")
     sequences = [required_sequence(trajectory) for trajectory in trajectories]
     seconds = [_seconds(trajectory) for trajectory in trajectories]
     return {
         "prompt_token_ids": [list(s.prompt_ids) for s in sequences],
         "response_ids": [list(s.completion_ids) for s in sequences],
-        "rewards": [
-            scalar_reward(t.rewards, reward_weights) if rewards is None else float(rewards[i])
-            for i, t in enumerate(trajectories)
-        ],
+        "rewards": scalars,
         "loss_masks": [list(s.completion_mask) for s in sequences],
         "stop_reasons": [_stop_reason(trajectory) for trajectory in trajectories],
         "rollout_metrics": None,
