@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmax._group_pipeline import run_pool
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.envs import (
     DatasetSplit,
@@ -321,13 +322,15 @@ class RolloutFunc:
     async def _collect(
         self, groups: Sequence[Sequence[RolloutRequest[Any]]]
     ) -> list[CollectedGroup]:
-        async def one(requests: Sequence[RolloutRequest[Any]]) -> CollectedGroup:
-            collected = await collect_group(self.env, requests)
-            if self._on_group is not None:
-                self._on_group(collected.trajectories)
-            return collected
+        collected: dict[int, CollectedGroup] = {}
 
-        return list(await asyncio.gather(*(one(requests) for requests in groups)))
+        async def one(index: int) -> None:
+            collected[index] = await collect_group(self.env, groups[index])
+            if self._on_group is not None:
+                self._on_group(collected[index].trajectories)
+
+        await run_pool(range(len(groups)), one, concurrency=max(len(groups), 1))
+        return [collected[index] for index in range(len(groups))]
 
     def _run[T](self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from benchmax._secret_masking import MIN_MASKED_LENGTH, credential_secrets, mask_secrets
+from benchmax._secret_masking import url_password as _url_password
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
-from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
+from benchmax.auth import ModelAuth, ModelRequestContext
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
 
@@ -180,53 +180,3 @@ def rollout_seed(run_seed: int, example_id: str, group_index: int) -> int:
     """
     text = f"{run_seed}:{example_id}:{group_index}".encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") >> 1
-
-
-MIN_MASKED_LENGTH = 8
-"""Secrets shorter than this (placeholder keys such as ``x``, ``1``, ``EMPTY``) are never
-masked inside other text: replacing them would corrupt transcripts and field names
-(``Let x = 1``, ``prompt_tokens``). Only a value that is exactly such a secret is masked."""
-
-
-def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tuple[str, ...]:
-    """The bearer tokens of ``auths`` and the password in ``base_url`` (if any), non-empty:
-    the strings to mask in what is recorded or printed.
-
-    Warns (``UserWarning``, once per process by Python's default warning filter) when one
-    is shorter than :data:`MIN_MASKED_LENGTH` characters, as it cannot be masked.
-    """
-    tokens = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
-    secrets = tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
-    if any(len(secret) < MIN_MASKED_LENGTH for secret in secrets):
-        warnings.warn(
-            f"a credential shorter than {MIN_MASKED_LENGTH} characters (a placeholder key?)"
-            " cannot be masked in what is recorded or printed: masking it would corrupt"
-            " ordinary text; only a value that is exactly the key is masked",
-            UserWarning,
-            stacklevel=1,
-        )
-    return secrets
-
-
-def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every (non-empty) secret replaced by ``***``.
-
-    A secret shorter than :data:`MIN_MASKED_LENGTH` characters is masked only when it
-    is the whole of ``text``, never as a substring.
-    """
-    original = text
-    for secret in secrets:
-        if not secret:
-            continue
-        if len(secret) >= MIN_MASKED_LENGTH:
-            text = text.replace(secret, "***")
-        elif original == secret:
-            return "***"
-    return text
-
-
-def _url_password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None

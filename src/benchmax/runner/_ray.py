@@ -274,7 +274,7 @@ class _GroupWorker:
             reason = mask_secrets(f"{type(error).__name__}: {error}", self._config.secrets())
             return _Ready(node_ip, node_id, re.sub(r"\s+", " ", reason).strip())
         self._collector = GroupCollector(env, self._config, self._run_id)
-        self._stack.enter_context(self._collector.capture.attached())
+        self._stack.enter_context(self._collector.pipeline.attached())
         return _Ready(node_ip, node_id, None)
 
     def _load(self) -> Environment[Any, Any]:
@@ -293,12 +293,10 @@ class _GroupWorker:
 
     async def _run(self, job: GroupJob) -> GroupResult | _GroupFailed:
         assert self._collector is not None, "start() must succeed first"
-        with self._collector.bound():
-            try:
-                result = await self._collector.collect(job)
-            except Exception as error:
-                logs = self._collector.unsaved_logs.pop(job.example_index, [])
-                return _GroupFailed(_portable(error), logs)
+        try:
+            result = await self._collector.collect(job)
+        except Exception as error:
+            return _GroupFailed(_portable(error), self._collector.failed_logs(job))
         return GroupResult(group=result.group, trajectories=_as_json(result.trajectories))
 
     async def close(self) -> None:

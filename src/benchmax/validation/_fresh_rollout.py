@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import cast
 
-from benchmax.auth import StaticBearerAuth, bind_model_auth
+from benchmax._group_pipeline import Group, GroupPipeline
+from benchmax.auth import StaticBearerAuth
 from benchmax.bundle import load_bundle, read_bundle, validate_bundle_compatibility
 from benchmax.envs.shared_types import DatasetSplit, RolloutRequest
 
@@ -42,8 +43,8 @@ async def _main(argv: list[str]) -> dict[str, object]:
             split=split,
         )
         providers = {name: StaticBearerAuth(PLACEHOLDER_KEY) for name in json.loads(names)}
-        with bind_model_auth(providers):
-            outcomes = await env.run_group([request])
+        pipeline = GroupPipeline(env, auth_providers=providers, pass_on_logs=True)
+        outcomes = (await pipeline.run(Group((request,)))).outcomes
     finally:
         await env.aclose()
     outcome = outcomes[request.rollout_id]

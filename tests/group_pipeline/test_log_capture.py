@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from benchmax.envs.logging import group_context, rollout_context
-from benchmax.runner._log_capture import RolloutLogCapture
+from benchmax._group_pipeline.log_capture import RolloutLogCapture
 
 
 @pytest.fixture
