@@ -9,7 +9,7 @@ import difflib
 import json
 import math
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,7 @@ from benchmax.cli._targets import (
     uses_mock,
 )
 from benchmax.envs._sampling_args import RESERVED_BODY_KEYS
+from benchmax.envs.base._limits import LIMIT_OPTIONS, apply_limits
 from benchmax.envs.environment import Environment
 from benchmax.runner import (
     ExecutorError,
@@ -88,6 +89,21 @@ class _Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
+    """``run``'s options for BaseEnv limits, one per limit of ``Limits`` that offers one
+    (``--model-timeout SECONDS`` ...), in the record's order."""
+
+    def decorate(command: Callable[..., Any]) -> Any:
+        for name, option in reversed(LIMIT_OPTIONS):  # click lists the last applied first
+            kind = SECONDS if option.kind == "seconds" else click.IntRange(min=0)
+            command = click.option(
+                option.flag, name, metavar=option.metavar, type=kind, help=option.help
+            )(command)
+        return command
+
+    return decorate
 
 
 MOCK_PLACEHOLDER_URL = "http://mock.invalid/v1"  # replaced by the server's URL once it listens
@@ -231,11 +247,11 @@ def _constructor_args(plan: _Plan, endpoint: _Endpoint) -> dict[str, Any]:
 def _prepare(plan: _Plan, endpoint: _Endpoint) -> Environment[Any, Any]:
     """Construct the environment for this endpoint and apply the run's limits to it."""
     env = _construct(plan.target, _constructor_args(plan, endpoint))
-    for name, value in plan.limits.items():
+    for name in plan.limits:
         if not hasattr(env, name):
             option = "--" + name.replace("_", "-")
             raise TargetError(f"{option} applies to BaseEnv environments only")
-        setattr(env, name, value)
+    apply_limits(env, plan.limits)
     return env
 
 
@@ -428,36 +444,7 @@ def _given(parameter: str) -> bool:
     help="Record the exact prompt ids, completion ids and logprobs of every model call "
     "(vLLM or SGLang; checked with one model call before the run).",
 )
-@click.option(
-    "--model-timeout",
-    metavar="SECONDS",
-    type=SECONDS,
-    help="Seconds for one model call attempt (BaseEnv).",
-)
-@click.option(
-    "--model-retries",
-    metavar="N",
-    type=click.IntRange(min=0),
-    help="Retries of a model call after a transient failure (BaseEnv).",
-)
-@click.option(
-    "--tool-timeout",
-    metavar="SECONDS",
-    type=SECONDS,
-    help="Seconds for one tool call (BaseEnv).",
-)
-@click.option(
-    "--rollout-timeout",
-    metavar="SECONDS",
-    type=SECONDS,
-    help="Seconds for a whole rollout (BaseEnv).",
-)
-@click.option(
-    "--reward-timeout",
-    metavar="SECONDS",
-    type=SECONDS,
-    help="Seconds for scoring one rollout (BaseEnv).",
-)
+@_limit_options()
 @click.option(
     "--no-model-check",
     is_flag=True,
@@ -533,11 +520,6 @@ def run_command(
     seed: int | None,
     sampling_arg_pairs: tuple[str, ...],
     tokens: bool,
-    model_timeout: float | None,
-    model_retries: int | None,
-    tool_timeout: float | None,
-    rollout_timeout: float | None,
-    reward_timeout: float | None,
     no_model_check: bool,
     no_judge_check: bool,
     max_failure_share: float,
@@ -546,6 +528,7 @@ def run_command(
     ray_address: str | None,
     ray_workers: int | None,
     ray_worker_concurrency: int,
+    **limit_values: float | int | None,
 ) -> None:
     """Run TARGET's examples as rollout groups and summarize the rewards.
 
@@ -563,13 +546,7 @@ def run_command(
             api_key_env=api_key_env,
             mock_policy=mock_policy,
             mock_policy_given=_given("mock_policy"),
-            limits=_given_values(
-                model_timeout=model_timeout,
-                model_retries=model_retries,
-                tool_timeout=tool_timeout,
-                rollout_timeout=rollout_timeout,
-                reward_timeout=reward_timeout,
-            ),
+            limits=_given_values(**limit_values),
             model_check=not no_model_check,
             output=output,
             ray=_ray_options(

@@ -33,6 +33,7 @@ from benchmax.bundle import (
     load_bundle,
     validate_bundle_compatibility,
 )
+from benchmax.envs.base._limits import LIMIT_NAMES, apply_limits
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._errors import ExecutorError
@@ -94,7 +95,8 @@ class RayExecutor:
     - ``bundle``: what every worker loads (default: ``dump_bundle(type(env))``, which
       captures the environment's project modules by value); ``constructor_args``: the run's
       arguments, merged over the bundle's own; ``env_attributes``: set on each worker's
-      environment after construction (e.g. ``{"model_timeout": 30.0}``).
+      environment after construction (e.g. ``{"model_timeout": 30.0}``; a BaseEnv limit
+      is checked as BaseEnv checks it, and an invalid one stops the worker from starting).
     - ``worker_options``: extra ``ray.remote`` actor options (``num_cpus``, ``resources``,
       ``runtime_env``...); by default actors reserve no CPU and are spread over the nodes.
     - ``max_worker_replacements``: lost workers replaced during a run (default: ``workers``);
@@ -281,7 +283,11 @@ class _GroupWorker:
         validate_bundle_compatibility(self._bundle.metadata)
         env_class, bundled_args = load_bundle(self._bundle, instantiate=False)
         env = env_class(**{**bundled_args, **self._constructor_args})
-        for name, value in self._env_attributes.items():
+        attributes = dict(self._env_attributes)
+        apply_limits(
+            env, {name: attributes.pop(name) for name in LIMIT_NAMES if name in attributes}
+        )
+        for name, value in attributes.items():  # anything else the caller sets
             setattr(env, name, value)
         return env
 

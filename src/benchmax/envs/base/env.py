@@ -35,12 +35,12 @@ from benchmax._modelhttp.tokens import (
     TokenDeficiency,
     read_call_tokens,
 )
-from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
+from benchmax.envs.base._limits import LIMIT_NAMES, Limits
 from benchmax.envs.base._tool_calls import (
     ArgumentChecks,
     ToolTimedOut,
@@ -89,7 +89,8 @@ __all__ = ["BaseEnv", "BaseRollout"]
 logger = logging.getLogger(__name__)
 
 _POOL_LEASE_ATTRIBUTE = "_benchmax_model_pool_lease"
-_TIMEOUT_NAMES = ("model_timeout", "tool_timeout", "rollout_timeout", "reward_timeout")
+_OTHER_SETTINGS = ("send_reasoning", "sampling_args", "record_tokens")
+"""The constructor's other overriding settings (``tools`` is checked apart)."""
 
 _Transcript = list[dict[str, Any]]
 """A rollout's messages while it runs: decoded JSON objects. They become
@@ -107,15 +108,10 @@ class BaseRollout(RolloutAttempt):
 
 @dataclass(frozen=True, slots=True)
 class _Settings:
-    """The limits in effect for one rollout, read once when it starts."""
+    """The limits and settings in effect for one rollout, read once when it starts."""
 
-    max_turns: int
-    max_tool_calls: int | None
-    model_timeout: float | None
-    tool_timeout: float | None
-    rollout_timeout: float | None
-    model_retries: int
-    reward_timeout: float | None
+    limits: Limits
+    max_turns: int  # limits.max_turns, checked to be set
     send_reasoning: bool
     sampling_args: Mapping[str, Any]
     finish_reasons: Mapping[str, str]
@@ -279,51 +275,29 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         ``record_tokens``, ``sampling_args``, ``finish_reasons`` or ``tools`` entry) naming
         the setting that is invalid.
         """
+        arguments = dict(locals())  # the keyword arguments, by name
         super().__init__()
-        overrides = {
-            "max_turns": max_turns,
-            "max_tool_calls": max_tool_calls,
-            "model_timeout": model_timeout,
-            "tool_timeout": tool_timeout,
-            "rollout_timeout": rollout_timeout,
-            "model_retries": model_retries,
-            "reward_timeout": reward_timeout,
-            "send_reasoning": send_reasoning,
-            "sampling_args": sampling_args,
-            "record_tokens": record_tokens,
-        }
         if sampling_args is not None:  # a copy: later changes to the caller's dict don't leak
-            overrides["sampling_args"] = validated_sampling_args(sampling_args)
-        for name, value in overrides.items():
-            if value is not None:
-                setattr(self, name, value)
+            arguments["sampling_args"] = validated_sampling_args(sampling_args)
+        for name in (*LIMIT_NAMES, *_OTHER_SETTINGS):
+            if arguments[name] is not None:
+                setattr(self, name, arguments[name])
         if tools is not None:
             from benchmax.envs.base._tool_table import checked_entries
 
             self.tools = checked_entries(tools)
         self._validate_limits()
 
-    def _validate_limits(self) -> tuple[dict[str, Any], Mapping[str, str]]:
-        """Check every setting; return the sampling args and the finish_reason table."""
-        max_turns = self.max_turns
-        if max_turns is not None and not is_int_at_least(max_turns, 1):
-            raise ValueError("max_turns must be a positive integer")
-        max_tool_calls = self.max_tool_calls
-        if max_tool_calls is not None and not is_int_at_least(max_tool_calls, 0):
-            raise ValueError("max_tool_calls must be a non-negative integer")
-        for name in _TIMEOUT_NAMES:
-            value = getattr(self, name)
-            if value is not None and not (is_finite_number(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number or None")
-        retries = self.model_retries
-        if not is_int_at_least(retries, 0):
-            raise ValueError("model_retries must be a non-negative integer")
+    def _validate_limits(self) -> tuple[Limits, dict[str, Any], Mapping[str, str]]:
+        """Check every setting; return the limits, the sampling args and the finish_reason
+        table."""
+        limits = Limits.of(self)
         if not isinstance(self.send_reasoning, bool):
             raise TypeError("send_reasoning must be True or False")
         if not isinstance(self.record_tokens, bool):
             raise TypeError("record_tokens must be True or False")
         sampling_args = validated_sampling_args(self.sampling_args)
-        return sampling_args, finish_reason_table(self.finish_reasons)
+        return limits, sampling_args, finish_reason_table(self.finish_reasons)
 
     @abstractmethod
     async def create_dataset(
@@ -411,17 +385,12 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
     async def run_rollout(self, request: RolloutRequest[JsonRow]) -> BaseRollout:
         """Run the chat/tool loop for one request, then score it."""
-        sampling_args, finish_reasons = self._validate_limits()
-        if self.max_turns is None:
+        limits, sampling_args, finish_reasons = self._validate_limits()
+        if limits.max_turns is None:
             raise ValueError(f"{type(self).__name__} must configure max_turns before rollout")
         settings = _Settings(
-            max_turns=self.max_turns,
-            max_tool_calls=self.max_tool_calls,
-            model_timeout=self.model_timeout,
-            tool_timeout=self.tool_timeout,
-            rollout_timeout=self.rollout_timeout,
-            model_retries=self.model_retries,
-            reward_timeout=self.reward_timeout,
+            limits=limits,
+            max_turns=limits.max_turns,
             send_reasoning=self.send_reasoning,
             sampling_args=sampling_args,
             finish_reasons=finish_reasons,
@@ -447,7 +416,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     else:  # a declared tool (toolset, provider session) did not open
                         rollout = await self._score(
                             request,
-                            settings.reward_timeout,
+                            settings.limits.reward_timeout,
                             failed,
                             transcript,
                             example_args,
@@ -496,7 +465,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
         session: ChatSession | None = None
         try:
-            deadline = asyncio.timeout(settings.rollout_timeout)
+            deadline = asyncio.timeout(settings.limits.rollout_timeout)
             try:
                 async with deadline:
                     with hook_errors(self, "list_tools"):
@@ -510,8 +479,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                             model=request.model,
                             rollout_id=request.rollout_id,
                         ),
-                        timeout=settings.model_timeout,
-                        retries=settings.model_retries,
+                        timeout=settings.limits.model_timeout,
+                        retries=settings.limits.model_retries,
                     )
                     reason = await self._chat_loop(
                         request, settings, tools, transcript, session, meter
@@ -523,12 +492,12 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     "base.rollout.timed_out rollout_id=%s termination_reason=rollout_timeout: "
                     "rollout exceeded rollout_timeout of %gs",
                     request.rollout_id,
-                    settings.rollout_timeout,
+                    settings.limits.rollout_timeout,
                     exc_info=error,
                 )
                 reason = ROLLOUT_TIMEOUT
             return await self._score(
-                request, settings.reward_timeout, reason, transcript, example_args, meter
+                request, settings.limits.reward_timeout, reason, transcript, example_args, meter
             )
         finally:
             if session is not None:
@@ -626,14 +595,14 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 continue
             call_ids.update(call.id for call in calls)
             if (
-                settings.max_tool_calls is not None
-                and tool_calls_used + len(calls) > settings.max_tool_calls
+                settings.limits.max_tool_calls is not None
+                and tool_calls_used + len(calls) > settings.limits.max_tool_calls
             ):
                 return TOOL_BUDGET_EXCEEDED
             tool_calls_used += len(calls)
             try:
                 tool_messages = await self._run_tool_calls(
-                    rollout_id, calls, advertised, checks, settings.tool_timeout, meter
+                    rollout_id, calls, advertised, checks, settings.limits.tool_timeout, meter
                 )
             except ToolTimedOut as timeout:
                 logger.error(
@@ -924,12 +893,12 @@ async def _declared_tools(
         return
     from benchmax.envs.base._tool_table import open_declared_tools
 
-    declared, failed = await open_declared_tools(env, request, settings.tool_timeout)
+    declared, failed = await open_declared_tools(env, request, settings.limits.tool_timeout)
     try:
         yield failed
     finally:
         if declared is not None:
-            await declared.aclose(settings.tool_timeout)
+            await declared.aclose(settings.limits.tool_timeout)
 
 
 def _declares_tools(tools: object) -> bool:
