@@ -4,8 +4,9 @@
 the TRL rollout function on it), and both validation paths run their groups here, so a
 group is recorded the same way wherever it runs. What the pipeline owns:
 
-* ``GroupPipeline.run(Group(...))``: binds the credentials, observes the rollouts the
-  environment reports, files every log record under its rollout (secrets masked), calls
+* ``GroupPipeline.run(Group(...))``: binds the credentials and the hooks' default
+  deadlines (``HookDeadlines``), observes the rollouts the environment reports, files
+  every log record under its rollout (secrets masked), calls
   ``Environment.run_group`` and builds one ``benchmax.trajectory.Trajectory`` per request
   (transcript, model calls, timings, usage, annotations, logs, final outcome, placement);
 * ``run_pool(items, work, concurrency=N)``: at most N groups at once; the first failure
@@ -33,11 +34,14 @@ group logged are then ``pipeline.take_failed_logs(group.rollout_ids)``.
 from benchmax._group_pipeline.log_capture import RolloutLogCapture
 from benchmax._group_pipeline.pipeline import FinishedGroup, Group, GroupPipeline, Placement
 from benchmax._group_pipeline.pool import run_pool
+from benchmax.envs._hook_deadlines import DEFAULT_HOOK_SECONDS, HookDeadlines
 
 __all__ = [
+    "DEFAULT_HOOK_SECONDS",
     "FinishedGroup",
     "Group",
     "GroupPipeline",
+    "HookDeadlines",
     "Placement",
     "RolloutLogCapture",
     "run_pool",

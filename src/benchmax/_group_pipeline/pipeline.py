@@ -13,6 +13,7 @@ from typing import Any
 from benchmax._group_pipeline.log_capture import RolloutLogCapture
 from benchmax._secret_masking import credential_secrets
 from benchmax.auth import ModelAuth, bind_model_auth
+from benchmax.envs._hook_deadlines import HookDeadlines, with_hook_deadlines
 from benchmax.envs._observer import observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import RolloutOutcome, RolloutRequest
@@ -62,6 +63,9 @@ class FinishedGroup:
     trajectories: tuple[Trajectory, ...]
 
 
+_DEFAULT_DEADLINES = HookDeadlines()
+
+
 class _Reports:
     """Keeps what the environment reports about the rollouts of the groups in flight."""
 
@@ -88,6 +92,9 @@ class GroupPipeline:
     run (bearer tokens, URL passwords), are masked in the log records kept;
     records at ``log_level`` and above are kept, and with ``pass_on_logs`` they are also
     printed as if nothing captured them (when no handler of the caller's sees them).
+    ``hook_deadlines`` bound the hooks the environment leaves unbounded (a hook that never
+    returns settles its rollout, naming the hook and the line it waited at; see
+    ``benchmax.envs._hook_deadlines``); ``None`` binds none.
     """
 
     def __init__(
@@ -98,8 +105,10 @@ class GroupPipeline:
         secrets: Sequence[str] = (),
         log_level: int = logging.WARNING,
         pass_on_logs: bool = False,
+        hook_deadlines: HookDeadlines | None = _DEFAULT_DEADLINES,
     ) -> None:
         self.env = env
+        self._deadlines = hook_deadlines
         self._providers = None if auth_providers is None else dict(auth_providers)
         self._capture = RolloutLogCapture(log_level, secrets, pass_on=pass_on_logs)
         self._reports = _Reports()
@@ -168,7 +177,7 @@ class GroupPipeline:
 
     @contextlib.contextmanager
     def _bound(self) -> Iterator[None]:
-        with observe_rollouts(self._reports):
+        with observe_rollouts(self._reports), with_hook_deadlines(self._deadlines):
             if self._providers is None:
                 yield
             else:

@@ -18,14 +18,15 @@ import functools
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Hashable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax._modelhttp.deadlines import within_deadline
+from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import sendable_auth_headers
+from benchmax._user_code import caller_location
 from benchmax._value_checks import (
     is_finite_number,
     is_int_at_least,
@@ -33,6 +34,7 @@ from benchmax._value_checks import (
     is_numeric,
 )
 from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.envs._hook_deadlines import deadline_for
 from benchmax.envs.shared_types import JUDGE_ERROR, RolloutFailure
 from benchmax.rewards.text import message_text, reasoning_finished, without_reasoning
 
@@ -220,17 +222,33 @@ class Judge:
             raise
         try:
             call = client.chat.completions.create(**request)
-            if self.timeout is None:
+            deadline = deadline_for("judge", self.timeout)
+            if deadline.seconds is None:
                 response = await call
-            else:
+            elif not deadline.default:
                 message = f"judge request timed out after {self.timeout:g}s (total deadline)"
-                response = await within_deadline(call, self.timeout, message)
+                response = await within_deadline(call, deadline.seconds, message)
+            else:
+                response = await _within_default_deadline(call, deadline.seconds)
             raw = _response_text(response)
             if not raw:
                 raise ValueError("judge returned an empty response")
             return _parse_json_object(raw), raw
         finally:
             await client.close()
+
+
+async def _within_default_deadline[T](call: Awaitable[T], seconds: float) -> T:
+    """``call`` under the runner's default judge deadline (the judge sets no ``timeout``);
+    the failure names the code that asked for the verdict."""
+    try:
+        return await within_deadline(call, seconds, "")
+    except AttemptTimedOut as error:
+        message = (
+            f"judge request did not answer within the runner's default deadline of "
+            f"{seconds:g}s (Judge.timeout is None); called from {caller_location() or 'unknown'}"
+        )
+        raise AttemptTimedOut(message, seconds) from error
 
 
 def _failure_text(error: BaseException) -> str:

@@ -13,6 +13,7 @@ from benchmax._secret_masking import MIN_MASKED_LENGTH, credential_secrets, mask
 from benchmax._secret_masking import url_password as _url_password
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.envs._hook_deadlines import HookDeadlines
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
 
@@ -73,6 +74,12 @@ class RunConfig:
     stops it (``JudgeCheckError``); ``max_failure_share`` (0 to 1, default 0.8) stops the
     run (``FailureShareExceeded``) once at least 20 rollouts ran and more than that share
     of them ended with one same failure (1 never stops).
+
+    ``hook_deadlines`` bound the hooks the environment leaves unbounded (``compute_reward``
+    without ``reward_timeout``, tools without ``tool_timeout``, ``rollout_context``,
+    ``user_turn``, ``compute_group_rewards``, judges without a ``timeout``): by default
+    15 minutes each, after which the rollout settles with the matching reason and the log
+    names the hook, the line it waited at and the rollout (``HookDeadlines.none()``: none).
     """
 
     model: str
@@ -97,6 +104,7 @@ class RunConfig:
     judge_check: bool = True
     judges: tuple[Any, ...] = ()
     max_failure_share: float = 0.8
+    hook_deadlines: HookDeadlines = field(default_factory=HookDeadlines)
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.model):
@@ -139,6 +147,8 @@ class RunConfig:
         if not isinstance(self.judge_check, bool):
             raise TypeError("judge_check must be True or False")
         object.__setattr__(self, "judges", tuple(self.judges))
+        if not isinstance(self.hook_deadlines, HookDeadlines):
+            raise TypeError("hook_deadlines must be a HookDeadlines")
         share = self.max_failure_share
         if not (is_finite_number(share) and 0 <= share <= 1):
             raise ValueError("max_failure_share must be a number from 0 to 1")

@@ -282,6 +282,7 @@ class GroupCollector:
             auth_providers=_providers(config),
             secrets=config.secrets(),
             log_level=config.log_level,
+            hook_deadlines=config.hook_deadlines,
         )
 
     def group(self, job: GroupJob) -> Group:

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmax._group_pipeline import Group, GroupPipeline
+from benchmax._group_pipeline import Group, GroupPipeline, HookDeadlines
 from benchmax.envs import Environment, RolloutOutcome, RolloutRequest
 from benchmax.runner import read_results
 from benchmax.training._advantages import AdvantageMethod, group_advantages, scalar_reward
 from benchmax.trajectory import Trajectory
 
 __all__ = ["CollectedGroup", "collect_group", "read_trajectories"]
+
+_DEFAULT_DEADLINES = HookDeadlines()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,10 @@ class CollectedGroup:
 
 
 async def collect_group(
-    env: Environment[Any, Any], requests: Sequence[RolloutRequest[Any]]
+    env: Environment[Any, Any],
+    requests: Sequence[RolloutRequest[Any]],
+    *,
+    hook_deadlines: HookDeadlines | None = _DEFAULT_DEADLINES,
 ) -> CollectedGroup:
     """Run one group of ``requests`` through ``env`` and return its outcomes with the
     trajectories.
@@ -61,12 +66,16 @@ async def collect_group(
     log records (WARNING and above) emitted in the rollout, which also still reach your
     own handlers (or the terminal); for other environments only the outcome and logs.
     ``group_index`` is the request's position, ``attempt`` 1, ``run_id``/``example_index``
-    ``None``, ``timings["group_seconds"]`` the whole group's time.
+    ``None``, ``timings["group_seconds"]`` the whole group's time. ``hook_deadlines``
+    bound the hooks the environment leaves unbounded, as in a run (by default 15 minutes
+    each; see ``benchmax.runner.HookDeadlines``), so a hook that never returns settles its
+    rollout instead of hanging; ``None`` sets none.
 
     Raises what ``run_group`` raises (contract errors); rollout failures settle as
     outcomes, as in ``run_group``.
     """
-    finished = await GroupPipeline(env, pass_on_logs=True).run(Group(tuple(requests)))
+    pipeline = GroupPipeline(env, pass_on_logs=True, hook_deadlines=hook_deadlines)
+    finished = await pipeline.run(Group(tuple(requests)))
     weights = getattr(env, "reward_weights", None)
     return CollectedGroup(
         outcomes=finished.outcomes,

@@ -103,7 +103,12 @@ async def check_rollouts(
     chosen = split.examples[: config.examples]
     groups: list[list[RolloutOutcome]] = []
     start = len(validation.logs.records)
-    pipeline = GroupPipeline(env, auth_providers=_providers(validation), pass_on_logs=True)
+    pipeline = GroupPipeline(
+        env,
+        auth_providers=_providers(validation),
+        pass_on_logs=True,
+        hook_deadlines=config.rollout_hook_deadlines(),
+    )
     try:
         async with asyncio.timeout(config.rollout_timeout):
             for index, example in enumerate(chosen):
@@ -114,11 +119,14 @@ async def check_rollouts(
                 by_id = (await pipeline.run(Group(requests))).outcomes
                 groups.append([by_id[r.rollout_id] for r in requests])
     except TimeoutError:
+        errors = validation.logs.errors_since(start)
+        why = f"; first error: {errors[0][:400]}" if errors else ""
         validation.add(
             "rollouts",
             "failed",
             f"the rollouts did not finish within {config.rollout_timeout:g} s against "
-            f"{where}: check the endpoint, or set model_timeout/rollout_timeout on the env",
+            f"{where}: check the endpoint, or set model_timeout/rollout_timeout on the env"
+            f"{why}",
         )
         return
     except RewardShapeError as error:

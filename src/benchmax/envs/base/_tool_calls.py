@@ -55,8 +55,8 @@ _CONTENT_PART_TYPES = ("text", "image_url")
 class ToolTimedOut(Exception):
     """A ``run_tool`` call outlived ``tool_timeout``."""
 
-    def __init__(self, tool_name: str, seconds: float) -> None:
-        super().__init__(f"tool {tool_name!r} exceeded tool_timeout of {seconds:g}s")
+    def __init__(self, tool_name: str, seconds: float, *, message: str | None = None) -> None:
+        super().__init__(message or f"tool {tool_name!r} exceeded tool_timeout of {seconds:g}s")
 
 
 def advertised_tool_names(tools: Sequence[Any]) -> frozenset[str]:

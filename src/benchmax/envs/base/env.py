@@ -37,6 +37,7 @@ from benchmax._modelhttp.tokens import (
 )
 from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
+from benchmax.envs._hook_deadlines import HookDeadline, deadline_for
 from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
@@ -112,6 +113,9 @@ class _Settings:
 
     limits: Limits
     max_turns: int  # limits.max_turns, checked to be set
+    tools: HookDeadline  # limits.tool_timeout, else the runner's default
+    setup: HookDeadline  # rollout_context: the runner's default only
+    user_turn: HookDeadline
     send_reasoning: bool
     sampling_args: Mapping[str, Any]
     finish_reasons: Mapping[str, str]
@@ -391,6 +395,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         settings = _Settings(
             limits=limits,
             max_turns=limits.max_turns,
+            tools=deadline_for("tools", limits.tool_timeout),
+            setup=deadline_for("rollout_context"),
+            user_turn=deadline_for("user_turn"),
             send_reasoning=self.send_reasoning,
             sampling_args=sampling_args,
             finish_reasons=finish_reasons,
@@ -404,9 +411,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         with recording as annotations:
             with hook_errors(self, "rollout_context"):
                 context = self.rollout_context(request.rollout_id, request.example)
-            if await _entered(self, context, request.rollout_id):
+            if await _entered(self, context, request.rollout_id, settings.setup):
                 async with (
-                    _leaving(self, context, request.rollout_id),
+                    _leaving(self, context, request.rollout_id, settings.setup),
                     _declared_tools(self, request, settings) as failed,
                 ):
                     if failed is None:
@@ -468,8 +475,16 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             deadline = asyncio.timeout(settings.limits.rollout_timeout)
             try:
                 async with deadline:
-                    with hook_errors(self, "list_tools"):
-                        tools = await self.list_tools()
+                    tools = await self._listed_tools(request.rollout_id)
+                    if isinstance(tools, str):  # the reason listing failed with
+                        return await self._score(
+                            request,
+                            settings.limits.reward_timeout,
+                            tools,
+                            transcript,
+                            example_args,
+                            meter,
+                        )
                     session = ChatSession(
                         self._model_pool().hold(),
                         base_url=request.base_url,
@@ -502,6 +517,25 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         finally:
             if session is not None:
                 await session.aclose()
+
+    async def _listed_tools(self, rollout_id: str) -> list[Tool] | str:
+        """``list_tools()``, or ``tool_timeout`` (logged) when it outlived the runner's
+        default deadline for tools (the environment's own limits do not bound it)."""
+        listing = deadline_for("tools")
+        timer = asyncio.timeout(listing.seconds)
+        try:
+            async with timer:
+                with hook_errors(self, "list_tools"):
+                    return await self.list_tools()
+        except TimeoutError as error:
+            if not timer.expired():
+                raise
+            logger.error(
+                "base.rollout.tool_failed rollout_id=%s termination_reason=tool_timeout: %s",
+                rollout_id,
+                listing.expired_message("list_tools", error, type(self).list_tools),
+            )
+            return TOOL_TIMEOUT
 
     async def _chat_loop(
         self,
@@ -583,7 +617,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     )
                 if reply.termination_reason != FINISHED:
                     return reply.termination_reason
-                answer = await self._user_answer(request, transcript)
+                answer = await self._user_answer(request, transcript, settings.user_turn)
                 if answer is None:
                     return FINISHED
                 if not isinstance(answer, dict):  # the reason the user turn failed with
@@ -602,7 +636,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             tool_calls_used += len(calls)
             try:
                 tool_messages = await self._run_tool_calls(
-                    rollout_id, calls, advertised, checks, settings.limits.tool_timeout, meter
+                    rollout_id, calls, advertised, checks, settings.tools, meter
                 )
             except ToolTimedOut as timeout:
                 logger.error(
@@ -636,19 +670,21 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         return MAX_TURNS_EXCEEDED
 
     async def _user_answer(
-        self, request: RolloutRequest[JsonRow], transcript: _Transcript
+        self, request: RolloutRequest[JsonRow], transcript: _Transcript, deadline: HookDeadline
     ) -> dict[str, Any] | str | None:
         """Ask ``user_turn`` for the next message: the marked user message, ``None`` (the
         rollout ends) or the termination reason it failed with (logged)."""
         rollout_id = request.rollout_id
+        timer = asyncio.timeout(deadline.seconds)
         try:
             with (
                 hook_errors(self, "user_turn"),
                 stray_cancellation_as_error(self._hook("user_turn")),
             ):
-                answer: object = await self.user_turn(
-                    rollout_id, [dict(message) for message in transcript], request.example
-                )
+                async with timer:
+                    answer: object = await self.user_turn(
+                        rollout_id, [dict(message) for message in transcript], request.example
+                    )
         except RolloutFailure as failure:
             logger.error(
                 "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
@@ -659,6 +695,14 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             )
             return failure.termination_reason
         except Exception as error:
+            if isinstance(error, TimeoutError) and timer.expired():
+                logger.error(
+                    "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
+                    rollout_id,
+                    SIMULATED_USER_ERROR,
+                    deadline.expired_message("user_turn", error, type(self).user_turn),
+                )
+                return SIMULATED_USER_ERROR
             logger.error(
                 "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
                 rollout_id,
@@ -690,7 +734,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         calls: Sequence[ToolCall],
         advertised: frozenset[str],
         checks: ArgumentChecks,
-        timeout: float | None,
+        timeout: HookDeadline,
         meter: _Meter | None,
     ) -> _Transcript:
         messages: _Transcript = []
@@ -723,18 +767,23 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         return messages
 
     async def _call_tool(
-        self, rollout_id: str, name: str, arguments: dict[str, Any], timeout: float | None
+        self, rollout_id: str, name: str, arguments: dict[str, Any], timeout: HookDeadline
     ) -> Any:
-        if timeout is None:
+        if timeout.seconds is None:
             return await self.run_tool(rollout_id, name, **arguments)
-        deadline = asyncio.timeout(timeout)
+        deadline = asyncio.timeout(timeout.seconds)
         try:
             async with deadline:
                 return await self.run_tool(rollout_id, name, **arguments)
         except TimeoutError as error:
-            if deadline.expired():
-                raise ToolTimedOut(name, timeout) from error
-            raise
+            if not deadline.expired():
+                raise
+            if timeout.default:
+                message = timeout.expired_message(
+                    f"tool {name!r}", error, type(self).run_tool, "tool_timeout"
+                )
+                raise ToolTimedOut(name, timeout.seconds, message=message) from error
+            raise ToolTimedOut(name, timeout.seconds) from error
 
     async def _score(
         self,
@@ -764,7 +813,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
         if reason != FINISHED:
             return zero(reason)
-        deadline = asyncio.timeout(reward_timeout)
+        limit = deadline_for("compute_reward", reward_timeout)
+        deadline = asyncio.timeout(limit.seconds)
         try:
             with _timed(meter, "reward"):
                 async with deadline:
@@ -784,6 +834,16 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             return zero(failure.termination_reason)
         except Exception as error:
             if isinstance(error, TimeoutError) and deadline.expired():
+                if limit.default:
+                    logger.error(
+                        "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
+                        rollout_id,
+                        REWARD_TIMEOUT,
+                        limit.expired_message(
+                            "compute_reward", error, type(self).compute_reward, "reward_timeout"
+                        ),
+                    )
+                    return zero(REWARD_TIMEOUT)
                 logger.error(
                     "base.rollout.reward_failed rollout_id=%s termination_reason=reward_timeout: "
                     "compute_reward exceeded reward_timeout of %gs",
@@ -813,7 +873,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
 
 async def _entered(
-    env: BaseEnv, context: AbstractAsyncContextManager[object], rollout_id: str
+    env: BaseEnv,
+    context: AbstractAsyncContextManager[object],
+    rollout_id: str,
+    deadline: HookDeadline,
 ) -> bool:
     """Enter ``rollout_context``; ``False`` (logged) when its setup raised.
 
@@ -823,15 +886,26 @@ async def _entered(
     """
     with hook_errors(env, "rollout_context"):
         enter = context.__aenter__
+    timer = asyncio.timeout(deadline.seconds)
     try:
         with (
             exits_as_errors(env, "rollout_context"),
             stray_cancellation_as_error(env._hook("rollout_context")),
         ):
-            await enter()
+            async with timer:
+                await enter()
     except RolloutFailure:
         raise
     except Exception as error:
+        if isinstance(error, TimeoutError) and timer.expired():
+            logger.error(
+                "base.rollout.setup_failed rollout_id=%s termination_reason=setup_error: %s",
+                rollout_id,
+                deadline.expired_message(
+                    "rollout_context (entering)", error, type(env).rollout_context
+                ),
+            )
+            return False
         logger.error(
             "base.rollout.setup_failed rollout_id=%s termination_reason=setup_error: "
             "rollout_context could not be entered: %s",
@@ -845,7 +919,10 @@ async def _entered(
 
 @asynccontextmanager
 async def _leaving(
-    env: BaseEnv, context: AbstractAsyncContextManager[object], rollout_id: str
+    env: BaseEnv,
+    context: AbstractAsyncContextManager[object],
+    rollout_id: str,
+    deadline: HookDeadline,
 ) -> AsyncIterator[None]:
     """Exit an entered ``rollout_context`` like ``async with`` (it sees the body's error),
     but an exception raised while exiting is logged, never raised over the outcome or
@@ -853,10 +930,10 @@ async def _leaving(
     try:
         yield
     except BaseException as error:
-        await _exit_logged(env, context, rollout_id, error)
+        await _exit_logged(env, context, rollout_id, error, deadline)
         raise
     else:
-        await _exit_logged(env, context, rollout_id, None)
+        await _exit_logged(env, context, rollout_id, None, deadline)
 
 
 async def _exit_logged(
@@ -864,15 +941,27 @@ async def _exit_logged(
     context: AbstractAsyncContextManager[object],
     rollout_id: str,
     error: BaseException | None,
+    deadline: HookDeadline,
 ) -> None:
+    timer = asyncio.timeout(deadline.seconds)
     try:
         with stray_cancellation_as_error(env._hook("rollout_context")):
-            if error is None:
-                await context.__aexit__(None, None, None)
-            else:
-                await context.__aexit__(type(error), error, error.__traceback__)
+            async with timer:
+                if error is None:
+                    await context.__aexit__(None, None, None)
+                else:
+                    await context.__aexit__(type(error), error, error.__traceback__)
     except Exception as exit_error:
         if exit_error is error:
+            return
+        if isinstance(exit_error, TimeoutError) and timer.expired():
+            logger.error(
+                "base.rollout.teardown_failed rollout_id=%s: %s",
+                rollout_id,
+                deadline.expired_message(
+                    "rollout_context (leaving)", exit_error, type(env).rollout_context
+                ),
+            )
             return
         logger.error(
             "base.rollout.teardown_failed rollout_id=%s: rollout_context raised on exit: %s",
@@ -893,12 +982,12 @@ async def _declared_tools(
         return
     from benchmax.envs.base._tool_table import open_declared_tools
 
-    declared, failed = await open_declared_tools(env, request, settings.limits.tool_timeout)
+    declared, failed = await open_declared_tools(env, request, settings.tools.seconds)
     try:
         yield failed
     finally:
         if declared is not None:
-            await declared.aclose(settings.limits.tool_timeout)
+            await declared.aclose(settings.tools.seconds)
 
 
 def _declares_tools(tools: object) -> bool:
