@@ -13,7 +13,13 @@ from urllib.parse import urlsplit
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
 
-__all__ = ["MIN_MASKED_LENGTH", "credential_secrets", "mask_secrets", "url_password"]
+__all__ = [
+    "MIN_MASKED_LENGTH",
+    "credential_secrets",
+    "mask_secrets",
+    "masked_url",
+    "url_password",
+]
 
 MIN_MASKED_LENGTH = 8
 """Secrets shorter than this (placeholder keys such as ``x``, ``1``, ``EMPTY``) are never
@@ -68,3 +74,9 @@ def url_password(url: str) -> str | None:
         return urlsplit(url).password
     except ValueError:
         return None
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password (``https://user:PASSWORD@host``), if any, shown as ``***``."""
+    password = url_password(url)
+    return url.replace(f":{password}@", ":***@", 1) if password else url

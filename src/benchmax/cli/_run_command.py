@@ -21,6 +21,7 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 
+from benchmax._modelhttp import ModelsUnreachable, get_models
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.cli._bundle_commands import bundle_class_target
 from benchmax.cli._credentials import (
@@ -159,31 +160,28 @@ def _check_endpoint(
     """
     if "{" in base_url:
         return "endpoint check skipped: the base URL changes per rollout ({rollout_id})"
-    url = base_url.rstrip("/") + "/models"
     context = ModelRequestContext(base_url=base_url, model=model, rollout_id="preflight")
-    import httpx  # only a run with an explicit endpoint needs it
-
     try:
         headers = dict(asyncio.run(model_auth.headers_for_request(context)))
     except Exception as error:
         raise TargetError(f"cannot get the model credentials: {type(error).__name__}") from None
     try:
-        response = httpx.get(url, headers=headers, timeout=10.0)
-    except (httpx.TransportError, httpx.InvalidURL) as error:
-        reason = str(error) or type(error).__name__
+        response = asyncio.run(get_models(base_url, headers))
+    except ModelsUnreachable as error:
+        reason = str(error)
         if shown_url != base_url:
             reason = reason.replace(base_url, shown_url)
         raise TargetError(f"cannot reach the model endpoint {shown_url}: {reason}") from None
-    if response.status_code in (401, 403):
+    if response.status in (401, 403):
         raise TargetError(
             f"the model endpoint {shown_url} refused the credentials (HTTP "
-            f"{response.status_code} on GET /models); check the key in --api-key-env"
+            f"{response.status} on GET /models); check the key in --api-key-env"
         )
     if not check_model:
         return None
     skipped = f"model check skipped: {shown_url} has no usable /models"
-    if response.status_code != 200:
-        return f"{skipped} (HTTP {response.status_code})"
+    if response.status != 200:
+        return f"{skipped} (HTTP {response.status})"
     try:
         names = _served_models(response.json())
     except ValueError:

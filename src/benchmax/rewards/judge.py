@@ -24,8 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
-from benchmax._modelhttp.headers import sendable_auth_headers
+from benchmax._modelhttp import AttemptTimedOut, sendable_auth_headers, within_deadline
 from benchmax._user_code import caller_location
 from benchmax._value_checks import (
     is_finite_number,
@@ -130,7 +129,7 @@ class Judge:
         )
         from openai import AuthenticationError, PermissionDeniedError
 
-        from benchmax._modelhttp.connections import loop_pool
+        from benchmax._modelhttp import loop_pool
 
         last_auth_error: AuthenticationError | PermissionDeniedError | None = None
         for attempt in range(self.auth_attempts):
@@ -204,7 +203,7 @@ class Judge:
         context = ModelRequestContext(
             base_url=self.base_url, model=self.model, rollout_id=request_id
         )
-        from benchmax._modelhttp.connections import sdk_http_client
+        from benchmax._modelhttp import sdk_http_client
 
         http_client = sdk_http_client(
             auth=_sdk_auth_class()(self.auth, context), timeout=self.timeout
@@ -284,7 +283,7 @@ def _request_model_auth_class() -> type[Any]:
 def _sdk_auth_class() -> type[Any]:
     """The auth class for the HTTP library the installed SDK uses: ``_RequestModelAuth``
     (the module attribute, a patch seam) for httpx, its httpx2 twin for openai 3."""
-    from benchmax._modelhttp.connections import sdk_http_module
+    from benchmax._modelhttp import sdk_http_module
 
     module = sdk_http_module()
     if module.__name__ == "httpx":

@@ -9,8 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmax._secret_masking import MIN_MASKED_LENGTH, credential_secrets, mask_secrets
-from benchmax._secret_masking import url_password as _url_password
+from benchmax._secret_masking import (
+    MIN_MASKED_LENGTH,
+    credential_secrets,
+    mask_secrets,
+    masked_url,
+)
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext
 from benchmax.envs._hook_deadlines import HookDeadlines
@@ -170,8 +174,7 @@ class RunConfig:
         with any password in it (``https://user:PASSWORD@host/v1``) masked."""
         if self.recorded_base_url is not None:
             return self.recorded_base_url
-        password = _url_password(self.base_url)
-        return self.base_url.replace(f":{password}@", ":***@", 1) if password else self.base_url
+        return masked_url(self.base_url)
 
     def secrets(self) -> tuple[str, ...]:
         """Bearer tokens (and a password in ``base_url``) this config carries, so the runner

@@ -360,7 +360,7 @@ def _first_reward_key(env: Environment[Any, Any]) -> str | None:
 async def _check_token_support(env: Environment[Any, Any], config: RunConfig) -> None:
     """The token preflight: one model call; ``RunError`` (one line) when it shows the
     server cannot return exact tokens."""
-    from benchmax._modelhttp.token_preflight import token_preflight
+    from benchmax._modelhttp import token_preflight
 
     base_url = config.base_url_for("tokens-preflight")
     with bind_model_auth(_providers(config)):

@@ -38,7 +38,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR, CallToolResult, Implementation, Tool
 
 from benchmax import __version__, _context
-from benchmax._modelhttp.headers import sendable_auth_headers
+from benchmax._modelhttp import sendable_auth_headers
 from benchmax.auth import ModelAuth, ModelRequestContext
 
 __all__ = ["Connection", "ConnectTarget", "ConnectionLost", "ProtocolFailure", "StartupTimedOut"]

@@ -155,7 +155,7 @@ class SimulatedUser:
         ``BaseEnv`` settles the rollout with it. ``ValueError`` for a payload without
         persona or goal (settled as ``simulated_user_error`` too).
         """
-        from benchmax._modelhttp.chat import CallFailure, complete_once
+        from benchmax._modelhttp import CallFailure, complete_once
 
         body: dict[str, Any] = {
             "model": self.model,

@@ -21,19 +21,17 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax._modelhttp.replies import (
+from benchmax._modelhttp import (
+    TOKEN_REQUEST_FIELDS,
+    CallTokens,
     Reply,
     ReplyFailure,
+    TokenDeficiency,
     ToolCall,
     add_usage,
     finish_reason_table,
-    read_reply,
-)
-from benchmax._modelhttp.tokens import (
-    TOKEN_REQUEST_FIELDS,
-    CallTokens,
-    TokenDeficiency,
     read_call_tokens,
+    read_reply,
 )
 from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
@@ -82,8 +80,7 @@ from benchmax.trajectory import (
 )
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
-    from benchmax._modelhttp.chat import ChatSession
-    from benchmax._modelhttp.connections import PoolLease
+    from benchmax._modelhttp import ChatSession, PoolLease
 
 __all__ = ["BaseEnv", "BaseRollout"]
 
@@ -382,7 +379,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         state = vars(self)
         lease: PoolLease | None = state.get(_POOL_LEASE_ATTRIBUTE)
         if lease is None:
-            from benchmax._modelhttp.connections import PoolLease
+            from benchmax._modelhttp import PoolLease
 
             lease = state.setdefault(_POOL_LEASE_ATTRIBUTE, PoolLease())
         return lease
@@ -468,7 +465,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         example_args: dict[str, Any],
         meter: _Meter | None,
     ) -> BaseRollout:
-        from benchmax._modelhttp.chat import ChatSession
+        from benchmax._modelhttp import ChatSession
 
         session: ChatSession | None = None
         try:
@@ -546,7 +543,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         session: ChatSession,
         meter: _Meter | None,
     ) -> str:
-        from benchmax._modelhttp.chat import CallFailure
+        from benchmax._modelhttp import CallFailure
 
         rollout_id = request.rollout_id
         advertised = advertised_tool_names(tools)
