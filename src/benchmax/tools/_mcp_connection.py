@@ -35,7 +35,14 @@ import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR, CallToolResult, Implementation, Tool
+from mcp.types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolResult,
+    Implementation,
+    Tool,
+)
 
 from benchmax import __version__, _context
 from benchmax._modelhttp.headers import sendable_auth_headers
@@ -70,12 +77,15 @@ class StartupTimedOut(ConnectionLost):
 
 class ProtocolFailure(Exception):
     """The MCP server answered a request with a JSON-RPC error (``code``); ``retryable``
-    when that is an internal error (``-32603``), which a repeated call may not meet."""
+    when that is an internal error (``-32603``), which a repeated call may not meet;
+    ``invalid_params`` when it refused the request's parameters (``-32602``: for a tool
+    call, the model's arguments)."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
         self.retryable = code == INTERNAL_ERROR
+        self.invalid_params = code == INVALID_PARAMS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,17 +177,40 @@ class Connection:
         return self._lost is not None
 
     async def list_tools(self) -> list[Tool]:
-        """Every tool the server lists (following pagination)."""
+        """Every tool the server lists, following ``nextCursor`` for at most 100 pages.
+
+        An empty cursor (``""``) ends the listing like none; a cursor the server gave
+        before, or the page cap, ends it too (logged: the server's pagination is broken,
+        the pages read so far are used).
+        """
+        label = self._target.label
 
         async def walk(client: Client) -> list[Tool]:
             tools: list[Tool] = []
             cursor: str | None = None
+            seen: set[str] = set()
             for _ in range(_LIST_PAGE_CAP):
                 page = await client.list_tools(cursor=cursor)
                 tools.extend(page.tools)
                 cursor = page.next_cursor
-                if cursor is None:
-                    break
+                if not cursor:
+                    return tools
+                if cursor in seen:
+                    logger.warning(
+                        "mcp.list_cursor_repeated server=%s pages=%d: tools/list gave the "
+                        "cursor %.40r again; the listing ends here",
+                        label,
+                        len(seen) + 1,
+                        cursor,
+                    )
+                    return tools
+                seen.add(cursor)
+            logger.warning(
+                "mcp.list_page_cap server=%s pages=%d: tools/list still had a next page; "
+                "the listing ends here",
+                label,
+                _LIST_PAGE_CAP,
+            )
             return tools
 
         return await self._run(walk, "tools/list")
