@@ -89,12 +89,19 @@ def _serve() -> None:
     if "ignore-term" in BEHAVIOUR:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if "children" in BEHAVIOUR:
-        for _ in range(2):
+        spawned = [
             subprocess.Popen(
                 [sys.executable, "-c", _CHILD, str(MARKS)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
             )
+            for _ in range(2)
+        ]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+            (MARKS / f"pid-{child.pid}").exists() for child in spawned
+        ):
+            time.sleep(0.01)  # serve once the children are up (and have marked)
     for line in sys.stdin:
         if not line.strip():
             continue
