@@ -96,6 +96,7 @@ class Candidate:
     row: dict[str, Any]
     exact_key: int
     conversation: str
+    """As logged (a split key, never written); ``row["source"]`` shows its pseudonym."""
     user: str | None
     near_text: str
     history_length: int
@@ -144,7 +145,8 @@ def candidate_of(
     reply_text = scrubber.text(reply_text)
     if tool_calls is not None:
         tool_calls = scrubber.value(tool_calls)
-    user = scrubber.text(call.user) if call.user else None
+    # Grouping keys stay as logged (in memory only); what rows show is scrubbed.
+    user = call.user or None
     row: dict[str, Any] = {}
     first = history[0]
     if len(history) == 1 and first.get("role") == "user" and isinstance(first.get("content"), str):
@@ -155,14 +157,15 @@ def candidate_of(
     if tool_calls:
         row["tool_calls"] = tool_calls
     if call.tools:
-        row["tools"] = list(call.tools)
+        row["tools"] = scrubber.value(list(call.tools))
     conversation = call.conversation_id or _derived_conversation(history)
     source: dict[str, Any] = {"file": call.file}
     if call.span_id is not None:
         source["span_id"] = call.span_id
     source["line"] = call.line
-    source["conversation_id"] = conversation
-    for key, value in (("user", user), ("model", call.model), ("time", call.time)):
+    source["conversation_id"] = scrubber.pseudonym(conversation)
+    shown_user = None if user is None else scrubber.pseudonym(user)
+    for key, value in (("user", shown_user), ("model", call.model), ("time", call.time)):
         if value is not None:
             source[key] = value
     row["source"] = source

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from benchmax._secret_masking import MIN_MASKED_LENGTH, mask_secrets, remember, url_passwords
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs._sampling_args import validated_sampling_args
@@ -164,9 +165,13 @@ class RunConfig:
         return self.base_url.replace(f":{password}@", ":***@", 1) if password else self.base_url
 
     def secrets(self) -> tuple[str, ...]:
-        """Bearer tokens (and a password in ``base_url``) this config carries, so the runner
-        can mask them in what it records."""
-        return credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
+        """Bearer tokens, a password in ``base_url`` and the passwords of URLs among the
+        ``constructor_args`` (an MCP server's ``url`` given with ``--env-arg``) this config
+        carries, so the runner can mask them in what it records and prints."""
+        found = credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
+        extra = tuple(s for s in url_passwords(self.constructor_args) if s not in found)
+        remember(*extra)
+        return found + extra
 
 
 def rollout_seed(run_seed: int, example_id: str, group_index: int) -> int:
@@ -182,12 +187,6 @@ def rollout_seed(run_seed: int, example_id: str, group_index: int) -> int:
     return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") >> 1
 
 
-MIN_MASKED_LENGTH = 8
-"""Secrets shorter than this (placeholder keys such as ``x``, ``1``, ``EMPTY``) are never
-masked inside other text: replacing them would corrupt transcripts and field names
-(``Let x = 1``, ``prompt_tokens``). Only a value that is exactly such a secret is masked."""
-
-
 def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tuple[str, ...]:
     """The bearer tokens of ``auths`` and the password in ``base_url`` (if any), non-empty:
     the strings to mask in what is recorded or printed.
@@ -197,6 +196,7 @@ def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tupl
     """
     tokens = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
     secrets = tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
+    remember(*secrets)
     if any(len(secret) < MIN_MASKED_LENGTH for secret in secrets):
         warnings.warn(
             f"a credential shorter than {MIN_MASKED_LENGTH} characters (a placeholder key?)"
@@ -206,23 +206,6 @@ def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tupl
             stacklevel=1,
         )
     return secrets
-
-
-def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every (non-empty) secret replaced by ``***``.
-
-    A secret shorter than :data:`MIN_MASKED_LENGTH` characters is masked only when it
-    is the whole of ``text``, never as a substring.
-    """
-    original = text
-    for secret in secrets:
-        if not secret:
-            continue
-        if len(secret) >= MIN_MASKED_LENGTH:
-            text = text.replace(secret, "***")
-        elif original == secret:
-            return "***"
-    return text
 
 
 def _url_password(url: str) -> str | None:
