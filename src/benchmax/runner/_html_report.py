@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from benchmax._file_replace import replace_file
 from benchmax._vocabulary import FINISHED, TOKEN_USAGE_KEYS
 from benchmax.runner._report import RunReport, UsageStats, summarize
 from benchmax.runner._results import Results, completed_group, read_results
@@ -55,8 +56,10 @@ def write_html_report(
     (about 15 KB of page per 1,000 tokens).
 
     ``output`` defaults to the results file with suffix ``.html``. A file still being
-    written (or interrupted) shows its complete groups. Raises ``ResultsFileError`` for a
-    file that is not a results file and ``OSError`` when reading or writing fails.
+    written (or interrupted) shows its complete groups. The page is written to a temporary
+    file and moved into place, so a failed write (a full disk) leaves no truncated page.
+    Raises ``ResultsFileError`` for a file that is not a results file and ``OSError`` when
+    reading or writing fails.
     """
     started = time.perf_counter()
     source = Path(results_path)
@@ -64,8 +67,7 @@ def write_html_report(
     page = render_html_report(results, source=str(source), tokens=tokens)
     target = Path(output) if output is not None else source.with_suffix(".html")
     data = page.encode("utf-8", "backslashreplace")  # a lone surrogate outside the data
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    replace_file(target, data)  # a full disk leaves the old page (or none), never half of one
     return HtmlReport(
         path=target,
         size_bytes=len(data),

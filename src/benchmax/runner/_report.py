@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmax._file_replace import replace_file
 from benchmax._vocabulary import OUTPUT_EXCEEDED, TOKEN_USAGE_KEYS
 from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_metrics
 from benchmax.runner._results import CompletedGroup
@@ -155,8 +156,8 @@ class RunReport:
     def write_json(self) -> Path | None:
         """Write ``to_dict()`` to ``report_path`` (nothing when there is no results file)."""
         path = self.report_path
-        if path is not None:
-            path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        if path is not None:  # replaced whole: a full disk never leaves half a report
+            replace_file(path, (json.dumps(self.to_dict(), indent=2) + "\n").encode("utf-8"))
         return path
 
 
