@@ -104,7 +104,7 @@ def test_generate_qa_names_the_skipped_records(tmp_path: Path) -> None:
             str(tmp_path / "qa"),
             "--mock-policy",
             "examples/corpus/policy.py:reply",
-        ],  # fmt: skip
+        ],
     )
     assert "skipped notes.jsonl:2: field 'text' is null, not a string" in result.output
     assert "JSONL records without text, skipped" in result.output
@@ -130,7 +130,7 @@ def test_view_onto_a_full_disk_leaves_the_old_page_whole(tmp_path: Path) -> None
             "examples/quickstart/policy.py:reply",
             "-o",
             str(results),
-        ],  # fmt: skip
+        ],
     )
     assert run.exit_code == 0, run.output
     page = tmp_path / "run.html"
