@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 import benchmax
+from benchmax._secret_masking import mask_standard_streams, masked_output
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._init_command import init_command
@@ -61,6 +62,19 @@ class _OneLineErrors(click.Group):
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        # Every credential a command resolves is masked in all it prints (user code's
+        # prints, log records and tracebacks included).
+        with masked_output():
+            return self._main(args, prog_name, complete_var, standalone_mode, **extra)
+
+    def _main(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str | None,
+        complete_var: str | None,
+        standalone_mode: bool,
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
@@ -174,5 +188,7 @@ cli.add_command(compare_command)
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. The standard streams stay masked to the end, so the
+    traceback of an unexpected error does not show a credential either."""
+    mask_standard_streams()
     cli(prog_name="benchmax")

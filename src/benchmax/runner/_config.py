@@ -14,6 +14,8 @@ from benchmax._secret_masking import (
     credential_secrets,
     mask_secrets,
     masked_url,
+    remember,
+    url_passwords,
 )
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext
@@ -177,9 +179,13 @@ class RunConfig:
         return masked_url(self.base_url)
 
     def secrets(self) -> tuple[str, ...]:
-        """Bearer tokens (and a password in ``base_url``) this config carries, so the runner
-        can mask them in what it records."""
-        return credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
+        """Bearer tokens, a password in ``base_url`` and the passwords of URLs among the
+        ``constructor_args`` (an MCP server's ``url`` given with ``--env-arg``) this config
+        carries, so the runner can mask them in what it records and prints."""
+        found = credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
+        extra = tuple(s for s in url_passwords(self.constructor_args) if s not in found)
+        remember(*extra)
+        return found + extra
 
 
 def rollout_seed(run_seed: int, example_id: str, group_index: int) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 
 import cloudpickle
 
+from benchmax._secret_masking import mask_standard_streams, remember
 from benchmax._value_checks import is_int_at_least, is_non_empty_str
 from benchmax.bundle import (
     Bundle,
@@ -265,6 +266,10 @@ class _GroupWorker:
         import ray
 
         self._heartbeat.start()
+        # What this worker prints reaches Ray's session logs and the driver's terminal:
+        # the run's credentials are masked in it, as the driver masks its own output.
+        remember(*self._config.secrets())
+        mask_standard_streams()
 
         context = ray.get_runtime_context()
         # Ray leaves this public helper unannotated; it returns the node's IP as a str.

@@ -438,6 +438,7 @@ async def run_environment(
         force=config.force,
         secrets=config.secrets(),
         data_dir=config.base_dir,
+        reward_weights=_reward_weights(env),
     )
     try:
         pending: list[tuple[int, Example[Any]]] = []
@@ -463,6 +464,13 @@ async def run_environment(
         groups_resumed=len(resumed),
         rollouts_run=run.rollouts_run,
         wall_seconds=time.monotonic() - started,
+        reward_weights=_reward_weights(env),
     )
     report.write_json()
     return report
+
+
+def _reward_weights(env: Environment[Any, Any]) -> Mapping[str, float] | None:
+    """The environment's ``reward_weights`` when it sets a mapping of them."""
+    weights = getattr(env, "reward_weights", None)
+    return weights if isinstance(weights, Mapping) else None

@@ -44,6 +44,7 @@ from benchmax.envs.base._tool_calls import (
     ArgumentChecks,
     ToolTimedOut,
     advertised_tool_names,
+    call_problem,
     reserved_argument_message,
     tool_content,
 )
@@ -317,7 +318,14 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
         """Run one advertised tool with the model's keyword arguments (by default, one
-        of ``tools``, inside its rollout); ``ValueError("Unknown tool: ...")`` otherwise."""
+        of ``tools``, inside its rollout); ``ValueError("Unknown tool: ...")`` otherwise.
+
+        An override may name its parameters (``run_tool(self, rollout_id, tool_name,
+        city)``): arguments that do not bind to them are answered with a tool message and
+        it is not called. A ``TypeError`` it raises saying ``unexpected keyword argument
+        'x'``, for an ``x`` the model passed that the advertised schema does not declare,
+        is answered the same way (the model's mistake); any other exception, a
+        ``TypeError`` naming a declared argument included, is a bug (``tool_error``)."""
         if not _declares_tools(self.tools):
             raise ValueError(f"Unknown tool: {tool_name}")
         from benchmax.envs.base._tool_table import run_declared_tool
@@ -747,6 +755,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 content = reserved
             elif (invalid := checks.problem(name, arguments)) is not None:
                 content = invalid
+            elif (refused := call_problem(self.run_tool, rollout_id, arguments)) is not None:
+                content = refused
             else:
                 try:
                     with (
@@ -756,6 +766,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                         result = await self._call_tool(rollout_id, name, arguments, timeout)
                 except ToolError as error:  # meant for the model: the rollout goes on
                     content = str(error)
+                except TypeError as error:  # an argument the tool does not take, or a bug
+                    if (refused := checks.refused_argument(name, arguments, error)) is None:
+                        raise
+                    content = refused
                 else:
                     content = tool_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
