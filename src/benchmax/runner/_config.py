@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from benchmax._url_credentials import masked_url, repr_masking_urls, url_secrets
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.envs._sampling_args import validated_sampling_args
@@ -150,6 +150,9 @@ class RunConfig:
             return self.sampling_args
         return {**self.sampling_args, "seed": rollout_seed(self.seed, example_id, group_index)}
 
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
+
     def base_url_for(self, rollout_id: str) -> str:
         """The endpoint root for one rollout."""
         return self.base_url.replace(ROLLOUT_ID_PLACEHOLDER, rollout_id)
@@ -160,8 +163,7 @@ class RunConfig:
         with any password in it (``https://user:PASSWORD@host/v1``) masked."""
         if self.recorded_base_url is not None:
             return self.recorded_base_url
-        password = _url_password(self.base_url)
-        return self.base_url.replace(f":{password}@", ":***@", 1) if password else self.base_url
+        return masked_url(self.base_url)
 
     def secrets(self) -> tuple[str, ...]:
         """Bearer tokens (and a password in ``base_url``) this config carries, so the runner
@@ -196,7 +198,7 @@ def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tupl
     is shorter than :data:`MIN_MASKED_LENGTH` characters, as it cannot be masked.
     """
     tokens = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
-    secrets = tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
+    secrets = tuple(t for t in (*tokens, *url_secrets(base_url or "")) if t)
     if any(len(secret) < MIN_MASKED_LENGTH for secret in secrets):
         warnings.warn(
             f"a credential shorter than {MIN_MASKED_LENGTH} characters (a placeholder key?)"
@@ -223,10 +225,3 @@ def mask_secrets(text: str, secrets: Iterable[str]) -> str:
         elif original == secret:
             return "***"
     return text
-
-
-def _url_password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None

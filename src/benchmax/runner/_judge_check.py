@@ -16,6 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from benchmax._url_credentials import (
+    masked_url,
+    split_url_credential,
+    url_secrets,
+    with_url_credential,
+)
 from benchmax.auth import ModelAuth, ModelRequestContext, bind_model_auth
 from benchmax.rewards import Judge
 from benchmax.runner._config import credential_secrets, mask_secrets
@@ -60,7 +66,11 @@ async def check_judges(
     import httpx  # on first use: most runs have no judge
 
     judges = list(judges)
-    hidden = (*secrets, *credential_secrets([judge.auth for judge in judges], None))
+    hidden = (
+        *secrets,
+        *credential_secrets([judge.auth for judge in judges], None),
+        *(secret for judge in judges for secret in url_secrets(judge.base_url)),
+    )
     with bind_model_auth(dict(providers)):
         async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_SECONDS) as client:
             for judge in judges:
@@ -71,18 +81,23 @@ async def check_judges(
 
 async def _problem(client: httpx.AsyncClient, judge: Judge | SimulatedUser) -> str | None:
     role = "the simulated user" if isinstance(judge, SimulatedUser) else "the judge"
-    where = f"{role} {judge.model!r} at {_shown_url(judge.base_url)}"
+    where = f"{role} {judge.model!r} at {masked_url(judge.base_url)}"
     context = ModelRequestContext(
         base_url=judge.base_url, model=judge.model, rollout_id="benchmax-judge-check"
     )
+    # A user:password@ in the URL is sent as Basic authorization, as the judge sends it.
+    base_url, url_credential = split_url_credential(judge.base_url)
     try:
         headers = {"Authorization": _PLACEHOLDER_AUTHORIZATION}
-        headers.update(await judge.auth.headers_for_request(context))
+        given = await judge.auth.headers_for_request(context)
+        if url_credential is not None:
+            given = with_url_credential(given, url_credential)
+        headers.update(given)
     except Exception as error:
         return f"judge check: cannot get the credential of {where}: {type(error).__name__}: {error}"
     import httpx
 
-    url = judge.base_url.rstrip("/") + "/models"
+    url = base_url.rstrip("/") + "/models"
     try:
         reply = await client.get(url, headers=headers)
     except (httpx.HTTPError, ValueError) as error:
@@ -99,15 +114,3 @@ async def _problem(client: httpx.AsyncClient, judge: Judge | SimulatedUser) -> s
 def _said(reply: httpx.Response) -> str:
     text = " ".join(reply.text.split())
     return text[:200] + ("..." if len(text) > 200 else "") if text else "(no body)"
-
-
-def _shown_url(url: str) -> str:
-    import httpx
-
-    try:
-        parts = httpx.URL(url)
-    except Exception:
-        return url
-    if parts.password:
-        return str(parts.copy_with(username=parts.username, password="***"))
-    return url

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from benchmax._message_content import content_text, split_reasoning
+from benchmax._url_credentials import repr_masking_urls
 from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
 from benchmax._vocabulary import SIMULATED_USER_ERROR
 from benchmax.auth import ModelAuth
@@ -95,6 +96,9 @@ class SimulatedUser:
         if reserved:
             raise ValueError(f"simulated user sampling_args may not set {sorted(reserved)}")
         object.__setattr__(self, "sampling_args", MappingProxyType(dict(self.sampling_args)))
+
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
 
     def __getstate__(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in self.__dataclass_fields__}
