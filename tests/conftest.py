@@ -93,7 +93,7 @@ async def make_mock_server() -> AsyncIterator[Callable[..., Awaitable[MockModelS
 @pytest.fixture
 async def http_client() -> AsyncIterator[httpx.AsyncClient]:
     """A plain ``httpx.AsyncClient`` for http:// URLs (no TLS setup, so it is cheap)."""
-    async with httpx.AsyncClient(verify=False, timeout=10) as client:
+    async with httpx.AsyncClient(verify=False, timeout=60) as client:
         yield client
 
 
@@ -102,7 +102,7 @@ async def _raw_exchange(port: int, payload: bytes) -> bytes:
     try:
         writer.write(payload)
         await writer.drain()
-        return await asyncio.wait_for(reader.read(), 5)
+        return await asyncio.wait_for(reader.read(), 60)
     finally:
         writer.close()
         await writer.wait_closed()
@@ -111,7 +111,7 @@ async def _raw_exchange(port: int, payload: bytes) -> bytes:
 @pytest.fixture
 def raw_http() -> Callable[[int, bytes], Awaitable[bytes]]:
     """``await raw_http(port, payload)``: send raw bytes to ``127.0.0.1:port`` and return
-    everything the server sends until it closes the connection (5 s at most)."""
+    everything the server sends until it closes the connection (60 s at most)."""
     return _raw_exchange
 
 
