@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from benchmax._url_credentials import url_secrets
 from benchmax.auth import ModelAuth, StaticBearerAuth
 
 __all__ = [
@@ -38,8 +39,6 @@ __all__ = [
     "masked_output",
     "remember",
     "remembered",
-    "masked_url",
-    "url_password",
     "url_passwords",
 ]
 
@@ -81,7 +80,7 @@ def credential_secrets(
     ``warn`` is false).
     """
     tokens = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
-    secrets = tuple(t for t in (*tokens, url_password(base_url or "")) if t)
+    secrets = tuple(t for t in (*tokens, *url_secrets(base_url or "")) if t)
     remember(*secrets)
     if warn and any(len(secret) < MIN_MASKED_LENGTH for secret in secrets):
         warnings.warn(
@@ -92,22 +91,6 @@ def credential_secrets(
             stacklevel=1,
         )
     return secrets
-
-
-def url_password(url: str) -> str | None:
-    """The password of ``url`` (``https://user:PASSWORD@host``), ``None`` when it has none
-    or is not a URL."""
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
-
-
-def masked_url(url: str) -> str:
-    """``url`` with its password (``https://user:PASSWORD@host``), if any, shown as ``***``."""
-    password = url_password(url)
-    return url.replace(f":{password}@", ":***@", 1) if password else url
-
 
 
 def remember(*secrets: str) -> None:

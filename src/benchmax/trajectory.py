@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
 from benchmax import _context
-from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
+from benchmax._value_checks import TOKEN_ID_BOUND, is_int_at_least, is_non_empty_str, is_numeric
 from benchmax._vocabulary import TOKEN_USAGE_KEYS, TRAINABLE_REASONS, TokenUsage
 
 __all__ = [
@@ -147,9 +147,13 @@ def _token_ids(value: object, name: str) -> tuple[int, ...] | None:
         raise TypeError(f"{name} must be a sequence of token ids or None")
     ids = tuple(value)
     # One pass in C for the common case (bool is its own type, so it is refused too).
-    if ids and (set(map(type, ids)) != {int} or min(ids) < 0):
-        bad = next(t for t in ids if type(t) is not int or t < 0)
-        raise ValueError(f"{name} must hold non-negative integers, got {bad!r}")
+    if ids and (set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) >= TOKEN_ID_BOUND):
+        index, bad = next(
+            (i, t) for i, t in enumerate(ids) if type(t) is not int or not 0 <= t < TOKEN_ID_BOUND
+        )
+        raise ValueError(
+            f"{name} must hold integers in [0, 2**63), got {_shown(bad)} at index {index}"
+        )
     return ids
 
 
@@ -158,12 +162,33 @@ def _logprobs(value: object, name: str) -> tuple[float, ...] | None:
         return None
     if not isinstance(value, tuple | list):
         raise TypeError(f"{name} must be a sequence of floats or None")
-    if not value or set(map(type, value)) == {float}:
-        return tuple(value)
-    for logprob in value:
-        if not is_numeric(logprob):
-            raise ValueError(f"{name} must hold numbers, got {logprob!r}")
-    return tuple(float(logprob) for logprob in value)
+    logprobs = tuple(value)
+    if logprobs and set(map(type, logprobs)) != {float}:
+        for index, logprob in enumerate(logprobs):
+            if not is_numeric(logprob):
+                raise ValueError(
+                    f"{name} must hold numbers, got {_shown(logprob)} at index {index}"
+                )
+        logprobs = tuple(map(_as_float, logprobs))
+    # C-speed checks for the common case; a log-probability is finite and never positive.
+    if logprobs and (not all(map(math.isfinite, logprobs)) or max(logprobs) > 0.0):
+        index, bad = next((i, x) for i, x in enumerate(logprobs) if not math.isfinite(x) or x > 0.0)
+        raise ValueError(
+            f"{name} must hold finite log-probabilities <= 0, got {bad!r} at index {index}"
+        )
+    return logprobs
+
+
+def _as_float(number: float) -> float:
+    try:
+        return float(number)
+    except OverflowError:  # an integer too large for a float: not a log-probability
+        return math.inf if number > 0 else -math.inf
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _usage(value: object, name: str) -> TokenUsage | None:
@@ -193,7 +218,9 @@ class ModelCall:
     ids of the whole prompt as the server tokenized it (chat template included),
     ``completion_token_ids`` the ids it sampled, ``completion_logprobs`` one logprob per
     completion token, aligned with ``completion_token_ids`` (same length, else
-    ``ValueError``). Lists given are stored as tuples.
+    ``ValueError``). Ids are integers in ``[0, 2**63)`` (an ``int64`` holds them) and
+    logprobs finite numbers ``<= 0`` (natural log), else ``ValueError`` naming the field
+    and index. Lists given are stored as tuples.
     """
 
     finish_reason: str | None = None
@@ -559,8 +586,11 @@ def _calls_from_json(data: object) -> tuple[ModelCall, ...]:
         raise TypeError("model_calls must be a list")
     calls = []
     previous: ModelCall | None = None
-    for line in data:
-        call = ModelCall.from_json(line, previous)
+    for index, line in enumerate(data):
+        try:
+            call = ModelCall.from_json(line, previous)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"model_calls[{index}]: {error}") from None
         calls.append(call)
         if call.has_tokens:
             previous = call

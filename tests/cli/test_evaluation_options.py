@@ -79,7 +79,7 @@ class TinyEndpoint:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join(10)
+        self._thread.join(60)
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ class HttpServer:
     def kill(self) -> None:
         """``kill -9`` the server."""
         os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
+        self.process.wait(60)
 
 
 @asynccontextmanager
@@ -74,10 +74,10 @@ async def http_server(marks: Path, token: str | None = None) -> AsyncIterator[Ht
         if process.poll() is None:
             process.terminate()
             try:
-                process.wait(10)
+                process.wait(60)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait(10)
+                process.wait(60)
 
 
 def _accepts(port: int) -> bool:

@@ -3,9 +3,10 @@ retries, failure classification (envs.md §4.3-4.4, beyond.md §2 and §7).
 
 :class:`ChatSession` posts ``{base_url}/chat/completions`` over the event loop's
 pooled aiohttp session (``benchmax._modelhttp.connections``) and returns the
-decoded JSON reply as plain data. Failures never raise out of
-:meth:`ChatSession.complete` except cancellation and other ``BaseException``
-instances; they come back as a :class:`CallFailure` naming the termination
+decoded JSON reply as plain data. A ``user:password@`` in ``base_url`` is sent as
+Basic authorization, never in the URL (``benchmax._url_credentials``).
+Failures never raise out of :meth:`ChatSession.complete` except cancellation and other
+``BaseException`` instances; they come back as a :class:`CallFailure` naming the termination
 reason, for ``BaseEnv`` to log and settle.
 """
 
@@ -24,6 +25,7 @@ from benchmax._modelhttp.connections import LoopPool, loop_pool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import wire_headers
 from benchmax._modelhttp.overflow import is_context_overflow
+from benchmax._url_credentials import split_url_credential, with_url_credential
 from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_TIMEOUT
 from benchmax.auth import ModelAuth, ModelRequestContext
 
@@ -209,6 +211,7 @@ class ChatSession:
         "_timeout",
         "_timeout_message",
         "_url",
+        "_url_credential",
     )
 
     def __init__(
@@ -223,8 +226,9 @@ class ChatSession:
     ) -> None:
         self._pool = pool
         self._closed = False
-        self._url = base_url if base_url.endswith("/") else base_url + "/"
-        self._url += "chat/completions"
+        # A user:password@ in the URL is sent as Basic authorization, never in the URL.
+        url, self._url_credential = split_url_credential(base_url)
+        self._url = (url if url.endswith("/") else url + "/") + "chat/completions"
         self._proxy = pool.proxy_for(self._url)
         self._auth = auth
         self._context = context
@@ -274,6 +278,8 @@ class ChatSession:
 
     async def _attempt(self, data: bytes) -> Any:
         headers = wire_headers(await self._auth.headers_for_request(self._context))
+        if self._url_credential is not None:
+            headers = with_url_credential(headers, self._url_credential)
         call = self._post(data, headers)
         return await within_deadline(call, self._deadline, self._timeout_message)
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import click
 from click.core import ParameterSource
@@ -22,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from benchmax._modelhttp import ModelsUnreachable, get_models
+from benchmax._url_credentials import split_url_credential
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.cli._bundle_commands import bundle_class_target
 from benchmax.cli._credentials import (
@@ -606,10 +606,8 @@ def run_command(
 
 
 def _has_password(url: str) -> bool:
-    try:
-        return bool(urlsplit(url).password)
-    except ValueError:
-        return False
+    """Whether ``url`` carries a credential (``user:PASSWORD@``, or a ``TOKEN@``)."""
+    return split_url_credential(url)[1] is not None
 
 
 def _plan(

@@ -25,6 +25,7 @@ from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
 from benchmax._modelhttp import AttemptTimedOut, sendable_auth_headers, within_deadline
+from benchmax._url_credentials import UrlCredential, repr_masking_urls, with_url_credential
 from benchmax._user_code import caller_location
 from benchmax._value_checks import (
     is_finite_number,
@@ -106,6 +107,9 @@ class Judge:
             raise ValueError("judge auth_attempts must be positive")
         if not is_int_at_least(self.max_concurrent_requests, 1):
             raise ValueError("judge max_concurrent_requests must be positive")
+
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
 
     async def request_json(
         self,
@@ -204,14 +208,18 @@ class Judge:
             base_url=self.base_url, model=self.model, rollout_id=request_id
         )
         from benchmax._modelhttp import sdk_http_client
+        from benchmax._url_credentials import split_url_credential
 
-        http_client = sdk_http_client(
-            auth=_sdk_auth_class()(self.auth, context), timeout=self.timeout
-        )
+        # A user:password@ in the URL is sent as Basic authorization, never in the URL.
+        base_url, url_credential = split_url_credential(self.base_url)
+        auth = _sdk_auth_class()(self.auth, context)
+        if url_credential is not None:
+            auth.url_credential = url_credential
+        http_client = sdk_http_client(auth=auth, timeout=self.timeout)
         factory = globals().get("AsyncOpenAI") or __getattr__("AsyncOpenAI")
         try:
             client = factory(
-                base_url=self.base_url,
+                base_url=base_url,
                 api_key=_PLACEHOLDER_API_KEY,
                 http_client=http_client,
                 max_retries=self.max_retries,
@@ -302,6 +310,9 @@ def _auth_class_for(http: ModuleType) -> type[Any]:
     class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]
         """Resolves ``auth`` headers for every request that flows through a client."""
 
+        url_credential: UrlCredential | None = None
+        """The judge's base URL credential, sent as its ``Authorization`` (set by the judge)."""
+
         def __init__(self, auth: ModelAuth, context: ModelRequestContext) -> None:
             self._auth = auth
             self._context = context
@@ -309,6 +320,8 @@ def _auth_class_for(http: ModuleType) -> type[Any]:
         async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
             """Set freshly resolved auth headers on ``request`` (never cached), then send it."""
             headers = sendable_auth_headers(await self._auth.headers_for_request(self._context))
+            if self.url_credential is not None:
+                headers = with_url_credential(headers, self.url_credential)
             for name, value in headers.items():
                 request.headers[name] = value
             yield request

@@ -13,10 +13,10 @@ from benchmax._secret_masking import (
     MIN_MASKED_LENGTH,
     credential_secrets,
     mask_secrets,
-    masked_url,
     remember,
     url_passwords,
 )
+from benchmax._url_credentials import masked_url, repr_masking_urls
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext
 from benchmax.envs._hook_deadlines import HookDeadlines
@@ -165,6 +165,9 @@ class RunConfig:
         if self.seed is None:
             return self.sampling_args
         return {**self.sampling_args, "seed": rollout_seed(self.seed, example_id, group_index)}
+
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
 
     def base_url_for(self, rollout_id: str) -> str:
         """The endpoint root for one rollout."""

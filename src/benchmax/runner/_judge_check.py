@@ -17,7 +17,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from benchmax._modelhttp import ModelsUnreachable, get_models
-from benchmax._secret_masking import masked_url
+from benchmax._url_credentials import (
+    masked_url,
+    split_url_credential,
+    url_secrets,
+    with_url_credential,
+)
 from benchmax.auth import ModelAuth, ModelRequestContext, bind_model_auth
 from benchmax.rewards import Judge
 from benchmax.runner._config import credential_secrets, mask_secrets
@@ -57,7 +62,11 @@ async def check_judges(
     judges' own bearer keys masked) at the first that refuses its credential (401/403) or
     does not answer."""
     judges = list(judges)
-    hidden = (*secrets, *credential_secrets([judge.auth for judge in judges], None))
+    hidden = (
+        *secrets,
+        *credential_secrets([judge.auth for judge in judges], None),
+        *(secret for judge in judges for secret in url_secrets(judge.base_url)),
+    )
     with bind_model_auth(dict(providers)):
         for judge in judges:
             problem = await _problem(judge)
@@ -71,13 +80,18 @@ async def _problem(judge: Judge | SimulatedUser) -> str | None:
     context = ModelRequestContext(
         base_url=judge.base_url, model=judge.model, rollout_id="benchmax-judge-check"
     )
+    # A user:password@ in the URL is sent as Basic authorization, as the judge sends it.
+    base_url, url_credential = split_url_credential(judge.base_url)
     try:
         headers = {"Authorization": _PLACEHOLDER_AUTHORIZATION}
-        headers.update(await judge.auth.headers_for_request(context))
+        given = await judge.auth.headers_for_request(context)
+        if url_credential is not None:
+            given = with_url_credential(given, url_credential)
+        headers.update(given)
     except Exception as error:
         return f"judge check: cannot get the credential of {where}: {type(error).__name__}: {error}"
     try:
-        answer = await get_models(judge.base_url, headers, timeout=CHECK_TIMEOUT_SECONDS)
+        answer = await get_models(base_url, headers, timeout=CHECK_TIMEOUT_SECONDS)
     except ModelsUnreachable as unreachable:
         kind = type(unreachable.error).__name__
         return f"judge check: cannot reach {where}: {kind}: {unreachable}"

@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any, cast
 
 from benchmax._mock_url import MOCK_URL_MARKER
+from benchmax._url_credentials import repr_masking_urls
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth
 from benchmax.bundle import BundleMetadata
@@ -59,6 +60,9 @@ class ValidationConfig:
     subprocess_timeout: float = 120.0
     fresh_interpreter: bool = True
     hook_deadlines: HookDeadlines | None = None
+
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_dir", Path(self.base_dir))

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from tests.conftest import LoopClock
 from tests.envs.base.support import AnswerEnv, env_record, make_request_for_url
 
 from benchmax._modelhttp import json_codec
@@ -224,11 +225,12 @@ async def test_an_unencodable_body_is_model_error_without_a_request(
 
 
 async def test_model_timeout_bounds_a_reply_dripped_a_byte_at_a_time(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, loop_clock: LoopClock
 ) -> None:
     import asyncio
 
     sent: list[int] = []
+    dripping = asyncio.Event()
 
     async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -238,6 +240,8 @@ async def test_model_timeout_bounds_a_reply_dripped_a_byte_at_a_time(
                 writer.write(b" ")
                 await writer.drain()
                 sent.append(1)
+                if len(sent) == 3:
+                    dripping.set()
                 await asyncio.sleep(0.05)
         except (ConnectionError, OSError):
             pass
@@ -247,7 +251,10 @@ async def test_model_timeout_bounds_a_reply_dripped_a_byte_at_a_time(
     server = await asyncio.start_server(drip, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     async with server:
-        rollout = await run(f"http://127.0.0.1:{port}/v1", model_timeout=0.3)
+        call = asyncio.create_task(run(f"http://127.0.0.1:{port}/v1", model_timeout=30))
+        await dripping.wait()  # reads keep arriving; only the total deadline can end it
+        await loop_clock.advance(31)
+        rollout = await call
     assert rollout.termination_reason == "model_timeout"
-    assert 0 < len(sent) < 100
-    assert "model call exceeded model_timeout of 0.3s" in caplog.text
+    assert 3 <= len(sent) < 100
+    assert "model call exceeded model_timeout of 30s" in caplog.text
