@@ -17,7 +17,14 @@ The web server is aiohttp's (``benchmax[serve]``), imported when a server starts
 
 from benchmax.serving._actions import AssistantMessage, PolicyAction
 from benchmax.serving._episode import Turn
-from benchmax.serving._server import PROTOCOLS, Protocol, RunningServer, ServeOptions, serve, serving
+from benchmax.serving._server import (
+    PROTOCOLS,
+    Protocol,
+    RunningServer,
+    ServeOptions,
+    serve,
+    serving,
+)
 
 __all__ = [
     "PROTOCOLS",

@@ -278,7 +278,6 @@ class OpenEnvRoutes:
                 await ws.close()
         return ws
 
-
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import WSMsgType, web
 
@@ -390,8 +389,9 @@ async def _step(
     except TimeoutError:
         await session.close_episode()
         raise _Refused(
-            504, "EXECUTION_ERROR", f"the step took longer than timeout_s={timeout}; "
-            "the episode was closed"
+            504,
+            "EXECUTION_ERROR",
+            f"the step took longer than timeout_s={timeout}; the episode was closed",
         ) from None
     except EpisodeError as error:
         raise _Refused(500 if error.broken else 409, "EXECUTION_ERROR", str(error)) from None
@@ -452,5 +452,11 @@ async def _ws_send(ws: web.WebSocketResponse, data: Any) -> None:
     await ws.send_str(orjson.dumps(data).decode())
 
 
+_CLOSING: set[asyncio.Task[Any]] = set()
+
+
 def _close_soon(ws: web.WebSocketResponse) -> None:
-    asyncio.ensure_future(ws.close())
+    """Close ``ws`` from a callback (the session timed out); the task is kept until done."""
+    task = asyncio.ensure_future(ws.close())
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)

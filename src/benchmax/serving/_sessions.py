@@ -36,8 +36,7 @@ class CapacityReached(Exception):
 
     def __init__(self, active: int, maximum: int) -> None:
         super().__init__(
-            f"the server is at capacity: {active} of {maximum} sessions are active "
-            "(--max-sessions)"
+            f"the server is at capacity: {active} of {maximum} sessions are active (--max-sessions)"
         )
         self.active = active
         self.maximum = maximum
