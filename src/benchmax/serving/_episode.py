@@ -104,6 +104,11 @@ class Episode:
         self._lock = asyncio.Lock()
 
     @property
+    def busy(self) -> bool:
+        """Whether a reset or a step is being answered (the session is not idle)."""
+        return self._lock.locked()
+
+    @property
     def awaiting_action(self) -> bool:
         return self._pending is not None
 
@@ -134,7 +139,7 @@ class Episode:
                 context=self._context.copy(),
             )
             self._task.add_done_callback(self._settled)
-            return await self._next()
+            return await self._next_or_close()
 
     async def act(self, action: PolicyAction) -> Turn:
         """Answer the waiting model call with ``action``; the next turn.
@@ -151,7 +156,7 @@ class Episode:
             self.last_active = time.monotonic()
             self._seen = len(call.body.get("messages") or ()) + 1
             call.answer(completion_reply(action, str(call.body.get("model") or POLICY_MODEL)))
-            return await self._next()
+            return await self._next_or_close()
 
     async def close(self) -> None:
         """Cancel the rollout (if it still runs) and wait until it has unwound."""
@@ -175,6 +180,15 @@ class Episode:
     def _settled(self, task: asyncio.Task[CollectedGroup]) -> None:
         if self._event is not None and not self._event.done():
             self._event.set_result(None)
+
+    async def _next_or_close(self) -> Turn:
+        """The next turn; a caller that gives up waiting (cancelled: its client went
+        away) closes the episode, whose rollout would otherwise wait for it."""
+        try:
+            return await self._next()
+        except asyncio.CancelledError:
+            await asyncio.shield(self.close())
+            raise
 
     async def _next(self) -> Turn:
         assert self._event is not None and self._task is not None

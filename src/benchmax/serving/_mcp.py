@@ -201,7 +201,7 @@ class McpHandler:
                 {"active_sessions": error.active, "max_sessions": error.maximum},
             ) from None
         try:
-            episode, turn = await session.reset(options)
+            episode, _turn = await session.reset(options)
         except (UnknownExample, EpisodeError) as error:
             await session.release()
             raise _RpcError(INVALID_PARAMS, str(error)) from None

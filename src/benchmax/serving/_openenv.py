@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -194,7 +195,7 @@ class OpenEnvRoutes:
             try:
                 episode, turn = await _reset(session, options)
             except BaseException:
-                await session.release()
+                await asyncio.shield(session.release())
                 raise
             if turn.done:
                 await session.release()
@@ -217,7 +218,11 @@ class OpenEnvRoutes:
             if session is None or session.episode is None:
                 raise _Refused(404, "SESSION_ERROR", f"no live episode {episode_id!r}")
             episode = session.episode
-            turn = await _step(session, episode, action_data, timeout)
+            try:
+                turn = await _step(session, episode, action_data, timeout)
+            except asyncio.CancelledError:  # the client went away mid-step
+                await asyncio.shield(session.release())
+                raise
             if turn.done:
                 await session.release()
             return _json(observation_data(episode, turn))
@@ -234,25 +239,43 @@ class OpenEnvRoutes:
     # --- WebSocket ------------------------------------------------------------
 
     async def mcp_websocket(self, request: web.Request) -> web.StreamResponse:
-        """JSON-RPC over a WebSocket; the connection is one session (an episode starts
-        with ``openenv/session/create``... or, here, at connect)."""
-        from aiohttp import WSMsgType, web
+        """JSON-RPC over a WebSocket: the connection is one session, whose episode
+        starts (with the next example) at its first ``tools/call``."""
+        from aiohttp import web
 
         ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES)
         await ws.prepare(request)
         try:
             session = self.sessions.open()
         except CapacityReached as error:
-            await _ws_send(
-                ws,
-                jsonrpc_error(
-                    SERVER_ERROR,
-                    str(error),
-                    data={"active_sessions": error.active, "max_sessions": error.maximum},
-                ),
-            )
+            data = {"active_sessions": error.active, "max_sessions": error.maximum}
+            await _ws_send(ws, jsonrpc_error(SERVER_ERROR, str(error), data=data))
             await ws.close()
             return ws
+        session.on_expire = lambda: _close_soon(ws)
+
+        async def handle(raw: str | bytes) -> tuple[Any, bool]:
+            session.touch()
+            try:
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError as error:
+                return jsonrpc_error(PARSE_ERROR, f"Parse error: {error}"), False
+            if (
+                session.episode is None
+                and isinstance(data, dict)
+                and data.get("method") == "tools/call"
+            ):
+                with contextlib.suppress(UnknownExample, EpisodeError):
+                    await session.reset(ResetOptions())
+            return await self.mcp.handle(data, session=session), False
+
+        try:
+            await _serve_messages(ws, handle)
+        finally:
+            await session.release()
+            with contextlib.suppress(Exception):
+                await ws.close()
+        return ws
         session.on_expire = lambda: _close_soon(ws)
         try:
             async for message in ws:
@@ -279,7 +302,7 @@ class OpenEnvRoutes:
         return ws
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
-        from aiohttp import WSMsgType, web
+        from aiohttp import web
 
         ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES)
         await ws.prepare(request)
@@ -299,19 +322,7 @@ class OpenEnvRoutes:
             return ws
         session.on_expire = lambda: _close_soon(ws)
         try:
-            async for message in ws:
-                if message.type == WSMsgType.TEXT:
-                    reply, stop = await self._ws_message(session, message.data)
-                elif message.type == WSMsgType.BINARY:
-                    reply, stop = await self._ws_message(session, message.data)
-                else:
-                    break
-                if reply is not None:
-                    await _ws_send(ws, reply)
-                if stop:
-                    break
-        except (ConnectionError, asyncio.CancelledError):
-            pass
+            await _serve_messages(ws, lambda raw: self._ws_message(session, raw))
         finally:
             await session.release()
             with contextlib.suppress(Exception):
@@ -450,6 +461,49 @@ def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 async def _ws_send(ws: web.WebSocketResponse, data: Any) -> None:
     await ws.send_str(orjson.dumps(data).decode())
+
+
+async def _serve_messages(
+    ws: web.WebSocketResponse, handle: Callable[[str | bytes], Awaitable[tuple[Any, bool]]]
+) -> None:
+    """Answer ``ws``'s messages in order with ``handle`` (a reply, and whether to stop).
+
+    The connection is read while a message is handled: when the client goes away
+    mid-step, the step is cancelled (and its episode closed) at once.
+    """
+    from aiohttp import WSMsgType
+
+    inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for message in ws:
+                if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                    inbox.put_nowait(message.data)
+                else:
+                    break
+        finally:
+            inbox.put_nowait(None)
+
+    reader = asyncio.create_task(read())
+    try:
+        while (raw := await inbox.get()) is not None:
+            handling = asyncio.create_task(handle(raw))
+            await asyncio.wait({handling, reader}, return_when=asyncio.FIRST_COMPLETED)
+            if not handling.done():  # the connection ended first
+                handling.cancel()
+                await asyncio.gather(handling, return_exceptions=True)
+                return
+            reply, stop = handling.result()
+            if reply is not None:
+                await _ws_send(ws, reply)
+            if stop:
+                return
+    except (ConnectionError, RuntimeError):
+        return
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
 
 
 _CLOSING: set[asyncio.Task[Any]] = set()

@@ -107,7 +107,11 @@ async def serving(
             from benchmax.serving._nemo_gym import NemoGymRoutes
 
             NemoGymRoutes(sessions).add_to(app)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # handler_cancellation: a client that goes away mid-step cancels the step (and
+        # closes its episode) instead of leaving the rollout to wait for it.
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, handler_cancellation=True
+        )
         await runner.setup()
         reaper = asyncio.create_task(sessions.reap_forever(), name="benchmax-serve-reaper")
         try:

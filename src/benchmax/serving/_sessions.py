@@ -98,8 +98,11 @@ class Session:
 
     @property
     def idle_seconds(self) -> float:
+        """Seconds since the session was last used (0 while a step is answered)."""
         last = self.last_active
         if self.episode is not None:
+            if self.episode.busy:
+                return 0.0
             last = max(last, self.episode.last_active)
         return time.monotonic() - last
 
