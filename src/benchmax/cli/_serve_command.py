@@ -33,7 +33,7 @@ from benchmax.cli._targets import (
 __all__ = ["serve_command"]
 
 
-class _Timeout(click.ParamType):
+class _Timeout(click.ParamType):  # type: ignore[type-arg]
     """Seconds (a positive finite number) or ``none``."""
 
     name = "seconds"

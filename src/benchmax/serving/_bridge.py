@@ -99,22 +99,22 @@ class PolicyBridge:
         from aiohttp import web
 
         if request.match_info["secret"] != self._secret:
-            return _error(web, 404, "not found")
+            return _error(404, "not found")
         listener = self._listeners.get(request.match_info["rollout_id"])
         if listener is None:
-            return _error(web, 404, "no episode is waiting for this rollout")
+            return _error(404, "no episode is waiting for this rollout")
         try:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
-            return _error(web, 400, "the request body is not JSON")
+            return _error(400, "the request body is not JSON")
         if not isinstance(body, dict):
-            return _error(web, 400, "the request body is not a JSON object")
+            return _error(400, "the request body is not a JSON object")
         call = ModelCall(body)
         if not listener(call):
-            return _error(web, 409, "the episode already has a model call waiting")
+            return _error(409, "the episode already has a model call waiting")
         reply = await call.reply()
         if reply is None:
-            return _error(web, 503, "the episode closed before the policy answered")
+            return _error(503, "the episode closed before the policy answered")
         return web.Response(body=orjson.dumps(reply), content_type="application/json")
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
@@ -124,6 +124,8 @@ class PolicyBridge:
         return web.Response(body=orjson.dumps(data), content_type="application/json")
 
 
-def _error(web: Any, status: int, message: str) -> Any:
+def _error(status: int, message: str) -> web.StreamResponse:
+    from aiohttp import web
+
     body = {"error": {"message": message, "type": "bridge_error", "code": status}}
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")

@@ -183,8 +183,8 @@ class McpHandler:
             reason = turn.termination_reason or "no tool result"
             text = f"the episode ended ({reason}) without running the tool"
             return {"content": [{"type": "text", "text": text}], "isError": True, "data": text}
-        text = reply.get("content")
-        text = text if isinstance(text, str) else json.dumps(text)
+        content = reply.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
         return {"content": [{"type": "text", "text": text}], "isError": False, "data": text}
 
     async def _create(self, params: dict[str, Any]) -> Any:

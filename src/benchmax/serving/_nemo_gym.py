@@ -320,7 +320,7 @@ def _verdict(turn: Turn, keys: tuple[str, ...]) -> dict[str, Any]:
         components = dict.fromkeys(keys, 0.0)
         reason = UNFINISHED
         reward = 0.0
-        failure = (
+        failure: str | None = (
             "the environment wanted another turn after the agent's final message (a "
             "simulated user, or tool calls to run); serve it over OpenEnv for multi-turn "
             "conversations"
@@ -377,5 +377,5 @@ def _text(text: str) -> web.StreamResponse:
 
 def _with_cookie(data: dict[str, Any], session: Session) -> web.StreamResponse:
     response = _json(data)
-    response.set_cookie(SESSION_COOKIE, session.id, httponly=True, samesite="Lax")  # type: ignore[attr-defined]
+    response.set_cookie(SESSION_COOKIE, session.id, httponly=True, samesite="Lax")
     return response

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -276,30 +276,6 @@ class OpenEnvRoutes:
             with contextlib.suppress(Exception):
                 await ws.close()
         return ws
-        session.on_expire = lambda: _close_soon(ws)
-        try:
-            async for message in ws:
-                if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
-                    break
-                session.touch()
-                try:
-                    data = orjson.loads(message.data)
-                except orjson.JSONDecodeError as error:
-                    await _ws_send(ws, jsonrpc_error(PARSE_ERROR, f"Parse error: {error}"))
-                    continue
-                if session.episode is None and isinstance(data, dict):
-                    method = data.get("method")
-                    if method == "tools/call":
-                        with contextlib.suppress(UnknownExample, EpisodeError):
-                            await session.reset(ResetOptions())
-                await _ws_send(ws, await self.mcp.handle(data, session=session))
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            await session.release()
-            with contextlib.suppress(Exception):
-                await ws.close()
-        return ws
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -352,11 +328,11 @@ class OpenEnvRoutes:
                 case "step":
                     if not isinstance(data, dict):
                         raise _Refused(422, "VALIDATION_ERROR", "data must be the action object")
-                    episode = session.episode
-                    if episode is None:
+                    current = session.episode
+                    if current is None:
                         raise _Refused(409, "EXECUTION_ERROR", "no episode: reset first")
-                    turn = await _step(session, episode, data, None)
-                    return {"type": "observation", "data": observation_data(episode, turn)}, False
+                    turn = await _step(session, current, data, None)
+                    return {"type": "observation", "data": observation_data(current, turn)}, False
                 case "state":
                     return {"type": "state", "data": _state(session.episode)}, False
                 case "close":
@@ -464,7 +440,8 @@ async def _ws_send(ws: web.WebSocketResponse, data: Any) -> None:
 
 
 async def _serve_messages(
-    ws: web.WebSocketResponse, handle: Callable[[str | bytes], Awaitable[tuple[Any, bool]]]
+    ws: web.WebSocketResponse,
+    handle: Callable[[str | bytes], Coroutine[Any, Any, tuple[Any, bool]]],
 ) -> None:
     """Answer ``ws``'s messages in order with ``handle`` (a reply, and whether to stop).
 
@@ -488,7 +465,7 @@ async def _serve_messages(
     reader = asyncio.create_task(read())
     try:
         while (raw := await inbox.get()) is not None:
-            handling = asyncio.create_task(handle(raw))
+            handling: asyncio.Task[tuple[Any, bool]] = asyncio.create_task(handle(raw))
             await asyncio.wait({handling, reader}, return_when=asyncio.FIRST_COMPLETED)
             if not handling.done():  # the connection ended first
                 handling.cancel()

@@ -153,7 +153,9 @@ class Sessions:
         self.max_sessions = max_sessions
         self.session_timeout = session_timeout
         self.by_episode: dict[str, Session] = {}
-        self._by_id = {example.id: example for example in reversed(self.examples)}
+        self._by_id: dict[str, Example[Any]] = {
+            example.id: example for example in reversed(self.examples)
+        }
         self._bridge = bridge
         self._context = context
         self._live: dict[str, Session] = {}
