@@ -249,8 +249,7 @@ class OpenEnvRoutes:
             session = self.sessions.open()
         except CapacityReached as error:
             data = {"active_sessions": error.active, "max_sessions": error.maximum}
-            await _ws_send(ws, jsonrpc_error(SERVER_ERROR, str(error), data=data))
-            await ws.close()
+            await _refuse(ws, jsonrpc_error(SERVER_ERROR, str(error), data=data))
             return ws
         session.on_expire = lambda: _close_soon(ws)
 
@@ -285,16 +284,13 @@ class OpenEnvRoutes:
         try:
             session = self.sessions.open()
         except CapacityReached as error:
-            await _ws_send(
-                ws,
-                _ws_error(
-                    "CAPACITY_REACHED",
-                    str(error),
-                    active_sessions=error.active,
-                    max_sessions=error.maximum,
-                ),
+            refusal = _ws_error(
+                "CAPACITY_REACHED",
+                str(error),
+                active_sessions=error.active,
+                max_sessions=error.maximum,
             )
-            await ws.close()
+            await _refuse(ws, refusal)
             return ws
         session.on_expire = lambda: _close_soon(ws)
         try:
@@ -481,6 +477,22 @@ async def _serve_messages(
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
+
+
+REFUSAL_SECONDS = 10.0
+"""How long a refused WebSocket stays open to answer the client's first message."""
+
+
+async def _refuse(ws: web.WebSocketResponse, refusal: dict[str, Any]) -> None:
+    """Send ``refusal`` at once, and again as the answer to the client's first message
+    (a client that connects, then resets, reads it there), then close."""
+    with contextlib.suppress(Exception):
+        await _ws_send(ws, refusal)
+        async with asyncio.timeout(REFUSAL_SECONDS):
+            await ws.receive()
+        await _ws_send(ws, refusal)
+    with contextlib.suppress(Exception):
+        await ws.close()
 
 
 _CLOSING: set[asyncio.Task[Any]] = set()

@@ -110,7 +110,11 @@ async def serving(
         # handler_cancellation: a client that goes away mid-step cancels the step (and
         # closes its episode) instead of leaving the rollout to wait for it.
         runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, handler_cancellation=True
+            app,
+            access_log=None,
+            handle_signals=False,
+            handler_cancellation=True,
+            shutdown_timeout=5.0,
         )
         await runner.setup()
         reaper = asyncio.create_task(sessions.reap_forever(), name="benchmax-serve-reaper")

@@ -223,6 +223,8 @@ class Sessions:
     async def aclose(self) -> None:
         """Close every session (at shutdown)."""
         for session in list(self._live.values()):
+            if session.on_expire is not None:
+                session.on_expire()
             with contextlib.suppress(Exception):
                 await session.release()
 
