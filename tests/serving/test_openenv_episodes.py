@@ -9,9 +9,9 @@ import httpx
 import pytest
 from openenv.core.env_server.types import ResetRequest, ResetResponse, StepRequest, StepResponse
 from openenv.core.generic_client import GenericEnvClient
+from tests.serving.conftest import CALCULATOR, QUICKSTART, SUPPORT_CHAT, Example, Policy, served
 
 from benchmax.testing import MockModelServer
-from tests.serving.conftest import CALCULATOR, QUICKSTART, SUPPORT_CHAT, Example, Policy, served
 
 CASES = [(QUICKSTART, 6), (CALCULATOR, 6), (SUPPORT_CHAT, 3)]
 

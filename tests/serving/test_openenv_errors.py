@@ -18,10 +18,10 @@ from openenv.core.env_server.types import (
     WSErrorResponse,
 )
 from openenv.core.mcp_client import MCPToolClient
+from tests.serving.conftest import CALCULATOR, served
 
 from benchmax.serving import RunningServer
 from benchmax.testing import MockModelServer
-from tests.serving.conftest import CALCULATOR, served
 
 BOUND = 60.0
 

@@ -14,11 +14,11 @@ import aiohttp
 import httpx
 import pytest
 from openenv.core.generic_client import GenericEnvClient
+from tests.serving.conftest import QUICKSTART, served
 
 from benchmax.envs import BaseEnv, Dataset, Example
 from benchmax.serving import RunningServer, ServeOptions, serving
 from benchmax.testing import MockModelServer
-from tests.serving.conftest import QUICKSTART, served
 
 BOUND = 60.0  # seconds: generous, only ever reached when something is wrong
 
