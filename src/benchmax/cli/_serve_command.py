@@ -163,7 +163,7 @@ async def _serve(
 ) -> None:
     import dataclasses
 
-    from benchmax.serving import serving
+    from benchmax.serving import SplitError, serving
 
     mock = uses_mock(env_args)
     async with embedded_mock_url(mock, mock_policy) as mock_url:
@@ -186,12 +186,10 @@ async def _serve(
             async with contextlib.AsyncExitStack() as stack:
                 try:
                     server = await stack.enter_async_context(serving(env, options))
-                except OSError:
-                    raise
-                except Exception as error:
+                except SplitError as error:
                     raise TargetError(
                         f"cannot serve {target.label}'s {options.split} split from "
-                        f"{options.base_dir}: {described(error)}"
+                        f"{options.base_dir}: {error}"
                     ) from error
                 click.echo(
                     f"benchmax serve: {target.label} ({options.protocol}, {options.split} "

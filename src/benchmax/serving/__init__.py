@@ -22,6 +22,7 @@ from benchmax.serving._server import (
     Protocol,
     RunningServer,
     ServeOptions,
+    SplitError,
     serve,
     serving,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Protocol",
     "RunningServer",
     "ServeOptions",
+    "SplitError",
     "Turn",
     "serve",
     "serving",

@@ -18,12 +18,24 @@ from benchmax.envs import Environment
 from benchmax.serving._bridge import PolicyBridge
 from benchmax.serving._sessions import Sessions
 
-__all__ = ["PROTOCOLS", "Protocol", "ServeOptions", "RunningServer", "serve", "serving"]
+__all__ = [
+    "PROTOCOLS",
+    "Protocol",
+    "RunningServer",
+    "ServeOptions",
+    "SplitError",
+    "serve",
+    "serving",
+]
 
 logger = logging.getLogger("benchmax.serving")
 
 type Protocol = Literal["openenv", "nemo-gym"]
 PROTOCOLS: tuple[Protocol, ...] = ("openenv", "nemo-gym")
+
+
+class SplitError(Exception):
+    """The split to serve could not be loaded (``create_dataset`` raised) or is empty."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,16 +88,20 @@ async def serving(
 ) -> AsyncIterator[RunningServer]:
     """Serve ``env`` while the block runs; every session is closed when it ends.
 
-    Loads the split first (raises what ``create_dataset`` raises, and ``ValueError``
-    for an empty split); raises ``OSError`` when the address cannot be bound.
+    Loads the split first (``SplitError`` when ``create_dataset`` raises or the split is
+    empty, with the cause chained); raises ``OSError`` when the address cannot be bound.
     """
     from aiohttp import web
 
     from benchmax.serving._mcp import McpHandler
 
     _raise_open_file_limit()
-    dataset = await env.create_dataset(options.split, Path(options.base_dir))
-    examples = list(dataset)
+    try:
+        examples = list(await env.create_dataset(options.split, Path(options.base_dir)))
+    except Exception as error:
+        raise SplitError(f"{type(error).__name__}: {error}") from error
+    if not examples:
+        raise SplitError(f"the {options.split} split under {options.base_dir} has no examples")
     with bind_model_auth(dict(options.auth_providers or {})):
         context = contextvars.copy_context()
     async with PolicyBridge() as bridge:
