@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from openenv.core.generic_client import GenericEnvClient
+from tests.serving.conftest import EXAMPLES, ROOT
 
 from benchmax.cli import cli
-from tests.serving.conftest import EXAMPLES, ROOT
 
 BOUND = 120.0
 
