@@ -6,6 +6,10 @@ request to it parks as a :class:`ModelCall` handed to the rollout's listener (it
 episode) until the episode answers it with the policy's reply, or drops it (the episode
 closed: HTTP 503, which the rollout settles as a model failure). The path starts with a
 random secret, so no other local client can answer for the policy.
+
+The endpoint is registered in-process too (``benchmax._modelhttp.in_process``): a
+``BaseEnv`` rollout's calls reach :meth:`PolicyBridge.answer_in_process` without a
+socket; environments with their own HTTP clients use the URL.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from benchmax._modelhttp import in_process
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -78,9 +84,11 @@ class PolicyBridge:
         await site.start()
         port = self._runner.addresses[0][1]
         self._origin = f"http://127.0.0.1:{port}/{self._secret}"
+        in_process.register(self._origin + "/", self.answer_in_process)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        in_process.unregister(self._origin + "/")
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -100,22 +108,34 @@ class PolicyBridge:
 
         if request.match_info["secret"] != self._secret:
             return _error(404, "not found")
-        listener = self._listeners.get(request.match_info["rollout_id"])
+        status, body = await self._answer(request.match_info["rollout_id"], await request.read())
+        return web.Response(status=status, body=body, content_type="application/json")
+
+    async def answer_in_process(self, url: str, data: bytes) -> tuple[int, bytes]:
+        """The status and body answering a call to ``url`` (a rollout's endpoint)."""
+        rest = url[len(self._origin) + 1 :]
+        rollout_id, _, path = rest.partition("/")
+        if path != "v1/chat/completions":
+            return 404, _error_body(404, "not found")
+        return await self._answer(rollout_id, data)
+
+    async def _answer(self, rollout_id: str, data: bytes) -> tuple[int, bytes]:
+        listener = self._listeners.get(rollout_id)
         if listener is None:
-            return _error(404, "no episode is waiting for this rollout")
+            return 404, _error_body(404, "no episode is waiting for this rollout")
         try:
-            body = orjson.loads(await request.read())
+            body = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return _error(400, "the request body is not JSON")
+            return 400, _error_body(400, "the request body is not JSON")
         if not isinstance(body, dict):
-            return _error(400, "the request body is not a JSON object")
+            return 400, _error_body(400, "the request body is not a JSON object")
         call = ModelCall(body)
         if not listener(call):
-            return _error(409, "the episode already has a model call waiting")
+            return 409, _error_body(409, "the episode already has a model call waiting")
         reply = await call.reply()
         if reply is None:
-            return _error(503, "the episode closed before the policy answered")
-        return web.Response(body=orjson.dumps(reply), content_type="application/json")
+            return 503, _error_body(503, "the episode closed before the policy answered")
+        return 200, orjson.dumps(reply)
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -124,8 +144,13 @@ class PolicyBridge:
         return web.Response(body=orjson.dumps(data), content_type="application/json")
 
 
+def _error_body(status: int, message: str) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": "bridge_error", "code": status}})
+
+
 def _error(status: int, message: str) -> web.StreamResponse:
     from aiohttp import web
 
-    body = {"error": {"message": message, "type": "bridge_error", "code": status}}
-    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+    return web.Response(
+        status=status, body=_error_body(status, message), content_type="application/json"
+    )
