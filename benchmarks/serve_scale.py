@@ -20,8 +20,9 @@ last one done with reward 1.0), requests/s, p99 latency of the requests that do 
 wait (reset, final step) and of the waiting step beyond its wait, server CPU seconds,
 requests per server CPU-second (requests/s per core fully used) and peak RSS. Then
 benchmax alone at growing session counts (x1.5 each time, at most 4 rounds), stopping at
-the first count below 100% success or past the open-file limit (every benchmax session
-holds ~3 descriptors: its WebSocket and the two ends of its parked model call).
+the first count below 100% success or past the open-file limit (each session holds one
+descriptor in the server and one in the load generator: a parked model call of a
+``BaseEnv`` rollout reaches the policy bridge in-process, without a socket).
 """
 
 from __future__ import annotations
@@ -347,7 +348,7 @@ def main() -> None:
         count = args.sessions
         for _ in range(4):
             count = count * 3 // 2
-            if 3 * count + 256 > hard:
+            if count + 256 > hard:
                 print(f"stop: {count} sessions would pass the open-file limit ({hard})")
                 break
             row = measure("benchmax", count, args.duration, Path(data))
