@@ -17,7 +17,13 @@ from benchmax.testing import MockModelServer
 SRC = Path(__file__).resolve().parents[2] / "src" / "benchmax"
 
 HTTP_LIBRARIES = {
-    "aiohttp": set(),
+    # aiohttp's web server (never its client): the server side of ``benchmax serve``
+    "aiohttp": {
+        "serving/_bridge.py",
+        "serving/_server.py",
+        "serving/_nemo_gym.py",
+        "serving/_openenv.py",
+    },
     "httpx": {"rewards/judge.py"},  # the SDK's httpx.Auth twin (0.2's _RequestModelAuth)
     "httpx2": {"tools/_mcp_connection.py"},  # MCP's own transport (the SDK's client)
     "openai": {"rewards/judge.py", "envs/base/openai_types.py"},  # the judge's SDK; types

@@ -31,6 +31,9 @@ The chat client and the connection pool (aiohttp) are imported on first use of
 ``ChatSession``, ``CallFailure``, ``complete_once``, ``token_preflight``, ``PoolLease``,
 ``loop_pool``, ``sdk_http_client`` or ``sdk_http_module``: ``import benchmax.envs``
 stays cheap.
+
+``register_in_process``/``unregister_in_process`` answer a base URL inside this process
+(``benchmax serve``'s policy bridge): ``ChatSession`` then calls the handler without a socket.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import sendable_auth_headers, wire_headers
+from benchmax._modelhttp.in_process import Handler as InProcessHandler
+from benchmax._modelhttp.in_process import register as register_in_process
+from benchmax._modelhttp.in_process import unregister as unregister_in_process
 from benchmax._modelhttp.models_probe import ModelsAnswer, ModelsUnreachable, get_models
 from benchmax._modelhttp.replies import (
     Reply,
@@ -78,6 +84,7 @@ __all__ = [
     "CallFailure",
     "CallTokens",
     "ChatSession",
+    "InProcessHandler",
     "ModelReplyError",
     "ModelStatusError",
     "ModelsAnswer",
@@ -95,10 +102,12 @@ __all__ = [
     "loop_pool",
     "read_call_tokens",
     "read_reply",
+    "register_in_process",
     "sdk_http_client",
     "sdk_http_module",
     "sendable_auth_headers",
     "token_preflight",
+    "unregister_in_process",
     "within_deadline",
     "wire_headers",
 ]

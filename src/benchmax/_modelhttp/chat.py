@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from benchmax._modelhttp import json_codec, retries
+from benchmax._modelhttp import in_process, json_codec, retries
 from benchmax._modelhttp.connections import LoopPool, loop_pool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import wire_headers
@@ -293,6 +293,12 @@ class ChatSession:
             ) from error
 
     async def _post_once(self, data: bytes, headers: dict[str, str]) -> Any:
+        local = in_process.endpoint_for(self._url)
+        if local is not None:  # benchmax serve's own endpoint: no socket
+            status, raw = await local(self._url, data)
+            if not 200 <= status < 300:
+                raise _status_error(status, raw, {})
+            return _decoded(raw, status, {})
         session = self._pool.session()
         async with session.post(self._url, data=data, headers=headers, proxy=self._proxy) as reply:
             raw = await reply.read()
@@ -304,21 +310,7 @@ class ChatSession:
                     f"reply is an event stream (HTTP {status}, Content-Type: text/event-stream),"
                     " but the request did not ask to stream; the chat loop reads whole JSON replies"
                 )
-            if not raw.strip():
-                raise ModelReplyError(f"reply body is empty (HTTP {status})")
-            try:
-                decoded = json_codec.decode(raw)
-            except ValueError as error:
-                text = _server_text(raw)
-                raise ModelReplyError(f"reply is not JSON (HTTP {status}): {text!r}") from error
-            if (
-                isinstance(decoded, dict)
-                and "error" in decoded
-                and not decoded.get("choices")
-                and decoded["error"] is not None
-            ):
-                raise _reply_error(decoded, reply.headers)
-            return decoded
+            return _decoded(raw, status, reply.headers)
 
     def _classify(self, error: Exception) -> CallFailure:
         if isinstance(error, ModelStatusError):
@@ -330,6 +322,26 @@ class ChatSession:
         if timed_out and self._timeout is not None:
             return CallFailure(MODEL_TIMEOUT, error, logging.ERROR)
         return CallFailure(MODEL_ERROR, error, logging.ERROR)
+
+
+def _decoded(raw: bytes, status: int, headers: Mapping[str, str]) -> Any:
+    """The JSON of a 2xx reply body; ``ModelReplyError`` for an empty or non-JSON body,
+    or an error object without choices."""
+    if not raw.strip():
+        raise ModelReplyError(f"reply body is empty (HTTP {status})")
+    try:
+        decoded = json_codec.decode(raw)
+    except ValueError as error:
+        text = _server_text(raw)
+        raise ModelReplyError(f"reply is not JSON (HTTP {status}): {text!r}") from error
+    if (
+        isinstance(decoded, dict)
+        and "error" in decoded
+        and not decoded.get("choices")
+        and decoded["error"] is not None
+    ):
+        raise _reply_error(decoded, headers)
+    return decoded
 
 
 async def complete_once(
