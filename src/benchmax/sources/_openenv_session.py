@@ -117,6 +117,12 @@ class EpisodeSession:
                 f"{kind}: no answer within step_timeout={self.step_timeout:g}s"
             ) from None
         except Exception as error:
+            if type(error).__name__.startswith("ConnectionClosed"):  # websockets' own errors
+                raise EpisodeError(
+                    f"{kind}: the server closed the WebSocket session before answering "
+                    f"({_said(error)}); an OpenEnv server past its max_concurrent_envs closes "
+                    "new sessions this way (CAPACITY_REACHED)"
+                ) from error
             raise EpisodeError(f"{kind}: {_said(error)}") from error
         observation = result.observation
         if not isinstance(observation, dict):
