@@ -97,7 +97,8 @@ def loaded_environment(env_id: str, env_args: Mapping[str, Any]) -> Loaded:
     if not rewards and not metrics:
         raise ValueError(f"VerifiersEnv env_id {env_id!r}: its task declares no @vf.reward")
     shared = tuple(type(taskset).toolsets(taskset.config))
-    for toolset in (*shared, *task_class.toolsets(task_config)):
+    own = {task_class, type(first)}  # the declared task type, and the one load() yields
+    for toolset in (*shared, *(t for cls in own for t in cls.toolsets(task_config))):
         problem = _toolset_refusal(toolset)
         if problem:
             raise ValueError(f"VerifiersEnv env_id {env_id!r}: {problem}")

@@ -13,9 +13,10 @@ What is supported (verifiers 0.4, ``verifiers.v1``):
 
 * Dataset: the taskset's tasks in ``load()`` order (``idx``), both splits, unless
   ``eval_env_args`` (merged over ``env_args``) loads another taskset for eval. An
-  example's id is the canonical id of ``env_id`` and the task's ``key`` (verifiers'
-  stable task identity: its content hash, or a durable id the task defines), so ids do
-  not change between runs; keys must be unique. An infinite taskset needs
+  example's id is the canonical id of the taskset's module name (``my-env`` and
+  ``my_env`` are one) and the task's ``key`` (verifiers' stable task identity: its
+  content hash, or a durable id the task defines), so ids do not change between runs;
+  keys must be unique. An infinite taskset needs
   ``--max-examples``. The payload carries the task's data as JSON; each rollout rebuilds
   the task from it with the taskset's task config.
 * Prompt: ``system_prompt`` as a system message, then ``prompt`` (a string as the user
@@ -145,6 +146,8 @@ class VerifiersEnv(BaseEnv):
             )
         examples: list[Example[JsonRow]] = []
         seen: dict[str, int] = {}
+        # The module verifiers imports for the id (``owner/my-env@1.0`` -> ``my_env``).
+        identity = self.env_id.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()
         for task in taskset:
             key = task.key
             if key in seen:
@@ -158,7 +161,7 @@ class VerifiersEnv(BaseEnv):
                 _PAYLOAD_KEY: {"split": split, "task": task.data.model_dump(mode="json")},
             }
             examples.append(
-                Example(id=canonical_example_id({_PAYLOAD_KEY: self.env_id, "key": key}), payload=payload)
+                Example(id=canonical_example_id({_PAYLOAD_KEY: identity, "key": key}), payload=payload)
             )
         return examples
 
