@@ -28,7 +28,8 @@ from benchmax.envs import BaseEnv, BaseRollout, Example, JsonlDataset, canonical
 
 
 def _example(row):
-    payload = {"prompt_messages": [{"role": "user", "content": row["question"]}], "answer": row["answer"]}
+    prompt = [{"role": "user", "content": row["question"]}]
+    payload = {"prompt_messages": prompt, "answer": row["answer"]}
     return Example(id=canonical_example_id(payload), payload=payload)
 
 
@@ -39,7 +40,8 @@ class NamedAnswerEnv(BaseEnv):
     max_turns = 1
 
     async def create_dataset(self, split, base_dir: Path, *, max_examples=None):
-        return JsonlDataset(base_dir / f"{split}.jsonl", row_to_example=_example, max_examples=max_examples)
+        path = base_dir / f"{split}.jsonl"
+        return JsonlDataset(path, row_to_example=_example, max_examples=max_examples)
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
         reply = rollout.messages[-1]["content"] or ""
@@ -131,7 +133,7 @@ def test_a_file_of_that_name_wins_and_a_dotted_missing_file_stays_a_bundle_path(
     (tmp_path / "answer-env").write_bytes(b"not a bundle")
     with pytest.raises(TargetError, match="cannot load bundle answer-env"):
         load_target("answer-env")
-    with pytest.raises(TargetError, match="bundle file not found: missing.bundle"):
+    with pytest.raises(TargetError, match=r"bundle file not found: missing\.bundle"):
         load_target("missing.bundle")
 
 

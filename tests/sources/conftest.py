@@ -33,7 +33,7 @@ async def serve_openenv() -> AsyncIterator[Callable[[Any], Awaitable[str]]]:
         return f"http://127.0.0.1:{port}"
 
     yield serve
-    for server, task in servers:
+    for server, _ in servers:
         server.should_exit = True
-    for server, task in servers:
+    for _, task in servers:
         await task

@@ -39,12 +39,18 @@ class GuessEnvironment(Environment):
         self._target = 0
         self._state = State(episode_id=None, step_count=0)
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> GuessObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> GuessObservation:
         self._target = random.Random(seed).randint(1, 20)
         self._state = State(episode_id=episode_id, step_count=0)
-        return GuessObservation(prompt="Guess my number from 1 to 20. Reply with the number only.", reward=0.0)
+        return GuessObservation(
+            prompt="Guess my number from 1 to 20. Reply with the number only.", reward=0.0
+        )
 
-    def step(self, action: GuessAction, timeout_s: float | None = None, **kwargs: Any) -> GuessObservation:  # type: ignore[override]
+    def step(
+        self, action: GuessAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> GuessObservation:  # type: ignore[override]
         self._state.step_count += 1
         try:
             guess = int(action.message.strip())
@@ -83,7 +89,9 @@ class CalculatorEnvironment(MCPEnvironment):
         super().__init__(mcp)
         self._state = State(episode_id=None, step_count=0)
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Observation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> Observation:
         rng = random.Random(seed)
         self._numbers = (rng.randint(1, 50), rng.randint(1, 50))
         self._finished = None
@@ -98,14 +106,18 @@ class CalculatorEnvironment(MCPEnvironment):
             observation.done = True
         return observation
 
-    async def step_async(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+    async def step_async(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> Observation:
         observation = await super().step_async(action, timeout_s=timeout_s, **kwargs)
         if self._finished is not None:
             observation.reward = self._finished
             observation.done = True
         return observation
 
-    def _step_impl(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
+    def _step_impl(
+        self, action: Action, timeout_s: float | None = None, **kwargs: Any
+    ) -> Observation:
         return CalculatorObservation(task="only tool calls are actions here")
 
     @property

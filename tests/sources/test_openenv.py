@@ -21,11 +21,11 @@ from benchmax.trajectory import Trajectory
 
 pytest.importorskip("openenv.core")
 
-from openenv.core import GenericEnvClient  # noqa: E402
-from openenv.core.env_server.http_server import create_app  # noqa: E402
-from openenv.core.env_server.types import Action, Observation  # noqa: E402
-from pydantic import Field  # noqa: E402
-from tests.sources.openenv_servers import (  # noqa: E402
+from openenv.core import GenericEnvClient
+from openenv.core.env_server.http_server import create_app
+from openenv.core.env_server.types import Action, Observation
+from pydantic import Field
+from tests.sources.openenv_servers import (
     MAX_GUESSES,
     CalculatorEnvironment,
     GuessAction,
@@ -84,14 +84,19 @@ async def test_episodes_play_over_the_websocket_and_rewards_are_the_servers(
         for trajectory in group:
             messages = trajectory.messages
             first = json.loads(message_text(messages[0]["content"]))
-            assert first == {"prompt": "Guess my number from 1 to 20. Reply with the number only.", "feedback": ""}
+            assert first == {
+                "prompt": "Guess my number from 1 to 20. Reply with the number only.",
+                "feedback": "",
+            }
             assert all(m.get("simulated_user") for m in messages[1:] if m["role"] == "user")
             guesses = [
                 re.sub(r"<think>.*?</think>", "", message_text(m["content"]))
                 for m in messages
                 if m["role"] == "assistant"
             ]
-            assert trajectory.rewards == {"reward": pytest.approx(replayed_reward(seeds[trajectory.example_id], guesses))}
+            assert trajectory.rewards == {
+                "reward": pytest.approx(replayed_reward(seeds[trajectory.example_id], guesses))
+            }
             assert json.loads(message_text(messages[-2]["content"]))["feedback"] != "correct"
     assert len({json.dumps(g[0].rewards) for g in groups}) > 1  # episodes differ by seed
 
@@ -119,7 +124,10 @@ async def test_mcp_tools_are_the_models_tools_and_each_call_is_a_step(serve_open
             return {"content": None, "tool_calls": [{"name": "add", "arguments": {"a": a, "b": b}}]}
         if len(results) == 1:
             answer = int(results[0]) + (1 if request.session.endswith(".r1") else 0)
-            return {"content": None, "tool_calls": [{"name": "finish", "arguments": {"answer": answer}}]}
+            return {
+                "content": None,
+                "tool_calls": [{"name": "finish", "arguments": {"answer": answer}}],
+            }
         return "submitted"
 
     env = OpenEnvEnv(url, episodes=2, mcp_tools=True)
@@ -180,7 +188,9 @@ async def test_an_action_without_one_text_field_needs_message_field(
     url = await serve_openenv(create_app(GuessEnvironment, TwoFieldAction, GuessObservation))
     with caplog.at_level(logging.ERROR, logger="benchmax.sources.openenv"):
         async with MockModelServer(lambda body, request: "3") as mock:
-            report = await run_environment(OpenEnvEnv(url, episodes=1), run_config(mock, group_size=1))
+            report = await run_environment(
+                OpenEnvEnv(url, episodes=1), run_config(mock, group_size=1)
+            )
     assert report.rollouts_by_reason == {"setup_error": 1}
     assert "no single text field (fields: word, count): pass message_field" in caplog.text
 
@@ -204,11 +214,13 @@ async def test_observation_field_picks_the_text_and_action_args_join_the_action(
 
 
 async def test_ids_are_the_reset_arguments_and_the_env_pickles() -> None:
-    env = OpenEnvEnv("ws://127.0.0.1:9/", episodes=3, eval_episodes=2, seed=4, reset_args={"level": 2})
-    train = await env.create_dataset("train", Path("."))
-    again = await OpenEnvEnv("http://other:1", episodes=3, seed=4, reset_args={"level": 2}).create_dataset(
-        "train", Path(".")
+    env = OpenEnvEnv(
+        "ws://127.0.0.1:9/", episodes=3, eval_episodes=2, seed=4, reset_args={"level": 2}
     )
+    train = await env.create_dataset("train", Path("."))
+    again = await OpenEnvEnv(
+        "http://other:1", episodes=3, seed=4, reset_args={"level": 2}
+    ).create_dataset("train", Path("."))
     assert [e.id for e in train] == [e.id for e in again]  # the server's address is not identity
     evaluation = await env.create_dataset("eval", Path("."))
     assert len(evaluation) == 2 and not {e.id for e in train} & {e.id for e in evaluation}
@@ -220,7 +232,10 @@ async def test_ids_are_the_reset_arguments_and_the_env_pickles() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"base_url": "127.0.0.1:8000"}, "base_url '127.0.0.1:8000' must be an http(s):// or ws(s)://"),
+        (
+            {"base_url": "127.0.0.1:8000"},
+            "base_url '127.0.0.1:8000' must be an http(s):// or ws(s)://",
+        ),
         ({"base_url": 8000}, "base_url must be a URL string"),
         ({"base_url": "http://h", "episodes": 0}, "episodes must be an integer from 1"),
         ({"base_url": "http://h", "seed": -2}, "seed must be a non-negative integer"),

@@ -75,9 +75,7 @@ async def test_rewards_are_the_tasks_own_scores_of_the_same_replies(
     entries = {entry["question"]: entry for entry in dataset}
     groups: list[tuple[Trajectory, ...]] = []
     async with MockModelServer(knowing_policy(entries)) as mock:
-        report = await run_environment(
-            env, run_config(mock, group_size=5), on_group=groups.append
-        )
+        report = await run_environment(env, run_config(mock, group_size=5), on_group=groups.append)
     assert report.rollouts == 20 and report.rollouts_by_reason == {"finished": 20}
     seen_scores = set()
     for group in groups:
@@ -139,12 +137,15 @@ async def test_a_pickled_or_bundled_environment_scores_the_same(tmp_path: Path) 
         pickle.loads(cloudpickle.dumps(env)),
         load_bundle(read_bundle(bundle_file)),
         load_bundle(
-            dump_bundle(ReasoningGymEnv, constructor_args={"task": "chain_sum", "size": 3, "seed": 11})
+            dump_bundle(
+                ReasoningGymEnv, constructor_args={"task": "chain_sum", "size": 3, "seed": 11}
+            )
         ),
     ]
     async with MockModelServer(lambda body, request: f"<answer>{answer}</answer>") as mock:
         for copy in copies:
-            assert [e.id for e in await copy.create_dataset("train", Path("."))][0] == example.id
+            [copied, *_] = await copy.create_dataset("train", Path("."))
+            assert copied.id == example.id
             outcomes = await copy.run_group([request_for(example, mock.base_url)])
             assert outcomes["r0"].rewards == {"score": 1.0}
 

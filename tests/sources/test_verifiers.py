@@ -50,7 +50,10 @@ def answering(body: dict[str, Any], request: RecordedRequest) -> Any:
     if body.get("tools"):
         results = [m for m in messages if m["role"] == "tool"]
         if not results:
-            return {"content": None, "tool_calls": [{"name": "calc_add", "arguments": {"a": a, "b": b}}]}
+            return {
+                "content": None,
+                "tool_calls": [{"name": "calc_add", "arguments": {"a": a, "b": b}}],
+            }
         return f"The tool says \\boxed{{{message_text(results[0]['content'])}}}"
     return [
         f"<think>{a} plus {b}</think>So \\boxed{{{a + b}}}",
@@ -110,9 +113,14 @@ async def test_the_dataset_is_the_tasksets_tasks_with_stable_ids() -> None:
     again = await VerifiersEnv("bm-vf-arith", {"num_tasks": 3}).create_dataset("eval", Path("."))
     assert [e.id for e in train] == [e.id for e in again] and len({e.id for e in train}) == 3
     first = train[0].payload
-    assert first["prompt_messages"][0] == {"role": "system", "content": "You are a careful calculator."}
+    assert first["prompt_messages"][0] == {
+        "role": "system",
+        "content": "You are a careful calculator.",
+    }
     assert first["prompt_messages"][1]["role"] == "user"
-    assert first["verifiers"]["task"]["answer"] == sum(numbers(first["prompt_messages"][1]["content"]))
+    assert first["verifiers"]["task"]["answer"] == sum(
+        numbers(first["prompt_messages"][1]["content"])
+    )
     assert len(await env.create_dataset("train", Path("."), max_examples=2)) == 2
     other = VerifiersEnv("bm-vf-arith", {"num_tasks": 3}, eval_env_args={"seed": 9})
     evaluation = await other.create_dataset("eval", Path("."))
@@ -162,7 +170,11 @@ async def test_keyed_scores_settle_the_rollout_as_reward_error() -> None:
         ("bm-vf-refused", {"variant": "stop"}, "declares @vf.stop hooks (enough)"),
         ("bm-vf-refused", {"variant": "runtime"}, "@vf.reward in_box needs a runtime"),
         ("bm-vf-refused", {"variant": "container"}, "needs a container (NEEDS_CONTAINER)"),
-        ("bm-vf-refused", {"variant": "setup"}, "overrides setup(), which needs a verifiers runtime"),
+        (
+            "bm-vf-refused",
+            {"variant": "setup"},
+            "overrides setup(), which needs a verifiers runtime",
+        ),
         ("bm-vf-refused", {"variant": "state"}, "shares rollout state (Counter)"),
     ],
 )
@@ -176,7 +188,7 @@ def test_unsupported_parts_and_bad_arguments_are_one_error_naming_them(
 
 async def test_a_task_whose_user_speaks_first_is_refused_when_the_dataset_is_made() -> None:
     env = VerifiersEnv("bm-vf-refused", {"prompt": False})
-    with pytest.raises(ValueError, match="has no prompt .its user opens the conversation."):
+    with pytest.raises(ValueError, match=r"has no prompt \(its user opens the conversation\)"):
         await env.create_dataset("train", Path("."))
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import json
-import re
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -258,7 +258,11 @@ def load_target(spec: str) -> EnvTarget:
         return load_class_target(spec)
     if spec.endswith(".py"):
         raise TargetError(f"target {spec!r} must name a class: {spec}:ClassName")
-    if not Path(spec).exists() and _is_name(spec) and (spec in installed_names() or "." not in spec):
+    if (
+        not Path(spec).exists()
+        and _is_name(spec)
+        and (spec in installed_names() or "." not in spec)
+    ):
         return load_named_target(spec)
     return load_bundle_target(Path(spec))
 

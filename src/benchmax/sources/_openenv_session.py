@@ -84,7 +84,9 @@ class EpisodeSession:
         tools: list[dict[str, Any]] = []
         for entry in listed:
             if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-                raise EpisodeError(f"the list_tools observation lists a tool without a name: {entry!r}")
+                raise EpisodeError(
+                    f"the list_tools observation lists a tool without a name: {entry!r}"
+                )
             schema = entry.get("input_schema")
             function: dict[str, Any] = {"name": entry["name"]}
             if isinstance(entry.get("description"), str) and entry["description"]:
@@ -111,7 +113,9 @@ class EpisodeSession:
         if self._client is None:
             raise EpisodeError("the episode is not open")
         try:
-            result = await (self._client.reset(**data) if kind == "reset" else self._client.step(data))
+            result = await (
+                self._client.reset(**data) if kind == "reset" else self._client.step(data)
+            )
         except TimeoutError:
             raise EpisodeError(
                 f"{kind}: no answer within step_timeout={self.step_timeout:g}s"

@@ -43,7 +43,7 @@ class Loaded:
     """One loaded verifiers environment: its taskset, task class and scoring shape."""
 
     taskset: Any
-    task_class: type
+    task_class: Any
     task_config: Any
     rewards: dict[str, float]  # reward name -> weight
     metrics: tuple[str, ...]
@@ -83,7 +83,9 @@ def loaded_environment(env_id: str, env_args: Mapping[str, Any]) -> Loaded:
     task_config = taskset.config.task
     first = next(iter(taskset.take(1)), None)
     if first is None:
-        raise ValueError(f"VerifiersEnv env_id {env_id!r} loads no task (with env_args {dict(env_args)})")
+        raise ValueError(
+            f"VerifiersEnv env_id {env_id!r} loads no task (with env_args {dict(env_args)})"
+        )
     refusal = refusals(first)
     if refusal:
         raise ValueError(f"VerifiersEnv env_id {env_id!r}: {refusal}")

@@ -49,7 +49,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from benchmax._value_checks import is_finite_number, is_int_at_least
@@ -97,7 +97,7 @@ class OpenEnvEnv(BaseEnv):
     episode per rollout; see the module docstring for episodes, turns and rewards."""
 
     reward_keys = (REWARD_KEY,)
-    max_turns = 8
+    max_turns: int | None = 8
 
     def __init__(
         self,
@@ -120,7 +120,9 @@ class OpenEnvEnv(BaseEnv):
         self.base_url = _checked_url(base_url)
         self.episodes = _checked_count("episodes", episodes)
         self.eval_episodes = (
-            self.episodes if eval_episodes is None else _checked_count("eval_episodes", eval_episodes)
+            self.episodes
+            if eval_episodes is None
+            else _checked_count("eval_episodes", eval_episodes)
         )
         if not is_int_at_least(seed, 0):
             raise ValueError(f"OpenEnvEnv seed must be a non-negative integer, not {seed!r}")
@@ -174,7 +176,11 @@ class OpenEnvEnv(BaseEnv):
         return Example(id=canonical_example_id({_PAYLOAD_KEY: reset}), payload=payload)
 
     def _system(self) -> list[dict[str, Any]]:
-        return [] if self.system_prompt is None else [{"role": "system", "content": self.system_prompt}]
+        return (
+            []
+            if self.system_prompt is None
+            else [{"role": "system", "content": self.system_prompt}]
+        )
 
     async def run_rollout(self, request: RolloutRequest[JsonRow]) -> BaseRollout:
         """Open the episode (connect, reset), run the chat loop on its first
@@ -245,7 +251,7 @@ class OpenEnvEnv(BaseEnv):
         episode = _CURRENT.get()
         if episode is None or not self.mcp_tools:
             return []
-        return [dict(tool) for tool in episode.tools]  # type: ignore[misc]
+        return [cast(Tool, dict(tool)) for tool in episode.tools]
 
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
         """One ``call_tool`` action: the tool's result, or its error as a ``ToolError``."""
@@ -260,11 +266,15 @@ class OpenEnvEnv(BaseEnv):
         try:
             outcome = await episode.step(action)
         except EpisodeError as error:
-            raise RolloutFailure(ENVIRONMENT_ERROR, f"OpenEnv call_tool {tool_name}: {error}") from error
+            raise RolloutFailure(
+                ENVIRONMENT_ERROR, f"OpenEnv call_tool {tool_name}: {error}"
+            ) from error
         observation = outcome.observation
         if observation.get("error"):
             error_value = observation["error"]
-            message = error_value.get("message") if isinstance(error_value, Mapping) else error_value
+            message = (
+                error_value.get("message") if isinstance(error_value, Mapping) else error_value
+            )
             raise ToolError(str(message))
         result = observation.get("result")
         text = _mcp_result_text(result)
@@ -309,7 +319,9 @@ def _mcp_result_text(result: object) -> str | None:
     texts = [
         block["text"]
         for block in content
-        if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        if isinstance(block, Mapping)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
     ]
     return "\n".join(texts) if len(texts) == len(content) else None
 
@@ -362,4 +374,3 @@ def _checked_seconds(name: str, value: object) -> float:
     if not is_finite_number(value) or value <= 0:
         raise ValueError(f"OpenEnvEnv {name} must be a positive number of seconds, not {value!r}")
     return float(value)
-

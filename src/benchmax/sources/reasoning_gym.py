@@ -87,7 +87,7 @@ class ReasoningGymEnv(BaseEnv):
     """
 
     reward_keys = (REWARD_KEY,)
-    max_turns = 1
+    max_turns: int | None = 1
 
     def __init__(
         self,
@@ -192,7 +192,9 @@ class ReasoningGymEnv(BaseEnv):
         score = await asyncio.to_thread(self._score_entry, source, question, answer)
         return {REWARD_KEY: score}
 
-    def _score_entry(self, source: Mapping[str, Any], question: object, answer: str | None) -> float:
+    def _score_entry(
+        self, source: Mapping[str, Any], question: object, answer: str | None
+    ) -> float:
         generator = self._generator(
             source["task"], source["config"], source["seed"], source["size"]
         )
@@ -218,14 +220,18 @@ class ReasoningGymEnv(BaseEnv):
 
 def _reasoning_gym() -> Any:
     return import_peer(
-        "reasoning_gym", distribution="reasoning-gym", extra="reasoning-gym",
+        "reasoning_gym",
+        distribution="reasoning-gym",
+        extra="reasoning-gym",
         needed_by="ReasoningGymEnv",
     )
 
 
 def _registry() -> Mapping[str, tuple[type, type]]:
     factory = import_peer(
-        "reasoning_gym.factory", distribution="reasoning-gym", extra="reasoning-gym",
+        "reasoning_gym.factory",
+        distribution="reasoning-gym",
+        extra="reasoning-gym",
         needed_by="ReasoningGymEnv",
     )
     _reasoning_gym()  # registers every task
@@ -272,7 +278,9 @@ def _checked_config(task: str, config: object) -> dict[str, Any]:
     except ValueError as error:
         raise ValueError(f"ReasoningGymEnv config must be JSON: {error}") from None
     config_class = _registry()[task][1]
-    fields = sorted(f.name for f in dataclasses.fields(config_class) if f.name not in _OWN_ARGUMENTS)
+    fields = sorted(
+        f.name for f in dataclasses.fields(config_class) if f.name not in _OWN_ARGUMENTS
+    )
     unknown = sorted(set(checked) - set(fields))
     if unknown:
         raise ValueError(

@@ -52,7 +52,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmax.envs import (
     BaseEnv,
@@ -85,7 +85,7 @@ class VerifiersEnv(BaseEnv):
     """An installed verifiers 0.4 environment (taskset id ``env_id``, config
     ``env_args``) run by benchmax; see the module docstring for what is supported."""
 
-    max_turns = 1
+    max_turns: int | None = 1
 
     def __init__(
         self,
@@ -99,19 +99,23 @@ class VerifiersEnv(BaseEnv):
             raise TypeError(f"VerifiersEnv env_id must be a taskset id (a string), not {env_id!r}")
         self.env_id = env_id
         self.env_args = _checked_args("env_args", env_args)
-        self.eval_env_args = None if eval_env_args is None else _checked_args("eval_env_args", eval_env_args)
+        self.eval_env_args = (
+            None if eval_env_args is None else _checked_args("eval_env_args", eval_env_args)
+        )
         loaded = self._loaded("train")
         self._reward_keys = (*loaded.rewards, *loaded.metrics)
         self.reward_weights = {**loaded.rewards, **dict.fromkeys(loaded.metrics, 0.0)}
         self._tool_specs = _specs(
-            tool_functions([*loaded.shared_toolsets, *loaded.task_class.toolsets(loaded.task_config)])
+            tool_functions(
+                [*loaded.shared_toolsets, *loaded.task_class.toolsets(loaded.task_config)]
+            )
         )
         if "max_turns" not in settings and self._tool_specs:
             settings["max_turns"] = 10
         super().__init__(**settings)
 
     @property
-    def reward_keys(self) -> tuple[str, ...]:  # type: ignore[override]
+    def reward_keys(self) -> tuple[str, ...]:
         """The task's reward names, then its metric names."""
         return self._reward_keys
 
@@ -125,7 +129,9 @@ class VerifiersEnv(BaseEnv):
         cache: dict[str, Loaded] = vars(self).setdefault("_vf_loaded", {})
         key = "eval" if split == "eval" and self.eval_env_args is not None else "train"
         if key not in cache:
-            args = self.env_args if key == "train" else {**self.env_args, **(self.eval_env_args or {})}
+            args = (
+                self.env_args if key == "train" else {**self.env_args, **(self.eval_env_args or {})}
+            )
             cache[key] = loaded_environment(self.env_id, args)
         return cache[key]
 
@@ -161,7 +167,9 @@ class VerifiersEnv(BaseEnv):
                 _PAYLOAD_KEY: {"split": split, "task": task.data.model_dump(mode="json")},
             }
             examples.append(
-                Example(id=canonical_example_id({_PAYLOAD_KEY: identity, "key": key}), payload=payload)
+                Example(
+                    id=canonical_example_id({_PAYLOAD_KEY: identity, "key": key}), payload=payload
+                )
             )
         return examples
 
@@ -173,10 +181,12 @@ class VerifiersEnv(BaseEnv):
 
     async def list_tools(self) -> list[Tool]:
         """The ``@vf.tool`` methods of the task's and taskset's toolsets."""
-        return [dict(spec) for spec in self._tool_specs]  # type: ignore[misc]
+        return [cast(Tool, dict(spec)) for spec in self._tool_specs]
 
     @asynccontextmanager
-    async def rollout_context(self, rollout_id: str, example: Example[JsonRow]) -> AsyncIterator[None]:
+    async def rollout_context(
+        self, rollout_id: str, example: Example[JsonRow]
+    ) -> AsyncIterator[None]:
         """Build the task's toolsets for this rollout (``setup``, ``setup_task``)."""
         if not self._tool_specs:
             yield
@@ -188,7 +198,9 @@ class VerifiersEnv(BaseEnv):
             await toolset.setup()
             await toolset.setup_task(task.data)
         shared = await self._shared_toolsets(source)
-        tools: dict[str, dict[str, Callable[..., Any]]] = vars(self).setdefault("_vf_rollout_tools", {})
+        tools: dict[str, dict[str, Callable[..., Any]]] = vars(self).setdefault(
+            "_vf_rollout_tools", {}
+        )
         tools[rollout_id] = tool_functions([*shared, *toolsets])
         try:
             yield
