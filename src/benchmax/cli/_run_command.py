@@ -530,8 +530,9 @@ def run_command(
 ) -> None:
     """Run TARGET's examples as rollout groups and summarize the rewards.
 
-    TARGET is path/to/file.py:Class, package.module:Class or a bundle file (loading a
-    bundle runs its code: use only bundles you trust).
+    TARGET is path/to/file.py:Class, package.module:Class, a bundle file (loading a
+    bundle runs its code: use only bundles you trust) or an installed environment name
+    (an entry point of the benchmax.environments group).
     """
     console = Console(stderr=True)
     try:
