@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from tests.trl_training.tiny_policy import build_model, build_tokenizer, calcula
 from benchmax._modelhttp.overflow import is_context_overflow
 from benchmax._modelhttp.tokens import CallTokens, read_call_tokens
 from benchmax.training import PolicySampler
+from benchmax.training._decoding import BatchDecoder, Sampled, SamplingParams
 
 pytestmark = pytest.mark.trl
 
@@ -78,7 +80,7 @@ def test_concurrent_requests_are_decoded_as_one_batch_with_exact_logprobs() -> N
     with PolicySampler(model, TOKENIZER, max_batch_size=6, gather_seconds=ALL_AT_ONCE) as sampler:
         replies = asyncio.run(_post(sampler.base_url, bodies))
         stats = sampler.stats
-    assert (stats.waves, stats.rows) == (1, 6)
+    assert (stats.prefills, stats.rows, stats.joins) == (1, 6, 0)
     assert model.training  # the mode is restored after sampling
     assert all(p.grad is None for p in model.parameters())
     for i, reply in enumerate(replies):
@@ -250,3 +252,48 @@ def test_models_tokenize_weights_version_and_close() -> None:
             PolicySampler(model, TOKENIZER, max_batch_size=bad)
     with pytest.raises(ValueError, match="max_model_len"):
         PolicySampler(model, TOKENIZER, max_model_len=0)
+
+
+def test_requests_arriving_mid_generation_join_the_running_batch() -> None:
+    model = build_model(TOKENIZER)
+    model.eval()
+    long_prompt = TOKENIZER.encode("Compute (12 + 7) * 3 using the tools. " * 3)
+    short_prompts = [TOKENIZER.encode("Compute (1 + 2) * 3"), TOKENIZER.encode("What?")]
+    joined: list[Future[Sampled]] = []
+    decoder: BatchDecoder | None = None
+
+    def join_later(ids: Sequence[int]) -> None:
+        # Called on the sampling thread at every step: when the first row has 2 and then
+        # 5 tokens, queue one more request; it joins at the next step boundary.
+        assert decoder is not None
+        if len(ids) in (2, 5) and len(joined) < (1 if len(ids) == 2 else 2):
+            prompt = short_prompts[len(joined)]
+            joined.append(decoder.submit(prompt, SamplingParams(max_tokens=9, seed=3)))
+        return None
+
+    decoder = BatchDecoder(
+        model,
+        TOKENIZER,
+        version=lambda: 0,
+        max_batch_size=8,
+        max_model_len=2048,
+        allowed_tokens=join_later,
+    )
+    try:
+        first = decoder.submit(long_prompt, SamplingParams(max_tokens=7, seed=1)).result(60)
+        later = [future.result(60) for future in joined]
+        stats = decoder.stats
+    finally:
+        decoder.close()
+    assert (stats.prefills, stats.joins) == (3, 2)
+    assert stats.mean_batch > 1
+    for sampled in (first, *later):
+        tokens = CallTokens(sampled.prompt_ids, sampled.completion_ids, sampled.logprobs)
+        assert _own_logprobs(model, tokens) == pytest.approx(sampled.logprobs, abs=1e-4)
+    # Joining changed nothing: alone, the same request samples the same tokens.
+    alone = BatchDecoder(model, TOKENIZER, version=lambda: 0, max_batch_size=1, max_model_len=2048)
+    try:
+        again = alone.submit(short_prompts[0], SamplingParams(max_tokens=9, seed=3)).result(60)
+    finally:
+        alone.close()
+    assert again.completion_ids == later[0].completion_ids

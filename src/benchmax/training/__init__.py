@@ -13,8 +13,10 @@
 - ``TRAINABLE_REASONS`` lists the termination reasons a trainer should learn from
   (``Trajectory.trainable``); ``rollout_seed`` derives a rollout's sampling seed.
 - ``PolicySampler(model, tokenizer)`` serves a live ``transformers`` model over an
-  OpenAI-compatible endpoint with exact tokens, batching the requests in flight (the
-  ``trl`` extra; imported on first use, like torch).
+  OpenAI-compatible endpoint with exact tokens, batching the requests in flight;
+  ``load_model(spec)`` / ``resolve_model(spec)`` take a model directory, a PEFT adapter,
+  a built-in name (``BUILTIN_MODELS``) or a Hub id (the ``trl`` extra; these names are
+  imported on first use, so ``import benchmax.training`` needs neither torch nor aiohttp).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -26,9 +28,11 @@ from benchmax.training._collect import CollectedGroup, collect_group, read_traje
 from benchmax.training._samples import TrainingSample, to_training_samples
 
 if TYPE_CHECKING:
+    from benchmax.training._models import BUILTIN_MODELS, load_model, resolve_model
     from benchmax.training._sampler import PolicySampler
 
 __all__ = [
+    "BUILTIN_MODELS",
     "TRAINABLE_REASONS",
     "AdvantageMethod",
     "CollectedGroup",
@@ -36,13 +40,20 @@ __all__ = [
     "TrainingSample",
     "collect_group",
     "group_advantages",
+    "load_model",
     "read_trajectories",
+    "resolve_model",
     "rollout_seed",
     "scalar_reward",
     "to_training_samples",
 ]
 
-_LAZY = {"PolicySampler": "benchmax.training._sampler"}
+_LAZY = {
+    "PolicySampler": "benchmax.training._sampler",
+    "BUILTIN_MODELS": "benchmax.training._models",
+    "load_model": "benchmax.training._models",
+    "resolve_model": "benchmax.training._models",
+}
 
 
 def __getattr__(name: str) -> Any:
