@@ -67,8 +67,7 @@ def serve_model_command(
     try:
         import torch
 
-        from benchmax.training import PolicySampler
-        from benchmax.training import load_model
+        from benchmax.training import PolicySampler, load_model
     except ModuleNotFoundError as error:
         raise click.ClickException(
             f"serve-model needs the trl extra (pip install 'benchmax[trl]'): {error}"
