@@ -30,6 +30,7 @@ from benchmax.cli._results_commands import (
 from benchmax.cli._run_command import load_mock_policy, run_command
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._serve_command import serve_command
+from benchmax.cli._serve_model_command import serve_model_command
 from benchmax.cli._targets import TargetError
 from benchmax.cli._traces_command import traces_command
 from benchmax.cli._validate_command import validate_command
@@ -187,6 +188,7 @@ cli.add_command(show_command)
 cli.add_command(rescore_command)
 cli.add_command(compare_command)
 cli.add_command(serve_command)
+cli.add_command(serve_model_command)
 
 
 def main() -> None:
