@@ -153,7 +153,8 @@ class RolloutFunc:
     ``termination_reason``, ``rollout_id``, ``trainable`` and ``token_prefix_breaks``.
     ``on_group(trajectories)`` is called with each group's trajectories (e.g. to log or
     keep them). Rollouts run on a private event loop thread; :meth:`close` (or ``with``)
-    stops it and closes the environment.
+    stops it and closes the environment. ``calls_done`` (default 0) is the number of
+    calls already made by the run being resumed: the call counter starts there.
     """
 
     def __init__(
@@ -168,6 +169,7 @@ class RolloutFunc:
         split: DatasetSplit = "train",
         seed: int | None = None,
         on_group: Callable[[Sequence[Trajectory]], None] | None = None,
+        calls_done: int = 0,
     ) -> None:
         self.env = env
         self.base_url = base_url
@@ -190,12 +192,19 @@ class RolloutFunc:
                 )
             self._by_prompt[key] = example
             self._by_id[example.id] = example
-        self._calls = itertools.count()
+        self._calls = itertools.count(calls_done)
+        self._calls_done = calls_done
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="benchmax-trl-rollouts", daemon=True
         )
         self._thread.start()
+
+    @property
+    def calls_done(self) -> int:
+        """How many calls were made (``calls_done`` given at construction included): pass
+        it back as ``calls_done`` when resuming so rollout ids and seeds continue."""
+        return self._calls_done
 
     def __enter__(self) -> RolloutFunc:
         return self
@@ -217,6 +226,7 @@ class RolloutFunc:
         """Run the rollouts for TRL's ``prompts``; the dict described in the class docs."""
         rows = self._rows(prompts)
         call = next(self._calls)
+        self._calls_done = call + 1
         groups: dict[str, list[_Row]] = {}
         for row in rows:
             groups.setdefault(row.example.id, []).append(row)
