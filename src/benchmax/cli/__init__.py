@@ -30,6 +30,7 @@ from benchmax.cli._run_command import load_mock_policy, run_command
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._targets import TargetError
 from benchmax.cli._traces_command import traces_command
+from benchmax.cli._train_command import train_command
 from benchmax.cli._validate_command import validate_command
 
 __all__ = ["cli", "main"]
@@ -171,6 +172,7 @@ cli.add_command(view_command)
 cli.add_command(show_command)
 cli.add_command(rescore_command)
 cli.add_command(compare_command)
+cli.add_command(train_command)
 
 
 def main() -> None:

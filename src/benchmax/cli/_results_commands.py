@@ -43,6 +43,7 @@ from benchmax.cli._targets import (
 from benchmax.envs import BaseEnv
 from benchmax.envs.shared_types import FINISHED
 from benchmax.runner import (
+    Comparison,
     RescoreReport,
     Results,
     RolloutFilter,
@@ -55,7 +56,13 @@ from benchmax.runner import (
 )
 from benchmax.trajectory import Trajectory, is_simulated_user
 
-__all__ = ["compare_command", "rescore_command", "show_command", "view_command"]
+__all__ = [
+    "compare_command",
+    "render_comparison",
+    "rescore_command",
+    "show_command",
+    "view_command",
+]
 
 _KEEP = {"\n", "\t"}
 
@@ -769,7 +776,14 @@ def compare_command(
         document = {"a": str(a), "b": str(b), **comparison.to_json()}
         click.echo(json.dumps(document, indent=2, allow_nan=False))
         return
-    console = Console()
+    render_comparison(comparison, a, b, Console(), top=top)
+
+
+def render_comparison(
+    comparison: Comparison, a: Path, b: Path, console: Console, *, top: int = 10
+) -> None:
+    """Print ``comparison`` (run B against run A) as ``benchmax compare`` does: the per-key
+    table with paired intervals, pass@k of binary keys and the examples that changed most."""
     console.print(
         f"matched {comparison.matched} examples by id"
         + (f"; {comparison.only_in_a} only in A" if comparison.only_in_a else "")
