@@ -8,6 +8,7 @@ per optimizer step: a step's batch is ``prompts_per_step`` distinct rows, each r
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ from benchmax.training._config import TrainConfig
 __all__ = ["TrainingHooks", "grpo_config", "lora_config", "make_trainer"]
 
 transformers_logging.disable_progress_bar()  # "Writing model shards" bars at every save
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is what benchmax uses
 
 
 class TrainingHooks(Protocol):
