@@ -3,7 +3,7 @@
 ``GRPOTrainer(rollout_func=..., reward_funcs=[benchmax_reward])`` hands generation to
 benchmax: :class:`RolloutFunc` runs one benchmax group per example against an
 OpenAI-compatible endpoint that returns token ids and logprobs (vLLM, SGLang, ``trl
-vllm-serve``... see the README, "Training with TRL") and gives TRL the ids the server
+vllm-serve``... see ``docs/training.md``) and gives TRL the ids the server
 sampled, their logprobs and the mask of environment-added tokens; :func:`benchmax_reward`
 hands TRL the environment's scalar reward. This module imports neither ``trl`` nor
 ``torch``: it returns plain lists (install ``benchmax[trl]`` for the trainer).
