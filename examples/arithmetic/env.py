@@ -1,6 +1,6 @@
 """A one-turn short-answer task: add two small numbers, reply with the sum alone.
 
-Rows look like ``{"a": 12, "b": 7}``. Rewards: ``correct`` (the first integer in the reply
+Rows look like ``{"a": 12, "b": 7}``. Rewards: ``correct`` (the last integer in the reply
 is ``a + b``) and ``bare`` (the reply is nothing but an integer). A 135M instruction model
 starts by explaining its sum ("12 + 7 = 19") and learns to answer ``19``.
 """
@@ -50,9 +50,9 @@ class ArithmeticEnv(BaseEnv):
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
         reply = extract_completion_text(rollout.messages).strip()
-        found = _INTEGER.search(reply)
+        found = _INTEGER.findall(reply)
         answer = rollout.example_args["answer"]
         return {
-            "correct": 1.0 if found is not None and int(found.group()) == answer else 0.0,
+            "correct": 1.0 if found and int(found[-1]) == answer else 0.0,
             "bare": 1.0 if _INTEGER.fullmatch(reply) else 0.0,
         }
