@@ -279,6 +279,12 @@ def _run(
     except TrainError as error:
         display.close()
         raise click.ClickException(str(error)) from None
+    except FileNotFoundError as error:
+        display.close()
+        raise click.ClickException(f"file not found: {error.filename or error}") from None
+    except Exception as error:  # the environment, the model loader or TRL failed
+        display.close()
+        raise click.ClickException(f"training failed: {type(error).__name__}: {error}") from None
     finally:
         display.close()
     assert result is not None

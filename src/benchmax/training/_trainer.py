@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -116,8 +117,6 @@ def _backend() -> Any:
 def _providers(config: TrainConfig, given: Mapping[str, ModelAuth] | None) -> dict[str, ModelAuth]:
     if given is not None:
         return dict(given)
-    import os
-
     providers: dict[str, ModelAuth] = {}
     for name, variable in config.auth.items():
         value = os.environ.get(variable)
@@ -310,6 +309,11 @@ def train(
     nothing to resume, too few examples, the trl extra missing); what the environment,
     the model loader or TRL raise propagates.
     """
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        raise TrainError(
+            "benchmax train runs in one process (its run directory has one writer); for "
+            "several GPUs launch a RolloutFunc script with accelerate (docs/training.md)"
+        )
     emit = on_event or (lambda event: None)
     stop = stop or StopRequest()
     layout = RunDirectory(Path(config.output_dir))
