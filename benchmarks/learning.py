@@ -91,6 +91,7 @@ def main() -> None:
         group_size=4,
         prompts_per_step=2,
         learning_rate=2e-5,
+        temperature=0.7,
         max_tokens=16,
         eval_group_size=2,
         save_every=0,

@@ -1,7 +1,7 @@
 """A one-turn short-answer task: add two small numbers, reply with the sum alone.
 
-Rows look like ``{"a": 12, "b": 7}``. Rewards: ``correct`` (the last integer in the reply
-is ``a + b``) and ``bare`` (the reply is nothing but an integer). A 135M instruction model
+Rows look like ``{"a": 12, "b": 7}``. Rewards: ``correct`` (the reply states ``a + b``: one
+of its integers is the sum) and ``bare`` (the reply is nothing but an integer). A 135M instruction model
 starts by explaining its sum ("12 + 7 = 19") and learns to answer ``19``.
 """
 
@@ -53,6 +53,6 @@ class ArithmeticEnv(BaseEnv):
         found = _INTEGER.findall(reply)
         answer = rollout.example_args["answer"]
         return {
-            "correct": 1.0 if found and int(found[-1]) == answer else 0.0,
+            "correct": 1.0 if any(int(number) == answer for number in found) else 0.0,
             "bare": 1.0 if _INTEGER.fullmatch(reply) else 0.0,
         }
