@@ -1,7 +1,8 @@
 """A one-turn short-answer task: add two small numbers, reply with the sum alone.
 
 Rows look like ``{"a": 12, "b": 7}``. Rewards: ``correct`` (the reply states ``a + b``: one
-of its integers is the sum) and ``bare`` (the reply is nothing but an integer). A 135M instruction model
+of its integers is the sum) and ``bare`` (the reply is nothing but an integer). The prompt
+shows one worked exchange (``2 + 3`` -> ``5``) before the question. A 135M instruction model
 starts by explaining its sum ("12 + 7 = 19") and learns to answer ``19``.
 """
 
@@ -22,6 +23,10 @@ from benchmax.envs import (
 from benchmax.rewards import extract_completion_text
 
 INSTRUCTIONS = "Answer with the number only."
+EXAMPLE_TURNS = (  # one worked exchange shows the format
+    {"role": "user", "content": "What is 2 + 3?"},
+    {"role": "assistant", "content": "5"},
+)
 _INTEGER = re.compile(r"-?\d+")
 
 
@@ -42,6 +47,7 @@ class ArithmeticEnv(BaseEnv):
         payload = {
             "prompt_messages": [
                 {"role": "system", "content": INSTRUCTIONS},
+                *EXAMPLE_TURNS,
                 {"role": "user", "content": f"What is {row['a']} + {row['b']}?"},
             ],
             "answer": int(row["a"]) + int(row["b"]),
