@@ -106,7 +106,8 @@ class RolloutRecord(TypedDict):
     """One results-file line (``benchmax.results/1``): a trajectory as JSON.
 
     ``model_calls``, ``tool_calls`` and ``annotations`` were added later: lines written
-    before lack them and read back as empty.
+    before lack them and read back as empty. ``step`` and ``weights_version`` are only on
+    the lines of a training run's rollouts (``benchmax train``).
     """
 
     type: Literal["rollout"]
@@ -126,6 +127,8 @@ class RolloutRecord(TypedDict):
     model_calls: NotRequired[list[ModelCallRecord]]
     tool_calls: NotRequired[list[ToolCallRecord]]
     annotations: NotRequired[dict[str, Any]]
+    step: NotRequired[int]
+    weights_version: NotRequired[int]
 
 
 def _seconds(value: object, name: str) -> float:
@@ -397,6 +400,10 @@ class Trajectory:
     (token counts summed over the calls, ``None``: none reported), ``logs`` (records
     attributed to the rollout, secrets masked) and ``annotations`` (JSON data the
     environment attached with :func:`annotate`).
+
+    Training (``benchmax train``'s rollouts, else ``None``): ``step`` (the optimizer step,
+    from 1, whose batch the rollout belongs to) and ``weights_version`` (the version of the
+    weights that sampled it: 0 for the base model, counting up with each optimizer step).
     """
 
     rollout_id: str
@@ -415,6 +422,8 @@ class Trajectory:
     usage: TokenUsage | None = None
     logs: tuple[LogEntry, ...] = ()
     annotations: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    step: int | None = None
+    weights_version: int | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -457,6 +466,10 @@ class Trajectory:
             isinstance(key, str) for key in self.annotations
         ):
             raise TypeError("annotations must be a mapping with string keys")
+        for name in ("step", "weights_version"):
+            value = getattr(self, name)
+            if value is not None and not is_int_at_least(value, 0):
+                raise ValueError(f"{name} must be a non-negative integer or None")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping views (the empty defaults, a caller's MappingProxyType) do not
@@ -520,6 +533,10 @@ class Trajectory:
         }
         if self.annotations:
             record["annotations"] = dict(self.annotations)
+        if self.step is not None:
+            record["step"] = self.step
+        if self.weights_version is not None:
+            record["weights_version"] = self.weights_version
         return record
 
     @classmethod
@@ -556,6 +573,8 @@ class Trajectory:
             usage=_json_usage(data.get("usage")),
             logs=tuple(cast(LogEntry, e) for e in data.get("logs") or () if isinstance(e, Mapping)),
             annotations=_json_object(data.get("annotations")),
+            step=_json_count(data.get("step")),
+            weights_version=_json_count(data.get("weights_version")),
         )
 
 
@@ -623,6 +642,10 @@ def _json_usage(value: object) -> TokenUsage | None:
         return None
     kept = {k: v for k, v in value.items() if k in TOKEN_USAGE_KEYS and is_int_at_least(v, 0)}
     return cast(TokenUsage, kept) if kept else None
+
+
+def _json_count(value: object) -> int | None:
+    return value if is_int_at_least(value, 0) else None
 
 
 def _json_object(value: object) -> dict[str, Any]:

@@ -172,22 +172,3 @@ def test_every_python_sample_compiles() -> None:
         compile(
             block, f"README.md python block {number}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         )
-
-
-def test_the_trl_samples_bundle_alternative_loads_the_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # the TRL script's "# or: env = load_bundle(...)" comment names real functions
-    from examples.calculator.env import CalculatorEnv
-
-    import benchmax.bundle
-
-    [expression] = re.findall(r"# or: env = (load_bundle\(.*\))\n", README)
-    [path] = re.findall(r'"([^"]+)"', expression)
-    monkeypatch.chdir(tmp_path)
-    bundled = CliRunner().invoke(
-        cli, ["bundle", f"{REPO}/examples/calculator/env.py:CalculatorEnv", "-o", path]
-    )
-    assert bundled.exit_code == 0, bundled.output
-    env = eval(expression, vars(benchmax.bundle))  # the README's own text
-    assert type(env).__name__ == CalculatorEnv.__name__

@@ -33,6 +33,7 @@ from benchmax.cli._serve_command import serve_command
 from benchmax.cli._serve_model_command import serve_model_command
 from benchmax.cli._targets import TargetError
 from benchmax.cli._traces_command import traces_command
+from benchmax.cli._train_command import train_command
 from benchmax.cli._validate_command import validate_command
 
 __all__ = ["cli", "main"]
@@ -189,6 +190,7 @@ cli.add_command(rescore_command)
 cli.add_command(compare_command)
 cli.add_command(serve_command)
 cli.add_command(serve_model_command)
+cli.add_command(train_command)
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 ``GRPOTrainer(rollout_func=..., reward_funcs=[benchmax_reward])`` hands generation to
 benchmax: :class:`RolloutFunc` runs one benchmax group per example against an
 OpenAI-compatible endpoint that returns token ids and logprobs (vLLM, SGLang, ``trl
-vllm-serve``... see the README, "Training with TRL") and gives TRL the ids the server
+vllm-serve``... see ``docs/training.md``) and gives TRL the ids the server
 sampled, their logprobs and the mask of environment-added tokens; :func:`benchmax_reward`
 hands TRL the environment's scalar reward. This module imports neither ``trl`` nor
 ``torch``: it returns plain lists (install ``benchmax[trl]`` for the trainer).
@@ -193,7 +193,8 @@ class RolloutFunc:
     ``termination_reason``, ``rollout_id``, ``trainable`` and ``token_prefix_breaks``.
     ``on_group(trajectories)`` is called with each group's trajectories (e.g. to log or
     keep them). Rollouts run on a private event loop thread; :meth:`close` (or ``with``)
-    stops it and closes the environment.
+    stops it and closes the environment. ``calls_done`` (default 0) is the number of
+    calls already made by the run being resumed: the call counter starts there.
     """
 
     def __init__(

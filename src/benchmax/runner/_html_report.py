@@ -183,16 +183,20 @@ def _group_data(
     advantages = group_signal(scalars, [record.termination_reason for record in group.rollouts])
     rollouts = []
     for record, scalar, advantage in zip(group.rollouts, scalars, advantages, strict=True):
-        data = _rollout_data(record, len(prompt), keys, reason_index, tokens)
-        data["s"], data["v"] = scalar, advantage  # weighted scalar reward, GRPO advantage
-        rollouts.append(data)
-    return {
+        rollout = _rollout_data(record, len(prompt), keys, reason_index, tokens)
+        rollout["s"], rollout["v"] = scalar, advantage  # weighted scalar reward, GRPO advantage
+        rollouts.append(rollout)
+    data: dict[str, Any] = {
         "i": group.example_index,
         "id": group.example_id,
         "f": _is_flat(group),
         "p": prompt,
         "r": rollouts,
     }
+    step = group.rollouts[0].step
+    if step is not None:  # a training run's group: the page filters by step
+        data["s"] = step
+    return data
 
 
 def _rollout_data(
@@ -290,13 +294,26 @@ def embedded_json(data: Any) -> str:
     )
 
 
-def render_html_report(results: Results, *, source: str | None = None, tokens: bool = False) -> str:
-    """The complete HTML page for ``results`` (see ``report_data`` for what it embeds)."""
+def render_html_report(
+    results: Results,
+    *,
+    source: str | None = None,
+    tokens: bool = False,
+    title: str | None = None,
+    before: str = "",
+) -> str:
+    """The complete HTML page for ``results`` (see ``report_data`` for what it embeds).
+
+    ``before`` is trusted HTML put first in the page (the training page's sections; an
+    element with ``data-step="N"`` in it filters the examples to step N when clicked and
+    opens the first of them); ``title`` replaces the page title.
+    """
     data = report_data(results, source=source, tokens=tokens)
     header = data["header"]
-    title = f"benchmax run {header.get('run_id', '')}"
+    title = title or f"benchmax run {header.get('run_id', '')}"
     body = "\n".join(
         [
+            before,
             _definition_section(header, source),
             _summary_section(data["summary"], data["keys"]),
             charts_section(data),

@@ -10,6 +10,9 @@
 - ``scalar_reward`` turns a reward map into one number by the environment's
   ``reward_weights``; ``group_advantages`` turns a group's scalars into advantages
   (GRPO, Dr. GRPO, RLOO).
+- ``train(TrainConfig(...), EnvClass)`` runs GRPO with TRL (the ``trl`` extra) into a
+  run directory that ``benchmax show``/``view``/``compare`` read (``benchmax train`` is
+  the same from the command line; ``docs/training.md``).
 - ``TRAINABLE_REASONS`` lists the termination reasons a trainer should learn from
   (``Trajectory.trainable``); ``rollout_seed`` derives a rollout's sampling seed.
 - ``PolicySampler(model, tokenizer)`` serves a live ``transformers`` model over an
@@ -25,7 +28,10 @@ from benchmax._vocabulary import TRAINABLE_REASONS
 from benchmax.runner import rollout_seed
 from benchmax.training._advantages import AdvantageMethod, group_advantages, scalar_reward
 from benchmax.training._collect import CollectedGroup, collect_group, read_trajectories
+from benchmax.training._config import ConfigError, TrainConfig
+from benchmax.training._run_files import read_metrics
 from benchmax.training._samples import TrainingSample, to_training_samples
+from benchmax.training._trainer import StopRequest, TrainError, TrainEvent, TrainResult, train
 
 if TYPE_CHECKING:
     from benchmax.training._models import BUILTIN_MODELS, load_model, resolve_model
@@ -36,16 +42,24 @@ __all__ = [
     "TRAINABLE_REASONS",
     "AdvantageMethod",
     "CollectedGroup",
+    "ConfigError",
     "PolicySampler",
+    "StopRequest",
+    "TrainConfig",
+    "TrainError",
+    "TrainEvent",
+    "TrainResult",
     "TrainingSample",
     "collect_group",
     "group_advantages",
     "load_model",
+    "read_metrics",
     "read_trajectories",
     "resolve_model",
     "rollout_seed",
     "scalar_reward",
     "to_training_samples",
+    "train",
 ]
 
 _LAZY = {
