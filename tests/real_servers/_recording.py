@@ -59,7 +59,7 @@ class RecordingProxy:
                 self.end_headers()
                 self.wfile.write(answer.content)
 
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, message: str, *args: Any) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -3,6 +3,7 @@ recorded, and compare it with the raw replies a :class:`RecordingProxy` kept."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -25,8 +26,17 @@ def benchmax_run(
 ) -> subprocess.CompletedProcess[str]:
     """``benchmax run ARGS --base-url URL --model MODEL`` in a subprocess from the repo root."""
     return subprocess.run(
-        [sys.executable, "-m", "benchmax.cli", "run", *map(str, args)]
-        + ["--base-url", base_url, "--model", model],
+        [
+            sys.executable,
+            "-m",
+            "benchmax.cli",
+            "run",
+            *map(str, args),
+            "--base-url",
+            base_url,
+            "--model",
+            model,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -47,7 +57,7 @@ def prefix_breaks(calls: Sequence[ModelCall]) -> int:
     """Counted here, independently of benchmax: a call whose prompt ids do not start with
     the previous call's prompt + completion ids."""
     breaks = 0
-    for previous, call in zip(calls, calls[1:], strict=False):
+    for previous, call in itertools.pairwise(calls):
         assert previous.prompt_token_ids is not None and previous.completion_token_ids is not None
         assert call.prompt_token_ids is not None
         before = (*previous.prompt_token_ids, *previous.completion_token_ids)

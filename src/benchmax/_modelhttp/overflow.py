@@ -26,6 +26,10 @@ vLLM (newer)                  400 ``{"error": {"message": "This model's maximum 
                               of N." / "Prompt length of P is longer than the maximum
                               model length of N."; older "max_tokens must be at least 1,
                               got -K."
+vLLM 0.32                     400 "This model's maximum context length is N tokens. However,
+                              your prompt contains at least P input tokens, which exceeds
+                              this limit even without any output tokens. ...
+                              (parameter=input_tokens, value=P)"
 SGLang                        "The input (P tokens) is longer than the model's context
                               length (N tokens)." and "Requested token count exceeds the
                               model's maximum context length of N tokens. ..."
@@ -34,6 +38,7 @@ TGI                           422 ``{"error": "Input validation error: `inputs` 
                               "validation"}`` and "`inputs` must have less than N tokens"
 llama.cpp server              ``type: "exceed_context_size_error"`` ("the request exceeds
                               the available context size, try increasing it")
+llama-cpp-python server       400 ``code: "context_length_exceeded"`` (the OpenAI form)
 LiteLLM (proxy and SDK)       400 whose message starts ``litellm.ContextWindowExceededError``
 ============================  ===========================================================
 
