@@ -77,7 +77,8 @@ def main() -> None:
             for tokens in (False, True) if repeat % 2 == 0 else (True, False):
                 rate = asyncio.run(measure(base_url, tokens, args.examples, args.group_size))
                 best[tokens] = max(best[tokens], rate)
-                print(f"  run {repeat + 1}, tokens {'on' if tokens else 'off'}: {rate:.2f} rollouts/s")
+                mode = "on" if tokens else "off"
+                print(f"  run {repeat + 1}, tokens {mode}: {rate:.2f} rollouts/s")
     print("| tokens | rollouts/s (best) |")
     print("| --- | --- |")
     print(f"| off | {best[False]:.2f} |")

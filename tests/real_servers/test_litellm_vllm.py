@@ -54,9 +54,7 @@ def litellm(
     directory = tmp_path_factory.mktemp("litellm-vllm")
     key = "sk-" + secrets.token_hex(16)
     config = directory / "config.yaml"
-    config.write_text(
-        CONFIG.format(model=vllm.model, api_base=upstream.base_url, master_key=key)
-    )
+    config.write_text(CONFIG.format(model=vllm.model, api_base=upstream.base_url, master_key=key))
     port = _free_port()
     log = directory / "proxy.log"
     environment = {
