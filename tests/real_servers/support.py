@@ -18,6 +18,11 @@ from benchmax.trajectory import ModelCall, Trajectory
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ("examples/quickstart/env.py:QuickStartEnv", "--data", "examples/quickstart")
 CALCULATOR = ("examples/calculator/env.py:CalculatorEnv", "--data", "examples/calculator")
+STRICT_CALCULATOR = (
+    "tests/real_servers/strict_calculator.py:StrictCalculatorEnv",
+    "--data",
+    "examples/calculator",
+)
 RUN_TIMEOUT_SECONDS = 3600
 
 

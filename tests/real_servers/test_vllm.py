@@ -18,8 +18,8 @@ import pytest
 from tests.real_servers._recording import RecordingProxy
 from tests.real_servers._servers import RunningServer
 from tests.real_servers.support import (
-    CALCULATOR,
     QUICKSTART,
+    STRICT_CALCULATOR,
     benchmax_run,
     one_line_error,
     prefix_breaks,
@@ -79,12 +79,12 @@ def test_tokens_run_records_the_servers_own_ids(
 def test_required_tool_choice_multi_turn_counts_every_prefix_break(
     vllm: RunningServer, proxy: RecordingProxy, tmp_path: Path
 ) -> None:
-    """vLLM re-renders the tool calls it parsed, so a call's prompt does not extend the
-    previous prompt + completion (the model wrote JSON, the template renders <tool_call>):
-    every such break is counted and starts a new training sample, never stitched."""
+    """vLLM re-renders the tool calls it parsed, so a call's prompt need not extend the
+    previous prompt + completion (the template's whitespace and key order are not the
+    model's): every such break is counted and starts a new training sample, never stitched."""
     output = tmp_path / "tools.jsonl"
     done = benchmax_run(
-        proxy.base_url, vllm.model, *CALCULATOR, "--split", "eval", "-n", 2, "-k", 2,
+        proxy.base_url, vllm.model, *STRICT_CALCULATOR, "--split", "eval", "-n", 2, "-k", 2,
         "--tokens", "--sampling-arg", "tool_choice=required", "--temperature", 0.7,
         "--seed", 3, "--max-tokens", 96, "-o", output,
     )  # fmt: skip
@@ -110,7 +110,6 @@ def test_required_tool_choice_multi_turn_counts_every_prefix_break(
         if trajectory.termination_reason == "max_turns_exceeded":
             assert len(assistant) == 4 and all(m.get("tool_calls") for m in assistant)
             assert len(tools) >= 4
-            assert breaks == len(calls) - 1  # each re-rendered tool call breaks the prefix
             multi_turn += 1
     assert multi_turn >= 1
 
