@@ -82,6 +82,20 @@ def recorded_tokens(call: ModelCall) -> tuple[Any, Any, Any]:
     return call.prompt_token_ids, call.completion_token_ids, call.completion_logprobs
 
 
+def assert_same_tokens(
+    recorded: Sequence[tuple[Any, Any, Any]], raw: Sequence[tuple[Any, Any, Any]]
+) -> None:
+    """The recorded calls are the raw replies: the same ids, and logprobs as sent (benchmax
+    keeps 5 decimals: ``trajectory.LOGPROB_DECIMALS``)."""
+    assert len(recorded) == len(raw)
+    for (prompt, completion, logprobs), (raw_prompt, raw_completion, raw_logprobs) in zip(
+        sorted(recorded), sorted(raw), strict=True
+    ):
+        assert (prompt, completion) == (raw_prompt, raw_completion)
+        assert len(logprobs) == len(raw_logprobs)
+        assert all(abs(a - b) <= 5e-6 for a, b in zip(logprobs, raw_logprobs, strict=True))
+
+
 def one_line_error(completed: subprocess.CompletedProcess[str]) -> str:
     """The single ``Error: ...`` line a refused run prints."""
     assert completed.returncode != 0, completed.stdout + completed.stderr

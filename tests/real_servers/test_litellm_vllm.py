@@ -17,6 +17,7 @@ from tests.real_servers._recording import RecordingProxy
 from tests.real_servers._servers import RunningServer
 from tests.real_servers.support import (
     QUICKSTART,
+    assert_same_tokens,
     benchmax_run,
     one_line_error,
     raw_tokens,
@@ -131,6 +132,6 @@ def test_tokens_through_litellm_are_passed_through_or_refused_in_one_line(
         assert len(sent) == 1 and not output.exists()
         assert "prompt_token_ids" in sent[0].reply  # vLLM sent them; LiteLLM dropped them
         return
-    raw = sorted(raw_tokens(e.reply) for e in sent[1:])
-    recorded = sorted(recorded_tokens(c) for t in trajectories(output) for c in t.model_calls)
-    assert recorded == raw
+    raw = [raw_tokens(e.reply) for e in sent[1:]]
+    recorded = [recorded_tokens(c) for t in trajectories(output) for c in t.model_calls]
+    assert_same_tokens(recorded, raw)

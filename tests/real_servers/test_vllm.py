@@ -20,6 +20,7 @@ from tests.real_servers._servers import RunningServer
 from tests.real_servers.support import (
     QUICKSTART,
     STRICT_CALCULATOR,
+    assert_same_tokens,
     benchmax_run,
     one_line_error,
     prefix_breaks,
@@ -66,7 +67,7 @@ def test_tokens_run_records_the_servers_own_ids(
     assert preflight.body["max_tokens"] == 16 and len(rollouts) == 6
     raw = [raw_tokens(exchange.reply) for exchange in rollouts]
     recorded = [recorded_tokens(call) for t in trajectories(output) for call in t.model_calls]
-    assert sorted(recorded) == sorted(raw)  # ids and logprobs exactly as the server sent
+    assert_same_tokens(recorded, raw)
     for exchange in rollouts:
         assert list(exchange.reply["prompt_token_ids"]) == tokenize(vllm, exchange.body)
     for trajectory in trajectories(output):
