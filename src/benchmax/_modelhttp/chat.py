@@ -146,12 +146,15 @@ def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> ModelS
     code = error.get("code") if isinstance(error, Mapping) else None
     text = _server_text(raw)
     message = f"Error code: {status} - {text}" if text else f"Error code: {status}"
+    should_retry = retries.server_retry_verdict(headers)
+    if should_retry is None and status >= 500 and retries.is_validation_failure(text):
+        should_retry = False  # a body the server's types refuse fails the same way again
     return ModelStatusError(
         message,
         status=status,
         code=code,
         retry_after=retries.retry_after_seconds(headers),
-        should_retry=retries.server_retry_verdict(headers),
+        should_retry=should_retry,
         context_overflow=is_context_overflow(status, error, text),
     )
 

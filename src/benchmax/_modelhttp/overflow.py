@@ -50,7 +50,9 @@ TGI                           422 ``{"error": "Input validation error: `inputs` 
                               "validation"}`` and "`inputs` must have less than N tokens"
 llama.cpp server              ``type: "exceed_context_size_error"`` ("request (P tokens)
                               exceeds the available context size (N tokens), try
-                              increasing it")
+                              increasing it", or "the request exceeds the available
+                              context size, try increasing it")
+llama-cpp-python server       400 ``code: "context_length_exceeded"`` (the OpenAI form)
 Ollama                        400 "the prompt is longer than the context length currently
                               available to the model; ...", "the input length exceeds the
                               context length", "input length (P tokens) exceeds the

@@ -110,11 +110,13 @@ async def test_tool_turn_sends_exact_transcript_and_finishes(mock_server: MockMo
     assert env.tool_calls == [("rollout-0", "multiply", {"left": 6, "right": 7})]
     first, second = mock_server.requests
     assert first.body["tools"] == [dict(t) for t in ToolEnv.tools]
+    # Sent with content "" where the model sent null beside tool calls (llama-cpp-python's
+    # server refuses null there); the recorded transcript keeps null (test_sent_messages.py).
     assert second.body["messages"] == [
         PROMPT[0],
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call-1",

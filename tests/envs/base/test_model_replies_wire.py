@@ -164,6 +164,50 @@ async def test_the_servers_retry_verdict_is_honored(
     assert len(bodies) == 1 + retried
 
 
+# What llama-cpp-python's server answers (HTTP 500, its RouteErrorHandler wrapping
+# FastAPI's RequestValidationError) for an assistant message whose content is null.
+LLAMA_CPP_VALIDATION_500 = json.dumps(
+    {
+        "error": {
+            "message": "1 validation error:\n  {'type': 'string_type', 'loc': ('body',"
+            " 'messages', 1, 'typed-dict', 'content'), 'msg': 'Input should be a valid"
+            " string', 'input': None}",
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "header", "retried"),
+    [
+        (LLAMA_CPP_VALIDATION_500, b"", False),
+        (b"2 validation errors for CreateChatCompletionRequest", b"", False),
+        (LLAMA_CPP_VALIDATION_500, b"x-should-retry: true\r\n", True),  # the server's verdict
+        (b'{"error": {"message": "worker crashed"}}', b"", True),
+        (b'{"error": {"message": "validation of the cache failed"}}', b"", True),
+    ],
+)
+async def test_a_5xx_saying_the_request_failed_validation_is_not_retried(
+    backoff_waits: list[float],
+    caplog: pytest.LogCaptureFixture,
+    body: bytes,
+    header: bytes,
+    retried: bool,
+) -> None:
+    failure = (500, body, header)
+    async with replies_server(failure, (200, json.dumps(GOOD).encode(), b"")) as (url, bodies):
+        rollout = await run(url, model_retries=2)
+    assert len(bodies) == 1 + retried
+    if not retried:
+        assert rollout.termination_reason == "model_error" and backoff_waits == []
+        assert "validation error" in str(env_record(caplog).exc_info[1])
+    else:
+        assert rollout.termination_reason == "finished"
+
+
 async def test_retry_after_ms_wins_over_retry_after(backoff_waits: list[float]) -> None:
     failure = (429, b"{}", b"Retry-After-Ms: 1500\r\nRetry-After: 9\r\n")
     async with replies_server(failure, (200, json.dumps(GOOD).encode(), b"")) as (url, _):

@@ -40,6 +40,7 @@ from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._limits import LIMIT_NAMES, Limits
+from benchmax.envs.base._sent_messages import messages_as_sent
 from benchmax.envs.base._tool_calls import (
     ArgumentChecks,
     ToolTimedOut,
@@ -562,7 +563,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         # send_reasoning (then the transcript itself).
         sent = transcript if settings.send_reasoning else list(transcript)
         for _ in range(settings.max_turns):
-            body: dict[str, Any] = {"model": request.model, "messages": sent}
+            body: dict[str, Any] = {"model": request.model, "messages": messages_as_sent(sent)}
             if tools:
                 body["tools"] = tools
             if settings.record_tokens:
