@@ -99,6 +99,7 @@ def bundle_command(
     file) are captured automatically; name other local modules with --local-module.
     """
     from benchmax.bundle import BundlingError, bundle_digest, save_bundle
+    from benchmax.bundle._errors import cli_wording
 
     try:
         env_target = load_class_target(target)
@@ -108,9 +109,10 @@ def bundle_command(
     except TargetError as error:
         raise click.ClickException(str(error)) from None
     try:
-        bundle, modules = bundle_class_target(
-            env_target, env_args, pip_dependencies, extra_local_modules=named_modules
-        )
+        with cli_wording():  # errors name --local-module / --pip-dependency
+            bundle, modules = bundle_class_target(
+                env_target, env_args, pip_dependencies, extra_local_modules=named_modules
+            )
         output.parent.mkdir(parents=True, exist_ok=True)
         save_bundle(bundle, output)
     except (BundlingError, OSError) as error:

@@ -122,15 +122,40 @@ def import_object(spec: str, what: str) -> tuple[Any, ModuleType]:
         try:
             value = getattr(value, part)
         except AttributeError:
-            raise TargetError(f"{module.__name__} has no {attribute!r}") from None
+            hint = _did_you_mean(part, [n for n in dir(value) if not n.startswith("_")])
+            raise TargetError(f"{module.__name__} has no {attribute!r}{hint}") from None
     return value, module
+
+
+def _did_you_mean(name: str, candidates: Sequence[str]) -> str:
+    """`` (did you mean 'X'?)`` for the closest of ``candidates``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if not close:
+        folded = {candidate.lower(): candidate for candidate in candidates}
+        close = [folded[name.lower()]] if name.lower() in folded else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _environment_classes(module: ModuleType) -> list[str]:
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and issubclass(value, Environment)
+        and not getattr(value, "__abstractmethods__", ())
+        and getattr(value, "__module__", None) == module.__name__
+    )
 
 
 def load_class_target(spec: str) -> EnvTarget:
     """An environment class named as ``file.py:Class`` or ``package.module:Class``."""
     env_class, module = import_object(spec, "target")
     if not isinstance(env_class, type) or not issubclass(env_class, Environment):
-        raise TargetError(f"{spec} is not an Environment subclass")
+        found = _environment_classes(module)
+        here = f"; environment classes in {module.__name__}: {', '.join(found)}" if found else ""
+        raise TargetError(f"{spec} is not an Environment subclass{here}")
     abstract = sorted(getattr(env_class, "__abstractmethods__", ()))
     if abstract:
         raise TargetError(f"{spec} has unimplemented abstract members: {', '.join(abstract)}")
@@ -172,6 +197,12 @@ def load_target(spec: str) -> EnvTarget:
         return load_class_target(spec)
     if spec.endswith(".py"):
         raise TargetError(f"target {spec!r} must name a class: {spec}:ClassName")
+    if not Path(spec).exists() and "." in spec and not spec.endswith(".bundle"):
+        head, _, name = spec.rpartition(".")  # a dotted path: package.module.Class
+        raise TargetError(
+            f"target {spec!r} is neither a bundle file nor a class: name a class as "
+            f"path/to/file.py:Class or package.module:Class (did you mean {head + ':' + name!r}?)"
+        )
     return load_bundle_target(Path(spec))
 
 
