@@ -26,7 +26,7 @@ from benchmax.cli._targets import EnvTarget, TargetError, load_class_target, par
 if TYPE_CHECKING:
     from benchmax.bundle import Bundle
 
-__all__ = ["bundle_class_target", "bundle_command", "inspect_command"]
+__all__ = ["bundle_class_target", "bundle_command", "import_local_module", "inspect_command"]
 
 _AUTO_CAPTURED = re.compile(r"auto-bundling local module\(s\): (.+?) \(")
 
@@ -105,7 +105,7 @@ def bundle_command(
         env_target = load_class_target(target)
         env_args = parse_env_args(env_arg_pairs)
         _check_constructor_args(env_target.env_class, env_args)
-        named_modules = [_import_local_module(name) for name in local_module_names]
+        named_modules = [import_local_module(name) for name in local_module_names]
     except TargetError as error:
         raise click.ClickException(str(error)) from None
     try:
@@ -177,7 +177,8 @@ def _check_constructor_args(env_class: type, env_args: Mapping[str, Any]) -> Non
         ) from None
 
 
-def _import_local_module(name: str) -> ModuleType:
+def import_local_module(name: str) -> ModuleType:
+    """The module ``--local-module NAME`` names; ``TargetError`` when it cannot be imported."""
     try:
         return importlib.import_module(name)
     except Exception as error:
