@@ -3,7 +3,8 @@
 ``create_project(Path("my-env"), "qa")`` writes ``env.py``, ``data/train.jsonl`` and
 ``data/eval.jsonl``, a mock policy (``policy.py``), tests, a README with the run /
 validate / view commands and a ``pyproject.toml`` depending on this benchmax: a path
-dependency on the source checkout it runs from (found with ``benchmax_source``), so
+dependency on the source checkout it runs from (found with ``benchmax_source``; written
+relative to the project, so no absolute path of the machine is in any file), so
 ``uv run`` inside resolves no other distribution of that name, else the installed
 version exactly. The templates are package data (``templates/<name>/``, files ending in
 ``.tmpl``; ``templates/common/`` holds what every project gets).
@@ -11,6 +12,7 @@ version exactly. The templates are package data (``templates/<name>/``, files en
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 import unicodedata
@@ -128,7 +130,7 @@ def _project_name(directory: Path) -> str:
     return name or "benchmax-env"
 
 
-def _pyproject(name: str) -> str:
+def _pyproject(name: str, directory: Path) -> str:
     requirement, source = benchmax_requirement()
     lines = [
         "[project]",
@@ -145,10 +147,15 @@ def _pyproject(name: str) -> str:
         "package = false  # an environment project, not a distribution",
     ]
     if source is not None:
-        path = source.as_posix().replace("\\", "\\\\").replace('"', '\\"')
+        # Relative to the project: no absolute path of this machine goes into it.
+        try:
+            relative = Path(os.path.relpath(source.resolve(), directory.resolve())).as_posix()
+        except ValueError:  # another drive (Windows): no relative path exists
+            relative = source.as_posix()
+        path = relative.replace("\\", "\\\\").replace('"', '\\"')
         lines += [
             "",
-            "# The benchmax source checkout that created this project.",
+            "# The benchmax source checkout that created this project (relative to it).",
             "[tool.uv.sources]",
             f'benchmax = {{ path = "{path}", editable = true }}',
         ]
@@ -223,6 +230,6 @@ def create_project(directory: Path, template: str = "qa") -> list[Path]:
         )
         written.append(target)
     pyproject = directory / "pyproject.toml"
-    pyproject.write_text(_pyproject(name), encoding="utf-8")
+    pyproject.write_text(_pyproject(name, directory), encoding="utf-8")
     written.append(pyproject)
     return written
