@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any, cast
 
 from benchmax._mock_url import MOCK_URL_MARKER, substitute_mock, uses_mock
+from benchmax._secret_masking import remember, url_passwords
 from benchmax.envs.environment import Environment
 
 __all__ = [
@@ -207,7 +208,8 @@ def load_target(spec: str) -> EnvTarget:
 
 
 def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; each value is parsed as JSON, falling back to the plain string."""
+    """``KEY=VALUE`` pairs; each value is parsed as JSON, falling back to the plain string.
+    Passwords of URLs among the values are remembered as secrets (masked in all output)."""
     args: dict[str, Any] = {}
     for pair in pairs:
         key, equals, raw = pair.partition("=")
@@ -218,6 +220,7 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
             args[key] = json.loads(raw, parse_constant=_not_json)
         except ValueError:
             args[key] = raw
+    remember(*url_passwords(args))  # a password in a URL argument is never printed
     return args
 
 
