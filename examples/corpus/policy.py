@@ -15,7 +15,14 @@ mistakes each stage is there to catch:
   that answer (or, for a question it does not know, when the answer's words are there).
 - styles: ``keyword`` keeps the content words; ``expert`` adds a specialist's framing.
 
+It works on any text, so ``generate-qa`` can be tried offline on your own documents: a
+sentence none of the patterns above reads still gives a question about its salient word (a
+number, a name, else its longest word), asked through the sentence's other content words
+(``Which name does the passage connect with "capital Japan"?`` -> ``Tokyo``)::
+
     uv run benchmax generate-qa examples/corpus -o qa \
+        --mock-policy examples/corpus/policy.py:reply
+    uv run benchmax generate-qa path/to/your/docs -o my-qa \
         --mock-policy examples/corpus/policy.py:reply
 """
 
@@ -97,25 +104,61 @@ def _sentences(passage: str) -> Iterator[str]:
 
 
 def pairs_in(passage: str) -> Iterator[dict[str, str]]:
-    """The lookup questions this writer derives from ``passage``, in sentence order."""
+    """The lookup questions this writer derives from ``passage``: those of the sentence
+    patterns in sentence order, then one about each other sentence (``generic_pair``)."""
+    others = []
     for sentence in _sentences(passage):
-        if match := _SYMBOL.match(sentence):
-            element, symbol = match["element"], match["symbol"]
-            yield {
-                "question": f"Which element has the chemical symbol {symbol}?",
-                "answer": element,
-            }
-        elif match := _COUNT.match(sentence):
-            subject, noun = match["subject"], match["noun"]
-            yield {"question": f"How many {noun} does {subject} have?", "answer": match["number"]}
-        elif match := _YEAR.match(sentence):
-            subject = _lower_first(match["subject"])
-            question = f"In what year {match['aux']} {subject} {match['rest']}?"
-            yield {"question": question, "answer": match["year"]}
-        elif match := _IDENTITY.match(sentence):
-            subject = match["subject"]
-            asked = "Who" if _PEOPLE.search(match["rest"]) else "What"
-            yield {"question": f"{asked} {match['verb']} {match['rest']}?", "answer": subject}
+        found = _pattern_pair(sentence)
+        if found is None:
+            others.append(sentence)
+        else:
+            yield found
+    for sentence in others:
+        if (pair := generic_pair(sentence)) is not None:
+            yield pair
+
+
+def generic_pair(sentence: str) -> dict[str, str] | None:
+    """A question about any sentence of five words or more: its answer the sentence's
+    first number, else its last name (a capitalized word after the first), else its
+    longest word; asked through up to four of its other content words, so it does not
+    repeat the sentence."""
+    words = re.findall(r"[\w'-]+", sentence)
+    if len(words) < 5:
+        return None
+    numbers = [w for w in words if re.fullmatch(r"\d[\d,.]*", w)]
+    names = [w for w in words[1:] if w[:1].isupper() and w.lower() not in _STOP]
+    if numbers:
+        answer, kind = numbers[0], "What number does the passage give"
+    elif names:
+        answer, kind = names[-1], "Which name does the passage connect"
+    else:
+        answer = max(words, key=len)
+        kind = "Which term does the passage use"
+    content = [w.lower() for w in words if w != answer and w.lower() not in _STOP]
+    if len(content) < 2:
+        return None
+    keywords = " ".join(sorted(dict.fromkeys(content), key=len, reverse=True)[:4])
+    return {"question": f'{kind} with "{keywords}"?', "answer": answer}
+
+
+def _pattern_pair(sentence: str) -> dict[str, str] | None:
+    """The pair of the first sentence pattern ``sentence`` matches, else ``None``."""
+    if match := _SYMBOL.match(sentence):
+        element, symbol = match["element"], match["symbol"]
+        return {"question": f"Which element has the chemical symbol {symbol}?", "answer": element}
+    if match := _COUNT.match(sentence):
+        subject, noun = match["subject"], match["noun"]
+        return {"question": f"How many {noun} does {subject} have?", "answer": match["number"]}
+    if match := _YEAR.match(sentence):
+        subject = _lower_first(match["subject"])
+        question = f"In what year {match['aux']} {subject} {match['rest']}?"
+        return {"question": question, "answer": match["year"]}
+    if match := _IDENTITY.match(sentence):
+        subject = match["subject"]
+        asked = "Who" if _PEOPLE.search(match["rest"]) else "What"
+        return {"question": f"{asked} {match['verb']} {match['rest']}?", "answer": subject}
+    return None
 
 
 def paraphrase(question: str) -> str:
@@ -160,6 +203,10 @@ def known_answers(passages: list[str]) -> dict[str, str]:
     """Every question this writer asks about ``passages`` (any round), with its answer."""
     known: dict[str, str] = {}
     for passage in passages:
+        for sentence in _sentences(passage):
+            if (generic := generic_pair(sentence)) is not None:
+                known[generic["question"]] = generic["answer"]
+    for passage in passages:
         for pair in [*pairs_in(passage), *reasoning_pairs(passage)]:
             known[pair["question"]] = known[paraphrase(pair["question"])] = pair["answer"]
     for first in passages:
@@ -185,13 +232,28 @@ def _write(prompt: str, passages: list[str]) -> list[dict[str, str]]:
 
 
 def _rewrite(prompt: str, passages: list[str]) -> list[dict[str, str]]:
-    """New pairs for the rejected ones: paraphrased, with the right answer."""
+    """New pairs for the rejected ones: paraphrased, with the right answer; a question
+    rejected for repeating its sentence that a paraphrase would still repeat (a short
+    sentence) is asked the generic way instead."""
     known = known_answers(passages)
+    sentences = {
+        pair["question"]: sentence
+        for passage in passages
+        for sentence in _sentences(passage)
+        if (pair := _pattern_pair(sentence)) is not None
+    }
     pairs = []
-    for raw_question, _answer, _reason in _REJECTED.findall(prompt):
+    for raw_question, _answer, reason in _REJECTED.findall(prompt):
         question = json.loads(raw_question)
-        if question in known:
-            pairs.append({"question": paraphrase(question), "answer": known[question]})
+        if question not in known:
+            continue
+        sentence = sentences.get(question)
+        if "repeats a sentence" in reason and sentence is not None and len(sentence.split()) < 9:
+            generic = generic_pair(sentence)
+            if generic is not None:
+                pairs.append(generic)
+                continue
+        pairs.append({"question": paraphrase(question), "answer": known[question]})
     return pairs
 
 

@@ -189,7 +189,7 @@ def test_bundle_errors_are_one_line(invoke: Callable[..., Result], tmp_path: Pat
     bad_dependency = invoke(
         "bundle", target, "--pip-dependency", "not a req ???", "-o", tmp_path / "x"
     )
-    assert "Invalid pip_dependencies" in error_line(bad_dependency)
+    assert "Invalid --pip-dependency" in error_line(bad_dependency)  # the flag, not the API
     assert "must name a class" not in error_line(
         invoke("bundle", "nope.py:X", "-o", tmp_path / "x")
     )
@@ -236,7 +236,7 @@ def test_an_installed_target_module_is_left_to_its_distribution(
     monkeypatch.setattr("benchmax.cli._bundle_commands._installed", lambda module: True)
     made = invoke("bundle", "installed_looking_env:QuickStartEnv", "-o", tmp_path / "i.bundle")
     assert "installed_looking_env" in error_line(made)
-    assert "pip_dependencies" in error_line(made)
+    assert "--pip-dependency" in error_line(made)
 
 
 def test_installed_modules_are_recognized() -> None:

@@ -106,6 +106,7 @@ def test_generate_qa_names_the_skipped_records(tmp_path: Path) -> None:
             "examples/corpus/policy.py:reply",
         ],
     )
+    assert result.exit_code == 0, result.output  # the example mock writes on any text
     assert "skipped notes.jsonl:2: field 'text' is null, not a string" in result.output
     assert "JSONL records without text, skipped" in result.output
 

@@ -81,6 +81,33 @@ async def test_the_environment_and_its_test_from_the_readme_work() -> None:
     await namespace["test_capitals"]()  # type: ignore[operator]
 
 
+async def test_the_first_reward_example_cannot_be_gamed_by_listing_answers() -> None:
+    from benchmax.testing import MockModelServer
+
+    namespace: dict[str, object] = {"__name__": "readme_sample"}
+    exec(compile(blocks("python")[0], "README.md", "exec"), namespace)
+    env_class = namespace["CapitalsEnv"]
+    example = env_class().to_example({"country": "France", "capital": "Paris"})  # type: ignore[operator]
+    replies = {
+        "listed": "<answer>Paris, Lyon, Berlin, Rome, Madrid</answer>",
+        "untagged-list": "Paris Lyon Berlin Rome Madrid",
+        "tagged": "Let me think. <answer>Paris</answer>",
+        "plain": "Paris.",
+    }
+    async with MockModelServer(lambda body, request: replies[request.session]) as server:
+        outcomes = await env_class().run_group(  # type: ignore[attr-defined]
+            [
+                RolloutRequest(
+                    rollout_id=name, example=example, model="m",
+                    base_url=server.session_url(name), model_auth=StaticBearerAuth("test"),
+                )
+                for name in replies
+            ]
+        )  # fmt: skip
+    scores = {name: outcome.rewards["correct"] for name, outcome in outcomes.items()}
+    assert scores == {"listed": 0.0, "untagged-list": 0.0, "tagged": 1.0, "plain": 1.0}
+
+
 async def test_the_bind_model_auth_sample_runs_a_judged_group() -> None:
     from benchmax.testing import MockModelServer, RecordedRequest, message_text
 
@@ -93,7 +120,7 @@ async def test_the_bind_model_auth_sample_runs_a_judged_group() -> None:
         if request.session == "judge":
             prompt = message_text(body["messages"][-1]["content"])
             return json.dumps({"score": int("Paris" in prompt), "reasoning": "checked"})
-        return "Paris." if body["messages"][-1]["content"].endswith("France?") else "Lyon."
+        return "Paris." if "France?" in body["messages"][-1]["content"] else "Lyon."
 
     async with MockModelServer(policy) as server:
         env = namespace["JudgedCapitalsEnv"](judge_base_url=server.session_url("judge"))  # type: ignore[operator]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,7 +70,11 @@ def test_the_project_depends_on_this_checkout_by_path(tmp_path: Path) -> None:
     create_project(tmp_path / "p")
     pyproject = tomllib.loads((tmp_path / "p" / "pyproject.toml").read_text())
     assert pyproject["project"]["dependencies"] == ["benchmax"]
-    assert pyproject["tool"]["uv"]["sources"]["benchmax"] == {"path": str(REPO), "editable": True}
+    source = pyproject["tool"]["uv"]["sources"]["benchmax"]
+    assert source["editable"] is True
+    # Relative to the project (issue 28 kind 12): no absolute path of the machine in it.
+    assert not Path(source["path"]).is_absolute()
+    assert (tmp_path / "p" / source["path"]).resolve() == REPO.resolve()
     assert "package" not in pyproject["tool"]["uv"]  # installed, so its entry point is live
     assert pyproject["project"]["name"] == "p"
     assert pyproject["project"]["entry-points"]["benchmax.environments"] == {"p": "env:QAEnv"}
@@ -150,6 +155,34 @@ def test_the_printed_cd_step_is_quoted_for_the_shell(tmp_path: Path) -> None:
     assert f"created {directory} (qa template, 9 files)\n" in result.output  # not wrapped
     [step] = [line.strip() for line in result.output.splitlines() if line.strip().startswith("cd ")]
     assert step == f"cd '{directory}'"
+
+
+def test_no_file_of_a_project_holds_an_absolute_path_of_the_machine(tmp_path: Path) -> None:
+    for template in TEMPLATES:
+        project = tmp_path / template
+        create_project(project, template)
+        for path in project.rglob("*"):
+            if path.is_file():
+                text = path.read_text()
+                for absolute in (str(REPO), str(tmp_path), str(Path.home())):
+                    # as a path of its own (a relative ../../work/... merely ends with it)
+                    found = re.search(rf"(?<![.\w/]){re.escape(absolute)}", text)
+                    assert found is None, (path, absolute)
+
+
+def test_a_name_with_a_newline_or_an_escape_sequence_prints_safely(tmp_path: Path) -> None:
+    directory = tmp_path / "two\nlines \x1b[31mred\x1b[0m it's"
+    result = invoke("init", directory)
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "two\nlines" not in result.output
+    assert f"created {tmp_path}/two\\x0alines \\x1b[31mred\\x1b[0m it's (qa" in result.output
+    [step] = [line.strip() for line in result.output.splitlines() if line.strip().startswith("cd ")]
+    assert step == f"cd $'{tmp_path}/two\\x0alines \\x1b[31mred\\x1b[0m it\\'s'"
+    # The printed word is the name again for bash's ANSI-C quoting.
+    echoed = subprocess.run(
+        ["bash", "-c", f"printf %s {step[3:]}"], capture_output=True, text=True, check=True
+    )
+    assert echoed.stdout == str(directory)
 
 
 def _tool(name: str) -> str:

@@ -16,7 +16,7 @@ from benchmax.bundle._compatibility import (
     runtime_benchmax_version,
 )
 from benchmax.bundle._dependencies import declared_distributions, normalize_dependencies
-from benchmax.bundle._errors import BundlingError
+from benchmax.bundle._errors import BundlingError, worded
 from benchmax.bundle._seams import seams
 from benchmax.bundle._source_capture import capture_env_class, project_roots
 from benchmax.envs.environment import Environment
@@ -48,7 +48,8 @@ def dump_bundle(
     try:
         dependencies = normalize_dependencies(() if pip_dependencies is None else pip_dependencies)
     except (TypeError, ValueError) as exc:
-        raise BundlingError(f"Invalid pip_dependencies: {exc}") from exc
+        what = worded("pip_dependencies", "--pip-dependency")
+        raise BundlingError(f"Invalid {what}: {exc}") from exc
     benchmax_version = runtime_benchmax_version()
     if benchmax_version == UNKNOWN_VERSION:
         raise BundlingError(

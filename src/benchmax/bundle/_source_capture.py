@@ -24,7 +24,7 @@ import cloudpickle
 
 from benchmax.bundle._classification import ModuleClassifier, find_module, local_source_paths
 from benchmax.bundle._delayed_imports import delayed_import_names
-from benchmax.bundle._errors import BundlingError
+from benchmax.bundle._errors import BundlingError, worded
 from benchmax.bundle._references import referenced_modules
 from benchmax.bundle._seams import seams
 from benchmax.envs.environment import Environment
@@ -94,7 +94,12 @@ def capture_env_class(
     name = env_class.__name__
     missing = classifier.local_references(capture.references)
     if missing:
-        message = f"{name}: missing local_modules=[{', '.join(missing)}]"
+        message = worded(
+            f"{name}: missing local_modules=[{', '.join(missing)}]",
+            f"{name}: its source imports local modules that are not bundled: "
+            f"{', '.join(missing)}; add "
+            + " ".join(f"--local-module {module}" for module in missing),
+        )
         if capture.explicit_names:
             message += f" (already registered: [{', '.join(sorted(capture.explicit_names))}])"
         raise BundlingError(message)
@@ -107,8 +112,12 @@ def capture_env_class(
     if outside:
         raise BundlingError(
             f"{name}: referenced source outside the environment project: {', '.join(outside)}. "
-            "Pass the module object in local_modules to bundle it, or declare its installed "
-            "distribution in pip_dependencies to keep it as a remote dependency."
+            + worded(
+                "Pass the module object in local_modules to bundle it, or declare its "
+                "installed distribution in pip_dependencies to keep it as a remote dependency.",
+                "Bundle it with --local-module NAME, or declare its installed distribution "
+                "with --pip-dependency SPEC to keep it as a remote dependency.",
+            )
         )
     delayed = sorted(
         module_name
@@ -119,8 +128,12 @@ def capture_env_class(
         raise BundlingError(
             f"{name}: delayed import of local source cannot be captured safely: "
             f"{', '.join(delayed)}. Move the import to module scope, or install the module "
-            "remotely and declare its distribution in pip_dependencies; passing it in "
-            "local_modules does not satisfy an import statement executed later."
+            + worded(
+                "remotely and declare its distribution in pip_dependencies; passing it in "
+                "local_modules does not satisfy an import statement executed later.",
+                "remotely and declare its distribution with --pip-dependency SPEC; naming it "
+                "with --local-module does not satisfy an import statement executed later.",
+            )
         )
     return capture.pickled
 
@@ -159,10 +172,13 @@ def _serialize_with_local_source(
                     break
                 if announce:
                     logger.warning(
-                        "[bundle] %s: auto-bundling local module(s): %s "
-                        "(pass them in local_modules to silence this warning)",
+                        "[bundle] %s: auto-bundling local module(s): %s (%s)",
                         env_class.__name__,
                         ", ".join(sorted(module.__name__ for module in imported)),
+                        worded(
+                            "pass them in local_modules to silence this warning",
+                            "name them with --local-module to silence this warning",
+                        ),
                     )
                 for module in imported:
                     registration.register(module)

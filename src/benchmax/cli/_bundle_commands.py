@@ -26,7 +26,7 @@ from benchmax.cli._targets import EnvTarget, TargetError, load_class_target, par
 if TYPE_CHECKING:
     from benchmax.bundle import Bundle
 
-__all__ = ["bundle_class_target", "bundle_command", "inspect_command"]
+__all__ = ["bundle_class_target", "bundle_command", "import_local_module", "inspect_command"]
 
 _AUTO_CAPTURED = re.compile(r"auto-bundling local module\(s\): (.+?) \(")
 
@@ -100,18 +100,20 @@ def bundle_command(
     file) are captured automatically; name other local modules with --local-module.
     """
     from benchmax.bundle import BundlingError, bundle_digest, save_bundle
+    from benchmax.bundle._errors import cli_wording
 
     try:
         env_target = load_class_target(target)
         env_args = parse_env_args(env_arg_pairs)
         _check_constructor_args(env_target.env_class, env_args)
-        named_modules = [_import_local_module(name) for name in local_module_names]
+        named_modules = [import_local_module(name) for name in local_module_names]
     except TargetError as error:
         raise click.ClickException(str(error)) from None
     try:
-        bundle, modules = bundle_class_target(
-            env_target, env_args, pip_dependencies, extra_local_modules=named_modules
-        )
+        with cli_wording():  # errors name --local-module / --pip-dependency
+            bundle, modules = bundle_class_target(
+                env_target, env_args, pip_dependencies, extra_local_modules=named_modules
+            )
         output.parent.mkdir(parents=True, exist_ok=True)
         save_bundle(bundle, output)
     except (BundlingError, OSError) as error:
@@ -176,7 +178,8 @@ def _check_constructor_args(env_class: type, env_args: Mapping[str, Any]) -> Non
         ) from None
 
 
-def _import_local_module(name: str) -> ModuleType:
+def import_local_module(name: str) -> ModuleType:
+    """The module ``--local-module NAME`` names; ``TargetError`` when it cannot be imported."""
     try:
         return importlib.import_module(name)
     except Exception as error:

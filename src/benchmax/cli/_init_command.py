@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -9,7 +10,22 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["init_command"]
+from benchmax.cli._safe_text import terminal_safe
+
+__all__ = ["init_command", "shell_quoted"]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shell_quoted(text: str) -> str:
+    """``text`` as one shell word that prints safely: ``shlex.quote``, or, when it holds
+    control characters (a newline, an escape), bash/zsh ANSI-C quoting ``$'a\\nb'`` with
+    each of them as ``\\xNN``, so the line pasted back is the same name."""
+    if not _CONTROL.search(text) and terminal_safe(text) == text:
+        return shlex.quote(text)
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'")
+    escaped = _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", escaped)
+    return "$'" + terminal_safe(escaped) + "'"
 
 
 @click.command("init")
@@ -41,15 +57,16 @@ def init_command(directory: Path, template: str) -> None:
     chosen = TEMPLATES[template]
     requirement, source = benchmax_requirement()
     out = Console(highlight=False)
+    shown = terminal_safe(str(directory), keep_newlines=False)  # never raw escapes or newlines
     out.print(
-        f"created {escape(str(directory))} ({template} template, {len(written)} files)",
+        f"created {escape(shown)} ({template} template, {len(written)} files)",
         soft_wrap=True,  # a long path stays on one line, as typed
     )
     depends = f"{requirement} from {source}" if source is not None else requirement
-    out.print(f"depends on {escape(depends)}", soft_wrap=True)
+    out.print(f"depends on {escape(terminal_safe(depends, keep_newlines=False))}", soft_wrap=True)
     out.print("next:")
     for line in (
-        f"cd {shlex.quote(str(directory))}",  # pasted into a shell as printed
+        f"cd {shell_quoted(str(directory))}",  # pasted into a shell as printed
         "uv run pytest",
         f"uv run benchmax validate {chosen.target} --data data --mock-policy {chosen.policy}"
         f"{chosen.env_args}",

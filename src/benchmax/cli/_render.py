@@ -160,12 +160,18 @@ def _signal_line(report: RunReport) -> str:
 
 def _rewards_table(report: RunReport) -> Table:
     """Per reward key (and the weighted scalar): mean over every rollout, mean over the
-    scored ones, std, min, max, and for 0/1 keys pass@1, pass@k and the share of groups
-    with at least one success."""
+    scored ones (when some were not), std, min, max, and for 0/1 keys pass@1, pass@k and
+    the share of groups with at least one success."""
     rewards = Table(title="rewards", title_justify="left")
     ks = sorted({metrics.k for metrics in report.pass_at_k.values()})
     pass_k = f"pass@{ks[0]}" if len(ks) == 1 else "pass@k"
-    columns = ["key", "mean", "scored mean", "std", "min", "max"]
+    # The scored mean differs from the mean only when some rollouts were not scored.
+    split = report.failed_share > 0
+    columns = (
+        ["key", "mean", "scored mean", "std", "min", "max"]
+        if split
+        else ["key", "mean", "std", "min", "max"]
+    )
     if report.pass_at_k:
         columns += ["pass@1", pass_k, "groups solved"]
     for column in columns:
@@ -180,12 +186,10 @@ def _rewards_table(report: RunReport) -> Table:
     if report.scalar_stats is not None and len(rows) > 1:  # one key: the scalar is that key
         rows.append(("", "[bold](weighted)[/]", report.scalar_stats, report.scored_scalar_stats))
     for key, label, stats, scored in rows:
-        row = [
-            label,
-            f"{stats.mean:.3f}",
-            "-" if scored is None else f"{scored.mean:.3f}",
-            *(f"{v:.3f}" for v in (stats.std, stats.min, stats.max)),
-        ]
+        row = [label, f"{stats.mean:.3f}"]
+        if split:
+            row.append("-" if scored is None else f"{scored.mean:.3f}")
+        row += [f"{v:.3f}" for v in (stats.std, stats.min, stats.max)]
         if report.pass_at_k:
             metrics = report.pass_at_k.get(key)
             if metrics is None:

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any, cast
 
 from benchmax._mock_url import MOCK_URL_MARKER, substitute_mock, uses_mock
+from benchmax._secret_masking import remember, url_passwords
 from benchmax.envs.environment import Environment
 
 __all__ = [
@@ -147,8 +148,31 @@ def import_object(spec: str, what: str) -> tuple[Any, ModuleType]:
         try:
             value = getattr(value, part)
         except AttributeError:
-            raise TargetError(f"{module.__name__} has no {attribute!r}") from None
+            hint = _did_you_mean(part, [n for n in dir(value) if not n.startswith("_")])
+            raise TargetError(f"{module.__name__} has no {attribute!r}{hint}") from None
     return value, module
+
+
+def _did_you_mean(name: str, candidates: Sequence[str]) -> str:
+    """`` (did you mean 'X'?)`` for the closest of ``candidates``, else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if not close:
+        folded = {candidate.lower(): candidate for candidate in candidates}
+        close = [folded[name.lower()]] if name.lower() in folded else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _environment_classes(module: ModuleType) -> list[str]:
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and issubclass(value, Environment)
+        and not getattr(value, "__abstractmethods__", ())
+        and getattr(value, "__module__", None) == module.__name__
+    )
 
 
 def load_class_target(spec: str) -> EnvTarget:
@@ -157,13 +181,18 @@ def load_class_target(spec: str) -> EnvTarget:
     if ":" not in spec and _is_name(spec):
         return load_named_target(spec)
     env_class, module = import_object(spec, "target")
-    _check_environment_class(env_class, spec)
+    _check_environment_class(env_class, spec, module)
     return EnvTarget(env_class=env_class, module=module)
 
 
-def _check_environment_class(env_class: object, what: str) -> None:
+def _check_environment_class(
+    env_class: object, what: str, module: ModuleType | None = None
+) -> None:
     if not isinstance(env_class, type) or not issubclass(env_class, Environment):
-        raise TargetError(f"{what} is not an Environment subclass")
+        here = ""
+        if module is not None and (found := _environment_classes(module)):
+            here = f"; environment classes in {module.__name__}: {', '.join(found)}"
+        raise TargetError(f"{what} is not an Environment subclass{here}")
     abstract = sorted(getattr(env_class, "__abstractmethods__", ()))
     if abstract:
         raise TargetError(f"{what} has unimplemented abstract members: {', '.join(abstract)}")
@@ -264,11 +293,18 @@ def load_target(spec: str) -> EnvTarget:
         and (spec in installed_names() or "." not in spec)
     ):
         return load_named_target(spec)
+    if not Path(spec).exists() and "." in spec and not spec.endswith(".bundle"):
+        head, _, name = spec.rpartition(".")  # a dotted path: package.module.Class
+        raise TargetError(
+            f"target {spec!r} is neither a bundle file nor a class: name a class as "
+            f"path/to/file.py:Class or package.module:Class (did you mean {head + ':' + name!r}?)"
+        )
     return load_bundle_target(Path(spec))
 
 
 def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs; each value is parsed as JSON, falling back to the plain string."""
+    """``KEY=VALUE`` pairs; each value is parsed as JSON, falling back to the plain string.
+    Passwords of URLs among the values are remembered as secrets (masked in all output)."""
     args: dict[str, Any] = {}
     for pair in pairs:
         key, equals, raw = pair.partition("=")
@@ -279,6 +315,7 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
             args[key] = json.loads(raw, parse_constant=_not_json)
         except ValueError:
             args[key] = raw
+    remember(*url_passwords(args))  # a password in a URL argument is never printed
     return args
 
 

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
+from benchmax.cli._bundle_commands import import_local_module
 from benchmax.cli._credentials import (
     MOCK_KEY,
     auth_variables,
@@ -104,6 +105,14 @@ def render_validation(report: Any, console: Console) -> None:
     help="PEP 508 requirement the bundle declares. Repeatable.",
 )
 @click.option(
+    "--local-module",
+    "local_module_names",
+    multiple=True,
+    metavar="NAME",
+    help="Importable module whose source the bundle check carries, as for benchmax bundle "
+    "(a helper beside a single-file environment outside any project). Repeatable.",
+)
+@click.option(
     "-n",
     "--examples",
     type=click.IntRange(1, 10),
@@ -136,6 +145,7 @@ def validate_command(
     auth_pairs: tuple[str, ...],
     mock_policy: str | None,
     pip_dependencies: tuple[str, ...],
+    local_module_names: tuple[str, ...],
     examples: int,
     group_size: int,
     skip_fresh: bool,
@@ -152,6 +162,7 @@ def validate_command(
     Validating imports TARGET and runs its code (constructor, dataset, rollouts, reward
     hooks; a bundle is unpickled): validate only code you trust.
     """
+    from benchmax.bundle._errors import cli_wording
     from benchmax.validation import CheckResult, ValidationConfig, ValidationReport
     from benchmax.validation import validate_environment as validate
 
@@ -180,7 +191,8 @@ def validate_command(
         raise click.ClickException(str(error)) from None
 
     try:
-        env_target = load_target(target)
+        env_target = load_target(target)  # (a file target's directory joins sys.path)
+        local_modules = [import_local_module(name) for name in local_module_names]
     except TargetError as error:
         report = ValidationReport.of(
             target, [CheckResult("target", "failed", f"{error}; check the path and class name")]
@@ -201,12 +213,14 @@ def validate_command(
                 examples=examples,
                 group_size=group_size,
                 pip_dependencies=pip_dependencies,
+                local_modules=local_modules,
                 fresh_interpreter=not skip_fresh,
                 **extra,
             )
         except (TypeError, ValueError) as error:
             raise click.ClickException(str(error)) from None
-        report = asyncio.run(validate(env_target.env_class, config, target=target))
+        with cli_wording():  # the bundle checks name --local-module / --pip-dependency
+            report = asyncio.run(validate(env_target.env_class, config, target=target))
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -8,12 +8,22 @@ passes through several hooks names the innermost one.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from benchmax.envs.shared_types import RolloutFailure
 
-__all__ = ["HOOK_NOTE_PREFIX", "blame_hook", "exits_as_errors", "hook_errors", "hook_of"]
+__all__ = [
+    "HOOK_NOTE_PREFIX",
+    "NotAsyncHook",
+    "blame_hook",
+    "exits_as_errors",
+    "hook_errors",
+    "hook_of",
+    "must_await",
+]
 
 HOOK_NOTE_PREFIX = "benchmax: raised by "
 
@@ -64,3 +74,22 @@ def exits_as_errors(owner: object, hook: str) -> Iterator[None]:
         raise RuntimeError(
             f"{type(owner).__name__}.{hook} called sys.exit({exit_error.code!r})"
         ) from exit_error
+
+
+class NotAsyncHook(TypeError):
+    """An async hook was written as a plain function (``def`` instead of ``async def``):
+    a contract error, raised out of the rollout, never settled as its outcome."""
+
+
+def must_await(owner: object, hook: str, produced: Any) -> Any:
+    """``produced`` (what calling ``owner``'s ``hook`` returned) when it is awaitable;
+    else ``NotAsyncHook`` naming the hook and the fix, blamed on the hook."""
+    if inspect.isawaitable(produced):
+        return produced
+    error = NotAsyncHook(
+        f"{type(owner).__name__}.{hook} is not async: it returned "
+        f"{type(produced).__name__} instead of an awaitable; write it as "
+        f"'async def {hook}(...)'"
+    )
+    blame_hook(error, owner, hook)
+    raise error

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchmax._cancellation import stray_cancellation_as_error
 from benchmax.envs._hook_deadlines import deadline_for
-from benchmax.envs._hook_errors import exits_as_errors, hook_errors
+from benchmax.envs._hook_errors import NotAsyncHook, exits_as_errors, hook_errors, must_await
 from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.logging import group_context, rollout_context
@@ -176,9 +176,13 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                 stray_cancellation_as_error(f"{type(self).__name__}.compute_group_rewards"),
             ):
                 async with timer:
-                    group_rewards = await self.compute_group_rewards(finished)
+                    group_rewards = await must_await(
+                        self, "compute_group_rewards", self.compute_group_rewards(finished)
+                    )
             merged = _merge_group_rewards(finished, group_rewards, declared)
             _check_finite_group_rewards(merged)
+        except NotAsyncHook:
+            raise  # a contract error: every group would fail the same way
         except RolloutFailure as failure:
             logger.error(
                 "benchmax.rollout.failed rollout_id=group termination_reason=%s: %s",

@@ -52,8 +52,11 @@ def extract_completion_text(completion: Completion) -> str:
 def extract_answer_block(text: str) -> str:
     """The stripped content of the first ``<answer>…</answer>`` block, else the stripped text.
 
-    Reasoning is never the answer: ``<think>…</think>`` blocks, everything
-    before a lone ``</think>`` and an unclosed ``<think>`` to the end are
+    Without a block the whole reply (reasoning left out) is the answer: ``"Paris."`` gives
+    ``"Paris."`` and ``"It is Paris, or Lyon"`` gives all of it. Compare the result whole
+    (``==`` after normalizing case and punctuation), never with ``in``: a reply listing many
+    answers would contain the right one. Reasoning is never the answer: ``<think>…</think>``
+    blocks, everything before a lone ``</think>`` and an unclosed ``<think>`` to the end are
     ignored (:func:`benchmax.rewards.text.without_reasoning`).
     """
     text = without_reasoning(text or "")

@@ -5,7 +5,8 @@
 validate / view commands and a ``pyproject.toml`` depending on this benchmax (and
 declaring the environment under its project name in the ``benchmax.environments``
 entry points, so ``benchmax run NAME`` finds it once installed): a path
-dependency on the source checkout it runs from (found with ``benchmax_source``), so
+dependency on the source checkout it runs from (found with ``benchmax_source``; written
+relative to the project, so no absolute path of the machine is in any file), so
 ``uv run`` inside resolves no other distribution of that name, else the installed
 version exactly. The templates are package data (``templates/<name>/``, files ending in
 ``.tmpl``; ``templates/common/`` holds what every project gets).
@@ -13,6 +14,7 @@ version exactly. The templates are package data (``templates/<name>/``, files en
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 import unicodedata
@@ -130,7 +132,7 @@ def _project_name(directory: Path) -> str:
     return name or "benchmax-env"
 
 
-def _pyproject(name: str, template: Template) -> str:
+def _pyproject(name: str, template: Template, directory: Path) -> str:
     requirement, source = benchmax_requirement()
     lines = [
         "[project]",
@@ -157,10 +159,15 @@ def _pyproject(name: str, template: Template) -> str:
         'only-include = ["env.py"]',
     ]
     if source is not None:
-        path = source.as_posix().replace("\\", "\\\\").replace('"', '\\"')
+        # Relative to the project: no absolute path of this machine goes into it.
+        try:
+            relative = Path(os.path.relpath(source.resolve(), directory.resolve())).as_posix()
+        except ValueError:  # another drive (Windows): no relative path exists
+            relative = source.as_posix()
+        path = relative.replace("\\", "\\\\").replace('"', '\\"')
         lines += [
             "",
-            "# The benchmax source checkout that created this project.",
+            "# The benchmax source checkout that created this project (relative to it).",
             "[tool.uv.sources]",
             f'benchmax = {{ path = "{path}", editable = true }}',
         ]
@@ -235,6 +242,6 @@ def create_project(directory: Path, template: str = "qa") -> list[Path]:
         )
         written.append(target)
     pyproject = directory / "pyproject.toml"
-    pyproject.write_text(_pyproject(name, chosen), encoding="utf-8")
+    pyproject.write_text(_pyproject(name, chosen, directory), encoding="utf-8")
     written.append(pyproject)
     return written

@@ -129,6 +129,7 @@ class MockModelServer:
         self._model = model
         self._requests: list[RecordedRequest] = []
         self._faults = FaultSchedule()
+        self._failures_told: set[str] = set()
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self._bound_port: int | None = None
@@ -408,7 +409,16 @@ class MockModelServer:
         except Fault as raised:
             result = raised
         except Exception as error:
-            logger.exception("mock policy %r failed on %s", self._policy, repr(record))
+            self._tell_failure(
+                f"{type(error).__name__}: {error}",
+                "mock policy %r failed with %s: %s (request %s %s)",
+                self._policy,
+                type(error).__name__,
+                error,
+                record.method,
+                record.path,
+                exc_info=error,
+            )
             return error_reply(
                 500,
                 f"mock policy raised {type(error).__name__}: {error}",
@@ -420,8 +430,29 @@ class MockModelServer:
         try:
             return completion_reply(body, result, size, template=self._template)
         except (PolicyResultError, TypeError, ValueError) as error:
-            logger.error("mock policy %r gave an unusable answer: %s", self._policy, error)
+            self._tell_failure(
+                f"unusable: {error}",
+                "mock policy %r gave an unusable answer: %s",
+                self._policy,
+                error,
+            )
             return error_reply(500, str(error), error_type="server_error", code="mock_policy_error")
+
+    def _tell_failure(
+        self, key: str, message: str, *args: object, exc_info: BaseException | None = None
+    ) -> None:
+        """Log a policy failure in full the first time it happens (traceback included),
+        later ones alike at DEBUG: a policy that fails every request says so once, not once
+        per rollout (each request still gets its 500)."""
+        if key in self._failures_told:
+            logger.debug(message + " (again)", *args)
+            return
+        self._failures_told.add(key)
+        logger.error(
+            message + " (the same failure on later requests is logged at DEBUG)",
+            *args,
+            exc_info=exc_info,
+        )
 
     async def _call_policy(self, body: dict[str, Any], record: RecordedRequest) -> Any:
         """The policy's answer: inline for async and built-in policies, else in a thread."""

@@ -15,7 +15,8 @@ runs to its own bound of at most ``CLOSE_DEADLINE`` seconds:
 Should the close itself be cut short (the event loop ending, a second Ctrl-C), the
 session still left is sent SIGKILL on the way out: no process of it survives either way.
 Members are found by their session id in ``/proc`` (Linux); elsewhere the process group
-is signalled. A process that starts a session of its own (a daemon) leaves by design.
+is signalled (on Windows, which has neither, the server process alone). A process that
+starts a session of its own (a daemon) leaves by design.
 
 Lines the server writes are JSON-RPC messages; one that is not is given to the MCP
 client as the parse error (as the SDK's own transport does). Lines may be any length.
@@ -54,6 +55,7 @@ REAP_GRACE = 1.0
 CLOSE_DEADLINE = EOF_GRACE + TERM_GRACE + REAP_GRACE
 """The most a close takes (seconds)."""
 
+_KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL: TerminateProcess
 _CHUNK = 1 << 16
 _POLL = 0.01
 _POLL_MAX = 0.2
@@ -104,7 +106,7 @@ async def stdio_transport(
                     stream.close()
     finally:
         if not stopped:  # the close was cut short: kill what is left, now
-            _signal_session(leader, signal.SIGKILL)
+            _signal_session(leader, _KILL)
 
 
 async def _read(
@@ -174,7 +176,7 @@ async def _stop(process: asyncio.subprocess.Process, label: str) -> None:
         await _until(
             lambda: process.returncode is not None and not _session_members(leader), TERM_GRACE
         )
-        if _signal_session(leader, signal.SIGKILL):
+        if _signal_session(leader, _KILL):
             logger.warning(
                 "mcp.server_killed server=%s pid=%d: its session was still running %gs "
                 "after SIGTERM",
@@ -206,8 +208,12 @@ def _signal_session(leader: int, signum: int) -> bool:
     its process group; whether any was alive (zombies do not count)."""
     members = _session_members(leader)
     sent = False
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(leader, signum)
+    killpg = getattr(os, "killpg", None)  # POSIX; elsewhere the server alone is signalled
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        if killpg is not None:
+            killpg(leader, signum)
+        else:
+            os.kill(leader, signum)
         sent = True
     for pid in members or ():
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -22,6 +22,7 @@ from benchmax.bundle import (
     save_bundle,
     validate_bundle_compatibility,
 )
+from benchmax.bundle._errors import worded
 from benchmax.envs.shared_types import DatasetSplit
 from benchmax.validation._imports import is_installed
 from benchmax.validation._state import Validation
@@ -69,7 +70,8 @@ def _dump(validation: Validation) -> Bundle | None:
             local_modules=modules,
         )
     except BundlingError as error:
-        validation.add("bundle: dump", "failed", f"dump_bundle refused the environment: {error}")
+        refused = worded("dump_bundle refused the environment", "the environment cannot be bundled")
+        validation.add("bundle: dump", "failed", f"{refused}: {error}")
         return None
     except Exception as error:
         validation.add(
@@ -188,7 +190,11 @@ async def _fresh_rollout(validation: Validation, path: Path, split: DatasetSplit
             "failed",
             f"loading and running the bundle in a fresh `python -I` failed (exit "
             f"{process.returncode}): {tail}. Everything the env needs must be captured "
-            "(local_modules) or installed (pip_dependencies); data must come from base_dir",
+            + worded(
+                "(local_modules) or installed (pip_dependencies); data must come from base_dir",
+                "(--local-module NAME) or installed (--pip-dependency SPEC); data must come "
+                "from --data",
+            ),
         )
         return
     try:

@@ -36,7 +36,7 @@ from benchmax._modelhttp import (
 from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._hook_deadlines import HookDeadline, deadline_for
-from benchmax.envs._hook_errors import exits_as_errors, hook_errors
+from benchmax.envs._hook_errors import NotAsyncHook, exits_as_errors, hook_errors, must_await
 from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._limits import LIMIT_NAMES, Limits
@@ -834,7 +834,11 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                         exits_as_errors(self, "compute_reward"),
                         stray_cancellation_as_error(self._hook("compute_reward")),
                     ):
-                        rewards = await self.compute_reward(settle(reason, None))
+                        rewards = await must_await(
+                            self, "compute_reward", self.compute_reward(settle(reason, None))
+                        )
+        except NotAsyncHook:
+            raise  # a contract error: every rollout would fail the same way
         except RolloutFailure as failure:
             logger.error(
                 "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
