@@ -13,7 +13,6 @@ from tests.runner.sample_envs import AnswerEnv
 
 from benchmax.runner._ray_blocked import LoopHeartbeat, LoopState, check_after, group_context
 
-
 ENTERED, RELEASED = threading.Event(), threading.Event()
 
 
