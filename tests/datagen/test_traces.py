@@ -370,7 +370,9 @@ _conversation = st.tuples(
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     conversations=st.lists(_conversation, min_size=1, max_size=25),
