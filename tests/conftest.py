@@ -9,15 +9,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from benchmax.testing import MockModelServer, Policy, echo
 
-# Property tests explore new random inputs on developers' machines; CI (CI=true) replays a
-# fixed derandomized sequence so a submission's result does not depend on the draw.
-settings.register_profile("ci", derandomize=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+# No property test depends on the machine's speed: no per-example deadline (Hypothesis's
+# 200 ms default fails examples a busy machine runs slowly) and no health check of how fast
+# inputs are generated. Property tests explore new random inputs on developers' machines;
+# CI (CI=true) replays a fixed derandomized sequence so a result does not depend on the draw.
+settings.register_profile("benchmax", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", parent=settings.get_profile("benchmax"), derandomize=True)
+settings.load_profile("ci" if os.environ.get("CI") else "benchmax")
 
 
 class LoopClock:

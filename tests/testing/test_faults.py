@@ -411,19 +411,28 @@ EXPECTED = {
 }
 
 
+def _plain(label: str) -> bool:
+    """Whether a call saw no fault: "delayed ok" only means it took 0.2 s, which a busy
+    machine may take without one (which calls a fault hit: ``pending_faults``)."""
+    return label in ("ok", "delayed ok")
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 async def test_each_fault_kind_per_call(mock_server: MockModelServer, kind: str) -> None:
     mock_server.inject(KINDS[kind])
     assert await _outcome(mock_server, "") == EXPECTED[kind]
-    assert await _outcome(mock_server, "") == "ok"
+    assert mock_server.pending_faults == 0
+    assert _plain(await _outcome(mock_server, ""))
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 async def test_each_fault_kind_per_session(mock_server: MockModelServer, kind: str) -> None:
     mock_server.inject(KINDS[kind], session="victim", times=2)
-    assert await _outcome(mock_server, "bystander") == "ok"
+    assert _plain(await _outcome(mock_server, "bystander"))
     assert await _outcome(mock_server, "victim") == EXPECTED[kind]
-    assert await _outcome(mock_server, "") == "ok"
+    assert _plain(await _outcome(mock_server, ""))
+    assert mock_server.pending_faults == 1  # one entry, one of its two uses left
     assert await _outcome(mock_server, "victim") == EXPECTED[kind]
-    assert await _outcome(mock_server, "victim") == "ok"
+    assert mock_server.pending_faults == 0
+    assert _plain(await _outcome(mock_server, "victim"))
     assert mock_server.pending_faults == 0

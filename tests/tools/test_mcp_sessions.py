@@ -28,7 +28,7 @@ from tests.tools.mcp_support import (
 from benchmax.auth import InjectedAuth, StaticBearerAuth, bind_model_auth
 from benchmax.tools import MCPServer, MCPServerError, ToolError
 
-SHUTDOWN = 15.0
+SHUTDOWN = 60.0  # a bound for a busy machine: a server usually goes in well under a second
 """Seconds for a server to be gone after its session closes (the SDK's escalation from
 closing stdin to SIGKILL takes at most about six)."""
 

@@ -80,10 +80,16 @@ def chromium(example_runs: dict[str, Path]) -> Iterator[Any]:
             browser.close()
 
 
+BROWSER_PATIENCE_MS = 120_000
+"""How long a browser action may take (Playwright's default is 30 s): generous, so a busy
+machine only makes a test slower, never red."""
+
+
 @pytest.fixture
 def page(chromium: Any) -> Iterator[Any]:
     """A fresh page that records script errors and refuses every network request."""
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(BROWSER_PATIENCE_MS)
     page = context.new_page()
     page.errors = []
     page.requests = []

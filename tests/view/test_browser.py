@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.view.conftest import ARTIFACTS, EXAMPLE_RUNS, REPO, invoke
+from tests.view.conftest import ARTIFACTS, BROWSER_PATIENCE_MS, EXAMPLE_RUNS, REPO, invoke
 from tests.view.synthetic import header, large_run, rollout, write
 
 from benchmax.runner import read_results
@@ -318,6 +318,7 @@ def test_screenshots_of_a_run(
     monkeypatch.chdir(tmp_path)
     html = view(Path("runs/calculator.jsonl"), Path("runs/calculator.html"))
     context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(BROWSER_PATIENCE_MS)
     page = context.new_page()
     try:
         open_report(page, html)
