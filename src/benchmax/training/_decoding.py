@@ -125,7 +125,8 @@ class BatchDecoder:
 
     ``version()`` names the weights a row samples from (read when it enters the batch).
     ``max_model_len`` is the context window (prompt + completion tokens); ``seed`` seeds
-    the draws of requests that bring none (``None``: from the OS).
+    the draws of requests that bring none (``None``: from the OS); ``tokenizer_lock`` is
+    held while decoding text (share it with other threads using the same tokenizer).
     """
 
     def __init__(
@@ -139,9 +140,11 @@ class BatchDecoder:
         allowed_tokens: AllowedTokens | None = None,
         gather_seconds: float = 0.01,
         seed: int | None = None,
+        tokenizer_lock: threading.Lock | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        self.tokenizer_lock = tokenizer_lock or threading.Lock()
         self.max_model_len = max_model_len
         self.stats = DecoderStats()
         self._version = version
@@ -353,7 +356,8 @@ class BatchDecoder:
         )
 
     def _text(self, ids: Sequence[int]) -> str:
-        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+        with self.tokenizer_lock:
+            return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

@@ -56,10 +56,11 @@ class PolicySampler:
     name accepted; ``port`` 0 picks a free port; ``max_batch_size`` caps the rows decoded
     together. Keyword options: ``allowed_tokens`` (structured output: the ids a row may
     sample next given its completion so far), ``request_filter`` (see
-    :data:`RequestFilter`), ``on_completion`` (called on the sampling thread with every
-    :class:`~benchmax.training._decoding.Sampled`), ``max_model_len`` (default: the
-    config's ``max_position_embeddings``), ``seed`` (for requests without one) and
-    ``gather_seconds`` (how long a pause in arrivals ends the gathering of a batch).
+    :data:`RequestFilter`), ``on_completion`` (called on the server's thread with every
+    :class:`~benchmax.training._decoding.Sampled` before its reply is sent),
+    ``max_model_len`` (default: the config's ``max_position_embeddings``), ``seed`` (for
+    requests without one) and ``gather_seconds`` (how long a pause in arrivals ends the
+    gathering of a batch).
 
     Use it as a context manager or call :meth:`start` and :meth:`close`. The trainer calls
     :meth:`weights_updated` after each optimizer step; each reply carries the
@@ -106,6 +107,8 @@ class PolicySampler:
         self._gather_seconds = gather_seconds
         self._version = 0
         self._version_lock = threading.Lock()
+        # A tokenizer is not safe to use from two threads at once: HTTP and sampling share it.
+        self._tokenizer_lock = threading.Lock()
         self._decoder: BatchDecoder | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -128,6 +131,7 @@ class PolicySampler:
             allowed_tokens=self._allowed,
             gather_seconds=self._gather_seconds,
             seed=self._seed,
+            tokenizer_lock=self._tokenizer_lock,
         )
         loop = asyncio.new_event_loop()
         self._loop = loop
@@ -221,9 +225,13 @@ class PolicySampler:
             if refusal is not None:
                 return _error(refusal[0], refusal[1])
         try:
-            parsed = parse_chat_request(
-                self.tokenizer, body, model_name=self.model_name, max_model_len=self.max_model_len
-            )
+            with self._tokenizer_lock:
+                parsed = parse_chat_request(
+                    self.tokenizer,
+                    body,
+                    model_name=self.model_name,
+                    max_model_len=self.max_model_len,
+                )
         except RequestError as error:
             return _error(error.status, str(error))
         try:
@@ -234,7 +242,9 @@ class PolicySampler:
             return _error(500, f"sampling failed: {type(error).__name__}: {error}")
         if self._on_completion is not None:
             self._on_completion(sampled)
-        return _json(200, chat_reply(self.tokenizer, parsed, sampled))
+        with self._tokenizer_lock:
+            reply = chat_reply(self.tokenizer, parsed, sampled)
+        return _json(200, reply)
 
     async def _models(self, request: web.Request) -> web.Response:
         card = {
@@ -253,13 +263,14 @@ class PolicySampler:
         if not isinstance(body, Mapping):
             return _error(400, "the body must be a JSON object")
         try:
-            if "messages" in body:
-                tokens = render_prompt(self.tokenizer, body)
-            elif isinstance(body.get("prompt"), str):
-                special = body.get("add_special_tokens", True) is not False
-                tokens = list(self.tokenizer.encode(body["prompt"], add_special_tokens=special))
-            else:
-                raise RequestError("tokenize needs messages or a prompt string")
+            with self._tokenizer_lock:
+                if "messages" in body:
+                    tokens = render_prompt(self.tokenizer, body)
+                elif isinstance(body.get("prompt"), str):
+                    special = body.get("add_special_tokens", True) is not False
+                    tokens = list(self.tokenizer.encode(body["prompt"], add_special_tokens=special))
+                else:
+                    raise RequestError("tokenize needs messages or a prompt string")
         except RequestError as error:
             return _error(error.status, str(error))
         reply = {"count": len(tokens), "max_model_len": self.max_model_len, "tokens": tokens}
