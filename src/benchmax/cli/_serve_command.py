@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,6 +29,9 @@ from benchmax.cli._targets import (
     substitute_mock,
     uses_mock,
 )
+
+if TYPE_CHECKING:
+    from benchmax.serving import ServeOptions
 
 __all__ = ["serve_command"]
 
@@ -168,7 +171,7 @@ async def _serve(
     target: EnvTarget,
     env_args: dict[str, Any],
     providers: dict[str, ModelAuth],
-    options: Any,
+    options: ServeOptions,
     mock_policy: str,
 ) -> None:
     import dataclasses
