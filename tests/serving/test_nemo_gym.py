@@ -9,6 +9,7 @@ an isolated ``uv run --with nemo-gym==0.4.0`` interpreter (``nemo_gym_check.py``
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -145,7 +146,7 @@ async def test_a_nemo_gym_agent_gets_the_local_rewards(
 
 
 def check_with_nemo_gym(record: Path) -> None:
-    uv = shutil.which("uv")
+    uv = os.environ.get("UV") or shutil.which("uv")  # uv run sets UV to its own binary
     assert uv is not None, "uv runs nemo-gym's models in their own environment"
     command = [uv, "run", "--isolated", "--no-project", "--python", sys.executable,
                "--with", NEMO_GYM, "python", str(CHECK), str(record)]  # fmt: skip
