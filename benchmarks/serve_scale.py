@@ -53,6 +53,21 @@ LOGS = Path(tempfile.gettempdir()) / "benchmax-serve-scale"
 """Each server's output goes to ``LOGS/<server>-<sessions>.log`` (kept for a look)."""
 
 
+WAIT_TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "wait",
+            "parameters": {
+                "type": "object",
+                "properties": {"seconds": {"type": "number"}},
+                "required": ["seconds"],
+            },
+        },
+    }
+]
+
+
 class WaitEnv(BaseEnv):
     """One example; a ``wait`` tool that sleeps; reward 1.0 for any finished episode."""
 
@@ -66,12 +81,7 @@ class WaitEnv(BaseEnv):
         return Dataset([Example(id="wait", payload=payload)])
 
     async def list_tools(self) -> list[Any]:
-        parameters = {
-            "type": "object",
-            "properties": {"seconds": {"type": "number"}},
-            "required": ["seconds"],
-        }
-        return [{"type": "function", "function": {"name": "wait", "parameters": parameters}}]
+        return WAIT_TOOLS
 
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
         await asyncio.sleep(float(tool_args["seconds"]))

@@ -9,6 +9,7 @@ an isolated ``uv run --with nemo-gym==0.4.0`` interpreter (``nemo_gym_check.py``
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -145,7 +146,7 @@ async def test_a_nemo_gym_agent_gets_the_local_rewards(
 
 
 def check_with_nemo_gym(record: Path) -> None:
-    uv = shutil.which("uv")
+    uv = os.environ.get("UV") or shutil.which("uv")  # uv run sets UV to its own binary
     assert uv is not None, "uv runs nemo-gym's models in their own environment"
     command = [uv, "run", "--isolated", "--no-project", "--python", sys.executable,
                "--with", NEMO_GYM, "python", str(CHECK), str(record)]  # fmt: skip
@@ -186,3 +187,31 @@ async def test_bad_nemo_gym_input_gets_fastapi_style_errors(http: httpx.AsyncCli
             )
             assert new_style.json() == {"resources_session_id": "r-1"}
             assert (await http.get(base + "/reverify_mode")).json() == "unsupported"
+
+
+async def test_a_simulated_user_who_answers_the_final_message_makes_verify_unfinished(
+    http: httpx.AsyncClient,
+) -> None:
+    from tests.serving.conftest import SUPPORT_CHAT
+
+    async with MockModelServer(SUPPORT_CHAT.policy(), record=False) as mock:
+        async with served(SUPPORT_CHAT, mock, protocol="nemo-gym") as server:
+            row = json.loads((await http.get(server.base_url + "/examples")).text.splitlines()[0])
+            seeded = await http.post(server.base_url + "/seed_session", json=row)
+            cookie = {"Cookie": f"benchmax_session={seeded.cookies['benchmax_session']}"}
+            ask = {
+                "id": "m1",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": "Your order number?", "annotations": []}
+                ],
+            }
+            request = {**row, "response": response_object([ask], [])}
+            verdict = await http.post(server.base_url + "/verify", json=request, headers=cookie)
+            assert server.sessions.active == 0
+    body = verdict.json()
+    assert body["termination_reason"] == "unfinished" and body["reward"] == 0.0
+    assert set(body["reward_components"]) == set(SUPPORT_CHAT.env(mock.base_url).reward_keys)
+    assert "simulated user" in body["failure_reason"]

@@ -161,6 +161,10 @@ class NemoGymRoutes:
                 turn.termination_reason,
             )
         if resources_id is not None:
+            if len(self._by_resources_id) >= self.sessions.max_sessions:  # timed-out ones
+                for key, value in list(self._by_resources_id.items()):
+                    if value.released:
+                        del self._by_resources_id[key]
             self._by_resources_id[resources_id] = session
             return _with_cookie({"resources_session_id": resources_id}, session)
         return _with_cookie({}, session)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -37,6 +36,7 @@ from benchmax.serving._sessions import (
     Sessions,
     UnknownExample,
 )
+from benchmax.serving._websocket import close_soon, refuse, serve_messages
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -249,9 +249,9 @@ class OpenEnvRoutes:
             session = self.sessions.open()
         except CapacityReached as error:
             data = {"active_sessions": error.active, "max_sessions": error.maximum}
-            await _refuse(ws, jsonrpc_error(SERVER_ERROR, str(error), data=data))
+            await refuse(ws, jsonrpc_error(SERVER_ERROR, str(error), data=data))
             return ws
-        session.on_expire = lambda: _close_soon(ws)
+        session.on_expire = lambda: close_soon(ws)
 
         async def handle(raw: str | bytes) -> tuple[Any, bool]:
             session.touch()
@@ -269,7 +269,7 @@ class OpenEnvRoutes:
             return await self.mcp.handle(data, session=session), False
 
         try:
-            await _serve_messages(ws, handle)
+            await serve_messages(ws, handle)
         finally:
             await session.release()
             with contextlib.suppress(Exception):
@@ -290,11 +290,11 @@ class OpenEnvRoutes:
                 active_sessions=error.active,
                 max_sessions=error.maximum,
             )
-            await _refuse(ws, refusal)
+            await refuse(ws, refusal)
             return ws
-        session.on_expire = lambda: _close_soon(ws)
+        session.on_expire = lambda: close_soon(ws)
         try:
-            await _serve_messages(ws, lambda raw: self._ws_message(session, raw))
+            await serve_messages(ws, lambda raw: self._ws_message(session, raw))
         finally:
             await session.release()
             with contextlib.suppress(Exception):
@@ -429,77 +429,3 @@ def _http_error(status: int, detail: Any) -> web.StreamResponse:
 
 def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"type": "error", "data": {"message": message, "code": code, **extra}}
-
-
-async def _ws_send(ws: web.WebSocketResponse, data: Any) -> None:
-    await ws.send_str(orjson.dumps(data).decode())
-
-
-async def _serve_messages(
-    ws: web.WebSocketResponse,
-    handle: Callable[[str | bytes], Coroutine[Any, Any, tuple[Any, bool]]],
-) -> None:
-    """Answer ``ws``'s messages in order with ``handle`` (a reply, and whether to stop).
-
-    The connection is read while a message is handled: when the client goes away
-    mid-step, the step is cancelled (and its episode closed) at once.
-    """
-    from aiohttp import WSMsgType
-
-    inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue()
-
-    async def read() -> None:
-        try:
-            async for message in ws:
-                if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
-                    inbox.put_nowait(message.data)
-                else:
-                    break
-        finally:
-            inbox.put_nowait(None)
-
-    reader = asyncio.create_task(read())
-    try:
-        while (raw := await inbox.get()) is not None:
-            handling: asyncio.Task[tuple[Any, bool]] = asyncio.create_task(handle(raw))
-            await asyncio.wait({handling, reader}, return_when=asyncio.FIRST_COMPLETED)
-            if not handling.done():  # the connection ended first
-                handling.cancel()
-                await asyncio.gather(handling, return_exceptions=True)
-                return
-            reply, stop = handling.result()
-            if reply is not None:
-                await _ws_send(ws, reply)
-            if stop:
-                return
-    except (ConnectionError, RuntimeError):
-        return
-    finally:
-        reader.cancel()
-        await asyncio.gather(reader, return_exceptions=True)
-
-
-REFUSAL_SECONDS = 10.0
-"""How long a refused WebSocket stays open to answer the client's first message."""
-
-
-async def _refuse(ws: web.WebSocketResponse, refusal: dict[str, Any]) -> None:
-    """Send ``refusal`` at once, and again as the answer to the client's first message
-    (a client that connects, then resets, reads it there), then close."""
-    with contextlib.suppress(Exception):
-        await _ws_send(ws, refusal)
-        async with asyncio.timeout(REFUSAL_SECONDS):
-            await ws.receive()
-        await _ws_send(ws, refusal)
-    with contextlib.suppress(Exception):
-        await ws.close()
-
-
-_CLOSING: set[asyncio.Task[Any]] = set()
-
-
-def _close_soon(ws: web.WebSocketResponse) -> None:
-    """Close ``ws`` from a callback (the session timed out); the task is kept until done."""
-    task = asyncio.ensure_future(ws.close())
-    _CLOSING.add(task)
-    task.add_done_callback(_CLOSING.discard)

@@ -97,6 +97,11 @@ class Session:
         self.last_active = time.monotonic()
 
     @property
+    def released(self) -> bool:
+        """Whether the slot was freed (the session is over)."""
+        return self._released
+
+    @property
     def idle_seconds(self) -> float:
         """Seconds since the session was last used (0 while a step is answered)."""
         last = self.last_active
