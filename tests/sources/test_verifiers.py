@@ -149,6 +149,34 @@ async def test_a_toolsets_tools_run_in_the_chat_loop() -> None:
         assert trajectory.rewards["correct"] == 1.0
 
 
+async def test_a_tasksets_shared_toolset_is_set_up_once_and_its_errors_reach_the_model() -> None:
+    from bm_vf_refused.taskset import EchoToolset
+
+    env = VerifiersEnv("bm-vf-refused", {"shared_tools": True})
+    [spec] = await env.list_tools()
+    assert spec["function"]["name"] == "echo_say"
+
+    def speaker(body: dict[str, Any], request: RecordedRequest) -> Any:
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if len(results) < 2:
+            text = "hello" if not results else ""
+            return {
+                "content": None,
+                "tool_calls": [{"name": "echo_say", "arguments": {"text": text}}],
+            }
+        return "done"
+
+    EchoToolset.setups = 0
+    groups: list[tuple[Trajectory, ...]] = []
+    async with MockModelServer(speaker) as mock:
+        report = await run_environment(env, run_config(mock, group_size=2), on_group=groups.append)
+    assert report.rollouts_by_reason == {"finished": 4}
+    assert EchoToolset.setups == 1  # once for the run, not per rollout
+    loud, refused = [m for m in groups[0][0].messages if m["role"] == "tool"]
+    assert loud["content"] == "HELLO"
+    assert "Error executing tool echo_say: nothing to say" in message_text(refused["content"])
+
+
 async def test_the_env_pickles_and_scores_after_loading() -> None:
     env = VerifiersEnv("verifiers-arith", {"num_tasks": 1})
     copy = pickle.loads(cloudpickle.dumps(env))
