@@ -3,7 +3,8 @@
 verifiers pins mcp==2.0.0 and openai<3, so it is not in the project's lock; these tests
 run with ``uv run --with 'verifiers>=0.4.0,<0.4.1' pytest tests/sources/test_verifiers.py``
 (``.ci/run``) and are skipped elsewhere. The env packages (``verifiers_envs/``) are made
-importable on ``sys.path``, where verifiers' loader finds them by taskset id.
+importable on ``sys.path`` (with ``examples/verifiers_arith``), where verifiers' loader
+finds them by taskset id.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from benchmax.trajectory import Trajectory
 vf = pytest.importorskip("verifiers.v1")
 
 ENVS = Path(__file__).resolve().parent / "verifiers_envs"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "verifiers_arith"
 
 
 @pytest.fixture(autouse=True)
 def env_packages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ENVS))
+    monkeypatch.syspath_prepend(str(EXAMPLE))
 
 
 def numbers(question: str) -> tuple[int, int]:
@@ -85,12 +88,12 @@ async def verifiers_scores(task: Any, reply: str) -> dict[str, float]:
 
 
 async def test_rewards_and_metrics_are_verifiers_own_scores_of_the_same_replies() -> None:
-    env = VerifiersEnv("bm-vf-arith", {"num_tasks": 3, "seed": 2})
+    env = VerifiersEnv("verifiers-arith", {"num_tasks": 3, "seed": 2})
     assert env.reward_keys == ("correct", "formatted", "reply_chars")
     assert env.reward_weights == {"correct": 1.0, "formatted": 0.25, "reply_chars": 0.0}
     assert env.max_turns == 1
     tasks = {task.data.prompt: task for task in vf.load_environment(
-        vf.resolve_env_config({"taskset": {"id": "bm-vf-arith", "num_tasks": 3, "seed": 2}})
+        vf.resolve_env_config({"taskset": {"id": "verifiers-arith", "num_tasks": 3, "seed": 2}})
     ).taskset}  # fmt: skip
     groups: list[tuple[Trajectory, ...]] = []
     async with MockModelServer(answering) as mock:
@@ -108,9 +111,11 @@ async def test_rewards_and_metrics_are_verifiers_own_scores_of_the_same_replies(
 
 
 async def test_the_dataset_is_the_tasksets_tasks_with_stable_ids() -> None:
-    env = VerifiersEnv("bm_vf_arith", {"num_tasks": 3})
+    env = VerifiersEnv("verifiers_arith", {"num_tasks": 3})
     train = await env.create_dataset("train", Path("."))
-    again = await VerifiersEnv("bm-vf-arith", {"num_tasks": 3}).create_dataset("eval", Path("."))
+    again = await VerifiersEnv("verifiers-arith", {"num_tasks": 3}).create_dataset(
+        "eval", Path(".")
+    )
     assert [e.id for e in train] == [e.id for e in again] and len({e.id for e in train}) == 3
     first = train[0].payload
     assert first["prompt_messages"][0] == {
@@ -122,13 +127,13 @@ async def test_the_dataset_is_the_tasksets_tasks_with_stable_ids() -> None:
         numbers(first["prompt_messages"][1]["content"])
     )
     assert len(await env.create_dataset("train", Path("."), max_examples=2)) == 2
-    other = VerifiersEnv("bm-vf-arith", {"num_tasks": 3}, eval_env_args={"seed": 9})
+    other = VerifiersEnv("verifiers-arith", {"num_tasks": 3}, eval_env_args={"seed": 9})
     evaluation = await other.create_dataset("eval", Path("."))
     assert {e.id for e in evaluation}.isdisjoint({e.id for e in train})
 
 
 async def test_a_toolsets_tools_run_in_the_chat_loop() -> None:
-    env = VerifiersEnv("bm-vf-arith", {"num_tasks": 2, "task": {"tools": True}})
+    env = VerifiersEnv("verifiers-arith", {"num_tasks": 2, "task": {"tools": True}})
     assert env.max_turns == 10
     [spec] = await env.list_tools()
     assert spec["function"]["name"] == "calc_add"
@@ -144,8 +149,36 @@ async def test_a_toolsets_tools_run_in_the_chat_loop() -> None:
         assert trajectory.rewards["correct"] == 1.0
 
 
+async def test_a_tasksets_shared_toolset_is_set_up_once_and_its_errors_reach_the_model() -> None:
+    from bm_vf_refused.taskset import EchoToolset
+
+    env = VerifiersEnv("bm-vf-refused", {"shared_tools": True})
+    [spec] = await env.list_tools()
+    assert spec["function"]["name"] == "echo_say"
+
+    def speaker(body: dict[str, Any], request: RecordedRequest) -> Any:
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if len(results) < 2:
+            text = "hello" if not results else ""
+            return {
+                "content": None,
+                "tool_calls": [{"name": "echo_say", "arguments": {"text": text}}],
+            }
+        return "done"
+
+    EchoToolset.setups = 0
+    groups: list[tuple[Trajectory, ...]] = []
+    async with MockModelServer(speaker) as mock:
+        report = await run_environment(env, run_config(mock, group_size=2), on_group=groups.append)
+    assert report.rollouts_by_reason == {"finished": 4}
+    assert EchoToolset.setups == 1  # once for the run, not per rollout
+    loud, refused = [m for m in groups[0][0].messages if m["role"] == "tool"]
+    assert loud["content"] == "HELLO"
+    assert "Error executing tool echo_say: nothing to say" in message_text(refused["content"])
+
+
 async def test_the_env_pickles_and_scores_after_loading() -> None:
-    env = VerifiersEnv("bm-vf-arith", {"num_tasks": 1})
+    env = VerifiersEnv("verifiers-arith", {"num_tasks": 1})
     copy = pickle.loads(cloudpickle.dumps(env))
     async with MockModelServer(answering) as mock:
         report = await run_environment(copy, run_config(mock, group_size=1))
@@ -163,9 +196,13 @@ async def test_keyed_scores_settle_the_rollout_as_reward_error() -> None:
     ("env_id", "env_args", "message"),
     [
         ("bm-vf-missing", {}, "env_id 'bm-vf-missing': taskset 'bm-vf-missing' not found"),
-        ("bm-vf-arith", {"num_taskz": 1}, "env_args: num_taskz: Extra inputs are not permitted"),
-        ("bm-vf-arith", {"num_tasks": 0}, "loads no task"),
-        ("bm-vf-arith", {"id": "x"}, "env_args must not set 'id'"),
+        (
+            "verifiers-arith",
+            {"num_taskz": 1},
+            "env_args: num_taskz: Extra inputs are not permitted",
+        ),
+        ("verifiers-arith", {"num_tasks": 0}, "loads no task"),
+        ("verifiers-arith", {"id": "x"}, "env_args must not set 'id'"),
         ("bm-vf-multi", {}, "its Env is PairEnv, a multi-agent environment"),
         ("bm-vf-refused", {"variant": "stop"}, "declares @vf.stop hooks (enough)"),
         ("bm-vf-refused", {"variant": "runtime"}, "@vf.reward in_box needs a runtime"),
@@ -196,4 +233,4 @@ def test_a_wrong_type_is_a_type_error_naming_the_argument() -> None:
     with pytest.raises(TypeError, match="env_id must be a taskset id"):
         VerifiersEnv(3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="env_args must be a JSON object"):
-        VerifiersEnv("bm-vf-arith", [1])  # type: ignore[arg-type]
+        VerifiersEnv("verifiers-arith", [1])  # type: ignore[arg-type]

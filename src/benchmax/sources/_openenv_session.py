@@ -1,27 +1,42 @@
-"""One OpenEnv episode over openenv-core's own WebSocket client, and the action schema.
+"""One OpenEnv episode over OpenEnv's WebSocket protocol, and the action schema.
 
-``EpisodeSession`` holds a ``GenericEnvClient`` (one server session per WebSocket
-connection, as OpenEnv's ``/ws`` gives) for one rollout: ``open`` connects and resets,
-``step`` sends one action, ``close`` ends the session. Every failure of the server (it
-refused the connection, answered with an error message, closed the socket, or did not
-answer within ``step_timeout``) is raised as ``EpisodeError`` with the server's words.
+``EpisodeSession`` speaks to the server's ``/ws`` route exactly as openenv-core's own
+``EnvClient`` does (one server session per connection; JSON messages ``{"type": "reset",
+"data": {...}}``, ``{"type": "step", "data": action}`` and ``{"type": "close"}``, answered
+by ``{"type": "observation", "data": {"observation", "reward", "done"}}`` or ``{"type":
+"error", "data": {"message", "code"}}``), with the ``websockets`` library and without
+importing openenv-core (whose import brings in gradio: tens of seconds). ``open``
+connects and resets, ``step`` sends one action, ``close`` ends the session. Every
+failure of the server (it refused the connection, answered with an error message such
+as ``CAPACITY_REACHED``, closed the socket, or did not answer within ``step_timeout``)
+is raised as ``EpisodeError`` with the server's words.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from benchmax.sources._peers import import_peer
 
-__all__ = ["EpisodeError", "EpisodeSession", "StepOutcome", "action_text_field", "http_root"]
+__all__ = [
+    "EpisodeError",
+    "EpisodeSession",
+    "StepOutcome",
+    "action_text_field",
+    "http_root",
+    "websocket_url",
+]
 
 _CLOSE_SECONDS = 10.0
+_MAX_MESSAGE_BYTES = 100 * 1024 * 1024  # as openenv-core's client
 
 
 class EpisodeError(Exception):
@@ -47,22 +62,25 @@ class EpisodeSession:
     rewards: list[float] = field(default_factory=list)
     done: bool = False
     tools: list[dict[str, Any]] = field(default_factory=list)
-    _client: Any = None
+    _socket: Any = None
 
     async def open(self, reset_args: Mapping[str, Any]) -> StepOutcome:
         """Connect and ``reset(**reset_args)``; the reset's reward is not an action's."""
-        core = import_peer(
-            "openenv.core", distribution="openenv-core", extra="openenv", needed_by="OpenEnvEnv"
+        client = import_peer(
+            "websockets.asyncio.client",
+            distribution="websockets",
+            extra="openenv",
+            needed_by="OpenEnvEnv",
         )
-        self._client = core.GenericEnvClient(
-            base_url=self.base_url,
-            connect_timeout_s=self.connect_timeout,
-            message_timeout_s=self.step_timeout,
-        )
+        url = websocket_url(self.base_url)
+        loopback = urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1")
+        options: dict[str, Any] = {"proxy": None} if loopback else {}  # as openenv-core's client
         try:
-            await self._client.connect()
+            self._socket = await client.connect(
+                url, open_timeout=self.connect_timeout, max_size=_MAX_MESSAGE_BYTES, **options
+            )
         except Exception as error:
-            raise EpisodeError(_said(error)) from error
+            raise EpisodeError(f"cannot connect to {url}: {_said(error)}") from error
         outcome = await self._call("reset", dict(reset_args))
         self.done = outcome.done
         return outcome
@@ -99,46 +117,80 @@ class EpisodeSession:
         return tools
 
     async def close(self) -> None:
-        """End the server session (best effort, bounded); safe to call twice."""
-        client, self._client = self._client, None
-        if client is None:
+        """End the server session (best effort, bounded); safe to call twice.
+
+        Sends ``close`` and lets the server close the socket first, as its ``/ws`` route
+        expects (a client that closes first makes openenv-core log a traceback)."""
+        socket, self._socket = self._socket, None
+        if socket is None:
             return
         try:
             async with asyncio.timeout(_CLOSE_SECONDS):
-                await client.close()
-        except Exception:  # the server is gone already: nothing left to end
+                await socket.send(json.dumps({"type": "close"}))
+                await socket.wait_closed()
+        except Exception:  # the server is gone already, or slow to go: close our end
             pass
+        finally:
+            try:
+                await socket.close()
+            except Exception:
+                pass
 
     async def _call(self, kind: str, data: dict[str, Any]) -> StepOutcome:
-        if self._client is None:
+        if self._socket is None:
             raise EpisodeError("the episode is not open")
         try:
-            result = await (
-                self._client.reset(**data) if kind == "reset" else self._client.step(data)
-            )
+            async with asyncio.timeout(self.step_timeout):
+                try:
+                    await self._socket.send(json.dumps({"type": kind, "data": data}))
+                except Exception as error:
+                    if not _closed(error):
+                        raise
+                    # A server refusing the session (CAPACITY_REACHED) says why, then
+                    # closes: its message may still be waiting to be read.
+                reply = json.loads(await self._socket.recv())
         except TimeoutError:
             raise EpisodeError(
                 f"{kind}: no answer within step_timeout={self.step_timeout:g}s"
             ) from None
+        except ValueError as error:
+            raise EpisodeError(f"{kind}: the answer is not JSON: {error}") from None
         except Exception as error:
-            if type(error).__name__.startswith("ConnectionClosed"):  # websockets' own errors
+            if _closed(error):
                 raise EpisodeError(
                     f"{kind}: the server closed the WebSocket session before answering "
-                    f"({_said(error)}); an OpenEnv server past its max_concurrent_envs closes "
-                    "new sessions this way (CAPACITY_REACHED)"
+                    f"({_said(error)})"
                 ) from error
             raise EpisodeError(f"{kind}: {_said(error)}") from error
-        observation = result.observation
+        if not isinstance(reply, dict) or not isinstance(reply.get("data"), dict):
+            raise EpisodeError(f"{kind}: the answer is not an OpenEnv message: {reply!r:.200}")
+        body = reply["data"]
+        if reply.get("type") == "error":
+            code = body.get("code", "UNKNOWN")
+            raise EpisodeError(f"{kind}: the server answered {code}: {body.get('message', '')}")
+        if reply.get("type") != "observation":
+            raise EpisodeError(f"{kind}: unexpected answer type {reply.get('type')!r}")
+        observation = body.get("observation", {})
         if not isinstance(observation, dict):
-            raise EpisodeError(f"{kind}: the observation is not an object: {observation!r}")
-        reward = result.reward
+            raise EpisodeError(f"{kind}: the observation is not an object: {observation!r:.200}")
+        reward = body.get("reward")
         if reward is not None:
             if isinstance(reward, bool) or not isinstance(reward, int | float):
                 raise EpisodeError(f"{kind}: the reward is not a number: {reward!r}")
             if not math.isfinite(reward):
                 raise EpisodeError(f"{kind}: the reward is not finite: {reward!r}")
             reward = float(reward)
-        return StepOutcome(observation=observation, reward=reward, done=bool(result.done))
+        return StepOutcome(observation=observation, reward=reward, done=bool(body.get("done")))
+
+
+def websocket_url(base_url: str) -> str:
+    """The ``/ws`` route of ``base_url`` (``http`` becomes ``ws``, ``https`` ``wss``)."""
+    url = base_url.rstrip("/")
+    if url.startswith("http://"):
+        url = "ws://" + url[len("http://") :]
+    elif url.startswith("https://"):
+        url = "wss://" + url[len("https://") :]
+    return f"{url}/ws"
 
 
 def http_root(base_url: str) -> str:
@@ -179,6 +231,11 @@ async def action_text_field(base_url: str, timeout: float) -> str:
         f"the action schema at {url} has no single text field (fields: "
         f"{', '.join(names) or 'none'}): pass message_field"
     )
+
+
+def _closed(error: BaseException) -> bool:
+    """Whether ``error`` is websockets' ``ConnectionClosed`` (or a subclass)."""
+    return any(cls.__name__ == "ConnectionClosed" for cls in type(error).__mro__)
 
 
 def _said(error: BaseException) -> str:

@@ -1,9 +1,10 @@
 """An OpenEnv environment server as a benchmax environment: ``OpenEnvEnv(base_url)``.
 
-OpenEnv (``pip install 'benchmax[openenv]'``, openenv-core) serves environments over
-HTTP and WebSocket; this environment plays one OpenEnv episode per rollout through
-openenv-core's own client (``GenericEnvClient``, one server session per WebSocket
-connection), with the model as the agent::
+OpenEnv (openenv-core) serves environments over HTTP and WebSocket; this environment
+plays one OpenEnv episode per rollout over the server's ``/ws`` route (one server
+session per connection, OpenEnv's ``reset``/``step``/``close`` messages exactly as
+openenv-core's ``EnvClient`` sends them; ``pip install 'benchmax[openenv]'`` installs
+the ``websockets`` client, not openenv-core), with the model as the agent::
 
     uv run benchmax run benchmax.sources.openenv:OpenEnvEnv \\
         --env-arg base_url=http://127.0.0.1:8000 --base-url http://localhost:8001/v1
@@ -33,8 +34,8 @@ without an action.
 
 Reward. One key, ``reward``: the sum of the rewards of the episode's actions (``None``
 counts 0.0; the reset's reward is not an action's). Operational failures settle the
-rollout with zero reward: a server that cannot be reached or refuses the reset
-(``CAPACITY_REACHED``, ...) as ``setup_error``, a step the server refuses, cannot answer
+rollout with zero reward: a server that cannot be reached or refuses the session or the
+reset (``CAPACITY_REACHED``, ...) as ``setup_error``, a step the server refuses, cannot answer
 within ``step_timeout`` or answers with a non-finite reward as ``environment_error``.
 
 Errors. A bad argument raises ``ValueError`` (``TypeError`` for a wrong type) naming it;

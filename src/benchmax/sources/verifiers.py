@@ -209,10 +209,14 @@ class VerifiersEnv(BaseEnv):
 
     async def _shared_toolsets(self, source: Mapping[str, Any]) -> tuple[Any, ...]:
         loaded = self._loaded("eval" if source.get("split") == "eval" else "train")
-        ready: dict[int, asyncio.Task[None]] = vars(self).setdefault("_vf_shared_ready", {})
-        setup = ready.get(id(loaded))
+        # Set up once per loaded taskset and event loop (a toolset's resources are loop-bound).
+        ready: dict[tuple[int, int], asyncio.Task[None]] = vars(self).setdefault(
+            "_vf_shared_ready", {}
+        )
+        key = (id(loaded), id(asyncio.get_running_loop()))
+        setup = ready.get(key)
         if setup is None:
-            setup = ready[id(loaded)] = asyncio.ensure_future(_set_up(loaded.shared_toolsets))
+            setup = ready[key] = asyncio.ensure_future(_set_up(loaded.shared_toolsets))
         await asyncio.shield(setup)
         return loaded.shared_toolsets
 

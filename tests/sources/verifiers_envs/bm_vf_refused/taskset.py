@@ -64,13 +64,35 @@ VARIANTS = {
 }
 
 
+class EchoToolset(vf.Toolset[vf.ToolsetConfig]):
+    """A taskset-level (shared) toolset; ``setups`` counts its ``setup()`` calls."""
+
+    TOOL_PREFIX = "echo"
+    setups = 0
+
+    async def setup(self) -> None:
+        type(self).setups += 1
+
+    @vf.tool
+    async def say(self, text: str) -> str:
+        """Say the text back, louder."""
+        if not text:
+            raise ValueError("nothing to say")
+        return text.upper()
+
+
 class RefusedConfig(vf.TasksetConfig):
     variant: str = "plain"
     prompt: bool = True
+    shared_tools: bool = False
     task: PlainTaskConfig = PlainTaskConfig()
 
 
 class RefusedTaskset(vf.Taskset[PlainTask, RefusedConfig]):
+    @classmethod
+    def toolsets(cls, config: RefusedConfig) -> list[vf.Toolset]:
+        return [EchoToolset(vf.ToolsetConfig())] if config.shared_tools else []
+
     def load(self):
         task_class = VARIANTS[self.config.variant]
         prompt = "Say anything." if self.config.prompt else None

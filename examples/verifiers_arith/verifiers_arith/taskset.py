@@ -1,3 +1,5 @@
+"""The taskset, its task (rewards, metric, toolsets) and the calculator toolset."""
+
 from __future__ import annotations
 
 import random

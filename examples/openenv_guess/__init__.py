@@ -1,0 +1,1 @@
+"""An OpenEnv environment (guess a number) served with openenv-core, for OpenEnvEnv."""
