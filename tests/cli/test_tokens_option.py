@@ -8,12 +8,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from click.testing import Result
 from tests.cli.conftest import REPO, SAMPLE_ENVS
 
 ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"
+CALCULATOR = REPO / "examples" / "calculator"
 
 
 def lines(path: Path) -> list[dict]:
@@ -137,3 +139,36 @@ def test_mock_serve_tokens_answers_with_token_ids() -> None:
     assert asked["prompt_token_ids"][0] == 1  # <|im_start|>
     assert plain["prompt_token_ids"] is None and plain["choices"][0]["token_ids"] is None
     assert plain["choices"][0]["logprobs"] is None
+
+
+def test_the_preflight_leaves_out_tool_only_sampling_args(
+    invoke: Callable[..., Result], tmp_path: Path, threaded_server
+) -> None:
+    """vLLM refuses ``tool_choice`` without ``tools`` (HTTP 400); the preflight sends no
+    tools, so it leaves ``tool_choice`` and ``parallel_tool_calls`` out, while every rollout
+    sends them with the environment's tools."""
+    from benchmax.testing import Fault
+
+    def like_vllm(body: dict) -> Any:
+        if "tool_choice" in body and not body.get("tools"):
+            raise Fault.status(400, message="When using `tool_choice`, `tools` must be set.")
+        if body.get("tools"):
+            return {"content": None, "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}
+        return "OK"
+
+    output = tmp_path / "out.jsonl"
+    with threaded_server(like_vllm, tokens=True) as server:
+        result = invoke(
+            "run", f"{CALCULATOR}/env.py:CalculatorEnv", "--data", CALCULATOR,
+            "--base-url", server.base_url, "--model", "m", "--tokens", "-n", "1", "-k", "1",
+            "--sampling-arg", "tool_choice=required", "--sampling-arg", "parallel_tool_calls=false",
+            "-o", output,
+        )  # fmt: skip
+        chat = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert result.exit_code == 0, result.output
+    preflight, *rollout = chat
+    assert "tool_choice" not in preflight.body and "parallel_tool_calls" not in preflight.body
+    assert rollout and all(r.body["tool_choice"] == "required" for r in rollout)
+    assert all(r.body["parallel_tool_calls"] is False and r.body["tools"] for r in rollout)
+    (record,) = lines(output)[1:]
+    assert record["termination_reason"] == "max_turns_exceeded"

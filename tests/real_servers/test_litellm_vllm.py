@@ -128,6 +128,7 @@ def test_tokens_through_litellm_are_passed_through_or_refused_in_one_line(
     assert sent and sent[0].body.get("return_token_ids") is True, [e.body for e in sent]
     if done.returncode != 0:
         line = one_line_error(done)
+        print(f"\n--tokens through LiteLLM: refused: {line}")
         assert "tokens preflight:" in line and "cannot return exact tokens" in line
         assert len(sent) == 1 and not output.exists()
         assert "prompt_token_ids" in sent[0].reply  # vLLM sent them; LiteLLM dropped them
@@ -135,3 +136,4 @@ def test_tokens_through_litellm_are_passed_through_or_refused_in_one_line(
     raw = [raw_tokens(e.reply) for e in sent[1:]]
     recorded = [recorded_tokens(c) for t in trajectories(output) for c in t.model_calls]
     assert_same_tokens(recorded, raw)
+    print("\n--tokens through LiteLLM: vLLM's ids passed through")

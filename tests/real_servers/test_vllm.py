@@ -120,7 +120,8 @@ def test_overflow_is_context_exceeded_and_a_window_cut_is_output_exceeded(
 ) -> None:
     """A prompt over the 2,048-token window is refused (400) -> ``context_exceeded``; a
     prompt that fits with ``max_tokens`` past the window is not refused: vLLM generates up
-    to the window and stops with ``length`` -> ``output_exceeded``."""
+    to the window and stops with ``length`` -> ``output_exceeded`` (``ignore_eos``, a vLLM
+    sampling arg, keeps the model from stopping sooner)."""
     rows = [
         {"prompt": "word " * 2100 + "How many words?", "ground_truth": "2100"},
         {"prompt": "word " * 1900 + "How many words?", "ground_truth": "1900"},
@@ -129,7 +130,8 @@ def test_overflow_is_context_exceeded_and_a_window_cut_is_output_exceeded(
     output = tmp_path / "overflow.jsonl"
     done = benchmax_run(
         proxy.base_url, vllm.model, QUICKSTART[0], "--data", data, "--split", "eval",
-        "-k", 1, "--max-tokens", 1000, "--temperature", 0, "-o", output,
+        "-k", 1, "--max-tokens", 1000, "--temperature", 0, "--sampling-arg", "ignore_eos=true",
+        "-o", output,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     reasons = {t.example_index: t.termination_reason for t in trajectories(output)}
@@ -194,23 +196,32 @@ def test_n_other_than_one_is_refused_before_any_call(
 def test_the_judge_path_against_the_same_server(
     vllm: RunningServer, proxy: RecordingProxy, tmp_path: Path
 ) -> None:
-    """The rubric-judge example with the judge on the same vLLM: the credential check, one
-    judge request per rubric, and every rollout scored (rewards 0/1) or settled as
-    ``judge_error`` (a 135M judge often writes no valid verdict) with zero rewards."""
+    """The rubric-judge example with the judge on the same vLLM: one judge request per
+    rubric for every rollout that finished, each scored (rewards 0/1) or settled as
+    ``judge_error`` (a 135M judge often writes no valid verdict) with zero rewards. A stop
+    sequence makes the policy's answers finish (a cut answer is never judged)."""
     output = tmp_path / "judged.jsonl"
     done = benchmax_run(
         proxy.base_url, vllm.model, "examples/rubric_judge/env.py:RubricJudgeEnv",
-        "--data", "examples/rubric_judge", "-n", 2, "-k", 1, "--max-tokens", 32,
+        "--data", "examples/rubric_judge", "-n", 3, "-k", 1, "--max-tokens", 64,
+        "--sampling-arg", 'stop=["\\n", "."]',
         "--env-arg", f"judge_base_url={proxy.base_url}", "--env-arg", f"judge_model={vllm.model}",
         "--auth", "judge=JUDGE_KEY", "-o", output, env={"JUDGE_KEY": "sk-unused"},
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    judged = [e for e in proxy.chat() if e.body.get("temperature") == 0.0]
-    assert len(judged) >= 2 * 3, [e.body for e in proxy.chat()]
-    assert all(e.status == 200 for e in judged)
+    reasons = [t.termination_reason for t in trajectories(output)]
+    assert len(reasons) == 3, done.stdout + done.stderr
+    # A run in which every rollout failed (here: every verdict unreadable) exits non-zero.
+    assert (done.returncode != 0) == (set(reasons) == {"judge_error"}), done.stdout
+    judged = [e for e in proxy.chat() if "stop" not in e.body]
+    assert all(e.status == 200 and e.body["temperature"] == 0.0 for e in judged)
+    settled = {"finished": 0, "judge_error": 0}
     for trajectory in trajectories(output):
-        if trajectory.termination_reason == "judge_error":
+        reason = trajectory.termination_reason
+        assert reason in {"finished", "judge_error", "output_exceeded"}, trajectory.logs
+        assert set(trajectory.rewards.values()) <= {0.0, 1.0}
+        if reason == "judge_error":
             assert set(trajectory.rewards.values()) == {0.0}
-        else:
-            assert trajectory.termination_reason in {"finished", "output_exceeded"}
-            assert set(trajectory.rewards.values()) <= {0.0, 1.0}
+        if reason in settled:
+            settled[reason] += 1
+    assert sum(settled.values()) >= 1, [t.termination_reason for t in trajectories(output)]
+    assert len(judged) >= 3 * settled["finished"] + settled["judge_error"] > 0
