@@ -31,7 +31,7 @@ import orjson
 from _harness import HERE, run_workers, server_process
 from _token_server import replies
 
-from benchmax._modelhttp.tokens import TOKEN_REQUEST_FIELDS, CallTokens, read_call_tokens
+from benchmax._modelhttp import TOKEN_REQUEST_FIELDS, CallTokens, read_call_tokens
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseEnv, BaseRollout, Dataset, Example, RolloutRequest
 from benchmax.training import collect_group

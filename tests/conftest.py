@@ -20,6 +20,46 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+class LoopClock:
+    """The running event loop's clock, which a test moves forward.
+
+    Every deadline benchmax sets (``model_timeout``, ``tool_timeout``, ``rollout_timeout``,
+    ``reward_timeout``, retries' waits) is an ``asyncio`` timer on the loop's clock, so
+    :meth:`advance` makes them fire exactly when the test says, never because the machine
+    is busy: a test keeps its deadlines generous (>= 30 s) for the calls that must finish,
+    waits for an event telling it the call that must time out is under way, and advances
+    past the deadline. Only this test's loop is affected; real time goes on as usual.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._real = loop.time
+        self.offset = 0.0
+        loop.time = self._time  # type: ignore[method-assign]
+
+    def _time(self) -> float:
+        return self._real() + self.offset
+
+    async def advance(self, seconds: float) -> None:
+        """Move the loop's clock ``seconds`` ahead, then let due timers run."""
+        self.offset += seconds
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    def restore(self) -> None:
+        del self._loop.time  # back to the class's method
+
+
+@pytest.fixture
+async def loop_clock() -> AsyncIterator[LoopClock]:
+    """The test loop's clock; ``await loop_clock.advance(31)`` makes 31 s of deadlines pass."""
+    clock = LoopClock(asyncio.get_running_loop())
+    try:
+        yield clock
+    finally:
+        clock.restore()
+
+
 @pytest.fixture
 async def mock_server() -> AsyncIterator[MockModelServer]:
     """A started ``MockModelServer`` answering with ``echo``.
@@ -53,7 +93,7 @@ async def make_mock_server() -> AsyncIterator[Callable[..., Awaitable[MockModelS
 @pytest.fixture
 async def http_client() -> AsyncIterator[httpx.AsyncClient]:
     """A plain ``httpx.AsyncClient`` for http:// URLs (no TLS setup, so it is cheap)."""
-    async with httpx.AsyncClient(verify=False, timeout=10) as client:
+    async with httpx.AsyncClient(verify=False, timeout=60) as client:
         yield client
 
 
@@ -62,7 +102,7 @@ async def _raw_exchange(port: int, payload: bytes) -> bytes:
     try:
         writer.write(payload)
         await writer.drain()
-        return await asyncio.wait_for(reader.read(), 5)
+        return await asyncio.wait_for(reader.read(), 60)
     finally:
         writer.close()
         await writer.wait_closed()
@@ -71,7 +111,7 @@ async def _raw_exchange(port: int, payload: bytes) -> bytes:
 @pytest.fixture
 def raw_http() -> Callable[[int, bytes], Awaitable[bytes]]:
     """``await raw_http(port, payload)``: send raw bytes to ``127.0.0.1:port`` and return
-    everything the server sends until it closes the connection (5 s at most)."""
+    everything the server sends until it closes the connection (60 s at most)."""
     return _raw_exchange
 
 

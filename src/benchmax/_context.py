@@ -11,13 +11,15 @@ by the code running inside it (tasks created in the block copy the binding):
   ``benchmax.auth._BOUND_MODEL_AUTH``, set by ``bind_model_auth``.
 - ``ROLLOUT_OBSERVER``: the runner's observer of finished BaseEnv rollouts, set by
   ``benchmax.envs._observer.observe_rollouts``.
+- ``HOOK_DEADLINES``: the default deadlines of hooks the environment leaves unbounded,
+  set by the group pipeline (``benchmax.envs._hook_deadlines.with_hook_deadlines``).
 - ``ANNOTATIONS``: the annotations of the rollout being recorded (``None``: not
   recording), set by ``benchmax.trajectory.recording_annotations`` and filled by
   ``benchmax.trajectory.annotate``.
 
 This module sits below every layer that uses it and imports nothing from benchmax, so
-the value types of the last two are ``Any`` here; the owning modules re-export them with
-their precise types.
+the value types of the observer and the deadlines are ``Any`` here; the owning modules
+re-export them with their precise types.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "BOUND_MODEL_AUTH",
     "CURRENT_GROUP_RIDS",
     "CURRENT_ROLLOUT_ID",
+    "HOOK_DEADLINES",
     "ROLLOUT_OBSERVER",
 ]
 
@@ -44,3 +47,4 @@ ROLLOUT_OBSERVER: ContextVar[Any] = ContextVar("benchmax_rollout_observer", defa
 ANNOTATIONS: ContextVar[dict[str, Any] | None] = ContextVar(
     "benchmax_rollout_annotations", default=None
 )
+HOOK_DEADLINES: ContextVar[Any] = ContextVar("benchmax_hook_deadlines", default=None)

@@ -5,7 +5,18 @@ from __future__ import annotations
 import math
 from typing import TypeGuard
 
-__all__ = ["is_finite_number", "is_int_at_least", "is_non_empty_str", "is_numeric"]
+__all__ = [
+    "TOKEN_ID_BOUND",
+    "is_finite_number",
+    "is_int_at_least",
+    "is_non_empty_str",
+    "is_numeric",
+]
+
+TOKEN_ID_BOUND = 2**63
+"""Token ids are integers in ``[0, TOKEN_ID_BOUND)``: what an ``int64`` tensor (torch's
+``long``, every trainer's id type) holds. A larger id can only be a server's or an edit's
+mistake, and would overflow when samples are built."""
 
 
 def is_non_empty_str(value: object) -> TypeGuard[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from benchmax import _context
+from benchmax._url_credentials import repr_masking_urls
 from benchmax._value_checks import is_non_empty_str
 
 __all__ = [
@@ -27,11 +28,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ModelRequestContext:
-    """Identifies the model request about to be authorized."""
+    """Identifies the model request about to be authorized (the repr shows a password in
+    ``base_url`` as ``user:***@``)."""
 
     base_url: str
     model: str
     rollout_id: str
+
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")
 
 
 @runtime_checkable

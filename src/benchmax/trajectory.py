@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
 from benchmax import _context
-from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
+from benchmax._value_checks import TOKEN_ID_BOUND, is_int_at_least, is_non_empty_str, is_numeric
 from benchmax._vocabulary import TOKEN_USAGE_KEYS, TRAINABLE_REASONS, TokenUsage
 
 __all__ = [
@@ -106,7 +106,8 @@ class RolloutRecord(TypedDict):
     """One results-file line (``benchmax.results/1``): a trajectory as JSON.
 
     ``model_calls``, ``tool_calls`` and ``annotations`` were added later: lines written
-    before lack them and read back as empty.
+    before lack them and read back as empty. ``step`` and ``weights_version`` are only on
+    the lines of a training run's rollouts (``benchmax train``).
     """
 
     type: Literal["rollout"]
@@ -126,6 +127,8 @@ class RolloutRecord(TypedDict):
     model_calls: NotRequired[list[ModelCallRecord]]
     tool_calls: NotRequired[list[ToolCallRecord]]
     annotations: NotRequired[dict[str, Any]]
+    step: NotRequired[int]
+    weights_version: NotRequired[int]
 
 
 def _seconds(value: object, name: str) -> float:
@@ -147,9 +150,13 @@ def _token_ids(value: object, name: str) -> tuple[int, ...] | None:
         raise TypeError(f"{name} must be a sequence of token ids or None")
     ids = tuple(value)
     # One pass in C for the common case (bool is its own type, so it is refused too).
-    if ids and (set(map(type, ids)) != {int} or min(ids) < 0):
-        bad = next(t for t in ids if type(t) is not int or t < 0)
-        raise ValueError(f"{name} must hold non-negative integers, got {bad!r}")
+    if ids and (set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) >= TOKEN_ID_BOUND):
+        index, bad = next(
+            (i, t) for i, t in enumerate(ids) if type(t) is not int or not 0 <= t < TOKEN_ID_BOUND
+        )
+        raise ValueError(
+            f"{name} must hold integers in [0, 2**63), got {_shown(bad)} at index {index}"
+        )
     return ids
 
 
@@ -158,12 +165,33 @@ def _logprobs(value: object, name: str) -> tuple[float, ...] | None:
         return None
     if not isinstance(value, tuple | list):
         raise TypeError(f"{name} must be a sequence of floats or None")
-    if not value or set(map(type, value)) == {float}:
-        return tuple(value)
-    for logprob in value:
-        if not is_numeric(logprob):
-            raise ValueError(f"{name} must hold numbers, got {logprob!r}")
-    return tuple(float(logprob) for logprob in value)
+    logprobs = tuple(value)
+    if logprobs and set(map(type, logprobs)) != {float}:
+        for index, logprob in enumerate(logprobs):
+            if not is_numeric(logprob):
+                raise ValueError(
+                    f"{name} must hold numbers, got {_shown(logprob)} at index {index}"
+                )
+        logprobs = tuple(map(_as_float, logprobs))
+    # C-speed checks for the common case; a log-probability is finite and never positive.
+    if logprobs and (not all(map(math.isfinite, logprobs)) or max(logprobs) > 0.0):
+        index, bad = next((i, x) for i, x in enumerate(logprobs) if not math.isfinite(x) or x > 0.0)
+        raise ValueError(
+            f"{name} must hold finite log-probabilities <= 0, got {bad!r} at index {index}"
+        )
+    return logprobs
+
+
+def _as_float(number: float) -> float:
+    try:
+        return float(number)
+    except OverflowError:  # an integer too large for a float: not a log-probability
+        return math.inf if number > 0 else -math.inf
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _usage(value: object, name: str) -> TokenUsage | None:
@@ -193,7 +221,9 @@ class ModelCall:
     ids of the whole prompt as the server tokenized it (chat template included),
     ``completion_token_ids`` the ids it sampled, ``completion_logprobs`` one logprob per
     completion token, aligned with ``completion_token_ids`` (same length, else
-    ``ValueError``). Lists given are stored as tuples.
+    ``ValueError``). Ids are integers in ``[0, 2**63)`` (an ``int64`` holds them) and
+    logprobs finite numbers ``<= 0`` (natural log), else ``ValueError`` naming the field
+    and index. Lists given are stored as tuples.
     """
 
     finish_reason: str | None = None
@@ -370,6 +400,10 @@ class Trajectory:
     (token counts summed over the calls, ``None``: none reported), ``logs`` (records
     attributed to the rollout, secrets masked) and ``annotations`` (JSON data the
     environment attached with :func:`annotate`).
+
+    Training (``benchmax train``'s rollouts, else ``None``): ``step`` (the optimizer step,
+    from 1, whose batch the rollout belongs to) and ``weights_version`` (the version of the
+    weights that sampled it: 0 for the base model, counting up with each optimizer step).
     """
 
     rollout_id: str
@@ -388,6 +422,8 @@ class Trajectory:
     usage: TokenUsage | None = None
     logs: tuple[LogEntry, ...] = ()
     annotations: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    step: int | None = None
+    weights_version: int | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -430,6 +466,10 @@ class Trajectory:
             isinstance(key, str) for key in self.annotations
         ):
             raise TypeError("annotations must be a mapping with string keys")
+        for name in ("step", "weights_version"):
+            value = getattr(self, name)
+            if value is not None and not is_int_at_least(value, 0):
+                raise ValueError(f"{name} must be a non-negative integer or None")
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping views (the empty defaults, a caller's MappingProxyType) do not
@@ -493,6 +533,10 @@ class Trajectory:
         }
         if self.annotations:
             record["annotations"] = dict(self.annotations)
+        if self.step is not None:
+            record["step"] = self.step
+        if self.weights_version is not None:
+            record["weights_version"] = self.weights_version
         return record
 
     @classmethod
@@ -529,6 +573,8 @@ class Trajectory:
             usage=_json_usage(data.get("usage")),
             logs=tuple(cast(LogEntry, e) for e in data.get("logs") or () if isinstance(e, Mapping)),
             annotations=_json_object(data.get("annotations")),
+            step=_json_count(data.get("step")),
+            weights_version=_json_count(data.get("weights_version")),
         )
 
 
@@ -559,8 +605,11 @@ def _calls_from_json(data: object) -> tuple[ModelCall, ...]:
         raise TypeError("model_calls must be a list")
     calls = []
     previous: ModelCall | None = None
-    for line in data:
-        call = ModelCall.from_json(line, previous)
+    for index, line in enumerate(data):
+        try:
+            call = ModelCall.from_json(line, previous)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"model_calls[{index}]: {error}") from None
         calls.append(call)
         if call.has_tokens:
             previous = call
@@ -593,6 +642,10 @@ def _json_usage(value: object) -> TokenUsage | None:
         return None
     kept = {k: v for k, v in value.items() if k in TOKEN_USAGE_KEYS and is_int_at_least(v, 0)}
     return cast(TokenUsage, kept) if kept else None
+
+
+def _json_count(value: object) -> int | None:
+    return value if is_int_at_least(value, 0) else None
 
 
 def _json_object(value: object) -> dict[str, Any]:

@@ -62,13 +62,13 @@ class ThreadedServer:
 
     def __enter__(self) -> MockModelServer:
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(60)
         return self.server
 
     def __exit__(self, *exc: Any) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        self._thread.join(60)
         self._loop.close()
 
 

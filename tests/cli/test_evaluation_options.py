@@ -79,7 +79,7 @@ class TinyEndpoint:
     def __exit__(self, *exc: Any) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join(10)
+        self._thread.join(60)
 
 
 @pytest.fixture
@@ -245,6 +245,7 @@ def test_sampling_options_arrive_in_the_request_bodies(
         (["--sampling-arg", "messages=[]"], "--sampling-arg cannot set 'messages'"),
         (["--sampling-arg", "tools=[]"], "--sampling-arg cannot set 'tools'"),
         (["--sampling-arg", "stream=true"], "must not set 'stream' to true"),
+        (["--sampling-arg", "n=2"], "sampling_args['n'] must be 1, got 2"),
         (["--sampling-arg", "top_k"], "invalid --sampling-arg 'top_k': expected KEY=VALUE"),
         (["--sampling-arg", "=3"], "invalid --sampling-arg '=3'"),
         (["--sampling-arg", "top k=3"], "invalid --sampling-arg 'top k=3'"),

@@ -29,11 +29,11 @@ def test_mock_serve_answers_until_interrupted() -> None:
         response = httpx.post(
             f"{base_url}/chat/completions",
             json={"model": "m", "messages": [{"role": "user", "content": "hello there"}]},
-            timeout=10,
+            timeout=60,
         )
         assert response.json()["choices"][0]["message"]["content"] == "hello there"
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=10)
+        process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()

@@ -121,13 +121,13 @@ def test_mock_serve_tokens_answers_with_token_ids() -> None:
         asked = httpx.post(
             f"{base_url}/chat/completions",
             json={"model": "m", "messages": messages, "logprobs": True, "return_token_ids": True},
-            timeout=10,
+            timeout=60,
         ).json()
         plain = httpx.post(
-            f"{base_url}/chat/completions", json={"model": "m", "messages": messages}, timeout=10
+            f"{base_url}/chat/completions", json={"model": "m", "messages": messages}, timeout=60
         ).json()
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=10)
+        process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()

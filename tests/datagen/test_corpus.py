@@ -37,8 +37,14 @@ def test_a_single_file_and_a_named_text_field(tmp_path: Path) -> None:
     path = tmp_path / "docs.jsonl"
     path.write_text(json.dumps({"body": "Body text.", "text": 3}) + "\n")
     assert read_corpus(path, text_field="body") == [Document("docs.jsonl", "Body text.", 1)]
-    with pytest.raises(CorpusError, match=r"docs.jsonl:1: no string field 'text'.*--text-field"):
+    with pytest.raises(
+        CorpusError, match=r"docs.jsonl:1: field 'text' is a number, not a string.*--text-field"
+    ):
         read_corpus(path)
+    with pytest.raises(
+        CorpusError, match=r"docs.jsonl: no record has a field 'title'.*--text-field"
+    ):
+        read_corpus(path, text_field="title")
 
 
 def test_the_output_directory_is_not_read_as_corpus(tmp_path: Path) -> None:
@@ -51,8 +57,8 @@ def test_the_output_directory_is_not_read_as_corpus(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("bad.jsonl", b'{"text": "ok"}\n{"text": \n', r"bad.jsonl:2: not valid JSON"),
-        ("list.jsonl", b"[1, 2]\n", r"list.jsonl:1: no string field"),
+        ("bad.jsonl", b'{"text": \n', r"bad.jsonl:1: not valid JSON"),
+        ("list.jsonl", b"[1, 2]\n", r"list.jsonl:1: not a JSON object"),
         ("latin.txt", "caf\xe9".encode("latin-1"), r"latin.txt: not UTF-8 text"),
     ],
 )

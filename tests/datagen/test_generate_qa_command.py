@@ -148,7 +148,7 @@ def test_a_reply_echoing_the_key_is_masked_in_the_checkpoint_and_the_rows(
         ),
         (
             ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--text-field", "body"],
-            "no string field 'body'",
+            "no record has a field 'body'",
         ),
         (
             ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--types", "trivia=1"],

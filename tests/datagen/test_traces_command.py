@@ -265,3 +265,47 @@ def test_mock_policy_without_a_baseline_or_an_at_mock_argument_is_refused(projec
                     "--baseline", "env.py:LoggedEnv", "--mock-policy", "echo")  # fmt: skip
     assert result.exit_code == 1
     assert "no '@mock' constructor argument" in result.output
+
+
+def test_a_teacher_with_a_password_in_its_url_is_reached_and_never_written(
+    project: Path,
+) -> None:
+    """The README's alternative to --teacher-api-key-env: ``user:PASSWORD@`` in the URL,
+    sent as HTTP Basic (issue 28 kind 7)."""
+    import base64
+
+    password = "teacher-pass@5150"
+    basic = "Basic " + base64.b64encode(f"t:{password}".encode()).decode()
+
+    def teacher(body: dict, request: RecordedRequest) -> str:
+        return json.dumps({"reply": f"reference answer ({request.headers.get('authorization')})"})
+
+    with ThreadedServer(teacher) as server:
+        url = server.base_url.replace("://", "://t:teacher-pass%405150@", 1)
+        result = invoke(
+            "traces", "logs", "-o", "data", "--teacher-model", "t", "--teacher-base-url", url
+        )
+        assert {r.headers["authorization"] for r in server.requests} == {basic}
+    assert result.exit_code == 0, result.output
+    rows = [
+        json.loads(line)
+        for name in ("train.jsonl", "eval.jsonl")
+        for line in (project / "data" / name).read_text().splitlines()
+    ]
+    # The teacher echoed the header it got: the Basic token is masked like a key.
+    assert rows and {row["ground_truth"] for row in rows} == {"reference answer (Basic ***)"}
+    written = "".join(p.read_text() for p in (project / "data").rglob("*") if p.is_file())
+    for secret in (password, "teacher-pass%405150", basic.split()[1]):
+        assert secret not in written + result.output
+
+
+def test_a_teacher_url_password_and_key_variable_are_refused(project: Path) -> None:
+    result = invoke(
+        "traces", "logs", "-o", "data", "--teacher-model", "t",
+        "--teacher-base-url", "http://t:secret-pw-77@127.0.0.1:9/v1",
+        "--teacher-api-key-env", "HOME",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "keep the credential in one of them" in result.output
+    assert "secret-pw-77" not in result.output
+    assert not (project / "data").exists()

@@ -320,6 +320,9 @@ def test_request_sampling_args_are_validated_copied_and_shown_in_repr() -> None:
     with pytest.raises(ValueError, match="must not set 'stream' to true"):
         make_request(sampling_args={"stream": True})
     assert make_request(sampling_args={"stream": False}).sampling_args == {"stream": False}
+    with pytest.raises(ValueError, match=r"sampling_args\['n'\] must be 1, got 4"):
+        make_request(sampling_args={"n": 4})
+    assert make_request(sampling_args={"n": 1}).sampling_args == {"n": 1}
     assert cloudpickle.loads(cloudpickle.dumps(request)).sampling_args == args
 
 

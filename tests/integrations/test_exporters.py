@@ -6,6 +6,10 @@ The expected field names are those of verl 0.9 ``AgentLoopOutput``, skyrl 0.4
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+import types
+
 import pytest
 
 from benchmax.integrations.atropos import IGNORED, scored_data_group
@@ -170,6 +174,29 @@ def test_skyrl_generator_output_maps_every_field() -> None:
     # Every per-row list has one entry per response, as SkyRL's validator requires.
     for key in ("loss_masks", "rewards", "rollout_logprobs", "stop_reasons", "trajectory_ids"):
         assert len(output[key]) == len(output["response_ids"])
+
+
+def test_skyrl_trajectory_ids_are_skyrls_own_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stand-in for skyrl 0.4's skyrl/train/generators/base.py (SkyRL needs torch and a
+    # dozen packages): the exporter must build that module's TrajectoryID.
+    @dataclasses.dataclass
+    class TrajectoryID:
+        instance_id: str
+        repetition_id: int
+
+        def to_string(self) -> str:
+            return f"{self.instance_id}_{self.repetition_id}"
+
+    base = types.ModuleType("skyrl.train.generators.base")
+    base.TrajectoryID = TrajectoryID  # type: ignore[attr-defined]
+    for name in ("skyrl", "skyrl.train", "skyrl.train.generators"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "skyrl.train.generators.base", base)
+    output = generator_output([two_turns(), failed_after_one_call()], rewards=[2.0, 0.0])
+    ids = output["trajectory_ids"]
+    assert all(type(tid) is TrajectoryID for tid in ids)
+    assert [tid.instance_id for tid in ids] == ["ex", "ex"]  # what SkyRL's trainer reads
+    assert [tid.to_string() for tid in ids] == ["ex_0", "ex_1"]
 
 
 def test_atropos_scored_data_group_maps_every_field() -> None:

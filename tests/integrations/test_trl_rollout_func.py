@@ -4,6 +4,7 @@ in token mode (vLLM-shaped replies) running the calculator example's scripted po
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +21,7 @@ from benchmax.integrations.trl import (
     load_examples,
 )
 from benchmax.testing import Fault, MockModelServer, RecordedRequest
+from benchmax.training import rollout_seed
 from benchmax.trajectory import Trajectory
 
 CALCULATOR = Path(__file__).resolve().parents[2] / "examples" / "calculator"
@@ -138,13 +140,147 @@ async def test_prompts_map_to_examples_by_messages_or_id() -> None:
     assert by_id["rollout_id"] == ["trl-0-0-0", "trl-0-0-1"]
 
 
-def test_examples_sharing_a_prompt_are_refused() -> None:
+def _answer_correctly(body: dict[str, Any], request: RecordedRequest) -> str:
+    question = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    a, b, c = (int(n) for n in re.findall(r"-?\d+", question.split("Compute", 1)[1])[:3])
+    return f"<answer>{(a + b) * c}</answer>"
+
+
+def _twins() -> list[Example[Any]]:
+    """Two examples with the same prompt and different expected answers."""
+    (example,) = _examples()[:1]
+    wrong = {**example.payload, "answer": example.payload["answer"] + 1}
+    return [example, Example(id="twin", payload=wrong)]
+
+
+async def test_examples_sharing_a_prompt_are_found_by_their_id() -> None:
+    examples = _twins()
+    rows = dataset_rows(examples)
+    assert rows[0]["prompt"][0]["benchmax_example_id"] == examples[0].id
+    assert rows[1]["prompt"][0]["benchmax_example_id"] == "twin"
+    prompts = [row["prompt"] for row in rows for _ in range(2)]
+    async with MockModelServer(_answer_correctly, tokens=True) as server:
+        with RolloutFunc(CalculatorEnv(), examples, base_url=server.base_url, model="m") as rollout:
+            output = await asyncio.to_thread(rollout, prompts, TRAINER)
+            # The bare prompt (no id) is ambiguous: refused, naming both examples.
+            bare = examples[0].payload["prompt_messages"]
+            with pytest.raises(ValueError, match=r"shared by examples .*'twin'"):
+                await asyncio.to_thread(rollout, [bare], TRAINER)
+            with pytest.raises(ValueError, match="'nope', which is not among the examples"):
+                tagged = [{**bare[0], "benchmax_example_id": "nope"}, *bare[1:]]
+                await asyncio.to_thread(rollout, [tagged], TRAINER)
+    # The first example is answered right, its twin (expecting answer + 1) wrong.
+    assert [r["correct"] for r in output["benchmax_rewards"]] == [1.0, 1.0, 0.0, 0.0]
+    assert output["rollout_id"] == ["trl-0-0-0", "trl-0-0-1", "trl-0-1-0", "trl-0-1-1"]
+
+
+async def test_prompts_round_tripped_through_arrow_still_match() -> None:
+    datasets = pytest.importorskip("datasets")
+    examples = _twins()
+    rows = dataset_rows(examples)
+    rows[0]["prompt"][1]["name"] = "alice"  # Arrow adds name: None to every other message
+    arrow = list(datasets.Dataset.from_list(rows))
+    assert arrow[1]["prompt"][1]["name"] is None
+    assert arrow[1]["prompt"][1]["benchmax_example_id"] is None
+    untagged = [
+        [{k: v for k, v in m.items() if k != "benchmax_example_id"} for m in row["prompt"]]
+        for row in arrow
+    ]
+    async with MockModelServer(_answer_correctly, tokens=True) as server:
+        with RolloutFunc(
+            CalculatorEnv(), examples[1:], base_url=server.base_url, model="m"
+        ) as rollout:
+            # Tagged: by id; untagged (name: None added): by its messages.
+            by_id = await asyncio.to_thread(rollout, [arrow[1]["prompt"]], TRAINER)
+            by_text = await asyncio.to_thread(rollout, [untagged[1]], TRAINER)
+    assert (
+        by_id["benchmax_rewards"]
+        == by_text["benchmax_rewards"]
+        == [{"correct": 0.0, "used_tools": 0.0}]
+    )
+
+
+def _process(index: int, generations: int = 4) -> SimpleNamespace:
+    """A trainer as TRL's: its group size, its model's mode and its process index."""
+    return SimpleNamespace(
+        args=TRAINER.args,
+        processing_class=TRAINER.processing_class,
+        num_generations=generations,
+        num_generations_eval=None,
+        model=SimpleNamespace(training=True),
+        accelerator=SimpleNamespace(process_index=index),
+    )
+
+
+async def test_a_group_split_across_processes_gets_distinct_ids_and_seeds() -> None:
+    examples = _examples()
+    prompt = dataset_rows(examples)[0]["prompt"]
+    async with MockModelServer(_answer_correctly, tokens=True) as server:
+        halves = []
+        for process in (0, 1):  # TRL gave each process 2 of the group's 4 rows
+            with RolloutFunc(
+                CalculatorEnv(), examples, base_url=server.base_url, model="m", seed=1
+            ) as rollout:
+                halves.append(await asyncio.to_thread(rollout, [prompt] * 2, _process(process)))
+        seeds = [request.body["seed"] for request in server.requests]
+    assert halves[0]["rollout_id"] == ["trl-0-0-0", "trl-0-0-1"]
+    assert halves[1]["rollout_id"] == ["trl-0-0-2", "trl-0-0-3"]
+    assert seeds == [rollout_seed(1, examples[0].id, row) for row in range(4)]
+
+
+async def test_rows_of_a_batch_form_trl_groups_even_for_one_example() -> None:
+    examples = _examples()
+    prompt = dataset_rows(examples)[0]["prompt"]
+    async with MockModelServer(_answer_correctly, tokens=True) as server:
+        with RolloutFunc(CalculatorEnv(), examples, base_url=server.base_url, model="m") as rollout:
+            # The same example twice in one batch of groups of 2: two groups.
+            output = await asyncio.to_thread(rollout, [prompt] * 4, _process(0, generations=2))
+    assert output["rollout_id"] == ["trl-0-0-0", "trl-0-0-1", "trl-0-1-0", "trl-0-1-1"]
+
+
+async def test_a_resumed_function_continues_the_ids_and_seeds() -> None:
+    examples = _examples()
+    prompts = [dataset_rows(examples)[0]["prompt"]] * 2
+
+    async def ids_and_seeds(calls_done: int, calls: int) -> tuple[list[Any], list[Any], int]:
+        async with MockModelServer(_answer_correctly, tokens=True) as server:
+            with RolloutFunc(
+                CalculatorEnv(),
+                examples,
+                base_url=server.base_url,
+                model="m",
+                seed=9,
+                calls_done=calls_done,
+            ) as rollout:
+                for _ in range(calls):
+                    output = await asyncio.to_thread(rollout, prompts, _process(0, 2))
+                done = rollout.calls_done
+            return output["rollout_id"], [r.body["seed"] for r in server.requests[-2:]], done
+
+    uninterrupted = await ids_and_seeds(0, 3)
+    resumed = await ids_and_seeds(2, 1)
+    assert uninterrupted == resumed
+    assert resumed[0] == ["trl-2-0-0", "trl-2-0-1"] and resumed[2] == 3
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="calls_done must be a non-negative integer"):
+            RolloutFunc(
+                CalculatorEnv(),
+                examples,
+                base_url="http://127.0.0.1:9/v1",
+                model="m",
+                calls_done=bad,  # type: ignore[arg-type]
+            )
+
+
+def test_bad_examples_and_the_reward_without_rollouts_are_refused() -> None:
     prompt = [{"role": "user", "content": "same"}]
     examples = [
         Example(id="a", payload={"prompt_messages": prompt, "answer": 1}),
-        Example(id="b", payload={"prompt_messages": prompt, "answer": 2}),
+        Example(id="a", payload={"prompt_messages": prompt, "answer": 2}),
     ]
-    with pytest.raises(ValueError, match="'a' and 'b' have the same prompt_messages"):
+    with pytest.raises(ValueError, match="two different examples have the id 'a'"):
         RolloutFunc(CalculatorEnv(), examples, base_url="http://127.0.0.1:9/v1", model="m")
+    with pytest.raises(ValueError, match="non-empty list of messages"):
+        dataset_rows([Example(id="e", payload={"prompt_messages": []})])
     with pytest.raises(KeyError, match="benchmax_reward"):
         benchmax_reward([], [])

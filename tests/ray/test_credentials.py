@@ -66,3 +66,34 @@ async def test_a_key_a_worker_logs_is_masked_in_the_results(
     )
     assert all(entry["logger"] == "tests.ray.envs" for r in rollouts for entry in r.logs)
     assert secret not in config.output.read_text()
+
+
+def test_a_key_user_code_prints_on_a_worker_is_masked_in_the_ray_session_logs(
+    tmp_path: Path, ray_cluster: ModuleType
+) -> None:
+    from tests.cli.test_secrets_in_output import ENV_SOURCE, MCP_PASSWORD, MCP_URL, POLICY_KEY
+
+    (tmp_path / "chatty_env.py").write_text(ENV_SOURCE)
+    output = tmp_path / "chatty.jsonl"
+    with ThreadedServer(respond_ok) as server:
+        args = [
+            "run", f"{tmp_path / 'chatty_env.py'}:ChattyEnv", "--data", str(tmp_path),
+            "--base-url", server.base_url, "--model", "m", "--api-key-env", "POLICY_KEY",
+            "--env-arg", f"mcp_url={MCP_URL}", "-k", "2", "-o", str(output),
+            "--ray", "--ray-workers", "1", "--no-model-check",
+        ]  # fmt: skip
+        result = CliRunner().invoke(cli, args, env={"POLICY_KEY": POLICY_KEY})
+    assert result.exit_code == 0, result.output
+    session = Path("/tmp/ray/session_latest")  # the local cluster's session (default temp dir)
+    logs = [p for p in (session / "logs").glob("worker-*") if p.suffix in (".out", ".err")]
+    texts = "\n".join(p.read_text(errors="replace") for p in logs)
+    assert "user code sees key *** and url https://tools:***@127.0.0.1:9/mcp" in texts
+    assert "stderr sees key ***" in texts
+    for secret in (POLICY_KEY, MCP_PASSWORD):
+        assert secret not in texts
+        assert secret not in result.output
+        assert secret not in output.read_text()
+
+
+def respond_ok(body: dict, recorded: object) -> str:
+    return "ok"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
 
 import pytest
+from tests.conftest import LoopClock
 
 from benchmax.auth import InjectedAuth, ModelRequestContext, StaticBearerAuth, bind_model_auth
 from benchmax.rewards import Judge, JudgeError, Rubric, evaluate_single_rubric, score_rubrics
@@ -253,10 +255,13 @@ async def test_judge_requests_share_the_loop_pool(
     assert len({request.connection for request in mock_server.requests}) == 1
 
 
-async def test_a_server_dripping_its_reply_cannot_outlast_the_deadline() -> None:
+async def test_a_server_dripping_its_reply_cannot_outlast_the_deadline(
+    loop_clock: LoopClock,
+) -> None:
     import asyncio
 
     sent: list[int] = []
+    dripping = asyncio.Event()
 
     async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -267,6 +272,8 @@ async def test_a_server_dripping_its_reply_cannot_outlast_the_deadline() -> None
                 writer.write(b" ")
                 await writer.drain()
                 sent.append(1)
+                if len(sent) == 3:
+                    dripping.set()
                 await asyncio.sleep(0.05)
         except (ConnectionError, OSError):
             pass
@@ -279,40 +286,54 @@ async def test_a_server_dripping_its_reply_cannot_outlast_the_deadline() -> None
         model="m",
         base_url=f"http://127.0.0.1:{port}/v1",
         auth=StaticBearerAuth("k"),
-        timeout=0.3,
+        timeout=30,
         max_retries=0,
     )
     async with server:
-        with pytest.raises(JudgeError, match=r"timed out after 0\.3s"):
-            await judge.request_json("p", request_id="r")
-    assert 0 < len(sent) < 100  # every read was quick; the total deadline ended it
+        call = asyncio.create_task(judge.request_json("p", request_id="r"))
+        await dripping.wait()  # every read is quick; only the total deadline can end it
+        await loop_clock.advance(31)
+        with pytest.raises(JudgeError, match=r"timed out after 30s"):
+            await call
+    assert 3 <= len(sent) < 100
+
+
+class Waves:
+    """A policy holding each call until ``width`` calls are in flight together, then
+    letting that wave go: it reaches ``width`` only if that many run at once."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.in_flight = 0
+        self.peak = 0
+        self.wave = asyncio.Event()
+
+    async def __call__(self, body: dict[str, Any]) -> str:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        wave = self.wave
+        if self.in_flight == self.width:
+            self.wave = asyncio.Event()
+            wave.set()
+        await asyncio.wait_for(wave.wait(), 60)
+        self.in_flight -= 1
+        return '{"score": 1}'
 
 
 async def test_concurrent_requests_of_one_judge_are_capped(mock_server: MockModelServer):
     import asyncio
 
-    in_flight = 0
-    peak = 0
-
-    async def slow(body: dict[str, Any]) -> str:
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
-        await asyncio.sleep(0.05)
-        in_flight -= 1
-        return '{"score": 1}'
-
-    mock_server.policy = slow
+    mock_server.policy = waves = Waves(3)
     judge = server_judge(mock_server, max_concurrent_requests=3)
     equal = server_judge(mock_server, max_concurrent_requests=3)
     calls = [j.request_json("p", request_id=f"r{k}") for k in range(6) for j in (judge, equal)]
     await asyncio.gather(*calls)
     assert len(mock_server.requests) == 12
-    assert peak == 3  # equal judges share one cap
+    assert waves.peak == 3  # equal judges share one cap
     other = server_judge(mock_server, max_concurrent_requests=5)
-    peak = 0
+    mock_server.policy = waves = Waves(5)
     await asyncio.gather(*(other.request_json("p", request_id=f"o{k}") for k in range(10)))
-    assert peak == 5
+    assert waves.peak == 5
 
 
 async def test_environment_proxy_is_honored_by_judge_requests(

@@ -74,7 +74,8 @@ async def test_no_model_auth_sends_no_headers() -> None:
 def test_a_password_in_the_base_url_is_masked_in_the_header_and_collected() -> None:
     made = config(base_url="https://me:pa55-word@host.example/v1")
     assert made.public_base_url == "https://me:***@host.example/v1"
-    assert made.secrets() == ("pa55-word",)
+    # The password, and the Basic token it is sent as (base64 of "me:pa55-word").
+    assert made.secrets() == ("pa55-word", "bWU6cGE1NS13b3Jk")
     assert config(base_url="http://h/v1", recorded_base_url="@mock").public_base_url == "@mock"
     assert config().public_base_url == "http://h/v1" and config().secrets() == ()
 

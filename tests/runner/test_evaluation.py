@@ -146,6 +146,8 @@ async def test_resume_with_other_sampling_args_is_refused(tmp_path: Path) -> Non
         ({"messages": []}, ValueError, "must not set 'messages'"),
         ({"tools": []}, ValueError, "must not set 'tools'"),
         ({"stream": True}, ValueError, "must not set 'stream' to true"),
+        ({"n": 2}, ValueError, r"sampling_args\['n'\] must be 1, got 2: .* group_size=N"),
+        ({"n": True}, ValueError, r"sampling_args\['n'\] must be 1, got True"),
         ({"temperature": float("nan")}, ValueError, r"sampling_args\['temperature'\] must be JSON"),
         ({"stop": object()}, ValueError, r"sampling_args\['stop'\] must be JSON"),
         ({"": 1}, TypeError, "keys must be non-empty strings"),

@@ -13,20 +13,28 @@ from tests.runner.sample_envs import AnswerEnv
 
 from benchmax.runner._ray_blocked import LoopHeartbeat, LoopState, check_after, group_context
 
+ENTERED, RELEASED = threading.Event(), threading.Event()
+
 
 def stuck_tool() -> None:
-    time.sleep(1.2)  # synchronous: the loop stops
+    """Blocks the loop (synchronously) until the watcher has looked."""
+    ENTERED.set()
+    RELEASED.wait(120)
 
 
 async def observe_a_blocked_loop() -> tuple[LoopState, LoopState]:
+    ENTERED.clear()
+    RELEASED.clear()
     heartbeat = LoopHeartbeat()
     heartbeat.start()
     await asyncio.sleep(0.3)
     states: list[LoopState] = []
 
     def watch() -> None:  # what the worker's watch concurrency group does, from its thread
-        time.sleep(0.9)
+        ENTERED.wait(120)
+        time.sleep(0.9)  # the loop has not beaten since before the tool started
         states.append(heartbeat.state())
+        RELEASED.set()
 
     async def group() -> None:
         async def rollout() -> None:  # a task the group starts inherits its context

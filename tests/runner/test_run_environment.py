@@ -329,7 +329,11 @@ async def test_a_hook_blocking_the_event_loop_is_named_in_one_warning(
     class SleepyEnv(NumberEnv):
         async def run_rollout(self, request: Any) -> Any:
             if request.example.id == "ex-0":
-                time.sleep(2.6)  # blocks the loop: the mistake being warned about
+                # Blocks the loop (the mistake being warned about) until the warning came,
+                # however late a busy machine makes the watcher.
+                end = time.monotonic() + 120
+                while "event loop" not in caplog.text and time.monotonic() < end:
+                    time.sleep(0.05)
             return await super().run_rollout(request)
 
     with caplog.at_level(logging.WARNING, logger="benchmax.runner"):

@@ -70,8 +70,10 @@ def test_the_project_depends_on_this_checkout_by_path(tmp_path: Path) -> None:
     pyproject = tomllib.loads((tmp_path / "p" / "pyproject.toml").read_text())
     assert pyproject["project"]["dependencies"] == ["benchmax"]
     assert pyproject["tool"]["uv"]["sources"]["benchmax"] == {"path": str(REPO), "editable": True}
-    assert pyproject["tool"]["uv"]["package"] is False
+    assert "package" not in pyproject["tool"]["uv"]  # installed, so its entry point is live
     assert pyproject["project"]["name"] == "p"
+    assert pyproject["project"]["entry-points"]["benchmax.environments"] == {"p": "env:QAEnv"}
+    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["only-include"] == ["env.py"]
     assert pyproject["tool"]["pytest"]["ini_options"]["pythonpath"] == ["."]
 
 
@@ -98,7 +100,7 @@ def test_an_installed_benchmax_is_pinned_to_its_version(
     create_project(tmp_path / "p")
     pyproject = tomllib.loads((tmp_path / "p" / "pyproject.toml").read_text())
     assert pyproject["project"]["dependencies"] == [f"benchmax=={benchmax.__version__}"]
-    assert "sources" not in pyproject["tool"]["uv"]
+    assert "sources" not in pyproject["tool"].get("uv", {})
 
 
 def test_a_checkout_of_another_project_is_not_taken_for_benchmax(
@@ -222,7 +224,8 @@ def test_a_fresh_project_passes_its_tests_validates_and_runs(tmp_path: Path, tem
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert " passed" in tests.stdout and "failed" not in tests.stdout
 
-    validate = _uv(project, "benchmax", "validate", chosen.target, *mock, "--json")
+    # by its installed name: the project declares it in the benchmax.environments group
+    validate = _uv(project, "benchmax", "validate", project.name, *mock, "--json")
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert json.loads(validate.stdout)["ok"] is True
 

@@ -28,7 +28,7 @@ async def test_standalone_server_serves_and_stops_on_sigterm() -> None:
     )
     try:
         assert process.stdout is not None
-        line = (await asyncio.wait_for(process.stdout.readline(), 20)).decode()
+        line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
         assert line.startswith("mock model server listening on http://127.0.0.1:")
         base_url = line.rsplit(" ", 1)[1].strip()
         async with httpx.AsyncClient(verify=False) as client:
@@ -38,7 +38,7 @@ async def test_standalone_server_serves_and_stops_on_sigterm() -> None:
             )
         assert response.json()["choices"][0]["message"]["content"] == "standalone"
         process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), 10) == 0
+        assert await asyncio.wait_for(process.wait(), 60) == 0
     finally:
         if process.returncode is None:
             process.kill()

@@ -150,10 +150,12 @@ async def test_idle_and_half_sent_connections_do_not_delay_stop(
     await asyncio.sleep(0.05)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    await asyncio.wait_for(server.stop(), 5)
-    assert loop.time() - started < 1
+    await asyncio.wait_for(server.stop(), 60)
+    # Stopping never waits out the 5 s it allows busy connections: half-sent requests are
+    # not busy ones (a generous margin under that wait, for a busy machine).
+    assert loop.time() - started < 4.5
     for reader, writer in streams:
-        assert await asyncio.wait_for(reader.read(), 5) == b""
+        assert await asyncio.wait_for(reader.read(), 60) == b""
         writer.close()
         await writer.wait_closed()
     assert_released()
@@ -181,7 +183,7 @@ async def test_stop_with_many_busy_and_idle_connections_leaves_nothing_behind(
     pending = [asyncio.create_task(client.post(url, json=CHAT)) for _ in range(80)]
     while arrived < 80:
         await asyncio.sleep(0.01)
-    await asyncio.wait_for(server.stop(), 5)
+    await asyncio.wait_for(server.stop(), 60)
     results = await asyncio.gather(*pending, return_exceptions=True)
     assert all(isinstance(result, httpx.TransportError) for result in results)
     await client.aclose()

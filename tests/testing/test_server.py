@@ -248,10 +248,10 @@ async def test_expect_100_continue(mock_server: MockModelServer) -> None:
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
             b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
         )
-        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)
         assert interim.startswith(b"HTTP/1.1 100 ")
         writer.write(body)
-        rest = await asyncio.wait_for(reader.read(), 5)
+        rest = await asyncio.wait_for(reader.read(), 60)
         assert rest.startswith(b"HTTP/1.1 200 ")
     finally:
         writer.close()
@@ -269,7 +269,7 @@ async def test_100_concurrent_requests_are_in_flight_together(
         arrived += 1
         if arrived == 100:
             everyone_here.set()
-        await asyncio.wait_for(everyone_here.wait(), 10)
+        await asyncio.wait_for(everyone_here.wait(), 60)
         return echo(body)
 
     mock_server.policy = barrier
@@ -311,10 +311,10 @@ async def test_stop_closes_every_connection_and_leaves_no_fds_or_tasks(
         assert (await client.post(url, json=CHAT)).status_code == 200
     server.policy = slow
     pending = asyncio.create_task(client.post(url, json=CHAT))
-    await asyncio.wait_for(started.wait(), 5)
+    await asyncio.wait_for(started.wait(), 60)
     assert not pending.done()
 
-    await asyncio.wait_for(server.stop(), 5)
+    await asyncio.wait_for(server.stop(), 60)
     with pytest.raises(httpx.RemoteProtocolError):
         await pending
     await client.aclose()

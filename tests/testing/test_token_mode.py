@@ -16,7 +16,7 @@ USER = {"role": "user", "content": "hi"}
 
 async def _post(server: MockModelServer, body: dict[str, Any]) -> dict[str, Any]:
     async with httpx.AsyncClient() as client:
-        reply = await client.post(f"{server.base_url}/chat/completions", json=body, timeout=10)
+        reply = await client.post(f"{server.base_url}/chat/completions", json=body, timeout=60)
     assert reply.status_code == 200, reply.text
     result: dict[str, Any] = reply.json()
     return result

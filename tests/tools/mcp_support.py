@@ -48,7 +48,7 @@ class HttpServer:
     def kill(self) -> None:
         """``kill -9`` the server."""
         os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
+        self.process.wait(60)
 
 
 @asynccontextmanager
@@ -74,10 +74,10 @@ async def http_server(marks: Path, token: str | None = None) -> AsyncIterator[Ht
         if process.poll() is None:
             process.terminate()
             try:
-                process.wait(10)
+                process.wait(60)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait(10)
+                process.wait(60)
 
 
 def _accepts(port: int) -> bool:
@@ -111,6 +111,35 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+RAW_SERVER_SCRIPT = Path(__file__).with_name("mcp_raw_server.py")
+
+
+def raw_server(marks: Path, *behaviour: str, **options: Any) -> MCPServer:
+    """The hand-written stdio server (``mcp_raw_server.py``) with ``behaviour``."""
+    options.setdefault("startup_timeout", START)
+    options.setdefault("stderr", "discard")
+    return MCPServer(
+        command=[sys.executable, str(RAW_SERVER_SCRIPT), str(marks), *behaviour], **options
+    )
+
+
+def processes_naming(token: str) -> list[int]:
+    """Live processes (zombies excluded) whose command line holds ``token``: a scan of
+    the whole process table, so a process that left this one's group or was reparented
+    is found too."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if token in command and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
 
 
 def child_processes() -> set[int]:

@@ -248,7 +248,7 @@ async def test_toolset_context_exits_on_failure_and_on_cancellation(
     mock_server.policy = scripted([call("wait", {})])
     env = ToolsEnv(tools=[slow])
     task = asyncio.create_task(env.run_rollout(request(mock_server, "cancelled")))
-    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.wait_for(started.wait(), 60)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

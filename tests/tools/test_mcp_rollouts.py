@@ -14,6 +14,7 @@ from typing import Any
 
 import cloudpickle
 import pytest
+from tests.conftest import LoopClock
 from tests.tools.conftest import ToolsEnv, request, requests_for, tool_messages
 from tests.tools.mcp_support import (
     SERVER_SCRIPT,
@@ -86,7 +87,7 @@ async def test_stdio_per_rollout_servers_one_killed_mid_call_the_others_finish(
     assert all(tool_messages(by_id[i]) == ["1"] for i in ("r4", "r5"))
     assert "bad input" in tool_messages(by_id["r3"])[0]  # isError: shown, rollout went on
     await env.aclose()  # the model connections
-    await wait_for(lambda: child_processes() <= children and not fds_leaked(fds), 15)
+    await wait_for(lambda: child_processes() <= children and not fds_leaked(fds), 60)
     assert loop_trouble(caplog.records) == []
 
 
@@ -109,7 +110,7 @@ async def test_shared_stdio_session_serves_a_group(
     assert sorted(set(counted)) == [1, 2, 3]
     assert len(child_processes() - children) == 1  # one server, still open
     await server.aclose()
-    await wait_for(lambda: child_processes() <= children, 15)
+    await wait_for(lambda: child_processes() <= children, 60)
 
 
 async def test_http_hung_call_ends_tool_timeout_and_is_cancelled_on_the_server(
@@ -152,7 +153,9 @@ async def test_two_hundred_rollouts_in_flight_over_http(
     mock_server.policy = policy
     async with http_server(tmp_path) as http:
         fds = open_fds()
-        env = ToolsEnv(tools=[MCPServer(url=http.url, startup_timeout=START)])
+        # 200 sessions opened at once queue at one server process: on a busy machine the
+        # last one waits well past START, so its bound is generous.
+        env = ToolsEnv(tools=[MCPServer(url=http.url, startup_timeout=10 * START)])
         ids = [f"r{i}" for i in range(200)]
         rollouts = await asyncio.gather(*(env.run_rollout(request(mock_server, i)) for i in ids))
         assert [r.termination_reason for r in rollouts] == ["finished"] * 200
@@ -160,7 +163,7 @@ async def test_two_hundred_rollouts_in_flight_over_http(
             f"sum={i + 1000}" for i in range(200)
         ]
         await env.aclose()
-        await wait_for(lambda: not fds_leaked(fds), 15)
+        await wait_for(lambda: not fds_leaked(fds), 60)
 
 
 async def test_an_environment_with_an_mcp_server_pickles_and_runs(
@@ -174,10 +177,14 @@ async def test_an_environment_with_an_mcp_server_pickles_and_runs(
 
 
 async def test_a_slow_starting_stdio_server_is_bounded_by_startup_timeout_not_tool_timeout(
-    tmp_path: Path, mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    mock_server: MockModelServer,
+    caplog: pytest.LogCaptureFixture,
+    loop_clock: LoopClock,
 ) -> None:
-    """A server that takes 3 s to start (slow imports) serves rollouts whose calls get
-    0.5 s; one that misses its startup_timeout ends the rollout as tool_error."""
+    """A server that takes 3 s to start (slow imports), during which a minute of the
+    loop's clock passes, serves rollouts whose calls get 30 s; one that misses its
+    startup_timeout ends the rollout as tool_error."""
     children = child_processes()
     mock_server.policy = plan_policy({}, default=[_call("add", a=2, b=3)])
 
@@ -189,8 +196,11 @@ async def test_a_slow_starting_stdio_server_is_bounded_by_startup_timeout_not_to
             stderr="discard",
         )
 
-    env = ToolsEnv(tools=[slow_server(START)], tool_timeout=0.5)
-    outcomes = await env.run_group(requests_for(mock_server, ["r0", "r1"]))
+    env = ToolsEnv(tools=[slow_server(10 * START)], tool_timeout=30)
+    group = asyncio.create_task(env.run_group(requests_for(mock_server, ["r0", "r1"])))
+    await wait_for(lambda: len(child_processes() - children) == 2, START)  # starting up
+    await loop_clock.advance(60)  # a tool_timeout counting start-up would fire now
+    outcomes = await group
     assert {o.termination_reason for o in outcomes.values()} == {"finished"}
     assert {o.rewards["tool_messages"] for o in outcomes.values()} == {1.0}
     assert _tool_results(mock_server.requests[-1].body) == ["5"]
@@ -200,4 +210,4 @@ async def test_a_slow_starting_stdio_server_is_bounded_by_startup_timeout_not_to
     assert rollout.termination_reason == "tool_error"
     assert "did not start within 1s" in caplog.text
     await env.aclose()
-    await wait_for(lambda: child_processes() <= children, 15)
+    await wait_for(lambda: child_processes() <= children, 60)

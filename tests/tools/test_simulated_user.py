@@ -30,6 +30,8 @@ PAYLOAD = {
     "goal": "Get a refund for order A17.",
 }
 SECRET = "sk-user-secret-4711"
+OPENING = "(The conversation begins: write your first message to the assistant.)"
+SILENT = "(The assistant replied without any text.)"
 
 
 class ChatEnv(AnswerEnv):
@@ -101,10 +103,11 @@ async def test_a_simulated_user_talks_until_its_stop_marker() -> None:
     assert "Get a refund for order A17." in system["content"]
     assert "###STOP###" in system["content"]
     assert turns == [
+        {"role": "user", "content": OPENING},
         {"role": "assistant", "content": "Hi, my order has not arrived."},
         {"role": "user", "content": "Sorry! Which order?"},
     ]
-    assert len(user.requests[1].body["messages"]) == 5
+    assert len(user.requests[1].body["messages"]) == 6
     assert user.requests[0].headers["authorization"] == f"Bearer {SECRET}"
 
 
@@ -358,8 +361,10 @@ def test_the_user_side_of_the_conversation() -> None:
         {"role": "assistant", "content": None, "reasoning_content": "hidden"},
     ]
     sent = user.request_messages(messages, Example(id="e", payload=PAYLOAD))
-    assert [m["role"] for m in sent] == ["system", "assistant", "user", "assistant"]
-    assert sent[2]["content"] == "Let me look.\n\nFound it."
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert sent[1]["content"] == OPENING
+    assert sent[3]["content"] == "Let me look.\n\nFound it."
+    assert sent[5]["content"] == SILENT  # the last reply had no text to show
     text = json.dumps(sent)
     assert "secret tool output" not in text and "hidden" not in text
     assert "policy system prompt" not in text
@@ -370,3 +375,79 @@ def test_bundles_carry_the_user(tmp_path: Path) -> None:
     path = tmp_path / "u.pkl"
     path.write_bytes(cloudpickle.dumps(user))
     assert pickle.loads(path.read_bytes()) == user
+
+
+# -- the user's own request is well-formed for strict chat templates (issue 28 kind 11) -----
+
+
+def strict_template(reply: str) -> Any:
+    """A user endpoint whose chat template is as strict as Mistral's and Gemma's: an
+    optional system prompt, then roles alternating from user to user, else HTTP 400 with
+    the template's own words."""
+
+    def policy(body: dict[str, Any]) -> str:
+        roles = [m["role"] for m in body["messages"]]
+        if roles and roles[0] == "system":
+            roles = roles[1:]
+        expected = ["user" if i % 2 == 0 else "assistant" for i in range(len(roles))]
+        if not roles or roles != expected or roles[-1] != "user":
+            raise Fault.status(
+                400,
+                message="Conversation roles must alternate user/assistant/user/assistant/...",
+            )
+        if any(not m["content"].strip() for m in body["messages"]):
+            raise Fault.status(400, message="empty message")
+        return reply
+
+    return policy
+
+
+CONVERSATIONS = {
+    "opened-by-the-user": [
+        {"role": "system", "content": "You are a support agent."},
+        {"role": "user", "content": "Hi, my order has not arrived."},
+    ],
+    "two-user-messages-in-a-row": [
+        {"role": "user", "content": "Hi."},
+        {"role": "user", "content": "My order has not arrived."},
+    ],
+    "opened-by-the-assistant": [
+        {"role": "system", "content": "You are a support agent."},
+        {"role": "assistant", "content": "Welcome! How can I help?"},
+    ],
+    "no-user-message": [{"role": "system", "content": "You are a support agent."}],
+}
+
+
+@pytest.mark.parametrize("prompt", CONVERSATIONS.values(), ids=CONVERSATIONS.keys())
+async def test_a_strict_chat_template_accepts_every_request_of_the_user(
+    prompt: list[dict[str, Any]],
+) -> None:
+    policy_replies = [
+        tool_reply(("multiply", {"left": 6, "right": 7}), content="Let me check."),
+        "<think>The user wants A17.</think>Which order?",
+        "<think>only reasoning, nothing to show</think>",
+        "A refund for A17 is on its way.",
+    ]
+    payload = {**PAYLOAD, "prompt_messages": prompt}
+    async with (
+        MockModelServer(scripted(policy_replies)) as policy,
+        MockModelServer(strict_template("It is order A17.")) as user,
+    ):
+
+        class ToolChat(ChatEnv, ToolEnv):  # type: ignore[misc]
+            max_turns = 4
+
+        env = ToolChat(simulated(user))
+        rollout = await env.run_rollout(make_request(policy, payload=payload))
+        await env.aclose()
+    # Every request of the user was accepted (a refusal ends it as simulated_user_error).
+    assert rollout.termination_reason == "max_turns_exceeded"
+    assert sum(is_simulated_user(m) for m in rollout.messages) == 3
+    for request in user.requests:
+        sent = request.body["messages"]
+        text = json.dumps(sent)
+        assert "The user wants A17" not in text  # the assistant's reasoning stays hidden
+        assert "only reasoning" not in text
+    first = user.requests[0].body["messages"]
+    assert first[1]["role"] == "user"

@@ -11,6 +11,13 @@ from hypothesis import strategies as st
 from benchmax.training import group_advantages, scalar_reward
 
 
+def _no_signal(rewards: list[float]) -> bool:
+    """The documented rule: population std at most 1e-9 * max(1, max |r|)."""
+    mean = math.fsum(rewards) / len(rewards)
+    std = math.sqrt(math.fsum((r - mean) ** 2 for r in rewards) / len(rewards))
+    return std <= 1e-9 * max(1.0, max(abs(r) for r in rewards))
+
+
 def test_grpo_normalizes_by_the_group_std() -> None:
     advantages = group_advantages([1.0, 0.0, 0.0, 1.0])
     assert advantages == [1.0, -1.0, -1.0, 1.0]  # mean 0.5, population std 0.5
@@ -32,14 +39,14 @@ def test_rloo_is_the_reward_minus_the_mean_of_the_others(rewards: list[float]) -
     advantages = group_advantages(rewards, method="rloo")
     for i, advantage in enumerate(advantages):
         others = rewards[:i] + rewards[i + 1 :]
-        expected = 0.0 if min(rewards) == max(rewards) else rewards[i] - sum(others) / len(others)
+        expected = 0.0 if _no_signal(rewards) else rewards[i] - sum(others) / len(others)
         assert math.isclose(advantage, expected, rel_tol=1e-9, abs_tol=1e-9)
 
 
 @given(st.lists(st.floats(-100, 100), min_size=2, max_size=16))
 def test_grpo_advantages_have_zero_mean_and_unit_std(rewards: list[float]) -> None:
     advantages = group_advantages(rewards)
-    if min(rewards) == max(rewards):
+    if _no_signal(rewards):
         assert set(advantages) == {0.0}
         return
     n = len(advantages)
@@ -73,9 +80,23 @@ def test_the_scalar_reward_is_a_weighted_sum_defaulting_to_the_sum() -> None:
 
 
 def test_grpo_advantages_of_extreme_rewards_are_exact() -> None:
-    # Subnormal, huge and one-ulp-apart rewards: neither underflow, overflow nor a mean
-    # that is not itself a float may leave the advantages off zero mean.
-    assert group_advantages([0.0, 5e-324]) == [-1.0, 1.0]
-    assert group_advantages([1.0, 1.0 + 2**-52]) == [-1.0, 1.0]
+    # Huge rewards neither overflow nor leave the advantages off zero mean.
     assert group_advantages([1e308, -1e308]) == [1.0, -1.0]
+    assert group_advantages([1.7e308, 1.7e308, -1.7e308, -1.7e308]) == [1.0, 1.0, -1.0, -1.0]
     assert group_advantages([3.0, 1.0]) == [1.0, -1.0]
+    assert group_advantages([1e-3, 0.0]) == [1.0, -1.0]  # small, but a real difference
+
+
+@pytest.mark.parametrize("method", ["grpo", "dr_grpo", "rloo"])
+def test_rounding_noise_is_no_signal(method: str) -> None:
+    # 0.1 + 0.2 is 0.30000000000000004: one ulp of spread is not a reason to push the
+    # policy (GRPO would make it +-1.7).
+    for rewards in (
+        [0.1 + 0.2, 0.3, 0.3, 0.3],
+        [1.0, 1.0 + 2**-52],
+        [0.0, 5e-324],
+        [1e12, 1e12 + 1e-4],  # relative to the rewards' size
+        [0.0, 0.0, 1e-10],
+    ):
+        assert group_advantages(rewards, method=method) == [0.0] * len(rewards)  # type: ignore[arg-type]
+    assert group_advantages([1e12, 1e12 + 1e4], method=method) != [0.0, 0.0]  # type: ignore[arg-type]

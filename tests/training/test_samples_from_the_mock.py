@@ -98,7 +98,7 @@ async def test_reasoning_the_server_no_longer_sees_starts_a_counted_sample() -> 
 async def _chat(server: MockModelServer, messages: list[dict[str, Any]]) -> CallTokens:
     body = {"model": "m", "messages": messages, "logprobs": True, "return_token_ids": True}
     async with httpx.AsyncClient() as client:
-        reply = await client.post(f"{server.base_url}/chat/completions", json=body, timeout=10)
+        reply = await client.post(f"{server.base_url}/chat/completions", json=body, timeout=60)
     tokens = read_call_tokens(reply.json())
     assert isinstance(tokens, CallTokens)
     return tokens

@@ -1,8 +1,10 @@
 """TRL's GRPOTrainer learns on the calculator example on CPU, with the exact tokens sampled.
 
-The policy is a tiny random Qwen2 and a tokenizer trained here (``tiny_policy``); the model
-server samples from the trainer's own model object, so every rollout comes from the current
-weights. One rollout of the first group fails with HTTP 500 (``model_error``).
+The policy is a tiny random Qwen2 and a tokenizer trained here (``tiny_policy``); benchmax's
+embedded sampler (``PolicySampler``, under the calculator grammar) samples from the trainer's
+own model object, so every rollout comes from the current weights. One rollout of the first
+group fails with HTTP 500 (``model_error``). The dataset holds two examples with the same
+prompt (and different answers): each prompt finds its example by id.
 Run with ``uv run --group trl pytest -m trl``.
 """
 
@@ -22,19 +24,23 @@ import torch
 from datasets import Dataset
 from examples.calculator.env import CalculatorEnv
 from tests.trl_training.tiny_policy import (
-    PolicyServer,
     RolloutIdAuth,
     build_model,
     build_tokenizer,
+    calculator_grammar,
+    failing,
 )
 from trl import GRPOConfig, GRPOTrainer
 
+from benchmax.envs import Example
 from benchmax.integrations.trl import (
     RolloutFunc,
     benchmax_reward,
     dataset_rows,
     load_examples,
 )
+from benchmax.training import PolicySampler
+from benchmax.training._decoding import Sampled
 from benchmax.trajectory import Trajectory
 
 pytestmark = pytest.mark.trl
@@ -100,7 +106,9 @@ def test_grpo_trains_on_calculator_with_exact_tokens(tmp_path: Path) -> None:
     model = build_model(tokenizer)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     env = CalculatorEnv()
-    examples = load_examples(env, "eval", CALCULATOR, max_examples=2)
+    (first,) = load_examples(env, "eval", CALCULATOR, max_examples=1)
+    twin = Example(id="twin", payload={**first.payload, "answer": first.payload["answer"] + 1})
+    examples = [first, twin]  # the same prompt, different answers
     dataset = Dataset.from_list(dataset_rows(examples))
     trajectories: list[Trajectory] = []
     seen_rewards: list[list[float | None]] = []
@@ -125,13 +133,22 @@ def test_grpo_trains_on_calculator_with_exact_tokens(tmp_path: Path) -> None:
         seed=0,
         disable_tqdm=True,
     )
+    sampled_ids: list[Sampled] = []
     with (
-        PolicyServer(model, tokenizer, fail_rollouts=(FAILING_ROLLOUT,)) as server,
+        PolicySampler(
+            model,
+            tokenizer,
+            model_name="tiny-qwen2",
+            allowed_tokens=calculator_grammar(tokenizer),
+            request_filter=failing([FAILING_ROLLOUT]),
+            on_completion=sampled_ids.append,
+            max_batch_size=GENERATIONS,
+        ) as server,
         RolloutFunc(
             env,
             examples,
             base_url=server.base_url,
-            model="tiny-qwen2",
+            model=server.model_name,
             model_auth=RolloutIdAuth(),
             seed=SEED,
             on_group=trajectories.extend,
@@ -154,7 +171,15 @@ def test_grpo_trains_on_calculator_with_exact_tokens(tmp_path: Path) -> None:
     assert len(trajectories) == STEPS * GENERATIONS
 
     # Every completion the server sampled, by its token ids.
-    sampled = {tuple(s.completion_ids) for s in server.sampled}
+    sampled = {tuple(s.completion_ids) for s in sampled_ids}
+    # The rows of a group were sampled together (batches of the group's live rollouts).
+    assert server.stats.mean_batch > 1
+    # Each step's group is one example's (its rewards follow that example's answer).
+    for step in range(STEPS):
+        group = trajectories[step * GENERATIONS : (step + 1) * GENERATIONS]
+        assert len({t.example_id for t in group}) == 1
+    # One epoch of the two-row dataset: both twins were trained on, each by its own id.
+    assert {t.example_id for t in trajectories} == {first.id, "twin"}
     failed = [t for t in trajectories if t.termination_reason == "model_error"]
     assert [t.rollout_id for t in failed] == [FAILING_ROLLOUT] and not failed[0].trainable
 

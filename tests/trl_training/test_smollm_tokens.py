@@ -19,10 +19,9 @@ import pytest
 pytest.importorskip("gguf")
 pytest.importorskip("transformers")
 
-from tests.trl_training.tiny_policy import PolicyServer
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from benchmax.training import read_trajectories, to_training_samples
+from benchmax.training import PolicySampler, read_trajectories, to_training_samples
 
 pytestmark = pytest.mark.smollm
 
@@ -42,13 +41,14 @@ def test_smollm2_quickstart_run_records_the_templates_own_tokens(tmp_path: Path)
     tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=GGUF)
     model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=GGUF)
     results = tmp_path / "results.jsonl"
-    with PolicyServer(model, tokenizer, free_tokens=24, seed=1) as server:
+    with PolicySampler(model, tokenizer, seed=1) as server:
         completed = subprocess.run(
             [
                 *(sys.executable, "-m", "benchmax.cli", "run"),
                 "examples/quickstart/env.py:QuickStartEnv",
                 *("--data", "examples/quickstart", "--split", "train", "-n", "2", "-k", "2"),
                 *("--base-url", server.base_url, "--model", "policy", "--tokens"),
+                *("--max-tokens", "24"),
                 *("--temperature", "0.7", "--seed", "5", "-o", str(results)),
             ],
             cwd=ROOT,

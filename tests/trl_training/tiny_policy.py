@@ -4,14 +4,12 @@
   like the calculator task and gives it a ChatML chat template that renders tool calls as
   ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``.
 * ``build_model(tokenizer)`` is a randomly initialised 2-layer Qwen2 built from a config.
-* ``PolicyServer(model, tokenizer)`` is an OpenAI-compatible chat-completions server on
-  127.0.0.1 (a thread) that samples from the model's *current* weights — the trainer's own
-  model object — and answers as vLLM does with ``return_token_ids`` and ``logprobs``:
-  ``prompt_token_ids`` on the reply, ``token_ids`` and ``logprobs.content`` (tokens as
-  ``token_id:N``) on the choice, tool calls parsed from the sampled text (hermes style).
+* ``calculator_grammar(tokenizer)`` is an ``allowed_tokens`` hook for benchmax's embedded
+  sampler (``benchmax.training.PolicySampler``), which serves the trainer's own model
+  object with vLLM-shaped token ids and logprobs and parses the hermes-style tool calls.
 
-A random model never writes a well-formed tool call by itself, so the server samples under a
-grammar, like vLLM's structured outputs: at every step the next token is drawn from the
+A random model never writes a well-formed tool call by itself, so the sampler samples under
+a grammar, like vLLM's structured outputs: at every step the next token is drawn from the
 model's distribution restricted to the tokens the grammar allows (a forced token is the only
 one allowed). The logprob reported for each token is the model's raw log-softmax, which is
 what the trainer recomputes. The grammar lets the model choose: call ``add`` or
@@ -20,12 +18,8 @@ what the trainer recomputes. The grammar lets the model choose: call ``add`` or
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -109,6 +103,11 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> Qwen2ForCa
     return Qwen2ForCausalLM(config)
 
 
+AllowedTokens = Callable[[Sequence[int]], Sequence[int] | None]
+RequestFilter = Callable[[Mapping[str, str], Mapping[str, Any]], tuple[int, str] | None]
+Grammar = Generator[Sequence[int], int, None]
+
+
 @dataclass(frozen=True)
 class RolloutIdAuth:
     """Model auth sending ``Bearer EMPTY`` and the rollout's id as ``X-Rollout-Id``."""
@@ -117,260 +116,69 @@ class RolloutIdAuth:
         return {"Authorization": "Bearer EMPTY", "X-Rollout-Id": context.rollout_id}
 
 
-@dataclass
-class Sampled:
-    """One completion: the ids and raw logprobs the server returned, and its text."""
+def failing(rollout_ids: Sequence[str]) -> RequestFilter:
+    """A sampler ``request_filter`` answering HTTP 500 (a model error) to the requests of
+    ``rollout_ids`` (named by the ``X-Rollout-Id`` header, see :class:`RolloutIdAuth`)."""
+    doomed = set(rollout_ids)
 
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-    text: str
+    def refuse(headers: Mapping[str, str], body: Mapping[str, Any]) -> tuple[int, str] | None:
+        return (500, "injected failure") if headers.get("X-Rollout-Id") in doomed else None
 
-
-@dataclass
-class _Grammar:
-    """Token-level choices of the calculator grammar (see the module docstring)."""
-
-    tokenizer: PreTrainedTokenizerFast
-    tool_start: int = field(init=False)
-    answer_start: int = field(init=False)
-    end: int = field(init=False)
-    digits: list[int] = field(init=False)
-    names: dict[str, list[int]] = field(init=False)
-
-    def __post_init__(self) -> None:
-        convert = self.tokenizer.convert_tokens_to_ids
-        self.tool_start = convert("<tool_call>")
-        self.answer_start = convert("<answer>")
-        self.end = convert("<|im_end|>")
-        self.digits = [self.encode(str(d))[0] for d in range(10)]
-        self.names = {name: self.encode(name) for name in ("add", "multiply")}
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+    return refuse
 
 
-class PolicyServer:
-    """OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 sampling from ``model``.
+def calculator_grammar(tokenizer: PreTrainedTokenizerFast) -> AllowedTokens:
+    """The ``allowed_tokens`` hook of the calculator grammar (module docs): given the ids
+    sampled so far, the ids allowed next (the grammar replayed over them)."""
+    encode = _encoder(tokenizer)
+    convert = tokenizer.convert_tokens_to_ids
+    tool_start, answer_start = convert("<tool_call>"), convert("<answer>")
+    tool_end, end = convert("</tool_call>"), convert("<|im_end|>")
+    digits = [encode(str(d))[0] for d in range(10)]
+    names = {name: encode(name) for name in ("add", "multiply")}
 
-    ``fail_rollouts`` holds rollout ids whose requests are answered with HTTP 500 (a model
-    error); a request names its rollout in the ``X-Rollout-Id`` header (see ``RolloutIdAuth``).
-    ``sampled`` lists every completion returned, in order; ``requests`` every request body.
-    """
+    def force(tokens: Sequence[int]) -> Generator[Sequence[int], int, None]:
+        for token in tokens:
+            yield [token]
 
-    def __init__(
-        self,
-        model: torch.nn.Module,
-        tokenizer: PreTrainedTokenizerFast,
-        *,
-        fail_rollouts: Sequence[str] = (),
-        seed: int = 0,
-        free_tokens: int | None = None,
-    ) -> None:
-        self.model = model
-        self.free_tokens = free_tokens
-        self.tokenizer = tokenizer
-        self.fail_rollouts = set(fail_rollouts)
-        self.sampled: list[Sampled] = []
-        self.requests: list[dict[str, Any]] = []
-        self.generation_seconds = 0.0
-        self._grammar = _Grammar(tokenizer)
-        self._lock = threading.Lock()
-        self._generator = torch.Generator().manual_seed(seed)
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+    def number(then: str) -> Generator[Sequence[int], int, None]:
+        follow = encode(then)
+        yield digits[1:]  # no leading zero: the arguments stay valid JSON
+        for _ in range(2):
+            if (yield [*digits, follow[0]]) == follow[0]:
+                yield from force(follow[1:])
+                return
+        yield from force(follow)
 
-    @property
-    def base_url(self) -> str:
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> PolicyServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:  # /v1/models: this server serves any model name
-                data = json.dumps({"object": "list", "data": [{"id": "policy"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length))
-                status, reply = server.answer(body, self.headers.get("X-Rollout-Id"))
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._httpd is not None and self._thread is not None
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
-
-    def answer(self, body: dict[str, Any], rollout_id: str | None) -> tuple[int, dict[str, Any]]:
-        with self._lock:
-            self.requests.append(body)
-            if rollout_id in self.fail_rollouts:
-                return 500, {"error": {"message": "injected failure", "type": "server_error"}}
-            started = time.perf_counter()
-            prompt_text = self.tokenizer.apply_chat_template(
-                body["messages"],
-                tools=body.get("tools"),
-                add_generation_prompt=True,
-                tokenize=False,
-            )
-            prompt_ids = self._grammar.encode(prompt_text)
-            if isinstance(body.get("seed"), int):  # per request: reproducible under concurrency
-                turn = sum(1 for m in body["messages"] if m.get("role") == "assistant")
-                self._generator.manual_seed(body["seed"] * 1009 + turn)
-            if self.free_tokens is None:
-                sample = self._sample(prompt_ids)
-            else:
-                temperature = body.get("temperature", 1.0)
-                sample = self._sample_freely(prompt_ids, self.free_tokens, float(temperature))
-            self.sampled.append(sample)
-            self.generation_seconds += time.perf_counter() - started
-        return 200, self._reply(body, sample)
-
-    # -- sampling under the grammar ------------------------------------------------------
-
-    def _sample(self, prompt_ids: list[int]) -> Sampled:
-        g = self._grammar
-        ids: list[int] = []
-        logprobs: list[float] = []
-        cache: list[Any] = [None]  # the model's key/value cache up to the last token fed
-
-        def step(allowed: Sequence[int]) -> int:
-            fresh = prompt_ids if not ids else ids[-1:]
-            with torch.no_grad():
-                out = self.model(input_ids=torch.tensor([fresh]), cache=cache[0], use_cache=True)
-            cache[0] = out.cache
-            full = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-            choices = torch.tensor(list(allowed))
-            probs = torch.softmax(full[choices], dim=-1)
-            pick = int(choices[torch.multinomial(probs, 1, generator=self._generator)])
-            ids.append(pick)
-            logprobs.append(float(full[pick]))
-            return pick
-
-        def force(text_or_ids: str | Sequence[int]) -> None:
-            for token in g.encode(text_or_ids) if isinstance(text_or_ids, str) else text_or_ids:
-                step([token])
-
-        def number(then: str) -> None:
-            follow = g.encode(then)
-            step(g.digits[1:])  # no leading zero: the arguments stay valid JSON
-            for _ in range(2):
-                if step([*g.digits, follow[0]]) == follow[0]:
-                    force(follow[1:])
-                    return
-            force(follow)
-
-        if step([g.tool_start, g.answer_start]) == g.tool_start:
-            force('{"name": "')
-            first = step([tokens[0] for tokens in g.names.values()])
-            name = next(name for name, tokens in g.names.items() if tokens[0] == first)
-            force(g.names[name][1:])
-            force('", "arguments": {"a": ')
-            number(', "b": ')
-            number("}}")
-            force([self.tokenizer.convert_tokens_to_ids("</tool_call>"), g.end])
+    def grammar() -> Grammar:
+        if (yield [tool_start, answer_start]) == tool_start:
+            yield from force(encode('{"name": "'))
+            first = yield [tokens[0] for tokens in names.values()]
+            name = next(name for name, tokens in names.items() if tokens[0] == first)
+            yield from force(names[name][1:])
+            yield from force(encode('", "arguments": {"a": '))
+            yield from number(', "b": ')
+            yield from number("}}")
+            yield from force([tool_end, end])
         else:
-            number("</answer>")
-            force([g.end])
-        text = self.tokenizer.decode(ids[:-1])  # without <|im_end|>
-        return Sampled(prompt_ids, ids, logprobs, text)
+            yield from number("</answer>")
+            yield from force([end])
 
-    def _sample_freely(self, prompt_ids: list[int], limit: int, temperature: float) -> Sampled:
-        """Plain sampling (no top-k/top-p) until EOS or ``limit`` tokens; the logprobs are
-        the model's raw log-softmax (vLLM's default ``raw_logprobs``)."""
-        eos = self.tokenizer.eos_token_id
-        ids: list[int] = []
-        logprobs: list[float] = []
-        past = None
-        step_input = torch.tensor([prompt_ids])
-        with torch.no_grad():
-            for _ in range(limit):
-                out = self.model(input_ids=step_input, cache=past, use_cache=True)
-                past = out.cache
-                full = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-                weights = torch.softmax(full / max(temperature, 1e-3), dim=-1)
-                pick = int(torch.multinomial(weights, 1, generator=self._generator))
-                ids.append(pick)
-                logprobs.append(float(full[pick]))
-                if pick == eos:
-                    break
-                step_input = torch.tensor([[pick]])
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        return Sampled(prompt_ids, ids, logprobs, text)
+    def allowed(ids: Sequence[int]) -> Sequence[int] | None:
+        replay = grammar()
+        choices = next(replay)
+        for token in ids:
+            try:
+                choices = replay.send(token)
+            except StopIteration:
+                return None
+        return choices
 
-    def _reply(self, body: dict[str, Any], sample: Sampled) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": sample.text}
-        finish_reason = "stop"
-        if self.free_tokens is not None and sample.completion_ids[-1:] != [
-            self.tokenizer.eos_token_id
-        ]:
-            finish_reason = "length"
-        if sample.text.startswith("<tool_call>"):
-            call = json.loads(sample.text.removeprefix("<tool_call>").removesuffix("</tool_call>"))
-            arguments = sample.text[sample.text.index('"arguments": ') + 13 : -len("}</tool_call>")]
-            message = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"call_{len(self.sampled)}",
-                        "type": "function",
-                        "function": {"name": call["name"], "arguments": arguments},
-                    }
-                ],
-            }
-            finish_reason = "tool_calls"
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": message,
-            "finish_reason": finish_reason,
-            "stop_reason": None,
-            "logprobs": None,
-        }
-        if body.get("logprobs"):
-            choice["logprobs"] = {
-                "content": [
-                    {"token": f"token_id:{token}", "logprob": lp, "bytes": None, "top_logprobs": []}
-                    for token, lp in zip(sample.completion_ids, sample.logprobs, strict=True)
-                ]
-            }
-        reply: dict[str, Any] = {
-            "id": f"chatcmpl-{len(self.sampled)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "tiny"),
-            "choices": [choice],
-            "usage": {
-                "prompt_tokens": len(sample.prompt_ids),
-                "completion_tokens": len(sample.completion_ids),
-                "total_tokens": len(sample.prompt_ids) + len(sample.completion_ids),
-            },
-        }
-        if body.get("return_token_ids"):
-            choice["token_ids"] = sample.completion_ids
-            reply["prompt_token_ids"] = sample.prompt_ids
-        return reply
+    return allowed
+
+
+def _encoder(tokenizer: PreTrainedTokenizerFast) -> Callable[[str], list[int]]:
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    return encode

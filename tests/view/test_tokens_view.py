@@ -64,7 +64,7 @@ def test_the_page_shows_the_tokens_per_turn(page: Any, tmp_path: Path) -> None:
     html = tmp_path / "tokens.html"
     assert f"wrote {html}" in invoke("view", results, "-o", html, "--tokens").output
     page.goto(html.resolve().as_uri())
-    page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    page.wait_for_selector("body[data-ready=true]", timeout=120_000)
     page.click("#examples-body tr[data-example-id]")
     turns = page.locator('#detail [data-testid="turn-tokens"]')
     assert turns.count() == 4  # two assistant turns in each of two rollouts

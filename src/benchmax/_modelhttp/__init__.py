@@ -1,15 +1,137 @@
-"""Model HTTP for BaseEnv and the Judge (private; a layer between ``auth`` and ``envs``).
+"""Model HTTP: every request benchmax sends to a model or a judge (private; a layer between
+``auth`` and ``envs``). Import from here only: the names below are the interface, the
+submodules are this package's own.
 
-* ``connections``: one pool of keep-alive connections per event loop, and its lifetime;
-* ``chat``: one chat-completions call of a rollout (auth per attempt, deadline,
-  retries, failure classification) over aiohttp; the Judge keeps the OpenAI SDK,
-  over ``connections.sdk_http_client``;
-* ``retries``: the retry policy (what is transient, how long to wait);
-* ``deadlines``: one total deadline per HTTP attempt;
-* ``headers``: checking auth headers before they go on the wire;
-* ``json_codec``: request and reply bodies (orjson, with ``json`` for what it refuses);
-* ``replies``: reading a decoded reply into the transcript message, tool calls, outcome and
-  token usage (anything a server sends is data, never a contract violation).
+Kinds of call, each with one retry policy:
 
-Nothing outside this package touches HTTP for model calls.
+==========================  ==================================  ===============================
+call                        entry point                         retries
+==========================  ==================================  ===============================
+a rollout's chat call       ``ChatSession.complete`` (BaseEnv)  ``model_retries`` transient
+                                                                failures (``retries``: 408,
+                                                                409, 429, 5xx, connection
+                                                                errors, timeouts; backoff with
+                                                                jitter, ``Retry-After``)
+a chat call outside a       ``complete_once`` (the simulated    the same policy, with the
+rollout                     user's turn, ``token_preflight``)   caller's retry count
+a judge (or teacher) call   ``sdk_http_client`` under the       the OpenAI SDK's
+                            OpenAI SDK (``Judge``, datagen)     ``max_retries``; 401/403 by
+                                                                ``Judge.auth_attempts``
+an endpoint check           ``get_models`` (``run``'s endpoint  none: one attempt
+                            check, the judge check)
+==========================  ==================================  ===============================
+
+Every one resolves auth headers per attempt and checks them (``sendable_auth_headers``,
+also used for MCP's HTTP transport) before they go on the wire, and bounds an attempt
+with one total deadline (``within_deadline``). ``read_reply`` and ``read_call_tokens`` turn
+a decoded reply into the transcript message, tool calls, outcome, usage and exact tokens
+(anything a server sends is data, never a contract violation).
+
+The chat client and the connection pool (aiohttp) are imported on first use of
+``ChatSession``, ``CallFailure``, ``complete_once``, ``token_preflight``, ``PoolLease``,
+``loop_pool``, ``sdk_http_client`` or ``sdk_http_module``: ``import benchmax.envs``
+stays cheap.
+
+``register_in_process``/``unregister_in_process`` answer a base URL inside this process
+(``benchmax serve``'s policy bridge): ``ChatSession`` then calls the handler without a socket.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
+from benchmax._modelhttp.headers import sendable_auth_headers, wire_headers
+from benchmax._modelhttp.in_process import Handler as InProcessHandler
+from benchmax._modelhttp.in_process import register as register_in_process
+from benchmax._modelhttp.in_process import unregister as unregister_in_process
+from benchmax._modelhttp.models_probe import ModelsAnswer, ModelsUnreachable, get_models
+from benchmax._modelhttp.replies import (
+    Reply,
+    ReplyFailure,
+    ToolCall,
+    add_usage,
+    finish_reason_table,
+    read_reply,
+)
+from benchmax._modelhttp.tokens import (
+    TOKEN_REQUEST_FIELDS,
+    CallTokens,
+    TokenDeficiency,
+    read_call_tokens,
+)
+
+if TYPE_CHECKING:
+    from benchmax._modelhttp.chat import (
+        CallFailure,
+        ChatSession,
+        ModelReplyError,
+        ModelStatusError,
+        complete_once,
+    )
+    from benchmax._modelhttp.connections import (
+        PoolLease,
+        loop_pool,
+        sdk_http_client,
+        sdk_http_module,
+    )
+    from benchmax._modelhttp.token_preflight import PreflightProblem, token_preflight
+
+__all__ = [
+    "TOKEN_REQUEST_FIELDS",
+    "AttemptTimedOut",
+    "CallFailure",
+    "CallTokens",
+    "ChatSession",
+    "InProcessHandler",
+    "ModelReplyError",
+    "ModelStatusError",
+    "ModelsAnswer",
+    "ModelsUnreachable",
+    "PoolLease",
+    "PreflightProblem",
+    "Reply",
+    "ReplyFailure",
+    "TokenDeficiency",
+    "ToolCall",
+    "add_usage",
+    "complete_once",
+    "finish_reason_table",
+    "get_models",
+    "loop_pool",
+    "read_call_tokens",
+    "read_reply",
+    "register_in_process",
+    "sdk_http_client",
+    "sdk_http_module",
+    "sendable_auth_headers",
+    "token_preflight",
+    "unregister_in_process",
+    "within_deadline",
+    "wire_headers",
+]
+
+_LAZY = {
+    "CallFailure": "chat",
+    "ChatSession": "chat",
+    "ModelReplyError": "chat",
+    "ModelStatusError": "chat",
+    "complete_once": "chat",
+    "PoolLease": "connections",
+    "loop_pool": "connections",
+    "sdk_http_client": "connections",
+    "sdk_http_module": "connections",
+    "PreflightProblem": "token_preflight",
+    "token_preflight": "token_preflight",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The names whose modules import aiohttp, imported on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -3,9 +3,10 @@ retries, failure classification (envs.md §4.3-4.4, beyond.md §2 and §7).
 
 :class:`ChatSession` posts ``{base_url}/chat/completions`` over the event loop's
 pooled aiohttp session (``benchmax._modelhttp.connections``) and returns the
-decoded JSON reply as plain data. Failures never raise out of
-:meth:`ChatSession.complete` except cancellation and other ``BaseException``
-instances; they come back as a :class:`CallFailure` naming the termination
+decoded JSON reply as plain data. A ``user:password@`` in ``base_url`` is sent as
+Basic authorization, never in the URL (``benchmax._url_credentials``).
+Failures never raise out of :meth:`ChatSession.complete` except cancellation and other
+``BaseException`` instances; they come back as a :class:`CallFailure` naming the termination
 reason, for ``BaseEnv`` to log and settle.
 """
 
@@ -19,11 +20,12 @@ from typing import Any
 
 import aiohttp
 
-from benchmax._modelhttp import json_codec, retries
+from benchmax._modelhttp import in_process, json_codec, retries
 from benchmax._modelhttp.connections import LoopPool, loop_pool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import wire_headers
 from benchmax._modelhttp.overflow import is_context_overflow
+from benchmax._url_credentials import split_url_credential, with_url_credential
 from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_TIMEOUT
 from benchmax.auth import ModelAuth, ModelRequestContext
 
@@ -144,12 +146,15 @@ def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> ModelS
     code = error.get("code") if isinstance(error, Mapping) else None
     text = _server_text(raw)
     message = f"Error code: {status} - {text}" if text else f"Error code: {status}"
+    should_retry = retries.server_retry_verdict(headers)
+    if should_retry is None and status >= 500 and retries.is_validation_failure(text):
+        should_retry = False  # a body the server's types refuse fails the same way again
     return ModelStatusError(
         message,
         status=status,
         code=code,
         retry_after=retries.retry_after_seconds(headers),
-        should_retry=retries.server_retry_verdict(headers),
+        should_retry=should_retry,
         context_overflow=is_context_overflow(status, error, text),
     )
 
@@ -209,6 +214,7 @@ class ChatSession:
         "_timeout",
         "_timeout_message",
         "_url",
+        "_url_credential",
     )
 
     def __init__(
@@ -223,8 +229,9 @@ class ChatSession:
     ) -> None:
         self._pool = pool
         self._closed = False
-        self._url = base_url if base_url.endswith("/") else base_url + "/"
-        self._url += "chat/completions"
+        # A user:password@ in the URL is sent as Basic authorization, never in the URL.
+        url, self._url_credential = split_url_credential(base_url)
+        self._url = (url if url.endswith("/") else url + "/") + "chat/completions"
         self._proxy = pool.proxy_for(self._url)
         self._auth = auth
         self._context = context
@@ -274,6 +281,8 @@ class ChatSession:
 
     async def _attempt(self, data: bytes) -> Any:
         headers = wire_headers(await self._auth.headers_for_request(self._context))
+        if self._url_credential is not None:
+            headers = with_url_credential(headers, self._url_credential)
         call = self._post(data, headers)
         return await within_deadline(call, self._deadline, self._timeout_message)
 
@@ -287,6 +296,12 @@ class ChatSession:
             ) from error
 
     async def _post_once(self, data: bytes, headers: dict[str, str]) -> Any:
+        local = in_process.endpoint_for(self._url)
+        if local is not None:  # benchmax serve's own endpoint: no socket
+            status, raw = await local(self._url, data)
+            if not 200 <= status < 300:
+                raise _status_error(status, raw, {})
+            return _decoded(raw, status, {})
         session = self._pool.session()
         async with session.post(self._url, data=data, headers=headers, proxy=self._proxy) as reply:
             raw = await reply.read()
@@ -298,21 +313,7 @@ class ChatSession:
                     f"reply is an event stream (HTTP {status}, Content-Type: text/event-stream),"
                     " but the request did not ask to stream; the chat loop reads whole JSON replies"
                 )
-            if not raw.strip():
-                raise ModelReplyError(f"reply body is empty (HTTP {status})")
-            try:
-                decoded = json_codec.decode(raw)
-            except ValueError as error:
-                text = _server_text(raw)
-                raise ModelReplyError(f"reply is not JSON (HTTP {status}): {text!r}") from error
-            if (
-                isinstance(decoded, dict)
-                and "error" in decoded
-                and not decoded.get("choices")
-                and decoded["error"] is not None
-            ):
-                raise _reply_error(decoded, reply.headers)
-            return decoded
+            return _decoded(raw, status, reply.headers)
 
     def _classify(self, error: Exception) -> CallFailure:
         if isinstance(error, ModelStatusError):
@@ -324,6 +325,26 @@ class ChatSession:
         if timed_out and self._timeout is not None:
             return CallFailure(MODEL_TIMEOUT, error, logging.ERROR)
         return CallFailure(MODEL_ERROR, error, logging.ERROR)
+
+
+def _decoded(raw: bytes, status: int, headers: Mapping[str, str]) -> Any:
+    """The JSON of a 2xx reply body; ``ModelReplyError`` for an empty or non-JSON body,
+    or an error object without choices."""
+    if not raw.strip():
+        raise ModelReplyError(f"reply body is empty (HTTP {status})")
+    try:
+        decoded = json_codec.decode(raw)
+    except ValueError as error:
+        text = _server_text(raw)
+        raise ModelReplyError(f"reply is not JSON (HTTP {status}): {text!r}") from error
+    if (
+        isinstance(decoded, dict)
+        and "error" in decoded
+        and not decoded.get("choices")
+        and decoded["error"] is not None
+    ):
+        raise _reply_error(decoded, headers)
+    return decoded
 
 
 async def complete_once(

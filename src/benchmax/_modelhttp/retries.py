@@ -2,7 +2,10 @@
 
 Transient: connection errors, timeouts, HTTP 408, 409, 429 and 5xx, unless the
 server says otherwise with ``x-should-retry: false`` (``true`` makes any status
-transient, as in the OpenAI SDK). The wait is exponential backoff with equal
+transient, as in the OpenAI SDK). A 5xx whose body says the request failed validation
+("1 validation error for ...", "2 validation errors:", as pydantic and FastAPI word it:
+llama-cpp-python's server answers 500 with that text for a body its types refuse) is
+not transient: the same body fails the same way. The wait is exponential backoff with equal
 jitter (base 0.5 s, cap 30 s), or what the server asks for with
 ``Retry-After-Ms`` / ``Retry-After`` (seconds or an HTTP date), capped at 60 s.
 """
@@ -13,12 +16,14 @@ import asyncio
 import email.utils
 import math
 import random
+import re
 import time
 from collections.abc import Mapping
 
 __all__ = [
     "backoff_sleep",
     "is_transient_status",
+    "is_validation_failure",
     "retry_after_seconds",
     "retry_delay",
     "server_retry_verdict",
@@ -28,6 +33,7 @@ BACKOFF_BASE = 0.5
 BACKOFF_CAP = 30.0
 RETRY_AFTER_CAP = 60.0
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
+_VALIDATION_FAILURE = re.compile(r"\b\d+ validation errors?\b", re.IGNORECASE)
 
 
 async def backoff_sleep(seconds: float) -> None:
@@ -50,6 +56,12 @@ def retry_delay(retry_number: int, retry_after: float | None) -> float:
 def is_transient_status(status: int) -> bool:
     """Whether an HTTP status is worth retrying when the server gives no verdict."""
     return status in _TRANSIENT_STATUSES or status >= 500
+
+
+def is_validation_failure(text: str) -> bool:
+    """Whether an error body's text says the request failed validation (pydantic's and
+    FastAPI's "N validation error(s)"): retrying the same body cannot help."""
+    return _VALIDATION_FAILURE.search(text) is not None
 
 
 def server_retry_verdict(headers: Mapping[str, str]) -> bool | None:

@@ -25,6 +25,9 @@ class PreflightProblem:
     call_failed: bool
 
 
+_TOOL_ONLY_ARGS: Final = frozenset({"tool_choice", "parallel_tool_calls"})
+# Body fields that servers refuse without ``tools`` (vLLM: "When using `tool_choice`,
+# `tools` must be set"); the preflight sends no tools, so it leaves them out.
 _PREFLIGHT_MAX_TOKENS: Final = 16
 _PREFLIGHT_ROLLOUT_ID: Final = "tokens-preflight"
 _SAID_LIMIT: Final = 300
@@ -44,11 +47,12 @@ async def token_preflight(
     went wrong (the call failed, or what the reply lacked).
 
     The body is ``model``, :data:`PREFLIGHT_MESSAGES`, the token request fields, then
-    ``sampling_args`` (as a run sends them), with ``max_tokens`` capped at 16.
+    ``sampling_args`` (as a run sends them) less the tool-only ones (``tool_choice``,
+    ``parallel_tool_calls``: the preflight sends no tools), with ``max_tokens`` capped at 16.
     """
     body: dict[str, Any] = {"model": model, "messages": [dict(m) for m in PREFLIGHT_MESSAGES]}
     body.update(TOKEN_REQUEST_FIELDS)
-    body.update(sampling_args)
+    body.update((k, v) for k, v in sampling_args.items() if k not in _TOOL_ONLY_ARGS)
     limit = body.get("max_tokens")
     if not isinstance(limit, int) or isinstance(limit, bool) or limit > _PREFLIGHT_MAX_TOKENS:
         body["max_tokens"] = _PREFLIGHT_MAX_TOKENS

@@ -26,9 +26,15 @@ Reply, as read by :func:`read_call_tokens` (first choice), first source found wi
 * prompt ids: ``prompt_token_ids`` (vLLM), ``choices[0].prompt_token_ids`` (SGLang),
   ``sglext.input_ids``;
 * completion ids: ``choices[0].token_ids`` (vLLM), ``choices[0].response_token_ids``
-  (SGLang), ``sglext.output_ids[0]``, else the ``token_id:N`` strings of the logprobs;
+  (SGLang), ``sglext.output_ids[0]``, else per logprobs entry its integer ``token_id``
+  (or ``id``, as llama.cpp's server writes it), else its ``token_id:N`` string (ASCII
+  digits only); ids an entry carries must match an id list sent beside them;
 * completion logprobs: ``choices[0].logprobs.content[j].logprob``, exactly one per
   completion id (vLLM writes ``-9999.0`` where it had none; kept as sent).
+
+Bounds: every id is an integer in ``[0, 2**63)`` (``TOKEN_ID_BOUND``: an ``int64``
+holds it), every logprob a finite number ``<= 0``; a reply outside them is a
+:class:`TokenDeficiency` (the rollout's ``model_error``), never an exception.
 
 vLLM omits the ids and the logprobs when a reasoning parser runs with
 ``include_reasoning: false``; such a reply is a :class:`TokenDeficiency` like any other
@@ -43,6 +49,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from benchmax._value_checks import TOKEN_ID_BOUND, is_finite_number
+
 __all__ = [
     "TOKEN_REQUEST_FIELDS",
     "CallTokens",
@@ -56,6 +64,9 @@ TOKEN_REQUEST_FIELDS: Final[Mapping[str, Any]] = MappingProxyType(
 """Body fields asking vLLM and SGLang for the prompt ids, completion ids and logprobs."""
 
 _TOKEN_ID_PREFIX: Final = "token_id:"
+_ID_DIGITS: Final = len(str(TOKEN_ID_BOUND))
+"""At most this many digits in a ``token_id:N`` string (longer cannot be in bounds, and
+``int()`` of a huge digit string is slow or refused)."""
 _INT_ONLY: Final = {int}
 _FLOAT_ONLY: Final = {float}
 _NUMBER_TYPES: Final = {float, int}
@@ -106,9 +117,9 @@ _LOGPROBS = "completion logprobs (choices[0].logprobs.content)"
 def read_call_tokens(body: object) -> CallTokens | TokenDeficiency:
     """The prompt ids, completion ids and aligned logprobs of a decoded reply's first
     choice (sources in the module docs), or a :class:`TokenDeficiency` naming what the
-    reply lacked: a missing source, ids that are not non-negative integers, logprobs
-    that are not finite numbers, or logprobs whose count (or ``token_id:N`` tokens)
-    does not match the completion ids. Never raises on a JSON value."""
+    reply lacked: a missing source, ids that are not integers in ``[0, 2**63)``, logprobs
+    that are not finite numbers ``<= 0``, or logprobs whose count (or the ids their
+    entries carry) does not match the completion ids. Never raises on a JSON value."""
     if not isinstance(body, Mapping):
         return TokenDeficiency("a JSON object")
     choices = body.get("choices")
@@ -125,7 +136,7 @@ def read_call_tokens(body: object) -> CallTokens | TokenDeficiency:
         prompt = sglext.get("input_ids")
     prompt_ids = _ids(prompt)
     if prompt_ids is None:
-        return TokenDeficiency(_PROMPT_IDS)
+        return TokenDeficiency(_PROMPT_IDS + _id_problem(prompt))
     logprobs = choice.get("logprobs")
     content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
     if not isinstance(content, list):
@@ -137,19 +148,24 @@ def read_call_tokens(body: object) -> CallTokens | TokenDeficiency:
         outputs = sglext.get("output_ids")
         if isinstance(outputs, list) and outputs:
             completion = outputs[0]
-    if completion is None:
-        completion = _ids_from_logprob_tokens(content)
+    listed = completion is not None
+    if not listed:
+        completion = _ids_from_logprob_entries(content)
     completion_ids = _ids(completion)
     if completion_ids is None:
-        return TokenDeficiency(_COMPLETION_IDS)
+        return TokenDeficiency(_COMPLETION_IDS + _id_problem(completion))
     if len(content) != len(completion_ids):
         return TokenDeficiency(
             f"one logprob per completion token ({len(content)} logprobs for"
             f" {len(completion_ids)} completion token ids)"
         )
-    values = _logprobs(content, completion_ids)
+    values = _logprobs(content)
     if isinstance(values, TokenDeficiency):
         return values
+    if listed and content and _carries_ids(content[0]):
+        problem = _token_id_mismatch(content, completion_ids)
+        if problem is not None:
+            return problem
     return CallTokens(prompt_ids, completion_ids, values)
 
 
@@ -158,42 +174,91 @@ def _ids(value: object) -> tuple[int, ...] | None:
         return None
     if not value:
         return ()
-    if set(map(type, value)) != _INT_ONLY or min(value) < 0:  # C-speed loops
+    # C-speed loops; bool is its own type, so it is refused too.
+    if set(map(type, value)) != _INT_ONLY or min(value) < 0 or max(value) >= TOKEN_ID_BOUND:
         return None
     return tuple(value)
 
 
-def _ids_from_logprob_tokens(content: list[Any]) -> list[int] | None:
-    ids: list[int] = []
+def _id_problem(value: object) -> str:
+    """What makes ``value`` (refused by :func:`_ids`) not a list of token ids, as a
+    suffix for the deficiency (``""`` when it is not a list at all)."""
+    if type(value) is not list:
+        return ""
+    for index, item in enumerate(value):
+        if type(item) is not int:
+            return f"; item {index} is {_short(item)}, not an integer"
+        if not 0 <= item < TOKEN_ID_BOUND:
+            return f"; item {index} is {_short(item)}, outside [0, 2**63)"
+    return ""  # pragma: no cover - _ids refused it, so some item is wrong
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _entry_id(entry: Mapping[str, Any]) -> object:
+    """The integer id a logprobs entry carries itself (``token_id``, llama.cpp's ``id``),
+    or ``None``."""
+    given = entry.get("token_id")
+    return entry.get("id") if given is None else given
+
+
+def _carries_ids(entry: object) -> bool:
+    if not isinstance(entry, Mapping):
+        return False
+    token = entry.get("token")
+    return _entry_id(entry) is not None or (
+        type(token) is str and token.startswith(_TOKEN_ID_PREFIX)
+    )
+
+
+def _ids_from_logprob_entries(content: list[Any]) -> list[object] | None:
+    """The completion ids the logprobs entries carry (their ``token_id``/``id``, else
+    their ``token_id:N`` token), unchecked (``_ids`` checks them), or ``None`` when an
+    entry carries none."""
+    ids: list[object] = []
     for entry in content:
-        token = entry.get("token") if isinstance(entry, Mapping) else None
-        if not isinstance(token, str) or not token.startswith(_TOKEN_ID_PREFIX):
+        if not isinstance(entry, Mapping):
             return None
-        number = token[len(_TOKEN_ID_PREFIX) :]
-        if not number.isdigit():
+        given = _entry_id(entry)
+        if given is not None:
+            ids.append(given)
+            continue
+        number = _token_id_number(entry.get("token"))
+        if number is None:
             return None
-        ids.append(int(number))
+        ids.append(number)
     return ids
 
 
-def _logprobs(
-    content: list[Any], completion_ids: tuple[int, ...]
-) -> tuple[float, ...] | TokenDeficiency:
+def _token_id_number(token: object) -> int | None:
+    """N of a ``token_id:N`` token: ASCII digits only (``str.isdigit`` also accepts
+    ``²`` and other digits ``int`` refuses), at most ``_ID_DIGITS`` of them."""
+    if type(token) is not str or not token.startswith(_TOKEN_ID_PREFIX):
+        return None
+    number = token[len(_TOKEN_ID_PREFIX) :]
+    if not (0 < len(number) <= _ID_DIGITS and number.isascii() and number.isdigit()):
+        return None
+    return int(number)
+
+
+def _logprobs(content: list[Any]) -> tuple[float, ...] | TokenDeficiency:
     """The logprobs as floats, or what is wrong with them."""
     try:
         raw = [entry["logprob"] for entry in content]
     except (KeyError, TypeError):
         return _logprob_problem(content)
-    kinds = set(map(type, raw))  # C-speed checks: numbers only, and all finite (a NaN
-    if not kinds <= _NUMBER_TYPES or not math.isfinite(sum(raw)):  # or inf poisons the sum)
+    kinds = set(map(type, raw))  # C-speed checks: numbers only, finite, never above 0
+    if not kinds <= _NUMBER_TYPES:
         return _logprob_problem(content)
-    values = tuple(raw) if kinds <= _FLOAT_ONLY else tuple(map(float, raw))
-    if content:
-        first = content[0].get("token")
-        if type(first) is str and first.startswith(_TOKEN_ID_PREFIX):
-            problem = _token_id_mismatch(content, completion_ids)
-            if problem is not None:
-                return problem
+    try:
+        values = tuple(raw) if kinds <= _FLOAT_ONLY else tuple(map(float, raw))
+    except OverflowError:  # an integer too large for a float
+        return _logprob_problem(content)
+    if values and (not all(map(math.isfinite, values)) or max(values) > 0.0):
+        return _logprob_problem(content)
     return values
 
 
@@ -205,8 +270,13 @@ def _logprob_problem(content: list[Any]) -> TokenDeficiency:
         value = entry.get("logprob")
         if isinstance(value, bool) or not isinstance(value, int | float):
             return TokenDeficiency(f"a number at {where}.logprob")
-        if not math.isfinite(value):
+        if not is_finite_number(value):
             return TokenDeficiency(f"a finite logprob at {where}")
+        if value > 0:
+            return TokenDeficiency(
+                f"a logprob <= 0 at {where} (got {_short(value)}; a log-probability is"
+                " never positive)"
+            )
     return TokenDeficiency("usable logprobs at choices[0].logprobs.content")  # pragma: no cover
 
 
@@ -214,10 +284,25 @@ def _token_id_mismatch(
     content: list[Any], completion_ids: tuple[int, ...]
 ) -> TokenDeficiency | None:
     for index, (entry, token_id) in enumerate(zip(content, completion_ids, strict=True)):
-        token = entry.get("token")
-        if type(token) is str and token != f"{_TOKEN_ID_PREFIX}{token_id}":
+        if not isinstance(entry, Mapping):
+            continue
+        where = f"choices[0].logprobs.content[{index}]"
+        given = _entry_id(entry)
+        if given is not None and given != token_id:
+            key = "token_id" if entry.get("token_id") is not None else "id"
             return TokenDeficiency(
-                f"logprob tokens matching the completion ids (choices[0].logprobs.content"
-                f"[{index}].token is {token!r}, completion id {token_id})"
+                f"logprob entries matching the completion ids ({where}.{key} is"
+                f" {_short(given)}, completion id {token_id})"
+            )
+        token = entry.get("token")
+        if (
+            given is None
+            and type(token) is str
+            and token.startswith(_TOKEN_ID_PREFIX)
+            and token != f"{_TOKEN_ID_PREFIX}{token_id}"
+        ):
+            return TokenDeficiency(
+                f"logprob tokens matching the completion ids ({where}.token is"
+                f" {_short(token)}, completion id {token_id})"
             )
     return None

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 import benchmax
+from benchmax._secret_masking import mask_standard_streams, masked_output
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._init_command import init_command
@@ -28,8 +29,11 @@ from benchmax.cli._results_commands import (
 )
 from benchmax.cli._run_command import load_mock_policy, run_command
 from benchmax.cli._safe_text import terminal_safe
+from benchmax.cli._serve_command import serve_command
+from benchmax.cli._serve_model_command import serve_model_command
 from benchmax.cli._targets import TargetError
 from benchmax.cli._traces_command import traces_command
+from benchmax.cli._train_command import train_command
 from benchmax.cli._validate_command import validate_command
 
 __all__ = ["cli", "main"]
@@ -61,6 +65,19 @@ class _OneLineErrors(click.Group):
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        # Every credential a command resolves is masked in all it prints (user code's
+        # prints, log records and tracebacks included).
+        with masked_output():
+            return self._main(args, prog_name, complete_var, standalone_mode, **extra)
+
+    def _main(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str | None,
+        complete_var: str | None,
+        standalone_mode: bool,
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
@@ -171,8 +188,13 @@ cli.add_command(view_command)
 cli.add_command(show_command)
 cli.add_command(rescore_command)
 cli.add_command(compare_command)
+cli.add_command(serve_command)
+cli.add_command(serve_model_command)
+cli.add_command(train_command)
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. The standard streams stay masked to the end, so the
+    traceback of an unexpected error does not show a credential either."""
+    mask_standard_streams()
     cli(prog_name="benchmax")

@@ -93,7 +93,8 @@ def bundle_command(
     local_module_names: tuple[str, ...],
     output: Path,
 ) -> None:
-    """Bundle the environment class TARGET (file.py:Class or package.module:Class) into a file.
+    """Bundle the environment class TARGET (file.py:Class, package.module:Class or an
+    installed environment name) into a file.
 
     Modules of TARGET's project (the directory of the nearest pyproject.toml above its
     file) are captured automatically; name other local modules with --local-module.

@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from benchmax._secret_masking import remember
 from benchmax.auth import InjectedAuth, StaticBearerAuth
 from benchmax.cli._targets import TargetError
 from benchmax.runner._reachable import reachable_values
@@ -32,6 +33,7 @@ def bearer_from_variable(variable: str, option: str) -> StaticBearerAuth:
     value = os.environ.get(variable)
     if not value:
         raise TargetError(f"{option} names environment variable {variable}, which is not set")
+    remember(value)  # masked in everything this process prints from now on
     return StaticBearerAuth(value)
 
 

@@ -23,6 +23,9 @@ from benchmax.cli._targets import TargetError
 
 __all__ = ["generate_qa_command"]
 
+_SHOWN_SKIPPED = 5
+"""Skipped corpus records named on the terminal (all are in the summary)."""
+
 
 @contextlib.asynccontextmanager
 async def _endpoint(base_url: str | None, policy: Any) -> AsyncIterator[str]:
@@ -42,6 +45,8 @@ def _summary_table(summary: Any) -> Table:
     rows = [
         ("documents", summary.documents),
         ("  links out of the corpus, skipped", summary.links_skipped),
+        *([("  JSONL records without text, skipped", len(summary.records_skipped))]
+          if summary.records_skipped else []),
         ("chunks", summary.chunks),
         ("requests (chunk and question type)", summary.tasks),
         ("  from an earlier run", summary.tasks_cached),
@@ -344,6 +349,10 @@ def generate_qa_command(
     out.print(_summary_table(summary))
     out.print(_types_table(summary))
     out.print(f"wrote {escape(str(summary.train_path))} and {escape(str(summary.eval_path))}")
+    for record in summary.records_skipped[:_SHOWN_SKIPPED]:
+        console.print(f"[yellow]skipped[/] {escape(record)}", soft_wrap=True)
+    if len(summary.records_skipped) > _SHOWN_SKIPPED:
+        console.print(f"... and {len(summary.records_skipped) - _SHOWN_SKIPPED} more")
     for failure in summary.failures:
         console.print(f"[red]request failed:[/] {escape(failure)}", soft_wrap=True)
     if base_url is None:

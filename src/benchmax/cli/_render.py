@@ -21,7 +21,7 @@ from benchmax._tracebacks import exception_line
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.envs.shared_types import FINISHED
 from benchmax.runner import Progress as RunProgress
-from benchmax.runner import RunReport, read_results
+from benchmax.runner import RewardStats, RunReport, read_results
 from benchmax.trajectory import LogEntry
 
 __all__ = ["failure_examples", "progress_bar", "render_report"]
@@ -119,6 +119,14 @@ def render_report(report: RunReport, console: Console) -> None:
         )
 
     console.print(_rewards_table(report))
+    if report.failed_share:
+        console.print(
+            f"[yellow]not scored[/] (operational failures, zero rewards): "
+            f"{report.failed_share:.0%} of rollouts; 'scored mean' leaves them out",
+            soft_wrap=True,
+        )
+    if report.scalar_stats is not None:
+        console.print(_signal_line(report), soft_wrap=True)
 
     console.print(
         f"groups: {report.groups} of {report.examples} examples"
@@ -135,13 +143,29 @@ def render_report(report: RunReport, console: Console) -> None:
         console.print(f"report:  {escape(str(report.report_path))}", soft_wrap=True)
 
 
+def _signal_line(report: RunReport) -> str:
+    """What a trainer would get: the groups whose advantages carry a signal."""
+    weights = report.reward_weights
+    how = (
+        "sum of the rewards"
+        if weights is None
+        else " + ".join(f"{weight:g}*{_shown(key)}" for key, weight in weights.items())
+    )
+    return (
+        f"reward (weighted) = {how}; group advantages (GRPO, scored rollouts): "
+        f"{report.advantage_signal_share:.0%} of groups give a learning signal, "
+        f"mean |advantage| {report.mean_abs_advantage:.3f}"
+    )
+
+
 def _rewards_table(report: RunReport) -> Table:
-    """Per reward key: mean, std, min, max, and for 0/1 keys pass@1, pass@k and the share
-    of groups with at least one success."""
+    """Per reward key (and the weighted scalar): mean over every rollout, mean over the
+    scored ones, std, min, max, and for 0/1 keys pass@1, pass@k and the share of groups
+    with at least one success."""
     rewards = Table(title="rewards", title_justify="left")
     ks = sorted({metrics.k for metrics in report.pass_at_k.values()})
     pass_k = f"pass@{ks[0]}" if len(ks) == 1 else "pass@k"
-    columns = ["key", "mean", "std", "min", "max"]
+    columns = ["key", "mean", "scored mean", "std", "min", "max"]
     if report.pass_at_k:
         columns += ["pass@1", pass_k, "groups solved"]
     for column in columns:
@@ -149,8 +173,19 @@ def _rewards_table(report: RunReport) -> Table:
             rewards.add_column(column, overflow="fold")
         else:
             rewards.add_column(column, justify="right")
-    for key, stats in report.reward_stats.items():
-        row = [_shown(key), *(f"{v:.3f}" for v in (stats.mean, stats.std, stats.min, stats.max))]
+    rows: list[tuple[str, str, RewardStats, RewardStats | None]] = [
+        (key, _shown(key), stats, report.scored_reward_stats.get(key))
+        for key, stats in report.reward_stats.items()
+    ]
+    if report.scalar_stats is not None and len(rows) > 1:  # one key: the scalar is that key
+        rows.append(("", "[bold](weighted)[/]", report.scalar_stats, report.scored_scalar_stats))
+    for key, label, stats, scored in rows:
+        row = [
+            label,
+            f"{stats.mean:.3f}",
+            "-" if scored is None else f"{scored.mean:.3f}",
+            *(f"{v:.3f}" for v in (stats.std, stats.min, stats.max)),
+        ]
         if report.pass_at_k:
             metrics = report.pass_at_k.get(key)
             if metrics is None:

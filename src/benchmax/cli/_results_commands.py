@@ -43,6 +43,7 @@ from benchmax.cli._targets import (
 from benchmax.envs import BaseEnv
 from benchmax.envs.shared_types import FINISHED
 from benchmax.runner import (
+    Comparison,
     RescoreReport,
     Results,
     RolloutFilter,
@@ -55,7 +56,13 @@ from benchmax.runner import (
 )
 from benchmax.trajectory import Trajectory, is_simulated_user
 
-__all__ = ["compare_command", "rescore_command", "show_command", "view_command"]
+__all__ = [
+    "compare_command",
+    "render_comparison",
+    "rescore_command",
+    "show_command",
+    "view_command",
+]
 
 _KEEP = {"\n", "\t"}
 
@@ -139,15 +146,26 @@ def _size(count: int) -> str:
 def view_command(results: Path, output: Path | None, open_page: bool, tokens: bool) -> None:
     """Write a self-contained HTML report of RESULTS (no server, works offline).
 
+    RESULTS may be a benchmax train output directory: its training page (reward curves,
+    termination reasons, lengths, evals and base vs final per step, then every step's
+    groups; default OUTPUT/training.html).
+
     The page shows the run, its summary and reward charts, a sortable and filterable table
     of examples, and every group's transcripts side by side. A file still being written
     shows its complete groups.
     """
+    from benchmax.training._page import is_training_run, write_training_page
+
+    training = is_training_run(results)
     with _reading(results):
         try:
-            report = write_html_report(results, output, tokens=tokens)
+            if training:
+                report = write_training_page(results, output, tokens=tokens)
+            else:
+                report = write_html_report(results, output, tokens=tokens)
         except OSError as error:  # reading errors are ResultsFileError: this is the page
-            page = output if output is not None else results.with_suffix(".html")
+            default = results / "training.html" if training else results.with_suffix(".html")
+            page = output if output is not None else default
             raise click.ClickException(f"cannot write {page}: {error.strerror or error}") from None
     click.echo(
         f"wrote {report.path} ({_size(report.size_bytes)}, {report.groups} groups, "
@@ -769,7 +787,14 @@ def compare_command(
         document = {"a": str(a), "b": str(b), **comparison.to_json()}
         click.echo(json.dumps(document, indent=2, allow_nan=False))
         return
-    console = Console()
+    render_comparison(comparison, a, b, Console(), top=top)
+
+
+def render_comparison(
+    comparison: Comparison, a: Path, b: Path, console: Console, *, top: int = 10
+) -> None:
+    """Print ``comparison`` (run B against run A) as ``benchmax compare`` does: the per-key
+    table with paired intervals, pass@k of binary keys and the examples that changed most."""
     console.print(
         f"matched {comparison.matched} examples by id"
         + (f"; {comparison.only_in_a} only in A" if comparison.only_in_a else "")

@@ -9,18 +9,19 @@ import difflib
 import json
 import math
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import click
 from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 
+from benchmax._modelhttp import ModelsUnreachable, get_models
+from benchmax._url_credentials import split_url_credential
 from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
 from benchmax.cli._bundle_commands import bundle_class_target
 from benchmax.cli._credentials import (
@@ -45,6 +46,7 @@ from benchmax.cli._targets import (
     uses_mock,
 )
 from benchmax.envs._sampling_args import RESERVED_BODY_KEYS
+from benchmax.envs.base._limits import LIMIT_OPTIONS, apply_limits
 from benchmax.envs.environment import Environment
 from benchmax.runner import (
     ExecutorError,
@@ -88,6 +90,21 @@ class _Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
+    """``run``'s options for BaseEnv limits, one per limit of ``Limits`` that offers one
+    (``--model-timeout SECONDS`` ...), in the record's order."""
+
+    def decorate(command: Callable[..., Any]) -> Any:
+        for name, option in reversed(LIMIT_OPTIONS):  # click lists the last applied first
+            kind = SECONDS if option.kind == "seconds" else click.IntRange(min=0)
+            command = click.option(
+                option.flag, name, metavar=option.metavar, type=kind, help=option.help
+            )(command)
+        return command
+
+    return decorate
 
 
 MOCK_PLACEHOLDER_URL = "http://mock.invalid/v1"  # replaced by the server's URL once it listens
@@ -143,31 +160,28 @@ def _check_endpoint(
     """
     if "{" in base_url:
         return "endpoint check skipped: the base URL changes per rollout ({rollout_id})"
-    url = base_url.rstrip("/") + "/models"
     context = ModelRequestContext(base_url=base_url, model=model, rollout_id="preflight")
-    import httpx  # only a run with an explicit endpoint needs it
-
     try:
         headers = dict(asyncio.run(model_auth.headers_for_request(context)))
     except Exception as error:
         raise TargetError(f"cannot get the model credentials: {type(error).__name__}") from None
     try:
-        response = httpx.get(url, headers=headers, timeout=10.0)
-    except (httpx.TransportError, httpx.InvalidURL) as error:
-        reason = str(error) or type(error).__name__
+        response = asyncio.run(get_models(base_url, headers))
+    except ModelsUnreachable as error:
+        reason = str(error)
         if shown_url != base_url:
             reason = reason.replace(base_url, shown_url)
         raise TargetError(f"cannot reach the model endpoint {shown_url}: {reason}") from None
-    if response.status_code in (401, 403):
+    if response.status in (401, 403):
         raise TargetError(
             f"the model endpoint {shown_url} refused the credentials (HTTP "
-            f"{response.status_code} on GET /models); check the key in --api-key-env"
+            f"{response.status} on GET /models); check the key in --api-key-env"
         )
     if not check_model:
         return None
     skipped = f"model check skipped: {shown_url} has no usable /models"
-    if response.status_code != 200:
-        return f"{skipped} (HTTP {response.status_code})"
+    if response.status != 200:
+        return f"{skipped} (HTTP {response.status})"
     try:
         names = _served_models(response.json())
     except ValueError:
@@ -231,11 +245,11 @@ def _constructor_args(plan: _Plan, endpoint: _Endpoint) -> dict[str, Any]:
 def _prepare(plan: _Plan, endpoint: _Endpoint) -> Environment[Any, Any]:
     """Construct the environment for this endpoint and apply the run's limits to it."""
     env = _construct(plan.target, _constructor_args(plan, endpoint))
-    for name, value in plan.limits.items():
+    for name in plan.limits:
         if not hasattr(env, name):
             option = "--" + name.replace("_", "-")
             raise TargetError(f"{option} applies to BaseEnv environments only")
-        setattr(env, name, value)
+    apply_limits(env, plan.limits)
     return env
 
 
@@ -428,36 +442,7 @@ def _given(parameter: str) -> bool:
     help="Record the exact prompt ids, completion ids and logprobs of every model call "
     "(vLLM or SGLang; checked with one model call before the run).",
 )
-@click.option(
-    "--model-timeout",
-    metavar="SECONDS",
-    type=SECONDS,
-    help="Seconds for one model call attempt (BaseEnv).",
-)
-@click.option(
-    "--model-retries",
-    metavar="N",
-    type=click.IntRange(min=0),
-    help="Retries of a model call after a transient failure (BaseEnv).",
-)
-@click.option(
-    "--tool-timeout",
-    metavar="SECONDS",
-    type=SECONDS,
-    help="Seconds for one tool call (BaseEnv).",
-)
-@click.option(
-    "--rollout-timeout",
-    metavar="SECONDS",
-    type=SECONDS,
-    help="Seconds for a whole rollout (BaseEnv).",
-)
-@click.option(
-    "--reward-timeout",
-    metavar="SECONDS",
-    type=SECONDS,
-    help="Seconds for scoring one rollout (BaseEnv).",
-)
+@_limit_options()
 @click.option(
     "--no-model-check",
     is_flag=True,
@@ -533,11 +518,6 @@ def run_command(
     seed: int | None,
     sampling_arg_pairs: tuple[str, ...],
     tokens: bool,
-    model_timeout: float | None,
-    model_retries: int | None,
-    tool_timeout: float | None,
-    rollout_timeout: float | None,
-    reward_timeout: float | None,
     no_model_check: bool,
     no_judge_check: bool,
     max_failure_share: float,
@@ -546,11 +526,13 @@ def run_command(
     ray_address: str | None,
     ray_workers: int | None,
     ray_worker_concurrency: int,
+    **limit_values: float | int | None,
 ) -> None:
     """Run TARGET's examples as rollout groups and summarize the rewards.
 
-    TARGET is path/to/file.py:Class, package.module:Class or a bundle file (loading a
-    bundle runs its code: use only bundles you trust).
+    TARGET is path/to/file.py:Class, package.module:Class, a bundle file (loading a
+    bundle runs its code: use only bundles you trust) or an installed environment name
+    (an entry point of the benchmax.environments group).
     """
     console = Console(stderr=True)
     try:
@@ -563,13 +545,7 @@ def run_command(
             api_key_env=api_key_env,
             mock_policy=mock_policy,
             mock_policy_given=_given("mock_policy"),
-            limits=_given_values(
-                model_timeout=model_timeout,
-                model_retries=model_retries,
-                tool_timeout=tool_timeout,
-                rollout_timeout=rollout_timeout,
-                reward_timeout=reward_timeout,
-            ),
+            limits=_given_values(**limit_values),
             model_check=not no_model_check,
             output=output,
             ray=_ray_options(
@@ -631,10 +607,8 @@ def run_command(
 
 
 def _has_password(url: str) -> bool:
-    try:
-        return bool(urlsplit(url).password)
-    except ValueError:
-        return False
+    """Whether ``url`` carries a credential (``user:PASSWORD@``, or a ``TOKEN@``)."""
+    return split_url_credential(url)[1] is not None
 
 
 def _plan(

@@ -39,7 +39,7 @@ class TerminationSignals:
 
 @contextlib.contextmanager
 def terminate_like_interrupt(
-    signals: TerminationSignals | None = None,
+    signals: TerminationSignals | None = None, *, watchdog: bool = True
 ) -> Iterator[TerminationSignals]:
     """Inside the block, SIGTERM does what SIGINT does at that moment.
 
@@ -49,7 +49,9 @@ def terminate_like_interrupt(
     SIGINT's current handler is called: under ``asyncio.run`` that cancels the main task
     (the run stops cleanly and ``KeyboardInterrupt`` comes out of ``asyncio.run``);
     otherwise Python's default raises ``KeyboardInterrupt``. Outside the main thread
-    nothing changes (signal handlers can only be set there).
+    nothing changes (signal handlers can only be set there). ``watchdog=False`` leaves out
+    the watchdog, for a command whose SIGINT handler stops it at its own pace (``train``
+    finishes the current step).
     """
     if signals is None:
         signals = TerminationSignals()
@@ -59,7 +61,7 @@ def terminate_like_interrupt(
 
     left = threading.Event()
 
-    def watchdog(signum: int) -> None:
+    def watch(signum: int) -> None:
         if left.wait(STOP_GRACE_SECONDS):
             return
         main = threading.main_thread().ident
@@ -76,9 +78,9 @@ def terminate_like_interrupt(
 
     def on_terminate(signum: int, frame: FrameType | None) -> None:
         signals.received.append(signum)
-        if len(signals.received) == 1:
+        if len(signals.received) == 1 and watchdog:
             threading.Thread(
-                target=watchdog, args=(signum,), name="benchmax-stop-watchdog", daemon=True
+                target=watch, args=(signum,), name="benchmax-stop-watchdog", daemon=True
             ).start()
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler):

@@ -1,10 +1,25 @@
-"""Resolve command-line targets: environment classes, bundle files, policies and env args."""
+"""Resolve command-line targets: environment classes, bundle files, installed names,
+policies and env args.
+
+An installed name is an entry point of the group ``benchmax.environments``
+(:data:`ENTRY_POINT_GROUP`) whose value is an ``Environment`` subclass, declared by any
+installed distribution, e.g. in its ``pyproject.toml``::
+
+    [project.entry-points."benchmax.environments"]
+    my-env = "my_env.env:MyEnv"
+
+``benchmax run my-env`` then runs ``MyEnv`` (every command taking a TARGET accepts the
+name). A name two distributions declare, and an entry point that cannot be loaded or is
+not an environment class, are refused with one line saying so.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +31,7 @@ from benchmax._mock_url import MOCK_URL_MARKER, substitute_mock, uses_mock
 from benchmax.envs.environment import Environment
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "MOCK_URL_MARKER",
     "EnvTarget",
     "USER_CODE_ERRORS",
@@ -23,13 +39,22 @@ __all__ = [
     "described",
     "import_file",
     "import_object",
+    "installed_names",
     "load_bundle_target",
     "load_class_target",
+    "load_named_target",
     "load_target",
     "parse_env_args",
     "substitute_mock",
     "uses_mock",
 ]
+
+
+ENTRY_POINT_GROUP = "benchmax.environments"
+"""The entry-point group naming installed environments (see the module docstring)."""
+
+# What a target given as an installed name looks like: no path separator, no ':'.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
 class TargetError(Exception):
@@ -127,14 +152,74 @@ def import_object(spec: str, what: str) -> tuple[Any, ModuleType]:
 
 
 def load_class_target(spec: str) -> EnvTarget:
-    """An environment class named as ``file.py:Class`` or ``package.module:Class``."""
+    """An environment class named as ``file.py:Class``, ``package.module:Class`` or an
+    installed name (``load_named_target``)."""
+    if ":" not in spec and _is_name(spec):
+        return load_named_target(spec)
     env_class, module = import_object(spec, "target")
+    _check_environment_class(env_class, spec)
+    return EnvTarget(env_class=env_class, module=module)
+
+
+def _check_environment_class(env_class: object, what: str) -> None:
     if not isinstance(env_class, type) or not issubclass(env_class, Environment):
-        raise TargetError(f"{spec} is not an Environment subclass")
+        raise TargetError(f"{what} is not an Environment subclass")
     abstract = sorted(getattr(env_class, "__abstractmethods__", ()))
     if abstract:
-        raise TargetError(f"{spec} has unimplemented abstract members: {', '.join(abstract)}")
+        raise TargetError(f"{what} has unimplemented abstract members: {', '.join(abstract)}")
+
+
+def _is_name(spec: str) -> bool:
+    return bool(_NAME.match(spec)) and not spec.endswith(".py")
+
+
+def installed_names() -> dict[str, list[importlib.metadata.EntryPoint]]:
+    """The entry points of :data:`ENTRY_POINT_GROUP` by name (several when distributions
+    collide), from every installed distribution."""
+    found: dict[str, list[importlib.metadata.EntryPoint]] = {}
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(entry_point.name, []).append(entry_point)
+    return found
+
+
+def load_named_target(name: str) -> EnvTarget:
+    """The environment class an installed distribution names ``name`` in the
+    ``benchmax.environments`` entry-point group.
+
+    Raises ``TargetError`` (one line) when no distribution declares the name (the
+    message lists the installed names), when several do (naming each distribution and
+    value), and when the entry point cannot be imported or is not an environment class.
+    """
+    declared = installed_names()
+    entry_points = declared.get(name, [])
+    if not entry_points:
+        known = ", ".join(sorted(declared)) or "none"
+        raise TargetError(
+            f"{name!r} is not a file, a file.py:Class or module:Class, nor an installed "
+            f"environment name (names in the {ENTRY_POINT_GROUP!r} entry points: {known})"
+        )
+    if len({ep.value for ep in entry_points}) > 1:
+        sources = "; ".join(f"{_distribution(ep)}: {ep.value}" for ep in entry_points)
+        raise TargetError(
+            f"environment name {name!r} is declared by more than one installed package "
+            f"({sources}): run one by its module:Class instead"
+        )
+    entry_point = entry_points[0]
+    where = f"environment name {name!r} ({entry_point.value} from {_distribution(entry_point)})"
+    try:
+        env_class = entry_point.load()
+    except USER_CODE_ERRORS as error:
+        raise TargetError(f"{where} cannot be loaded: {described(error)}") from error
+    _check_environment_class(env_class, where)
+    module = sys.modules.get(getattr(env_class, "__module__", ""))
     return EnvTarget(env_class=env_class, module=module)
+
+
+def _distribution(entry_point: importlib.metadata.EntryPoint) -> str:
+    dist = entry_point.dist
+    if dist is None:
+        return "an unknown distribution"
+    return f"{dist.name} {dist.version}"
 
 
 def load_bundle_target(path: Path) -> EnvTarget:
@@ -167,11 +252,18 @@ def load_bundle_target(path: Path) -> EnvTarget:
 
 
 def load_target(spec: str) -> EnvTarget:
-    """``file.py:Class``, ``package.module:Class`` or a bundle file."""
+    """``file.py:Class``, ``package.module:Class``, a bundle file or an installed name
+    (a name that is not an existing file; see ``load_named_target``)."""
     if ":" in spec and not Path(spec).is_file():
         return load_class_target(spec)
     if spec.endswith(".py"):
         raise TargetError(f"target {spec!r} must name a class: {spec}:ClassName")
+    if (
+        not Path(spec).exists()
+        and _is_name(spec)
+        and (spec in installed_names() or "." not in spec)
+    ):
+        return load_named_target(spec)
     return load_bundle_target(Path(spec))
 
 

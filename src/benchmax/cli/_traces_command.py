@@ -286,6 +286,7 @@ def traces_command(
     lines, {"messages": [...]} JSONL, OpenTelemetry GenAI spans as OTLP JSON. Malformed
     records are skipped and listed; failed calls are dropped.
     """
+    from benchmax._url_credentials import split_url_credential
     from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
     from benchmax.rewards import Judge, NgramDiversityConfig
     from benchmax.runner._config import credential_secrets, mask_secrets
@@ -296,6 +297,15 @@ def traces_command(
             raise TargetError("--teacher-model and --teacher-base-url go together")
         if mock_policy is not None and baseline_target is None:
             raise TargetError("--mock-policy needs --baseline (its '@mock' arguments use it)")
+        if (
+            teacher_api_key_env
+            and teacher_base_url is not None
+            and split_url_credential(teacher_base_url)[1] is not None
+        ):
+            raise TargetError(
+                "--teacher-base-url carries a password and --teacher-api-key-env a bearer key, "
+                "but a request has one Authorization header: keep the credential in one of them"
+            )
         config = TracesConfig(
             unit="conversation" if unit == "conversation" else "turn",
             keep_failed=keep_failed,

@@ -143,7 +143,8 @@ def validate_command(
 ) -> None:
     """Check TARGET before a training run; exit status 1 when a check fails.
 
-    TARGET is path/to/file.py:Class, package.module:Class or a bundle file. Checks the
+    TARGET is path/to/file.py:Class, package.module:Class, a bundle file or an installed
+    environment name (benchmax.environments entry point). Checks the
     class, constructor, reward_keys, each split's data, prompt messages, tool schemas, a
     few rollout groups, reward variance, the bundle (run once in a fresh interpreter),
     its size and its declared dependencies; each failure says what to change.

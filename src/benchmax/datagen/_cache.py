@@ -105,7 +105,9 @@ class ChunkResult:
 class ChunkCache:
     """Results by chunk key, read from and appended to ``directory/CACHE_NAME``.
 
-    A line that does not parse (a run killed mid-write) is ignored: that chunk is redone.
+    A line that does not parse (a run killed mid-write, even inside a UTF-8 character;
+    a line that is not UTF-8) is ignored: that chunk is redone. A torn last line (no
+    newline) is cut off before the first new line is appended, so it cannot swallow it.
     Each line is passed through ``mask`` (secrets a model echoed) before it is written.
     """
 
@@ -113,11 +115,15 @@ class ChunkCache:
         self.path = Path(directory) / CACHE_NAME
         self._mask = mask
         self._results: dict[str, ChunkResult] = {}
+        self._whole: int | None = None  # bytes up to the last newline, when a line is torn
         if self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+            data = self.path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                self._whole = data.rfind(b"\n") + 1
+            for raw in data.split(b"\n"):
                 try:
-                    result = ChunkResult.from_json(json.loads(line))
-                except (ValueError, KeyError, TypeError, AssertionError):
+                    result = ChunkResult.from_json(json.loads(raw.decode("utf-8")))
+                except (ValueError, KeyError, TypeError, AssertionError):  # UnicodeError too
                     continue
                 self._results[result.key] = result
         self._file: IO[str] | None = None
@@ -129,6 +135,10 @@ class ChunkCache:
         self._results[result.key] = result
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._whole is not None:  # drop the torn line before appending after it
+                with self.path.open("r+b") as torn:
+                    torn.truncate(self._whole)
+                self._whole = None
             self._file = self.path.open("a", encoding="utf-8")
         line = json.dumps(result.to_json(), ensure_ascii=False)
         self._file.write((line if self._mask is None else self._mask(line)) + "\n")

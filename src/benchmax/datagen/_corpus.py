@@ -71,23 +71,48 @@ def _read_text(path: Path) -> str:
         ) from None
 
 
-def _jsonl_documents(path: Path, label: str, text_field: str) -> list[Document]:
+def _jsonl_documents(path: Path, label: str, text_field: str, skipped: list[str]) -> list[Document]:
+    """One document per record; a record that is not a JSON object with a string
+    ``text_field`` (null, a number, missing; a torn line) is skipped, named in ``skipped``
+    as ``file:line: reason``. A file none of whose records has the field at all is a
+    ``CorpusError`` (the field name is wrong, not the records)."""
     documents = []
+    objects = named = 0
     for number, raw in enumerate(_read_text(path).splitlines(), start=1):
         if not raw.strip():
             continue
         try:
             row = json.loads(raw)
         except json.JSONDecodeError as error:
-            raise CorpusError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-        value = row.get(text_field) if isinstance(row, dict) else None
+            skipped.append(f"{label}:{number}: not valid JSON ({error.msg})")
+            continue
+        if not isinstance(row, dict):
+            skipped.append(f"{label}:{number}: not a JSON object")
+            continue
+        objects += 1
+        named += text_field in row
+        value = row.get(text_field)
         if not isinstance(value, str):
-            raise CorpusError(
-                f"{path}:{number}: no string field {text_field!r} (choose it with --text-field)"
-            )
+            found = "missing" if text_field not in row else f"{_json_kind(value)}, not a string"
+            skipped.append(f"{label}:{number}: field {text_field!r} is {found}")
+            continue
         if value.strip():
             documents.append(Document(file=label, text=value, line=number))
+    if objects and not named:  # the field is not this file's: a wrong --text-field
+        raise CorpusError(
+            f"{path}: no record has a field {text_field!r} (choose it with --text-field)"
+        )
     return documents
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 def read_corpus(
@@ -97,16 +122,21 @@ def read_corpus(
     exclude: Iterable[Path] = (),
     links_out: bool = False,
     skipped_links: list[Path] | None = None,
+    skipped_records: list[str] | None = None,
 ) -> list[Document]:
     """Every non-empty document under ``path`` (a file or a directory, searched recursively).
 
     Hidden files and directories and anything under ``exclude`` are skipped, and so are
     symbolic links that lead out of the directory (appended to ``skipped_links`` when
-    given) unless ``links_out``; a JSONL file
-    gives one document per line, its text in ``text_field``. Documents come sorted by file
-    (then line). Raises ``CorpusError`` for a missing path, unreadable text, a bad JSONL
-    line, or a corpus with no documents.
+    given) unless ``links_out``; a JSONL file gives one document per line, its text in
+    ``text_field``, and a record without a string there (null, a number, missing, a line
+    that is not JSON) is skipped and appended to ``skipped_records`` as
+    ``file:line: reason``. Documents come sorted by file (then line). Raises
+    ``CorpusError`` for a missing path, text that is not UTF-8, a JSONL file where no
+    record has ``text_field``, or a corpus with no documents (naming the first skipped
+    records).
     """
+    skipped = skipped_records if skipped_records is not None else []
     path = Path(path)
     if not is_non_empty_str(text_field):
         raise CorpusError("text_field must be a non-empty string")
@@ -122,11 +152,18 @@ def read_corpus(
     for file in files:
         label = file.relative_to(root).as_posix()
         if file.suffix.lower() == ".jsonl":
-            documents.extend(_jsonl_documents(file, label, text_field))
+            documents.extend(_jsonl_documents(file, label, text_field, skipped))
         else:
             text = _read_text(file)
             if text.strip():
                 documents.append(Document(file=label, text=text))
     if not documents:
-        raise CorpusError(f"no non-empty {', '.join(CORPUS_SUFFIXES)} documents in {path}")
+        detail = ""
+        if skipped:
+            shown = "; ".join(skipped[:3])
+            detail = (
+                f" ({len(skipped)} JSONL records skipped: {shown}; choose the text field "
+                "with --text-field)"
+            )
+        raise CorpusError(f"no non-empty {', '.join(CORPUS_SUFFIXES)} documents in {path}{detail}")
     return documents

@@ -211,6 +211,8 @@ class GenerationSummary:
     failures: tuple[str, ...] = ()
     links_skipped: int = 0
     """Symbolic links in the corpus that lead out of it, not read."""
+    records_skipped: tuple[str, ...] = ()
+    """JSONL corpus records without a string text field, as ``file:line: reason``."""
 
     @property
     def pairs_kept(self) -> int:
@@ -227,6 +229,7 @@ class GenerationSummary:
         return {
             "documents": self.documents,
             "links_skipped": self.links_skipped,
+            "records_skipped": list(self.records_skipped),
             "chunks": self.chunks,
             "tasks": self.tasks,
             "tasks_cached": self.tasks_cached,
@@ -382,19 +385,22 @@ async def generate_qa(
     ``mask`` (e.g. one replacing the endpoint's key by ``***``) is applied to every line
     written (the checkpoint, ``train.jsonl``, ``eval.jsonl``) and to the failure texts of
     the summary. Symbolic links leading out of ``corpus`` are skipped and counted
-    (``links_skipped``) unless ``links_out``. Raises ``CorpusError`` for an
+    (``links_skipped``) unless ``links_out``; JSONL records without a string text field
+    are skipped (``records_skipped``, ``file:line: reason``). Raises ``CorpusError`` for an
     unreadable corpus.
     """
     mask = mask or _unmasked
     config = config or GenerationConfig()
     output_dir = Path(output_dir)
     skipped_links: list[Path] = []
+    skipped_records: list[str] = []
     documents = read_corpus(
         Path(corpus),
         text_field=text_field,
         exclude=[output_dir],
         links_out=links_out,
         skipped_links=skipped_links,
+        skipped_records=skipped_records,
     )
     chunks = [chunk for doc in documents for chunk in chunk_document(doc, config.chunking)]
     held_out = eval_groups(
@@ -480,4 +486,5 @@ async def generate_qa(
         style_fallbacks=fallbacks,
         failures=tuple(mask(text) for text in failures[:_MAX_FAILURES_KEPT]),
         links_skipped=len(skipped_links),
+        records_skipped=tuple(skipped_records),
     )

@@ -11,6 +11,7 @@ __all__ = [
     "LoggedCall",
     "MalformedRecord",
     "RecordShapeError",
+    "finish_reason_of",
     "iso_time",
     "json_kind",
     "messages_of",
@@ -28,7 +29,10 @@ class LoggedCall:
     the assistant message it returned (``None`` when the call failed without one).
     ``line`` is the 1-based line of the record, ``span_id`` the OTel span's id;
     ``conversation_id`` and ``user`` are what the log says (``None``: not logged);
-    ``time`` is the call's start as an ISO-8601 UTC string.
+    ``time`` is the call's start as an ISO-8601 UTC string. ``finish_reason`` is the
+    reply's as logged (``"length"`` when the output limit cut it), ``unsupported`` names
+    what of the call has no chat-completions equivalent (a file part, audio), which
+    keeps it from becoming a row.
     """
 
     file: str
@@ -42,6 +46,8 @@ class LoggedCall:
     time: str | None = None
     span_id: str | None = None
     tools: tuple[Mapping[str, Any], ...] = ()
+    finish_reason: str | None = None
+    unsupported: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +141,16 @@ def iso_time(value: object) -> str | None:
     except (OverflowError, OSError, ValueError):
         return None
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def finish_reason_of(response: object) -> str | None:
+    """The finish reason of a chat-completions response body's first choice."""
+    if not isinstance(response, dict):
+        return None
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return text_or_none(choices[0].get("finish_reason"))
+    return text_or_none(response.get("finish_reason") or response.get("stop_reason"))
 
 
 def reply_of(response: object) -> Mapping[str, Any] | None:

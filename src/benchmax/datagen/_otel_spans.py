@@ -2,7 +2,15 @@
 
 A span with ``gen_ai.input.messages`` and ``gen_ai.output.messages`` (JSON arrays of
 ``{role, parts}`` messages with ``text``, ``tool_call`` and ``tool_call_response`` parts)
-is one logged call; ``gen_ai.system_instructions`` opens its history. The conversation is
+is one logged call; ``gen_ai.system_instructions`` opens its history. An image part
+(``blob`` with base64 ``content``, or ``uri``, whose ``modality`` is ``image`` or whose
+``mime_type`` is ``image/*``) becomes an ``image_url`` content part (a ``data:`` URL for a
+blob), so the message keeps its text and images in order; ``reasoning`` parts are left
+out (reasoning is never a ground truth). A part with no chat-completions equivalent (a
+``file`` id, audio or video, an image in a reply, an unknown type) marks the call
+``unsupported``: it becomes no row (counted), never a silently text-only one. The finish
+reason is the first output message's ``finish_reason``, else the first of
+``gen_ai.response.finish_reasons``. The conversation is
 ``gen_ai.conversation.id``, the model ``gen_ai.response.model`` (else
 ``gen_ai.request.model``), the user ``user.id`` or ``enduser.id``; status ``ERROR`` or an
 ``error.type`` attribute marks a failed call. Other spans (tools, agents) are skipped.
@@ -62,9 +70,10 @@ def _json_attribute(value: object, name: str) -> Any:
     return value
 
 
-def _otel_message(message: object, name: str) -> list[dict[str, Any]]:
+def _otel_message(message: object, name: str, unsupported: list[str]) -> list[dict[str, Any]]:
     """One GenAI message (``{role, parts}``) as chat messages: a ``tool`` message per
-    ``tool_call_response`` part, tool calls on the assistant message."""
+    ``tool_call_response`` part, tool calls on the assistant message, images as
+    ``image_url`` parts; what cannot be carried over is named in ``unsupported``."""
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise RecordShapeError(f"{name} holds an item that is not a message with a role")
     role = message["role"]
@@ -73,7 +82,7 @@ def _otel_message(message: object, name: str) -> list[dict[str, Any]]:
         parts = [{"type": "text", "content": message["content"]}]
     if not isinstance(parts, list):
         raise RecordShapeError(f"{name} holds a message without parts")
-    texts: list[str] = []
+    content: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     for part in parts:
@@ -81,7 +90,15 @@ def _otel_message(message: object, name: str) -> list[dict[str, Any]]:
             continue
         kind = part.get("type")
         if kind == "text" and isinstance(part.get("content"), str):
-            texts.append(part["content"])
+            content.append({"type": "text", "text": part["content"]})
+        elif kind == "reasoning":
+            continue
+        elif kind in ("blob", "uri", "image"):
+            image = _image_part(part)
+            if image is None:
+                unsupported.append(f"a {_media(part)} {kind} part in {name}")
+            else:
+                content.append(image)
         elif kind == "tool_call":
             arguments = part.get("arguments")
             calls.append(
@@ -107,12 +124,44 @@ def _otel_message(message: object, name: str) -> list[dict[str, Any]]:
                     else orjson.dumps(response).decode(),
                 }
             )
+        else:
+            unsupported.append(f"a {kind!s:.40} part in {name}")
     if results:
         return results
-    converted: dict[str, Any] = {"role": role, "content": "".join(texts)}
+    converted: dict[str, Any] = {"role": role, "content": _content(content)}
     if calls:
         converted["tool_calls"] = calls
     return [converted]
+
+
+def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Text parts alone as one string (as logged before images were read); otherwise the
+    parts in order."""
+    if all(part["type"] == "text" for part in parts):
+        return "".join(part["text"] for part in parts)
+    return parts
+
+
+def _media(part: Mapping[str, Any]) -> str:
+    modality = part.get("modality")
+    if isinstance(modality, str) and modality:
+        return modality[:20]
+    mime = part.get("mime_type")
+    return str(mime)[:40] if isinstance(mime, str) and mime else "media"
+
+
+def _image_part(part: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An ``image_url`` part for an image blob or URI, else ``None``."""
+    mime = str(part["mime_type"]) if isinstance(part.get("mime_type"), str) else ""
+    if not (part.get("modality") == "image" or mime.startswith("image/")):
+        return None
+    if part.get("type") == "uri" and isinstance(part.get("uri"), str) and part["uri"]:
+        return {"type": "image_url", "image_url": {"url": part["uri"]}}
+    data = part.get("content", part.get("data"))
+    if isinstance(data, str) and data:
+        kind = mime or "image/png"
+        return {"type": "image_url", "image_url": {"url": f"data:{kind};base64,{data}"}}
+    return None
 
 
 def _span_call(
@@ -139,9 +188,16 @@ def _span_call(
         )
         if text:
             history.append({"role": "system", "content": text})
+    unsupported: list[str] = []
     for message in inputs:
-        history.extend(_otel_message(message, "gen_ai.input.messages"))
-    replies = [m for message in outputs for m in _otel_message(message, "gen_ai.output.messages")]
+        history.extend(_otel_message(message, "gen_ai.input.messages", unsupported))
+    replies = [
+        m
+        for message in outputs
+        for m in _otel_message(message, "gen_ai.output.messages", unsupported)
+    ]
+    if replies and not isinstance(replies[0].get("content"), str):
+        unsupported.append("an image in the reply (gen_ai.output.messages)")
     status = object_of(span.get("status"))
     code = status.get("code")
     failed = code in (2, "STATUS_CODE_ERROR", "ERROR") or bool(attributes.get("error.type"))
@@ -159,7 +215,24 @@ def _span_call(
         user=text_or_none(attributes.get("user.id")) or text_or_none(attributes.get("enduser.id")),
         time=iso_time(span.get("startTimeUnixNano")),
         span_id=text_or_none(span.get("spanId")),
+        finish_reason=_finish_reason(outputs, attributes.get("gen_ai.response.finish_reasons")),
+        unsupported="; ".join(unsupported) or None,
     )
+
+
+def _finish_reason(outputs: list[Any], reasons: object) -> str | None:
+    first = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
+    if isinstance(first.get("finish_reason"), str) and first["finish_reason"]:
+        return str(first["finish_reason"])
+    if isinstance(reasons, str):  # a JSON array kept as a string
+        text = reasons
+        try:
+            reasons = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text or None
+    if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
+        return str(reasons[0])
+    return None
 
 
 def otel_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[LoggedCall]:

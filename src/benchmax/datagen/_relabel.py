@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from benchmax._message_content import split_reasoning
 from benchmax._value_checks import is_non_empty_str
 from benchmax.rewards import Judge
 from benchmax.rewards.text import message_text
@@ -49,8 +50,9 @@ async def teacher_reply(
     temperature: float = 0.0,
     max_tokens: int | None = None,
 ) -> str:
-    """The teacher's reply to ``history``. Raises ``JudgeError`` when the request fails
-    and ``ValueError`` when the reply is not ``{"reply": "<non-empty text>"}``."""
+    """The teacher's reply to ``history``, reasoning (``<think>...</think>``) left out.
+    Raises ``JudgeError`` when the request fails and ``ValueError`` when the reply is not
+    ``{"reply": "<non-empty text>"}`` (text outside reasoning)."""
     parsed, _raw = await judge.request_json(
         build_relabel_prompt(history),
         request_id=request_id,
@@ -58,8 +60,10 @@ async def teacher_reply(
         max_tokens=max_tokens,
     )
     reply = parsed.get("reply")
-    if not is_non_empty_str(reply):
+    # Reasoning the teacher wrote into the reply (<think>...</think>) is no ground truth.
+    visible = split_reasoning(reply)[0].strip() if isinstance(reply, str) else reply
+    if not is_non_empty_str(visible):
         raise ValueError(
             f"teacher reply has no non-empty 'reply' string: {json.dumps(parsed)[:200]}"
         )
-    return str(reply).strip()
+    return str(visible)

@@ -2,16 +2,31 @@
 
 Kinds, in the order they are replaced (each by a ``[KIND]`` marker):
 
-* ``api_key``: provider keys by their published prefixes (OpenAI/Anthropic ``sk-``,
-  AWS ``AKIA``/``ASIA``, GitHub ``ghp_``..., ``github_pat_``, Slack ``xox?-``, Google
-  ``AIza``, Stripe ``sk_live_``..., Hugging Face ``hf_``) and the value of
-  ``api_key=``/``secret:``/``password=``/``access_token=`` assignments;
-* ``bearer_token``: the token after ``Bearer`` and JSON Web Tokens;
+* ``api_key``: PEM private-key blocks (``-----BEGIN ... PRIVATE KEY-----`` to its end,
+  or to the end of its base64 when cut); provider keys by their published prefixes
+  (OpenAI/Anthropic ``sk-``, AWS ``AKIA``/``ASIA``, GitHub ``ghp_``..., ``github_pat_``,
+  Slack ``xox?-``, Google ``AIza``, Stripe ``sk_live_``..., Hugging Face ``hf_``); the
+  password of a URL or DSN (``postgres://user:PASSWORD@host``); the value of a secret
+  query parameter (``?key=``, ``&token=``, ``&sig=``, ``access_token``...); and the value
+  (6+ characters) of an assignment ``NAME=value`` / ``NAME: value`` whose name ends in
+  a secret word, environment style included (``api_key``, ``x-api-key``, ``secret``,
+  ``client_secret``, ``secret_key``, ``AWS_SECRET_ACCESS_KEY``, ``password``,
+  ``DB_PASSWORD``, ``PGPASSWORD``, ``passwd``, ``pwd``, ``passphrase``, ``token``,
+  ``GITHUB_TOKEN``, ``access_token``, ``private_key``, ``credentials``; not
+  ``max_tokens``);
+* ``bearer_token``: the token after ``Bearer``, the credentials of an ``Authorization:``
+  header of another scheme (``Basic``, ``Token``, ``Digest``...) and JSON Web Tokens;
 * ``email``: addresses;
 * ``card``: 13 to 19 digits (spaces or dashes between) that pass the Luhn check
   (ISO/IEC 7812-1 Annex B);
 * ``phone``: numbers that Google's libphonenumber (the ``phonenumbers`` package) finds
   valid, national numbers read in ``phone_region``.
+
+A message's text parts are also scrubbed joined, so a key split across two parts is found;
+such parts are then merged into one (the first's place). Identifiers that hold personal
+data (an e-mail used as a conversation id or user) are written as pseudonyms
+(``pseudonym``): ``[EMAIL]#1``, ``[EMAIL]#2``... numbered in order of appearance, so rows of
+one conversation still share their id.
 
 Secret scanners built for repositories (detect-secrets, last released 2024) scan files
 line by line behind global settings; this module keeps a few precompiled patterns so a
@@ -53,9 +68,26 @@ _KEY_PATTERNS: Final = tuple(
     )
 )
 """(literal prefix, pattern): a pattern runs only on text holding its prefix."""
+_SECRET_NAME: Final = (
+    r"[A-Za-z0-9_.-]*?(?:api[_-]?key|apikey|secret(?:[_-]?access)?(?:[_-]?key)?|"
+    r"access[_-]?key|private[_-]?key|password|passwd|pwd|passphrase|token|credentials?)"
+)
 _ASSIGNED_SECRET = re.compile(
-    r"(?i)(\b(?:api[_-]?key|secret(?:[_-]?key)?|password|passwd|access[_-]?token)\b"
-    r"[\"']?\s*[:=]\s*[\"']?)([^\s\"',;}{]{6,})"
+    rf"(?i)((?<![A-Za-z0-9]){_SECRET_NAME}(?![A-Za-z0-9])[\"']?\s*[:=]\s*[\"']?)"
+    r"([^\s\"',;}{&]{6,})"
+)
+_PEM_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\:,-]*)"
+)
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/@?#\"']*:)([^\s@/?#\"']+)(?=@)")
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&](?:key|api[_-]?key|apikey|token|access[_-]?token|auth|sig|signature|secret|"
+    r"client[_-]?secret|password|code)=)([^&\s#\"']{4,})"
+)
+_AUTHORIZATION = re.compile(
+    r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?(?:basic|token|digest|negotiate|apikey)\s+)"
+    r"[A-Za-z0-9._~+/=-]{6,}"
 )
 _BEARER = re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")
@@ -63,8 +95,16 @@ _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za
 _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 _MAYBE_PHONE = re.compile(r"\d(?:[\s().-]{0,2}\d){6}")
 _NOT_DIGITS = bytes(byte for byte in range(256) if not 48 <= byte <= 57)
-_SECRET_WORDS = ("key", "secret", "password", "passwd", "token")
+_SECRET_WORDS = ("key", "secret", "pass", "pwd", "token", "credential")
 _SKIPPED_KEYS = frozenset({"role", "type", "id", "tool_call_id", "finish_reason"})
+
+
+def _is_text_part(part: Any) -> bool:
+    return (
+        isinstance(part, Mapping)
+        and part.get("type") == "text"
+        and isinstance(part.get("text"), str)
+    )
 
 
 def luhn_valid(digits: str) -> bool:
@@ -96,25 +136,39 @@ class Scrubber:
         self.kinds = frozenset(kinds)
         self.phone_region = phone_region.upper()
         self.counts: Counter[str] = Counter(dict.fromkeys(kinds, 0))
+        self._pseudonyms: dict[str, str] = {}
 
     def text(self, text: str) -> str:
         """``text`` with every selected kind replaced by its marker."""
         if len(text) < 6:
             return text
         kinds, counts = self.kinds, self.counts
-        lower = text.lower() if ("=" in text or ":" in text or "earer" in text) else ""
+        assigns = "=" in text or ":" in text
+        lower = text.lower() if (assigns or "earer" in text) else ""
         if "api_key" in kinds:
+            if "PRIVATE KEY" in text:
+                text, n = _PEM_KEY.subn("[API_KEY]", text)
+                counts["api_key"] += n
             underscore = "_" in text
             for prefix, pattern in _KEY_PATTERNS:
                 if (underscore or "_" not in prefix) and prefix in text:
                     text, n = pattern.subn("[API_KEY]", text)
                     counts["api_key"] += n
-            if ("=" in text or ":" in text) and any(word in lower for word in _SECRET_WORDS):
+            if "://" in text and "@" in text:
+                text, n = _URL_PASSWORD.subn(r"\1[API_KEY]", text)
+                counts["api_key"] += n
+            if "=" in text and ("?" in text or "&" in text):
+                text, n = _QUERY_SECRET.subn(r"\1[API_KEY]", text)
+                counts["api_key"] += n
+            if assigns and any(word in lower for word in _SECRET_WORDS):
                 text, n = _ASSIGNED_SECRET.subn(r"\1[API_KEY]", text)
                 counts["api_key"] += n
         if "bearer_token" in kinds:
             if "bearer" in lower:  # (lower is empty unless "earer" is in the text)
                 text, n = _BEARER.subn(r"\1[BEARER_TOKEN]", text)
+                counts["bearer_token"] += n
+            if assigns and "authorization" in lower:
+                text, n = _AUTHORIZATION.subn(r"\1[BEARER_TOKEN]", text)
                 counts["bearer_token"] += n
             if "eyJ" in text:
                 text, n = _JWT.subn("[BEARER_TOKEN]", text)
@@ -156,7 +210,8 @@ class Scrubber:
 
     def value(self, value: Any) -> Any:
         """``value`` (JSON data) with every string scrubbed, except identifiers and roles
-        (``role``, ``type``, ``id``, ``tool_call_id``, ``finish_reason``)."""
+        (``role``, ``type``, ``id``, ``tool_call_id``, ``finish_reason``); a list of
+        content parts is scrubbed with its text parts joined as well (``parts``)."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
@@ -165,5 +220,37 @@ class Scrubber:
                 for key, item in value.items()
             }
         if isinstance(value, list | tuple):
-            return [self.value(item) for item in value]
+            items = [self.value(item) for item in value]
+            return self.parts(items) if sum(map(_is_text_part, items)) > 1 else items
         return value
+
+    def parts(self, parts: list[Any]) -> list[Any]:
+        """Content ``parts`` (each already scrubbed) with a secret split across text parts
+        found too: the text parts' joined text is scrubbed again, and when that finds
+        more, they become one text part at the first one's place."""
+        texts = [part["text"] for part in parts if _is_text_part(part)]
+        joined = "".join(texts)
+        scrubbed = self.text(joined)
+        if scrubbed == joined:
+            return parts
+        merged: list[Any] = []
+        placed = False
+        for part in parts:
+            if not _is_text_part(part):
+                merged.append(part)
+            elif not placed:
+                merged.append({**part, "text": scrubbed})
+                placed = True
+        return merged
+
+    def pseudonym(self, identifier: str) -> str:
+        """``identifier`` itself, or, when it holds something scrubbed (an e-mail used as a
+        conversation id), its scrubbed text numbered by first appearance (``[EMAIL]#1``):
+        distinct identifiers stay distinct, and the same one always gets the same name."""
+        scrubbed = self.text(identifier)
+        if scrubbed == identifier:
+            return identifier
+        known = self._pseudonyms.get(identifier)
+        if known is None:
+            known = self._pseudonyms[identifier] = f"{scrubbed}#{len(self._pseudonyms) + 1}"
+        return known

@@ -7,7 +7,8 @@ it came from. A record that cannot be read becomes a ``MalformedRecord`` naming 
 
 * ``litellm``: LiteLLM's ``StandardLoggingPayload``, one JSON object per line, as its
   loggers write it (``call_type``, ``messages``, ``response``, ``status``, ``session_id``,
-  ``end_user``, ``model``, ``startTime``, ``error_str``...).
+  ``end_user``, ``model``, ``startTime``, ``error_str``...; the request's tools under
+  ``model_parameters.tools``, else ``tools``).
 * ``request-response``: ``{"request": {chat-completions body}, "response": {reply body}}``
   per line, with optional ``error``/``status_code``, ``conversation_id``/``session_id``,
   ``user``, ``timestamp``.
@@ -33,6 +34,7 @@ from benchmax.datagen._logged_calls import (
     LoggedCall,
     MalformedRecord,
     RecordShapeError,
+    finish_reason_of,
     iso_time,
     json_kind,
     messages_of,
@@ -222,6 +224,7 @@ def _litellm_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[
     reply = None if failed else reply_of(record.get("response"))
     if not failed and record.get("response") not in (None, "", {}) and reply is None:
         raise RecordShapeError("response is not a chat-completions reply")
+    tools = object_of(record.get("model_parameters")).get("tools") or record.get("tools")
     yield LoggedCall(
         file=file,
         line=line,
@@ -233,7 +236,13 @@ def _litellm_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[
         user=user,
         time=iso_time(record.get("startTime")),
         span_id=text_or_none(record.get("id")),
+        tools=_tools(tools),
+        finish_reason=finish_reason_of(record.get("response")),
     )
+
+
+def _tools(tools: object) -> tuple[Mapping[str, Any], ...]:
+    return tuple(t for t in tools if isinstance(t, dict)) if isinstance(tools, list) else ()
 
 
 # ---- {"request", "response"} -----------------------------------------------------------
@@ -280,7 +289,8 @@ def _request_response_calls(
             or (response.get("created") if isinstance(response, dict) else None)
         ),
         span_id=text_or_none(response.get("id")) if isinstance(response, dict) else None,
-        tools=tuple(t for t in tools if isinstance(t, dict)) if isinstance(tools, list) else (),
+        tools=_tools(tools),
+        finish_reason=finish_reason_of(response),
     )
 
 
@@ -310,7 +320,7 @@ def _messages_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator
             conversation_id=conversation,
             user=text_or_none(record.get("user")) or text_or_none(metadata.get("user")),
             time=iso_time(record.get("timestamp") or record.get("time")),
-            tools=tuple(t for t in tools if isinstance(t, dict)) if isinstance(tools, list) else (),
+            tools=_tools(tools),
         )
 
 

@@ -19,15 +19,20 @@ from typing import IO, Any, Literal
 
 import orjson
 
+from benchmax._message_content import split_reasoning
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.datagen._scrubbing import SCRUB_KINDS, Scrubber
 from benchmax.datagen._trace_formats import LoggedCall
 from benchmax.rewards import NgramDiversityConfig
 from benchmax.rewards.text import message_text
 
-__all__ = ["Candidate", "CandidateIndex", "TracesConfig", "candidate_of"]
+__all__ = ["CUT_FINISH_REASONS", "Candidate", "CandidateIndex", "TracesConfig", "candidate_of"]
 
 _WORD = re.compile(r"\w+")
+CUT_FINISH_REASONS = frozenset({"length", "max_tokens", "max_output_tokens"})
+"""Finish reasons (lower-cased) of a reply the output limit cut: OpenAI-compatible servers
+and the OTel GenAI conventions say ``length``, Anthropic ``max_tokens``, Gemini
+``MAX_TOKENS``, the Responses API ``max_output_tokens``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,6 +101,7 @@ class Candidate:
     row: dict[str, Any]
     exact_key: int
     conversation: str
+    """As logged (a split key, never written); ``row["source"]`` shows its pseudonym."""
     user: str | None
     near_text: str
     history_length: int
@@ -116,6 +122,9 @@ def candidate_of(
     if call.reply is None or (call.failed and not config.keep_failed):
         dropped["failed_call"] += 1
         return None
+    if call.unsupported is not None:
+        dropped["unsupported_content"] += 1
+        return None
     if config.models and not (
         call.model and any(fnmatch.fnmatchcase(call.model, p) for p in config.models)
     ):
@@ -124,7 +133,11 @@ def candidate_of(
     if not call.history:
         dropped["no_history"] += 1
         return None
-    reply_text = _text(call.reply).strip()
+    if (call.finish_reason or "").lower() in CUT_FINISH_REASONS:
+        dropped["cut_by_length"] += 1  # a reply the output limit cut is no ground truth
+        return None
+    # Reasoning written in the reply (<think>...</think>) is never part of a ground truth.
+    reply_text = split_reasoning(_text(call.reply))[0].strip()
     tool_calls = call.reply.get("tool_calls") or None
     if not reply_text:
         if not tool_calls:
@@ -144,7 +157,8 @@ def candidate_of(
     reply_text = scrubber.text(reply_text)
     if tool_calls is not None:
         tool_calls = scrubber.value(tool_calls)
-    user = scrubber.text(call.user) if call.user else None
+    # Grouping keys stay as logged (in memory only); what rows show is scrubbed.
+    user = call.user or None
     row: dict[str, Any] = {}
     first = history[0]
     if len(history) == 1 and first.get("role") == "user" and isinstance(first.get("content"), str):
@@ -155,14 +169,15 @@ def candidate_of(
     if tool_calls:
         row["tool_calls"] = tool_calls
     if call.tools:
-        row["tools"] = list(call.tools)
+        row["tools"] = scrubber.value(list(call.tools))
     conversation = call.conversation_id or _derived_conversation(history)
     source: dict[str, Any] = {"file": call.file}
     if call.span_id is not None:
         source["span_id"] = call.span_id
     source["line"] = call.line
-    source["conversation_id"] = conversation
-    for key, value in (("user", user), ("model", call.model), ("time", call.time)):
+    source["conversation_id"] = scrubber.pseudonym(conversation)
+    shown_user = None if user is None else scrubber.pseudonym(user)
+    for key, value in (("user", shown_user), ("model", call.model), ("time", call.time)):
         if value is not None:
             source[key] = value
     row["source"] = source

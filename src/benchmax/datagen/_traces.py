@@ -23,6 +23,7 @@ import orjson
 
 from benchmax.datagen._holdout import eval_groups
 from benchmax.datagen._relabel import teacher_reply
+from benchmax.datagen._scratch import remove_stale_scratch
 from benchmax.datagen._scrubbing import Scrubber
 from benchmax.datagen._trace_formats import (
     LoggedCall,
@@ -66,9 +67,12 @@ class TracesSummary:
     a whole OTLP document, that held a reply or were malformed);
     ``malformed`` records were skipped (the first ones in ``malformed_examples``, as
     ``file:line: reason``). ``dropped`` counts rows left out by reason (``failed_call``,
-    ``model_filtered``, ``no_history``, ``empty_reply``, ``tool_only_reply``,
-    ``reply_too_short``, ``too_long``, ``duplicate``, ``near_duplicate``,
-    ``earlier_turn`` in whole-conversation mode); ``scrubbed`` the replacements by kind.
+    ``unsupported_content`` (a part with no chat equivalent, such as an OTel file or
+    audio part), ``model_filtered``, ``no_history``, ``cut_by_length`` (the reply's
+    finish reason says the output limit cut it), ``empty_reply`` (reasoning alone counts
+    as empty), ``tool_only_reply``, ``reply_too_short``, ``too_long``, ``duplicate``,
+    ``near_duplicate``, ``earlier_turn`` in whole-conversation mode); ``scrubbed`` the
+    replacements by kind.
     ``relabeled``/``relabel_failed`` count teacher answers kept and requests that failed
     (the logged reply stays then).
     """
@@ -354,7 +358,9 @@ async def traces(
 
     ``on_progress(stage, done, total)`` reports ``"reading"`` in bytes and ``"writing"``
     in rows. Memory stays bounded by a few numbers per row and per conversation; rows are
-    spilled to a temporary file in ``output_dir``.
+    spilled to a temporary file in ``output_dir``; what a run that was killed left there
+    (its spill directory, half-written files, named by its process id) is removed when
+    that process is gone.
 
     Raises ``TraceFormatError`` for a file in no known format (before anything is
     written), ``TracesError`` for a missing input or, under ``strict``, the first
@@ -364,8 +370,9 @@ async def traces(
     output = Path(output_dir)
     files = find_trace_files([Path(p) for p in inputs], exclude=[output])
     output.mkdir(parents=True, exist_ok=True)
+    remove_stale_scratch(output)
     reading = _Reading(config, on_progress)
-    with tempfile.TemporaryDirectory(dir=output, prefix=".traces-") as scratch:
+    with tempfile.TemporaryDirectory(dir=output, prefix=f".traces-{os.getpid()}-") as scratch:
         spill_path = Path(scratch) / "rows.jsonl"
         with spill_path.open("wb") as spill:
             try:

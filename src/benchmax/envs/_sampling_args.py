@@ -17,8 +17,10 @@ def validated_sampling_args(value: object, owner: str = "sampling_args") -> dict
 
     Raises ``TypeError`` when ``value`` is not a mapping with string keys and
     ``ValueError`` naming the key when it sets ``model``, ``messages`` or
-    ``tools``, sets a truthy ``stream`` (``stream: false`` is allowed) or its value
-    is not JSON-serializable (finite numbers only).
+    ``tools``, sets a truthy ``stream`` (``stream: false`` is allowed), sets ``n`` to
+    anything but 1 (the chat loop reads one choice per call: a group's rollouts are
+    ``group_size`` separate calls), or its value is not JSON-serializable (finite numbers
+    only).
     """
     if not isinstance(value, Mapping):
         raise TypeError(f"{owner} must be a mapping of request body fields")
@@ -31,6 +33,12 @@ def validated_sampling_args(value: object, owner: str = "sampling_args") -> dict
         if key == "stream" and item:
             raise ValueError(
                 f"{owner} must not set 'stream' to true (the chat loop reads whole replies)"
+            )
+        if key == "n" and (type(item) is not int or item != 1):
+            raise ValueError(
+                f"{owner}['n'] must be 1, got {item!r}: each call's first choice is read, so"
+                " more would be generated and dropped; a group of N rollouts is group_size=N"
+                " (-k N on the command line)"
             )
         try:
             json.dumps(item, allow_nan=False)

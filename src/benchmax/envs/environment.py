@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmax._cancellation import stray_cancellation_as_error
+from benchmax.envs._hook_deadlines import deadline_for
 from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset
@@ -166,13 +167,16 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
         self, finished: list[Attempt], declared: tuple[str, ...]
     ) -> dict[str, RolloutOutcome]:
         ids = tuple(attempt.rollout_id for attempt in finished)
+        deadline = deadline_for("compute_group_rewards")
+        timer = asyncio.timeout(deadline.seconds)
         try:
             with (
                 group_context(ids),
                 exits_as_errors(self, "compute_group_rewards"),
                 stray_cancellation_as_error(f"{type(self).__name__}.compute_group_rewards"),
             ):
-                group_rewards = await self.compute_group_rewards(finished)
+                async with timer:
+                    group_rewards = await self.compute_group_rewards(finished)
             merged = _merge_group_rewards(finished, group_rewards, declared)
             _check_finite_group_rewards(merged)
         except RolloutFailure as failure:
@@ -185,13 +189,22 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
             )
             return {rid: _zero_outcome(declared, failure.termination_reason) for rid in ids}
         except Exception as error:
-            logger.error(
-                "benchmax.rollout.failed rollout_id=group "
-                "termination_reason=group_reward_error: %s",
-                error,
-                exc_info=error,
-                extra={"rollout_ids": ids},
-            )
+            if isinstance(error, TimeoutError) and timer.expired():
+                hook = f"compute_group_rewards (rollouts {', '.join(ids)})"
+                logger.error(
+                    "benchmax.rollout.failed rollout_id=group "
+                    "termination_reason=group_reward_error: %s",
+                    deadline.expired_message(hook, error, type(self).compute_group_rewards),
+                    extra={"rollout_ids": ids},
+                )
+            else:
+                logger.error(
+                    "benchmax.rollout.failed rollout_id=group "
+                    "termination_reason=group_reward_error: %s",
+                    error,
+                    exc_info=error,
+                    extra={"rollout_ids": ids},
+                )
             return {rid: _zero_outcome(declared, GROUP_REWARD_ERROR) for rid in ids}
         with hook_errors(self, "compute_group_rewards"):
             return {

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmax._url_credentials import masked_url
 from benchmax._value_checks import is_non_empty_str, is_numeric
 from benchmax.auth import ModelAuth
 from benchmax.envs._sampling_args import validated_sampling_args
@@ -137,7 +138,8 @@ class RolloutRequest[Payload]:
     ``sampling_args`` (beyond 0.2) are extra chat-completions body fields for this
     rollout (``temperature``, ``max_tokens``, ``seed``, server-specific fields);
     they override the run's and the environment's. The repr never shows
-    ``model_auth``, and shows ``sampling_args`` only when some are set.
+    ``model_auth`` (nor a password in ``base_url``: ``user:***@``), and shows
+    ``sampling_args`` only when some are set.
     """
 
     rollout_id: str
@@ -152,7 +154,8 @@ class RolloutRequest[Payload]:
     def __repr__(self) -> str:
         text = (
             f"{type(self).__qualname__}(rollout_id={self.rollout_id!r}, "
-            f"example={self.example!r}, model={self.model!r}, base_url={self.base_url!r}, "
+            f"example={self.example!r}, model={self.model!r}, "
+            f"base_url={masked_url(self.base_url)!r}, "
             f"split={self.split!r}"
         )
         if self.sampling_args:

@@ -1,4 +1,4 @@
-"""SkyRL's generator output from benchmax trajectories (a plain function; imports no SkyRL).
+"""SkyRL's generator output from benchmax trajectories (a plain function).
 
 :func:`generator_output` returns the fields of SkyRL's ``GeneratorOutput`` TypedDict
 (``skyrl/train/generators/base.py``, skyrl 0.4) for a batch of rollouts, one row each, in
@@ -11,8 +11,11 @@ the order given (a custom ``GeneratorInterface.generate`` returns it as is):
 * ``stop_reasons``: the last model call's ``finish_reason`` (``"stop"``, ``"length"``...),
   else the termination reason
 * ``rollout_logprobs``: ``completion_logprobs`` (0.0 at added tokens)
-* ``trajectory_ids``: ``{"instance_id": example_id, "repetition_id": group_index}``
-  (``TrajectoryID(**row)``)
+* ``trajectory_ids``: SkyRL's own ``TrajectoryID(instance_id=example_id,
+  repetition_id=group_index)`` objects (its trainer reads ``.instance_id`` and
+  ``.to_string()``); imported from ``skyrl.train.generators.base`` when the function is
+  called, so importing this module needs no SkyRL. Without SkyRL installed they are plain
+  dicts with the same two keys.
 * ``trajectory_generation_times``: model + tool + reward seconds
 * ``trajectory_time_splits``: ``{"llm": model seconds, "env": tool + reward seconds}``
 * ``rollout_metrics``, ``env_metrics``: ``None`` / per row ``{"termination_reason",
@@ -26,6 +29,7 @@ its group's baseline: filter on ``env_metrics[i]["trainable"]`` to drop it entir
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -58,9 +62,7 @@ def generator_output(
         "stop_reasons": [_stop_reason(trajectory) for trajectory in trajectories],
         "rollout_metrics": None,
         "rollout_logprobs": [list(s.completion_logprobs) for s in sequences],
-        "trajectory_ids": [
-            {"instance_id": t.example_id, "repetition_id": t.group_index} for t in trajectories
-        ],
+        "trajectory_ids": _trajectory_ids(trajectories),
         "trajectory_generation_times": [model + env for model, env in seconds],
         "trajectory_time_splits": {
             "llm": [model for model, _ in seconds],
@@ -80,6 +82,15 @@ def generator_output(
         "pixel_values": None,
         "image_grid_thw": None,
     }
+
+
+def _trajectory_ids(trajectories: Sequence[Trajectory]) -> list[Any]:
+    try:
+        base = importlib.import_module("skyrl.train.generators.base")
+    except ImportError:
+        return [{"instance_id": t.example_id, "repetition_id": t.group_index} for t in trajectories]
+    make = base.TrajectoryID
+    return [make(instance_id=t.example_id, repetition_id=t.group_index) for t in trajectories]
 
 
 def _stop_reason(trajectory: Trajectory) -> str:

@@ -3,7 +3,7 @@
 ``GRPOTrainer(rollout_func=..., reward_funcs=[benchmax_reward])`` hands generation to
 benchmax: :class:`RolloutFunc` runs one benchmax group per example against an
 OpenAI-compatible endpoint that returns token ids and logprobs (vLLM, SGLang, ``trl
-vllm-serve``... see the README, "Training with TRL") and gives TRL the ids the server
+vllm-serve``... see ``docs/training.md``) and gives TRL the ids the server
 sampled, their logprobs and the mask of environment-added tokens; :func:`benchmax_reward`
 hands TRL the environment's scalar reward. This module imports neither ``trl`` nor
 ``torch``: it returns plain lists (install ``benchmax[trl]`` for the trainer).
@@ -22,6 +22,23 @@ advantage to 0. With ``use_vllm=False`` the returned logprobs are kept as
 ``use_vllm=True`` TRL syncs its weights to the vLLM server before calling
 ``rollout_func`` and corrects with them (importance sampling).
 
+How a prompt finds its example: TRL hands ``rollout_func`` only the rows' ``prompt``
+column (deep-copied; the other columns reach the reward functions, not ``rollout_func``),
+so :func:`dataset_rows` carries each example's id inside its prompt: the first message
+gets an extra key ``benchmax_example_id`` (chat templates ignore unknown message keys, and
+:class:`RolloutFunc` never sends TRL's copy of the prompt to the model). A hand-written
+dataset does the same: put ``"benchmax_example_id": example.id`` into any message of the
+prompt, or use the id itself as the prompt (a string). Prompts without the key are matched
+by their messages, keys whose value is ``None`` left out (Arrow adds ``name: None`` and
+the other keys any message of the column has).
+
+Rollout ids and seeds follow each row's place in TRL's whole generation batch (process
+``p`` of the trainer's accelerator holds rows ``p * len(prompts)`` onward; TRL's groups are
+the runs of ``num_generations`` rows): row ``r`` of the ``n``-th call is rollout
+``trl-<n>-<r // num_generations>-<r % num_generations>`` with seed ``rollout_seed(seed + n,
+example id, r)``, so the halves of a group that TRL split across processes never share an
+id or a seed, and the same batch gets the same ids and seeds on any number of processes.
+
 A non-trainable rollout (``Trajectory.trainable`` false: ``model_error``, timeouts,
 ``context_exceeded`` and the other operational failures) never teaches the model: all of
 its ``env_mask`` is 0 (none of its tokens enters the loss) *and* :func:`benchmax_reward`
@@ -31,7 +48,6 @@ returns ``None`` for it, so it does not move its siblings' baseline either.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -40,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmax._group_pipeline import run_pool
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.envs import (
     DatasetSplit,
@@ -63,6 +80,9 @@ logger = logging.getLogger(__name__)
 
 ROLLOUT_ID_PLACEHOLDER = "{rollout_id}"
 """In ``base_url``, replaced by each rollout's id (``trl-<call>-<group>-<index>``)."""
+
+EXAMPLE_ID_KEY = "benchmax_example_id"
+"""The message key carrying the example id in a prompt :func:`dataset_rows` built."""
 
 REWARD_KEY = "benchmax_reward"
 """The extra field holding each row's scalar reward (``None``: not trainable)."""
@@ -93,9 +113,20 @@ def load_examples(
 
 def dataset_rows(examples: Iterable[Example[Any]]) -> list[dict[str, Any]]:
     """One TRL dataset row per example: ``{"prompt": <its prompt_messages>, "example_id":
-    <its id>}`` (``datasets.Dataset.from_list(rows)``). ``ValueError`` for a payload
-    without a ``prompt_messages`` list."""
-    return [{"prompt": _prompt_messages(example), "example_id": example.id} for example in examples]
+    <its id>}`` (``datasets.Dataset.from_list(rows)``), the first message of the prompt
+    carrying the id under ``benchmax_example_id`` too (TRL hands ``rollout_func`` only
+    the prompt; see the module docs). ``ValueError`` for a payload without a non-empty
+    ``prompt_messages`` list of messages (objects)."""
+    rows = []
+    for example in examples:
+        messages = _prompt_messages(example)
+        if not messages or not all(isinstance(m, Mapping) for m in messages):
+            raise ValueError(
+                f"example {example.id!r}: prompt_messages must be a non-empty list of messages"
+            )
+        tagged = [{**messages[0], EXAMPLE_ID_KEY: example.id}, *(dict(m) for m in messages[1:])]
+        rows.append({"prompt": tagged, "example_id": example.id})
+    return rows
 
 
 def benchmax_reward(
@@ -118,31 +149,40 @@ def benchmax_reward(
 
 @dataclass(frozen=True, slots=True)
 class _Row:
-    """Where one prompt of TRL's batch goes: its example and its place in the group."""
+    """Where one prompt of TRL's batch goes: its example, its benchmax group (an index
+    into the call's groups), its rollout id and its row in TRL's generation batch."""
 
     example: Example[Any]
     group: int
     index: int
+    rollout_id: str
+    batch_row: int
 
 
 class RolloutFunc:
     """A ``rollout_func`` for TRL's ``GRPOTrainer`` running ``env``'s rollouts.
 
     ``examples`` are the examples the trainer's dataset refers to (build that dataset with
-    :func:`dataset_rows`). A prompt TRL passes is matched to an example by its
-    ``prompt_messages`` (or, when it is a string, by example id); ``ValueError`` at
-    construction when two examples share a prompt, and when called with a prompt that
-    matches none. Each call runs, concurrently, one benchmax group per distinct example of
-    the batch with as many rollouts as TRL repeated it (``num_generations``) through
+    :func:`dataset_rows`). A prompt TRL passes finds its example by id: the
+    ``benchmax_example_id`` key of one of its messages, or the prompt itself when it is a
+    string; else by its ``prompt_messages`` (``None``-valued keys left out). Examples may
+    share a prompt; ``ValueError`` at construction when two different examples share an
+    id, and when called with a prompt that names an unknown id, matches no example, or
+    (untagged) matches several. Each call runs, concurrently, one benchmax group per TRL
+    group of the batch (the rows of one example within a run of ``num_generations``;
+    without a trainer that says, all rows of one example) through
     ``benchmax.training.collect_group``, every request asking the server for token ids and
     logprobs (``record_tokens``), against ``base_url`` (``{rollout_id}`` in it becomes the
-    rollout's id, ``trl-<call>-<group>-<index>``) with ``model``; ``model_auth``
-    defaults to ``Bearer EMPTY`` (vLLM's convention for no key). ``sampling_args`` go into
-    every request; by default they carry the trainer's ``temperature`` and ``top_p``. With
-    ``seed``, every rollout sends its own ``seed``: ``benchmax.training.rollout_seed(seed +
-    n, example id, index in the group)`` for the ``n``-th call (a ``seed`` in
-    ``sampling_args`` wins),
-    so a server that honours seeds samples reproducibly whatever the request order.
+    rollout's id, see the module docs) with ``model``; ``model_auth`` defaults to ``Bearer
+    EMPTY`` (vLLM's convention for no key). ``sampling_args`` go into every request; by
+    default they carry the trainer's ``temperature`` and ``top_p``. With ``seed``, every
+    rollout sends its own ``seed``: ``benchmax.training.rollout_seed(seed + n, example id,
+    row)`` for the ``n``-th call and the rollout's row in TRL's generation batch (a
+    ``seed`` in ``sampling_args`` wins), so a server that honours seeds samples
+    reproducibly whatever the request order. ``calls_done`` is where the call count starts
+    (a resumed run passes the :attr:`calls_done` it saved, and gets the rollout ids and
+    seeds an uninterrupted run would have used); ``ValueError`` when it is not a
+    non-negative integer.
 
     Per prompt, in TRL's order, the call returns ``prompt_ids``, ``completion_ids``,
     ``logprobs``, ``env_mask`` (see ``_sequence``: the last training sample of the
@@ -153,7 +193,8 @@ class RolloutFunc:
     ``termination_reason``, ``rollout_id``, ``trainable`` and ``token_prefix_breaks``.
     ``on_group(trajectories)`` is called with each group's trajectories (e.g. to log or
     keep them). Rollouts run on a private event loop thread; :meth:`close` (or ``with``)
-    stops it and closes the environment.
+    stops it and closes the environment. ``calls_done`` (default 0) is the number of
+    calls already made by the run being resumed: the call counter starts there.
     """
 
     def __init__(
@@ -168,7 +209,10 @@ class RolloutFunc:
         split: DatasetSplit = "train",
         seed: int | None = None,
         on_group: Callable[[Sequence[Trajectory]], None] | None = None,
+        calls_done: int = 0,
     ) -> None:
+        if isinstance(calls_done, bool) or not isinstance(calls_done, int) or calls_done < 0:
+            raise ValueError(f"calls_done must be a non-negative integer, got {calls_done!r}")
         self.env = env
         self.base_url = base_url
         self.model = model
@@ -177,25 +221,29 @@ class RolloutFunc:
         self._split: DatasetSplit = split
         self._seed = seed
         self._on_group = on_group
-        self._by_prompt: dict[str, Example[Any]] = {}
+        self._by_prompt: dict[str, list[Example[Any]]] = {}
         self._by_id: dict[str, Example[Any]] = {}
         for example in examples:
-            key = canonical_example_id(_prompt_messages(example))
-            other = self._by_prompt.get(key)
-            if other is not None and other.id != example.id:
-                raise ValueError(
-                    f"examples {other.id!r} and {example.id!r} have the same prompt_messages; "
-                    "TRL hands rollout_func only the prompt: give each example its own prompt "
-                    "or use example ids as the dataset's prompts"
-                )
-            self._by_prompt[key] = example
+            other = self._by_id.get(example.id)
+            if other is not None:
+                if other != example:
+                    raise ValueError(f"two different examples have the id {example.id!r}")
+                continue
+            key = _prompt_key(_prompt_messages(example))
+            self._by_prompt.setdefault(key, []).append(example)
             self._by_id[example.id] = example
-        self._calls = itertools.count()
+        self._calls_done = calls_done
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="benchmax-trl-rollouts", daemon=True
         )
         self._thread.start()
+
+    @property
+    def calls_done(self) -> int:
+        """How many calls this function has started, counting the ``calls_done`` it was
+        given: the number the next call gets (save it to resume)."""
+        return self._calls_done
 
     def __enter__(self) -> RolloutFunc:
         return self
@@ -215,29 +263,28 @@ class RolloutFunc:
 
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
         """Run the rollouts for TRL's ``prompts``; the dict described in the class docs."""
-        rows = self._rows(prompts)
-        call = next(self._calls)
-        groups: dict[str, list[_Row]] = {}
+        call = self._calls_done
+        rows = self._rows(prompts, trainer, call)
+        self._calls_done += 1
+        groups: dict[int, list[_Row]] = {}
         for row in rows:
-            groups.setdefault(row.example.id, []).append(row)
+            groups.setdefault(row.group, []).append(row)
         sampling_args = self._sampling_args_for(trainer)
         requests = [
             [
                 RolloutRequest(
-                    rollout_id=f"trl-{call}-{group}-{index}",
-                    example=members[0].example,
+                    rollout_id=member.rollout_id,
+                    example=member.example,
                     model=self.model,
-                    base_url=self.base_url.replace(
-                        ROLLOUT_ID_PLACEHOLDER, f"trl-{call}-{group}-{index}"
-                    ),
+                    base_url=self.base_url.replace(ROLLOUT_ID_PLACEHOLDER, member.rollout_id),
                     model_auth=self._auth,
                     split=self._split,
-                    sampling_args=self._seeded(sampling_args, call, members[0].example, index),
+                    sampling_args=self._seeded(sampling_args, call, member),
                     record_tokens=True,
                 )
-                for index in range(len(members))
+                for member in members
             ]
-            for group, members in enumerate(groups.values())
+            for members in groups.values()
         ]
         results = self._run(self._collect(requests))
         filler = _placeholder_token(trainer)
@@ -273,32 +320,59 @@ class RolloutFunc:
             output["token_prefix_breaks"].append(trajectory.token_prefix_breaks)
         return output
 
-    def _rows(self, prompts: Sequence[Any]) -> list[_Row]:
+    def _rows(self, prompts: Sequence[Any], trainer: Any, call: int) -> list[_Row]:
+        """Each prompt's example, benchmax group, rollout id and row in TRL's batch."""
+        examples = [self._example_for(prompt) for prompt in prompts]
+        generations = _generations(trainer)
+        offset = _process_index(trainer) * len(prompts)
+        groups: dict[tuple[int, str], int] = {}
+        sizes: dict[int, int] = {}
         rows: list[_Row] = []
-        groups: dict[str, int] = {}
-        sizes: dict[str, int] = {}
-        for prompt in prompts:
-            example = self._example_for(prompt)
-            group = groups.setdefault(example.id, len(groups))
-            index = sizes.get(example.id, 0)
-            sizes[example.id] = index + 1
-            rows.append(_Row(example, group, index))
+        for position, example in enumerate(examples):
+            batch_row = offset + position
+            trl_group = 0 if generations is None else batch_row // generations
+            group = groups.setdefault((trl_group, example.id), len(groups))
+            index = sizes.get(group, 0)
+            sizes[group] = index + 1
+            if generations is None:  # no trainer to ask: one group per example
+                rollout_id = f"trl-{call}-{group}-{index}"
+            else:
+                rollout_id = f"trl-{call}-{trl_group}-{batch_row % generations}"
+            rows.append(_Row(example, group, index, rollout_id, batch_row))
         return rows
 
     def _example_for(self, prompt: Any) -> Example[Any]:
         if isinstance(prompt, str):
             found = self._by_id.get(prompt)
-        else:
-            try:
-                found = self._by_prompt.get(canonical_example_id(prompt))
-            except ValueError:
-                found = None
-        if found is None:
+            if found is None:
+                raise ValueError(f"rollout_func got the prompt {prompt!r}, which is no example id")
+            return found
+        tagged = _tagged_id(prompt)
+        if tagged is not None:
+            found = self._by_id.get(tagged)
+            if found is None:
+                raise ValueError(
+                    f"rollout_func got a prompt tagged with example id {tagged!r}, "
+                    "which is not among the examples given to RolloutFunc"
+                )
+            return found
+        try:
+            matches = self._by_prompt.get(_prompt_key(prompt), [])
+        except ValueError:
+            matches = []
+        if not matches:
             raise ValueError(
                 "rollout_func got a prompt that matches no example's prompt_messages "
                 "(build the trainer's dataset with benchmax.integrations.trl.dataset_rows)"
             )
-        return found
+        if len(matches) > 1:
+            names = ", ".join(repr(example.id) for example in matches)
+            raise ValueError(
+                f"rollout_func got a prompt shared by examples {names} without an example "
+                f"id: build the trainer's dataset with dataset_rows (it puts "
+                f"{EXAMPLE_ID_KEY!r} into the prompt) or add that key to a message yourself"
+            )
+        return matches[0]
 
     def _sampling_args_for(self, trainer: Any) -> dict[str, Any]:
         if self._sampling_args is not None:
@@ -311,23 +385,24 @@ class RolloutFunc:
                 chosen[name] = float(value)
         return chosen
 
-    def _seeded(
-        self, sampling_args: dict[str, Any], call: int, example: Example[Any], index: int
-    ) -> dict[str, Any]:
+    def _seeded(self, sampling_args: dict[str, Any], call: int, row: _Row) -> dict[str, Any]:
         if self._seed is None or "seed" in sampling_args:
             return sampling_args
-        return {**sampling_args, "seed": rollout_seed(self._seed + call, example.id, index)}
+        seed = rollout_seed(self._seed + call, row.example.id, row.batch_row)
+        return {**sampling_args, "seed": seed}
 
     async def _collect(
         self, groups: Sequence[Sequence[RolloutRequest[Any]]]
     ) -> list[CollectedGroup]:
-        async def one(requests: Sequence[RolloutRequest[Any]]) -> CollectedGroup:
-            collected = await collect_group(self.env, requests)
-            if self._on_group is not None:
-                self._on_group(collected.trajectories)
-            return collected
+        collected: dict[int, CollectedGroup] = {}
 
-        return list(await asyncio.gather(*(one(requests) for requests in groups)))
+        async def one(index: int) -> None:
+            collected[index] = await collect_group(self.env, groups[index])
+            if self._on_group is not None:
+                self._on_group(collected[index].trajectories)
+
+        await run_pool(range(len(groups)), one, concurrency=max(len(groups), 1))
+        return [collected[index] for index in range(len(groups))]
 
     def _run[T](self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -339,6 +414,54 @@ def _prompt_messages(example: Example[Any]) -> list[Any]:
     if not isinstance(prompt, list):
         raise ValueError(f"example {example.id!r} has no prompt_messages list")
     return prompt
+
+
+def _prompt_key(messages: Any) -> str:
+    """The identity of a prompt's messages, ``None``-valued keys and the id tag left out
+    (what Arrow adds to a dataset's messages)."""
+    return canonical_example_id(_without_none(messages))
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            key: _without_none(item)
+            for key, item in value.items()
+            if item is not None and key != EXAMPLE_ID_KEY
+        }
+    if isinstance(value, list | tuple):
+        return [_without_none(item) for item in value]
+    return value
+
+
+def _tagged_id(prompt: Any) -> str | None:
+    """The example id a prompt carries under ``benchmax_example_id``, if any."""
+    if not isinstance(prompt, list | tuple):
+        return None
+    for message in prompt:
+        if isinstance(message, Mapping):
+            value = message.get(EXAMPLE_ID_KEY)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def _generations(trainer: Any) -> int | None:
+    """How many rows of TRL's generation batch make one group (``num_generations``, or
+    ``num_generations_eval`` while the model is in eval mode); ``None`` when unknown."""
+    training = getattr(getattr(trainer, "model", None), "training", True)
+    value = None if training else getattr(trainer, "num_generations_eval", None)
+    if value is None:
+        value = getattr(trainer, "num_generations", None)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
+def _process_index(trainer: Any) -> int:
+    """This process's index in the trainer's accelerator (0 without one)."""
+    value = getattr(getattr(trainer, "accelerator", None), "process_index", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _placeholder_token(trainer: Any) -> int:

@@ -18,14 +18,15 @@ import functools
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Hashable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax._modelhttp.deadlines import within_deadline
-from benchmax._modelhttp.headers import sendable_auth_headers
+from benchmax._modelhttp import AttemptTimedOut, sendable_auth_headers, within_deadline
+from benchmax._url_credentials import UrlCredential, repr_masking_urls, with_url_credential
+from benchmax._user_code import caller_location
 from benchmax._value_checks import (
     is_finite_number,
     is_int_at_least,
@@ -33,6 +34,7 @@ from benchmax._value_checks import (
     is_numeric,
 )
 from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.envs._hook_deadlines import deadline_for
 from benchmax.envs.shared_types import JUDGE_ERROR, RolloutFailure
 from benchmax.rewards.text import message_text, reasoning_finished, without_reasoning
 
@@ -106,6 +108,9 @@ class Judge:
         if not is_int_at_least(self.max_concurrent_requests, 1):
             raise ValueError("judge max_concurrent_requests must be positive")
 
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
+
     async def request_json(
         self,
         prompt: str,
@@ -128,7 +133,7 @@ class Judge:
         )
         from openai import AuthenticationError, PermissionDeniedError
 
-        from benchmax._modelhttp.connections import loop_pool
+        from benchmax._modelhttp import loop_pool
 
         last_auth_error: AuthenticationError | PermissionDeniedError | None = None
         for attempt in range(self.auth_attempts):
@@ -202,15 +207,19 @@ class Judge:
         context = ModelRequestContext(
             base_url=self.base_url, model=self.model, rollout_id=request_id
         )
-        from benchmax._modelhttp.connections import sdk_http_client
+        from benchmax._modelhttp import sdk_http_client
+        from benchmax._url_credentials import split_url_credential
 
-        http_client = sdk_http_client(
-            auth=_sdk_auth_class()(self.auth, context), timeout=self.timeout
-        )
+        # A user:password@ in the URL is sent as Basic authorization, never in the URL.
+        base_url, url_credential = split_url_credential(self.base_url)
+        auth = _sdk_auth_class()(self.auth, context)
+        if url_credential is not None:
+            auth.url_credential = url_credential
+        http_client = sdk_http_client(auth=auth, timeout=self.timeout)
         factory = globals().get("AsyncOpenAI") or __getattr__("AsyncOpenAI")
         try:
             client = factory(
-                base_url=self.base_url,
+                base_url=base_url,
                 api_key=_PLACEHOLDER_API_KEY,
                 http_client=http_client,
                 max_retries=self.max_retries,
@@ -220,17 +229,33 @@ class Judge:
             raise
         try:
             call = client.chat.completions.create(**request)
-            if self.timeout is None:
+            deadline = deadline_for("judge", self.timeout)
+            if deadline.seconds is None:
                 response = await call
-            else:
+            elif not deadline.default:
                 message = f"judge request timed out after {self.timeout:g}s (total deadline)"
-                response = await within_deadline(call, self.timeout, message)
+                response = await within_deadline(call, deadline.seconds, message)
+            else:
+                response = await _within_default_deadline(call, deadline.seconds)
             raw = _response_text(response)
             if not raw:
                 raise ValueError("judge returned an empty response")
             return _parse_json_object(raw), raw
         finally:
             await client.close()
+
+
+async def _within_default_deadline[T](call: Awaitable[T], seconds: float) -> T:
+    """``call`` under the runner's default judge deadline (the judge sets no ``timeout``);
+    the failure names the code that asked for the verdict."""
+    try:
+        return await within_deadline(call, seconds, "")
+    except AttemptTimedOut as error:
+        message = (
+            f"judge request did not answer within the runner's default deadline of "
+            f"{seconds:g}s (Judge.timeout is None); called from {caller_location() or 'unknown'}"
+        )
+        raise AttemptTimedOut(message, seconds) from error
 
 
 def _failure_text(error: BaseException) -> str:
@@ -266,7 +291,7 @@ def _request_model_auth_class() -> type[Any]:
 def _sdk_auth_class() -> type[Any]:
     """The auth class for the HTTP library the installed SDK uses: ``_RequestModelAuth``
     (the module attribute, a patch seam) for httpx, its httpx2 twin for openai 3."""
-    from benchmax._modelhttp.connections import sdk_http_module
+    from benchmax._modelhttp import sdk_http_module
 
     module = sdk_http_module()
     if module.__name__ == "httpx":
@@ -285,6 +310,9 @@ def _auth_class_for(http: ModuleType) -> type[Any]:
     class _RequestModelAuth(http.Auth):  # type: ignore[misc, name-defined]
         """Resolves ``auth`` headers for every request that flows through a client."""
 
+        url_credential: UrlCredential | None = None
+        """The judge's base URL credential, sent as its ``Authorization`` (set by the judge)."""
+
         def __init__(self, auth: ModelAuth, context: ModelRequestContext) -> None:
             self._auth = auth
             self._context = context
@@ -292,6 +320,8 @@ def _auth_class_for(http: ModuleType) -> type[Any]:
         async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
             """Set freshly resolved auth headers on ``request`` (never cached), then send it."""
             headers = sendable_auth_headers(await self._auth.headers_for_request(self._context))
+            if self.url_credential is not None:
+                headers = with_url_credential(headers, self.url_credential)
             for name, value in headers.items():
                 request.headers[name] = value
             yield request

@@ -7,8 +7,11 @@ Reading results: ``read_results``; ``write_html_report`` (the ``view`` page),
 ``compare_results`` (paired comparison of two runs); ``score_replies`` scores fixed
 replies (a production model's logs) to a split's examples the way rescore does.
 ``executor=RayExecutor(...)`` runs the groups on a Ray cluster instead (``benchmax[ray]``).
+``HookDeadlines`` (``RunConfig.hook_deadlines``) bound the hooks an environment leaves
+unbounded, so a hook that never returns settles its rollout and is named.
 """
 
+from benchmax.envs._hook_deadlines import HookDeadlines
 from benchmax.runner._compare import (
     Comparison,
     ExampleChange,
@@ -51,6 +54,7 @@ __all__ = [
     "FailureShareExceeded",
     "FixedReply",
     "GroupContractError",
+    "HookDeadlines",
     "HtmlReport",
     "JudgeCheckError",
     "KeyComparison",

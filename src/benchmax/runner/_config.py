@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from benchmax._secret_masking import (
+    MIN_MASKED_LENGTH,
+    credential_secrets,
+    mask_secrets,
+    remember,
+    url_passwords,
+)
+from benchmax._url_credentials import masked_url, repr_masking_urls
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
-from benchmax.auth import ModelAuth, ModelRequestContext, StaticBearerAuth
+from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.envs._hook_deadlines import HookDeadlines
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
 
@@ -73,6 +80,12 @@ class RunConfig:
     stops it (``JudgeCheckError``); ``max_failure_share`` (0 to 1, default 0.8) stops the
     run (``FailureShareExceeded``) once at least 20 rollouts ran and more than that share
     of them ended with one same failure (1 never stops).
+
+    ``hook_deadlines`` bound the hooks the environment leaves unbounded (``compute_reward``
+    without ``reward_timeout``, tools without ``tool_timeout``, ``rollout_context``,
+    ``user_turn``, ``compute_group_rewards``, judges without a ``timeout``): by default
+    15 minutes each, after which the rollout settles with the matching reason and the log
+    names the hook, the line it waited at and the rollout (``HookDeadlines.none()``: none).
     """
 
     model: str
@@ -97,6 +110,7 @@ class RunConfig:
     judge_check: bool = True
     judges: tuple[Any, ...] = ()
     max_failure_share: float = 0.8
+    hook_deadlines: HookDeadlines = field(default_factory=HookDeadlines)
 
     def __post_init__(self) -> None:
         if not is_non_empty_str(self.model):
@@ -139,6 +153,8 @@ class RunConfig:
         if not isinstance(self.judge_check, bool):
             raise TypeError("judge_check must be True or False")
         object.__setattr__(self, "judges", tuple(self.judges))
+        if not isinstance(self.hook_deadlines, HookDeadlines):
+            raise TypeError("hook_deadlines must be a HookDeadlines")
         share = self.max_failure_share
         if not (is_finite_number(share) and 0 <= share <= 1):
             raise ValueError("max_failure_share must be a number from 0 to 1")
@@ -150,6 +166,9 @@ class RunConfig:
             return self.sampling_args
         return {**self.sampling_args, "seed": rollout_seed(self.seed, example_id, group_index)}
 
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
+
     def base_url_for(self, rollout_id: str) -> str:
         """The endpoint root for one rollout."""
         return self.base_url.replace(ROLLOUT_ID_PLACEHOLDER, rollout_id)
@@ -160,13 +179,16 @@ class RunConfig:
         with any password in it (``https://user:PASSWORD@host/v1``) masked."""
         if self.recorded_base_url is not None:
             return self.recorded_base_url
-        password = _url_password(self.base_url)
-        return self.base_url.replace(f":{password}@", ":***@", 1) if password else self.base_url
+        return masked_url(self.base_url)
 
     def secrets(self) -> tuple[str, ...]:
-        """Bearer tokens (and a password in ``base_url``) this config carries, so the runner
-        can mask them in what it records."""
-        return credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
+        """Bearer tokens, a password in ``base_url`` and the passwords of URLs among the
+        ``constructor_args`` (an MCP server's ``url`` given with ``--env-arg``) this config
+        carries, so the runner can mask them in what it records and prints."""
+        found = credential_secrets([self.model_auth, *self.auth_providers.values()], self.base_url)
+        extra = tuple(s for s in url_passwords(self.constructor_args) if s not in found)
+        remember(*extra)
+        return found + extra
 
 
 def rollout_seed(run_seed: int, example_id: str, group_index: int) -> int:
@@ -180,53 +202,3 @@ def rollout_seed(run_seed: int, example_id: str, group_index: int) -> int:
     """
     text = f"{run_seed}:{example_id}:{group_index}".encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") >> 1
-
-
-MIN_MASKED_LENGTH = 8
-"""Secrets shorter than this (placeholder keys such as ``x``, ``1``, ``EMPTY``) are never
-masked inside other text: replacing them would corrupt transcripts and field names
-(``Let x = 1``, ``prompt_tokens``). Only a value that is exactly such a secret is masked."""
-
-
-def credential_secrets(auths: Iterable[ModelAuth], base_url: str | None) -> tuple[str, ...]:
-    """The bearer tokens of ``auths`` and the password in ``base_url`` (if any), non-empty:
-    the strings to mask in what is recorded or printed.
-
-    Warns (``UserWarning``, once per process by Python's default warning filter) when one
-    is shorter than :data:`MIN_MASKED_LENGTH` characters, as it cannot be masked.
-    """
-    tokens = [auth.token for auth in auths if isinstance(auth, StaticBearerAuth)]
-    secrets = tuple(t for t in (*tokens, _url_password(base_url or "")) if t)
-    if any(len(secret) < MIN_MASKED_LENGTH for secret in secrets):
-        warnings.warn(
-            f"a credential shorter than {MIN_MASKED_LENGTH} characters (a placeholder key?)"
-            " cannot be masked in what is recorded or printed: masking it would corrupt"
-            " ordinary text; only a value that is exactly the key is masked",
-            UserWarning,
-            stacklevel=1,
-        )
-    return secrets
-
-
-def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every (non-empty) secret replaced by ``***``.
-
-    A secret shorter than :data:`MIN_MASKED_LENGTH` characters is masked only when it
-    is the whole of ``text``, never as a substring.
-    """
-    original = text
-    for secret in secrets:
-        if not secret:
-            continue
-        if len(secret) >= MIN_MASKED_LENGTH:
-            text = text.replace(secret, "***")
-        elif original == secret:
-            return "***"
-    return text
-
-
-def _url_password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None

@@ -7,7 +7,6 @@ inputs, so either can resume a file the other started.
 from __future__ import annotations
 
 import hashlib
-import math
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -15,12 +14,12 @@ from types import ModuleType
 from typing import Any
 
 from benchmax.envs._sampling_args import merged_sampling_args, validated_sampling_args
+from benchmax.envs.base._limits import recorded_limits
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import RunConfig
 
 __all__ = [
     "ENV_SOURCE_KEY",
-    "LIMIT_NAMES",
     "env_sampling_args",
     "env_source_digests",
     "run_definition",
@@ -28,17 +27,6 @@ __all__ = [
 
 ENV_SOURCE_KEY = "env_source"
 """Definition key of the per-module source digests (``{module name: "sha256:<16 hex>"}``)."""
-
-LIMIT_NAMES = (
-    "max_turns",
-    "max_tool_calls",
-    "model_timeout",
-    "model_retries",
-    "tool_timeout",
-    "rollout_timeout",
-    "reward_timeout",
-)
-"""Environment attributes recorded as ``limits`` (BaseEnv's; they change outcomes)."""
 
 
 def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, Any]:
@@ -68,7 +56,7 @@ def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, A
         group_size=config.group_size,
         max_examples=config.max_examples,
     )
-    limits = _limits(env)
+    limits = recorded_limits(env)
     if limits:
         definition["limits"] = limits
     sampling = merged_sampling_args(env_sampling_args(env), config.sampling_args)
@@ -184,17 +172,6 @@ def _installed(module: ModuleType) -> bool:
     return any(location.is_relative_to(Path(prefix).resolve()) for prefix in prefixes)
 
 
-def _limits(env: Environment[Any, Any]) -> dict[str, Any]:
-    limits: dict[str, Any] = {}
-    for name in LIMIT_NAMES:
-        value = getattr(env, name, _MISSING)
-        if value is None or (
-            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        ):
-            limits[name] = value
-    return limits
-
-
 def env_sampling_args(env: Environment[Any, Any]) -> Mapping[str, Any]:
     """The environment's valid ``sampling_args`` (``{}`` when it has none or they are invalid)."""
     value = getattr(env, "sampling_args", None)
@@ -204,6 +181,3 @@ def env_sampling_args(env: Environment[Any, Any]) -> Mapping[str, Any]:
         return validated_sampling_args(value)
     except (TypeError, ValueError):
         return {}
-
-
-_MISSING = object()

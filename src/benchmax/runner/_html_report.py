@@ -21,7 +21,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from benchmax._file_replace import replace_file
 from benchmax._vocabulary import FINISHED, TOKEN_USAGE_KEYS
+from benchmax.runner._html_charts import charts_section, reason_class
+from benchmax.runner._learning_signal import group_signal, scalar_of
 from benchmax.runner._report import RunReport, UsageStats, summarize
 from benchmax.runner._results import Results, completed_group, read_results
 from benchmax.runner._selection import ResultGroup, groups_of, reward_keys_of
@@ -30,7 +33,6 @@ from benchmax.trajectory import Trajectory
 __all__ = ["HtmlReport", "render_html_report", "report_data", "write_html_report"]
 
 DATA_FORMAT = "benchmax.view/1"
-_HISTOGRAM_BINS = 20
 _PLACEHOLDER = re.compile(r"\{\{(TITLE|STATIC|DATA)\}\}")
 
 
@@ -55,8 +57,10 @@ def write_html_report(
     (about 15 KB of page per 1,000 tokens).
 
     ``output`` defaults to the results file with suffix ``.html``. A file still being
-    written (or interrupted) shows its complete groups. Raises ``ResultsFileError`` for a
-    file that is not a results file and ``OSError`` when reading or writing fails.
+    written (or interrupted) shows its complete groups. The page is written to a temporary
+    file and moved into place, so a failed write (a full disk) leaves no truncated page.
+    Raises ``ResultsFileError`` for a file that is not a results file and ``OSError`` when
+    reading or writing fails.
     """
     started = time.perf_counter()
     source = Path(results_path)
@@ -64,8 +68,7 @@ def write_html_report(
     page = render_html_report(results, source=str(source), tokens=tokens)
     target = Path(output) if output is not None else source.with_suffix(".html")
     data = page.encode("utf-8", "backslashreplace")  # a lone surrogate outside the data
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    replace_file(target, data)  # a full disk leaves the old page (or none), never half of one
     return HtmlReport(
         path=target,
         size_bytes=len(data),
@@ -88,22 +91,39 @@ def report_data(
     keys = reward_keys_of(results)
     reasons = list(Counter(r.termination_reason for r in results.rollouts))
     reason_index = {reason: i for i, reason in enumerate(reasons)}
+    weights = _weights(results.header.get("reward_weights"))
     return {
         "format": DATA_FORMAT,
         "source": source,
         "header": dict(results.header),
-        "summary": _summary(groups),
+        "summary": _summary(groups, weights),
         "keys": keys,
         "reasons": reasons,
-        "groups": [_group_data(group, keys, reason_index, tokens) for group in groups],
+        "groups": [_group_data(group, keys, reason_index, tokens, weights) for group in groups],
     }
 
 
-def _summary(groups: Sequence[ResultGroup]) -> dict[str, Any]:
+def _weights(value: object) -> dict[str, float] | None:
+    """The header's ``reward_weights`` when they are a mapping of numbers (else the sum)."""
+    if not isinstance(value, Mapping):
+        return None
+    weights = {str(k): v for k, v in value.items()}
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in weights.values())
+    return {k: float(v) for k, v in weights.items()} if numbers else None
+
+
+def _summary(groups: Sequence[ResultGroup], weights: Mapping[str, float] | None) -> dict[str, Any]:
     """The run's summary as ``summarize`` computes it (the numbers of ``.report.json``)."""
-    report = _run_report(groups)
+    report = _run_report(groups, weights)
     data = report.to_dict()
     return {
+        "scored_reward_stats": data["scored_reward_stats"],
+        "failed_share": report.failed_share,
+        "scalar_stats": data["scalar_stats"],
+        "scored_scalar_stats": data["scored_scalar_stats"],
+        "reward_weights": data["reward_weights"],
+        "advantage_signal_share": report.advantage_signal_share,
+        "mean_abs_advantage": report.mean_abs_advantage,
         "examples": len(groups),
         "groups": report.groups,
         "rollouts": report.rollouts,
@@ -117,7 +137,7 @@ def _summary(groups: Sequence[ResultGroup]) -> dict[str, Any]:
     }
 
 
-def _run_report(groups: Sequence[ResultGroup]) -> RunReport:
+def _run_report(groups: Sequence[ResultGroup], weights: Mapping[str, float] | None) -> RunReport:
     return summarize(
         run_id="",
         results_path=None,
@@ -126,6 +146,7 @@ def _run_report(groups: Sequence[ResultGroup]) -> RunReport:
         groups_resumed=0,
         rollouts_run=0,
         wall_seconds=0.0,
+        reward_weights=weights,
     )
 
 
@@ -148,22 +169,34 @@ def _usage_summary(usage: UsageStats | None) -> dict[str, Any] | None:
 
 
 def _group_data(
-    group: ResultGroup, keys: Sequence[str], reason_index: Mapping[str, int], tokens: bool = False
+    group: ResultGroup,
+    keys: Sequence[str],
+    reason_index: Mapping[str, int],
+    tokens: bool = False,
+    weights: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     transcripts = [r.messages for r in group.rollouts]
     prompt = _shared_prefix([t for t in transcripts if t is not None])
     if any(t is None for t in transcripts):
         prompt = []
-    return {
+    scalars = [scalar_of(record.rewards, weights) for record in group.rollouts]
+    advantages = group_signal(scalars, [record.termination_reason for record in group.rollouts])
+    rollouts = []
+    for record, scalar, advantage in zip(group.rollouts, scalars, advantages, strict=True):
+        rollout = _rollout_data(record, len(prompt), keys, reason_index, tokens)
+        rollout["s"], rollout["v"] = scalar, advantage  # weighted scalar reward, GRPO advantage
+        rollouts.append(rollout)
+    data: dict[str, Any] = {
         "i": group.example_index,
         "id": group.example_id,
         "f": _is_flat(group),
         "p": prompt,
-        "r": [
-            _rollout_data(record, len(prompt), keys, reason_index, tokens)
-            for record in group.rollouts
-        ],
+        "r": rollouts,
     }
+    step = group.rollouts[0].step
+    if step is not None:  # a training run's group: the page filters by step
+        data["s"] = step
+    return data
 
 
 def _rollout_data(
@@ -261,16 +294,29 @@ def embedded_json(data: Any) -> str:
     )
 
 
-def render_html_report(results: Results, *, source: str | None = None, tokens: bool = False) -> str:
-    """The complete HTML page for ``results`` (see ``report_data`` for what it embeds)."""
+def render_html_report(
+    results: Results,
+    *,
+    source: str | None = None,
+    tokens: bool = False,
+    title: str | None = None,
+    before: str = "",
+) -> str:
+    """The complete HTML page for ``results`` (see ``report_data`` for what it embeds).
+
+    ``before`` is trusted HTML put first in the page (the training page's sections; an
+    element with ``data-step="N"`` in it filters the examples to step N when clicked and
+    opens the first of them); ``title`` replaces the page title.
+    """
     data = report_data(results, source=source, tokens=tokens)
     header = data["header"]
-    title = f"benchmax run {header.get('run_id', '')}"
+    title = title or f"benchmax run {header.get('run_id', '')}"
     body = "\n".join(
         [
+            before,
             _definition_section(header, source),
             _summary_section(data["summary"], data["keys"]),
-            _charts_section(data),
+            charts_section(data),
         ]
     )
     template = resources.files("benchmax.runner").joinpath("_html_report_page.html")
@@ -347,6 +393,23 @@ def _definition_section(header: Mapping[str, Any], source: str | None) -> str:
     )
 
 
+def _signal_note(summary: Mapping[str, Any]) -> str:
+    """How the weighted scalar is made, and what the advantages give."""
+    if summary["scalar_stats"] is None:
+        return ""
+    weights = summary["reward_weights"]
+    how = (
+        "the sum of the rewards"
+        if not weights
+        else " + ".join(f"{weight:g} * {key}" for key, weight in weights.items())
+    )
+    return (
+        f'<p class="muted" data-testid="signal">reward (weighted) = {_e(how)}; each rollout '
+        "shows it with its GRPO advantage over its group's scored rollouts (what a trainer "
+        f"learns from); mean |advantage| {summary['mean_abs_advantage']:.3f}.</p>"
+    )
+
+
 def _plain(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -354,25 +417,37 @@ def _plain(value: Any) -> str:
 
 
 def _summary_section(summary: Mapping[str, Any], keys: Sequence[str]) -> str:
-    tiles = [
-        ("examples", summary["examples"], "examples"),
-        ("rollouts", summary["rollouts"], "rollouts"),
+    share = summary["no_variance_group_share"]
+    tiles: list[tuple[str, str, Any, str]] = [  # label, shown, data-value, test id
+        ("examples", _number(summary["examples"]), summary["examples"], "examples"),
+        ("rollouts", _number(summary["rollouts"]), summary["rollouts"], "rollouts"),
+        (
+            "not scored (operational failures)",
+            f"{summary['failed_share']:.0%}",
+            summary["failed_share"],
+            "failed-share",
+        ),
         (
             "groups with no reward variance",
-            f"{summary['no_variance_groups']} ({summary['no_variance_group_share']:.0%})",
+            f"{summary['no_variance_groups']} ({share:.0%})",
+            share,
             "no-variance",
         ),
+        (
+            "groups with a learning signal (GRPO)",
+            f"{summary['advantage_signal_share']:.0%}",
+            summary["advantage_signal_share"],
+            "signal-share",
+        ),
     ]
-    share = summary["no_variance_group_share"]
     tile_html = "".join(
         f'<div class="tile"><div class="tile-value" data-testid="{testid}"'
-        f' data-value="{_e(share if isinstance(value, str) else value)}">'
-        f"{_e(value if isinstance(value, str) else _number(value))}</div>"
+        f' data-value="{_e(raw)}">{_e(shown)}</div>'
         f'<div class="tile-label">{_e(label)}</div></div>'
-        for label, value, testid in tiles
+        for label, shown, raw, testid in tiles
     )
     reasons = "".join(
-        f'<tr data-reason="{_e(reason)}"><td><span class="chip {_reason_class(reason)}">'
+        f'<tr data-reason="{_e(reason)}"><td><span class="chip {reason_class(reason)}">'
         f"{_e(reason)}</span></td>"
         + _stat_cell(count, f"rollouts-{reason}")
         + _stat_cell(summary["groups_by_reason"].get(reason, 0), f"groups-{reason}")
@@ -380,14 +455,19 @@ def _summary_section(summary: Mapping[str, Any], keys: Sequence[str]) -> str:
         for reason, count in summary["rollouts_by_reason"].items()
     )
     reward_rows = []
-    for key in keys:
-        stats = summary["reward_stats"].get(key)
+    rows = [
+        (key, summary["reward_stats"].get(key), summary["scored_reward_stats"].get(key))
+        for key in keys
+    ]
+    if summary["scalar_stats"] is not None and len(keys) > 1:
+        rows.append(("(weighted)", summary["scalar_stats"], summary["scored_scalar_stats"]))
+    for key, stats, scored in rows:
         if stats is None:
             continue
         passes = summary["pass_at_k"].get(key)
-        cells = "".join(
-            _stat_cell(stats[name], f"{name}-{key}") for name in ("mean", "std", "min", "max")
-        )
+        cells = _stat_cell(stats["mean"], f"mean-{key}")
+        cells += _stat_cell(None if scored is None else scored["mean"], f"scored-mean-{key}")
+        cells += "".join(_stat_cell(stats[name], f"{name}-{key}") for name in ("std", "min", "max"))
         if passes is None:
             cells += '<td class="num muted" colspan="3">not binary</td>'
         else:
@@ -428,134 +508,18 @@ def _summary_section(summary: Mapping[str, Any], keys: Sequence[str]) -> str:
         f"<div><h3>Token usage</h3>{usage_html}</div></div>"
         "<h3>Rewards</h3>"
         '<table class="grid" data-testid="rewards"><thead><tr><th>key</th>'
-        '<th class="num">mean</th><th class="num">std</th><th class="num">min</th>'
+        '<th class="num" title="over every rollout">mean</th>'
+        '<th class="num" title="over the scored rollouts (operational failures left out)">'
+        'scored mean</th><th class="num">std</th><th class="num">min</th>'
         '<th class="num">max</th><th class="num" title="mean over groups">pass@1</th>'
         '<th class="num">pass@k</th><th class="num" title="share of groups with a success">'
         "any success</th></tr></thead>"
         f"<tbody>{''.join(reward_rows)}</tbody></table>"
         '<p class="muted">pass@k (Chen et al. 2021) is shown for keys whose values are all 0 or 1;'
-        " k is the smallest group size.</p></section>"
+        " k is the smallest group size.</p>"
+        f"{_signal_note(summary)}</section>"
     )
 
 
 def _reason_class(reason: str) -> str:
     return "ok" if reason == FINISHED else "bad"
-
-
-def _charts_section(data: Mapping[str, Any]) -> str:
-    keys: list[str] = data["keys"]
-    if not keys:
-        return ""
-    reasons: list[str] = data["reasons"]
-    values: dict[str, list[float]] = {key: [] for key in keys}
-    by_reason: dict[str, dict[str, list[float]]] = {key: {} for key in keys}
-    for group in data["groups"]:
-        for rollout in group["r"]:
-            reason = reasons[rollout["t"]]
-            for key, value in zip(keys, rollout["w"], strict=True):
-                # The charts draw finite values; NaN and infinities show in the tables.
-                if value is not None and math.isfinite(value):
-                    values[key].append(float(value))
-                    by_reason[key].setdefault(reason, []).append(float(value))
-    cards = "".join(
-        f'<div class="chart-card" data-key="{_e(key)}"><h3><code>{_e(key)}</code></h3>'
-        f"{_histogram_svg(key, values[key])}{_by_reason_svg(key, by_reason[key])}</div>"
-        for key in keys
-        if values[key]
-    )
-    return (
-        '<section id="charts" class="card"><h2>Reward charts</h2>'
-        f'<div class="charts">{cards}</div></section>'
-    )
-
-
-def _histogram_svg(key: str, values: Sequence[float]) -> str:
-    """Bars counting the rollouts per value range (0 and 1 only: two bars)."""
-    low, high = min(values), max(values)
-    if all(v in (0, 1) for v in values):
-        labels = ["0", "1"]
-        counts = [sum(v == 0 for v in values), sum(v == 1 for v in values)]
-        ranges = ["= 0", "= 1"]
-    elif low == high:
-        labels, counts, ranges = [f"{low:g}"], [len(values)], [f"= {low:g}"]
-    else:
-        # Halves keep the span of values near the float limit finite.
-        half_span = high / 2 - low / 2
-        width = half_span / _HISTOGRAM_BINS * 2
-        counts = [0] * _HISTOGRAM_BINS
-        for v in values:
-            counts[
-                min(int((v / 2 - low / 2) / half_span * _HISTOGRAM_BINS), _HISTOGRAM_BINS - 1)
-            ] += 1
-        labels = [""] * _HISTOGRAM_BINS
-        labels[0], labels[-1] = f"{low:.3g}", f"{high:.3g}"
-        ranges = [
-            f"{low + i * width:.3g} to {low + (i + 1) * width:.3g}" for i in range(_HISTOGRAM_BINS)
-        ]
-    w, h, pad_l, pad_b, pad_t = 340, 150, 34, 22, 10
-    peak = max(counts) or 1
-    slot = (w - pad_l - 6) / len(counts)
-    bar = max(1.0, slot * 0.82)
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {w} {h}" role="img" data-testid="histogram-{_e(key)}"'
-        f' aria-label="histogram of {_e(key)}">'
-        f"<title>distribution of {_e(key)} over rollouts</title>",
-        f'<line class="axis" x1="{pad_l}" y1="{h - pad_b}" x2="{w - 4}" y2="{h - pad_b}"/>',
-        f'<text class="tick" x="{pad_l - 4}" y="{pad_t + 4}" text-anchor="end">{peak:,}</text>',
-        f'<text class="tick" x="{pad_l - 4}" y="{h - pad_b}" text-anchor="end">0</text>',
-    ]
-    for i, (count, label, span) in enumerate(zip(counts, labels, ranges, strict=True)):
-        x = pad_l + 3 + i * slot + (slot - bar) / 2
-        height = (h - pad_b - pad_t) * count / peak
-        y = h - pad_b - height
-        parts.append(
-            f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{height:.1f}">'
-            f"<title>{_e(key)} {_e(span)}: {count:,} rollouts</title></rect>"
-        )
-        if label:
-            parts.append(
-                f'<text class="tick" x="{x + bar / 2:.1f}" y="{h - 6}" text-anchor="middle">'
-                f"{_e(label)}</text>"
-            )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _by_reason_svg(key: str, by_reason: Mapping[str, Sequence[float]]) -> str:
-    """One horizontal bar per termination reason: the mean of ``key``, with the count."""
-    rows = sorted(by_reason.items(), key=lambda item: -len(item[1]))
-    means = {reason: math.fsum(x / len(v) for x in v) for reason, v in rows}
-    low = min(0.0, *means.values())
-    high = max(0.0, *means.values())
-    if high == low:
-        high = low + 1.0
-    w, row_h, label_w, pad = 360, 22, 130, 92
-    h = row_h * len(rows) + 8
-    span = w - label_w - pad
-    low, high = low / 2, high / 2  # halves: the span of values near the float limit stays finite
-    zero = label_w + span * (0 - low) / (high - low)
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {w} {h}" role="img" data-testid="by-reason-{_e(key)}"'
-        f' aria-label="mean {_e(key)} by termination reason">'
-        f"<title>mean {_e(key)} by termination reason</title>",
-    ]
-    for i, (reason, vals) in enumerate(rows):
-        y = 4 + i * row_h
-        mean = means[reason]
-        x_end = label_w + span * (mean / 2 - low) / (high - low)
-        x, width = min(zero, x_end), max(abs(x_end - zero), 1.0)
-        parts.append(
-            f'<text class="label" x="{label_w - 6}" y="{y + 14}" text-anchor="end">'
-            f"{_e(_clip(reason, 20))}</text>"
-            f'<rect class="bar {_reason_class(reason)}" x="{x:.1f}" y="{y + 3}" '
-            f'width="{width:.1f}" height="{row_h - 8}"><title>{_e(reason)}: mean {_e(key)} '
-            f"{mean:.3f} over {len(vals):,} rollouts</title></rect>"
-            f'<text class="tick" x="{max(x + width, zero) + 4:.1f}" y="{y + 14}">'
-            f"{mean:.2f} ({len(vals):,})</text>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

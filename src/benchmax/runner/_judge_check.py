@@ -14,17 +14,21 @@ configured like a judge) found the same way is checked alike.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from benchmax._modelhttp import ModelsUnreachable, get_models
+from benchmax._url_credentials import (
+    masked_url,
+    split_url_credential,
+    url_secrets,
+    with_url_credential,
+)
 from benchmax.auth import ModelAuth, ModelRequestContext, bind_model_auth
 from benchmax.rewards import Judge
 from benchmax.runner._config import credential_secrets, mask_secrets
 from benchmax.runner._errors import RunError
 from benchmax.runner._reachable import reachable_values
 from benchmax.tools import SimulatedUser
-
-if TYPE_CHECKING:
-    import httpx
 
 __all__ = ["JudgeCheckError", "check_judges", "distinct_judges"]
 
@@ -57,57 +61,43 @@ async def check_judges(
     """Reach each judge once; raise :class:`JudgeCheckError` (one line, ``secrets`` and the
     judges' own bearer keys masked) at the first that refuses its credential (401/403) or
     does not answer."""
-    import httpx  # on first use: most runs have no judge
-
     judges = list(judges)
-    hidden = (*secrets, *credential_secrets([judge.auth for judge in judges], None))
+    hidden = (
+        *secrets,
+        *credential_secrets([judge.auth for judge in judges], None),
+        *(secret for judge in judges for secret in url_secrets(judge.base_url)),
+    )
     with bind_model_auth(dict(providers)):
-        async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_SECONDS) as client:
-            for judge in judges:
-                problem = await _problem(client, judge)
-                if problem is not None:
-                    raise JudgeCheckError(mask_secrets(f"{problem} {_HINT}", hidden))
+        for judge in judges:
+            problem = await _problem(judge)
+            if problem is not None:
+                raise JudgeCheckError(mask_secrets(f"{problem} {_HINT}", hidden))
 
 
-async def _problem(client: httpx.AsyncClient, judge: Judge | SimulatedUser) -> str | None:
+async def _problem(judge: Judge | SimulatedUser) -> str | None:
     role = "the simulated user" if isinstance(judge, SimulatedUser) else "the judge"
-    where = f"{role} {judge.model!r} at {_shown_url(judge.base_url)}"
+    where = f"{role} {judge.model!r} at {masked_url(judge.base_url)}"
     context = ModelRequestContext(
         base_url=judge.base_url, model=judge.model, rollout_id="benchmax-judge-check"
     )
+    # A user:password@ in the URL is sent as Basic authorization, as the judge sends it.
+    base_url, url_credential = split_url_credential(judge.base_url)
     try:
         headers = {"Authorization": _PLACEHOLDER_AUTHORIZATION}
-        headers.update(await judge.auth.headers_for_request(context))
+        given = await judge.auth.headers_for_request(context)
+        if url_credential is not None:
+            given = with_url_credential(given, url_credential)
+        headers.update(given)
     except Exception as error:
         return f"judge check: cannot get the credential of {where}: {type(error).__name__}: {error}"
-    import httpx
-
-    url = judge.base_url.rstrip("/") + "/models"
     try:
-        reply = await client.get(url, headers=headers)
-    except (httpx.HTTPError, ValueError) as error:
-        said = str(error) or type(error).__name__
-        return f"judge check: cannot reach {where}: {type(error).__name__}: {said}"
-    if reply.status_code in (401, 403):
+        answer = await get_models(base_url, headers, timeout=CHECK_TIMEOUT_SECONDS)
+    except ModelsUnreachable as unreachable:
+        kind = type(unreachable.error).__name__
+        return f"judge check: cannot reach {where}: {kind}: {unreachable}"
+    if answer.status in (401, 403):
         return (
-            f"judge check: {where} refused its credential (HTTP {reply.status_code}): "
-            f"{_said(reply)}"
+            f"judge check: {where} refused its credential (HTTP {answer.status}): "
+            f"{answer.excerpt()}"
         )
     return None
-
-
-def _said(reply: httpx.Response) -> str:
-    text = " ".join(reply.text.split())
-    return text[:200] + ("..." if len(text) > 200 else "") if text else "(no body)"
-
-
-def _shown_url(url: str) -> str:
-    import httpx
-
-    try:
-        parts = httpx.URL(url)
-    except Exception:
-        return url
-    if parts.password:
-        return str(parts.copy_with(username=parts.username, password="***"))
-    return url

@@ -15,12 +15,11 @@ import asyncio
 import contextlib
 import logging
 import sys
-import sysconfig
 import threading
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
-from types import FrameType
+
+from benchmax._user_code import outward, user_location
 
 __all__ = ["BLOCKED_LOOP_SECONDS", "blocking_hook", "watching_the_loop"]
 
@@ -28,13 +27,6 @@ BLOCKED_LOOP_SECONDS = 2.0
 """How long the loop may stay blocked before the run warns."""
 
 _LOGGER = logging.getLogger("benchmax.runner")
-_BENCHMAX = str(Path(__file__).resolve().parents[1])
-_LIBRARIES = tuple(
-    {
-        str(Path(sysconfig.get_paths()[name]).resolve())
-        for name in ("stdlib", "purelib", "platlib", "scripts")  # scripts: the `benchmax` command
-    }
-)
 
 
 @contextlib.asynccontextmanager
@@ -77,34 +69,7 @@ async def watching_the_loop(threshold: float = BLOCKED_LOOP_SECONDS) -> AsyncIte
         stop.set()
 
 
-_BY_VALUE = "<dynamic-code>"
-"""The file name of code cloudpickle carried by value (a bundle's, a Ray worker's): user
-code, so it is blamed, unlike other generated code (``<string>``, ``<frozen ...>``)."""
-
-
 def blocking_hook(thread: int) -> str | None:
     """What thread ``thread`` (an ident) runs now: ``qualname (file:line)`` of its innermost
     frame outside benchmax, the standard library and installed packages (``None``: none)."""
-    return _hook_of(sys._current_frames().get(thread))
-
-
-def _hook_of(frame: FrameType | None) -> str | None:
-    """``qualname (file:line)`` of the innermost frame outside benchmax and the stdlib
-    (frames of frozen or generated code, named ``<...>``, skipped, except code carried
-    by value, ``<dynamic-code>``)."""
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename.startswith("<") and filename != _BY_VALUE:
-            frame = frame.f_back
-            continue
-        try:
-            resolved = str(Path(filename).resolve())
-        except OSError:
-            resolved = filename
-        # "<frozen runpy>" and the like are the standard library's frozen modules.
-        if not filename.startswith("<frozen ") and not resolved.startswith(
-            (_BENCHMAX, *_LIBRARIES)
-        ):
-            return f"{frame.f_code.co_qualname} ({filename}:{frame.f_lineno})"
-        frame = frame.f_back
-    return None
+    return user_location(outward(sys._current_frames().get(thread)))

@@ -25,6 +25,7 @@ from typing import Any
 
 import cloudpickle
 
+from benchmax._secret_masking import mask_standard_streams, remember
 from benchmax._value_checks import is_int_at_least, is_non_empty_str
 from benchmax.bundle import (
     Bundle,
@@ -33,6 +34,7 @@ from benchmax.bundle import (
     load_bundle,
     validate_bundle_compatibility,
 )
+from benchmax.envs.base._limits import LIMIT_NAMES, apply_limits
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._errors import ExecutorError
@@ -94,7 +96,8 @@ class RayExecutor:
     - ``bundle``: what every worker loads (default: ``dump_bundle(type(env))``, which
       captures the environment's project modules by value); ``constructor_args``: the run's
       arguments, merged over the bundle's own; ``env_attributes``: set on each worker's
-      environment after construction (e.g. ``{"model_timeout": 30.0}``).
+      environment after construction (e.g. ``{"model_timeout": 30.0}``; a BaseEnv limit
+      is checked as BaseEnv checks it, and an invalid one stops the worker from starting).
     - ``worker_options``: extra ``ray.remote`` actor options (``num_cpus``, ``resources``,
       ``runtime_env``...); by default actors reserve no CPU and are spread over the nodes.
     - ``max_worker_replacements``: lost workers replaced during a run (default: ``workers``);
@@ -263,6 +266,10 @@ class _GroupWorker:
         import ray
 
         self._heartbeat.start()
+        # What this worker prints reaches Ray's session logs and the driver's terminal:
+        # the run's credentials are masked in it, as the driver masks its own output.
+        remember(*self._config.secrets())
+        mask_standard_streams()
 
         context = ray.get_runtime_context()
         # Ray leaves this public helper unannotated; it returns the node's IP as a str.
@@ -274,14 +281,18 @@ class _GroupWorker:
             reason = mask_secrets(f"{type(error).__name__}: {error}", self._config.secrets())
             return _Ready(node_ip, node_id, re.sub(r"\s+", " ", reason).strip())
         self._collector = GroupCollector(env, self._config, self._run_id)
-        self._stack.enter_context(self._collector.capture.attached())
+        self._stack.enter_context(self._collector.pipeline.attached())
         return _Ready(node_ip, node_id, None)
 
     def _load(self) -> Environment[Any, Any]:
         validate_bundle_compatibility(self._bundle.metadata)
         env_class, bundled_args = load_bundle(self._bundle, instantiate=False)
         env = env_class(**{**bundled_args, **self._constructor_args})
-        for name, value in self._env_attributes.items():
+        attributes = dict(self._env_attributes)
+        apply_limits(
+            env, {name: attributes.pop(name) for name in LIMIT_NAMES if name in attributes}
+        )
+        for name, value in attributes.items():  # anything else the caller sets
             setattr(env, name, value)
         return env
 
@@ -293,12 +304,10 @@ class _GroupWorker:
 
     async def _run(self, job: GroupJob) -> GroupResult | _GroupFailed:
         assert self._collector is not None, "start() must succeed first"
-        with self._collector.bound():
-            try:
-                result = await self._collector.collect(job)
-            except Exception as error:
-                logs = self._collector.unsaved_logs.pop(job.example_index, [])
-                return _GroupFailed(_portable(error), logs)
+        try:
+            result = await self._collector.collect(job)
+        except Exception as error:
+            return _GroupFailed(_portable(error), self._collector.failed_logs(job))
         return GroupResult(group=result.group, trajectories=_as_json(result.trajectories))
 
     async def close(self) -> None:

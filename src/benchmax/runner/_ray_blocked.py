@@ -20,12 +20,12 @@ from typing import Any
 
 from benchmax._vocabulary import ROLLOUT_TIMEOUT
 from benchmax.envs.environment import Environment
-from benchmax.envs.shared_types import RolloutOutcome
 from benchmax.runner._config import mask_secrets
 from benchmax.runner._loop_watch import blocking_hook
 from benchmax.runner._records import LogEntry
 from benchmax.runner._results import completed_group
-from benchmax.runner._run import GroupJob, GroupResult, trajectory_of
+from benchmax.runner._run import GroupJob, GroupResult
+from benchmax.trajectory import Trajectory
 
 __all__ = [
     "BEAT_SECONDS",
@@ -140,17 +140,14 @@ def settled_group(
         logger="benchmax.runner",
         message=message,
     )
-    outcome = RolloutOutcome(
-        rewards=dict.fromkeys(reward_keys, 0.0), termination_reason=ROLLOUT_TIMEOUT
-    )
     trajectories = tuple(
-        trajectory_of(
-            None,
+        Trajectory(
             rollout_id=rollout_id,
             example_id=job.example.id,
-            outcome=outcome,
-            group_seconds=seconds,
-            logs=[entry],
+            termination_reason=ROLLOUT_TIMEOUT,
+            rewards=dict.fromkeys(reward_keys, 0.0),
+            timings={"group_seconds": round(seconds, 6)},
+            logs=(entry,),
             attempt=job.attempt,
             run_id=job.run_id,
             split=split,

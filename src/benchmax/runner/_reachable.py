@@ -30,6 +30,15 @@ def _walk(value: Any, seen: set[int], depth: int) -> Iterator[Any]:
         return
     seen.add(id(value))
     yield value
+    try:
+        children = _children(value)
+    except Exception:  # a third-party object that refuses to be looked into (pydantic's
+        return  # placeholder validators raise on len()): nothing to find inside it
+    for child in children:
+        yield from _walk(child, seen, depth + 1)
+
+
+def _children(value: Any) -> list[Any]:
     children: list[Any] = []
     if isinstance(value, Mapping):
         children.extend(value.values())
@@ -37,7 +46,7 @@ def _walk(value: Any, seen: set[int], depth: int) -> Iterator[Any]:
         children.extend(value)
     elif isinstance(value, type):
         if value.__module__.startswith(("benchmax.", "builtins")):
-            return
+            return children
         children.extend(v for v in vars(value).values() if not callable(v))
     else:
         if dataclasses.is_dataclass(value):
@@ -45,5 +54,4 @@ def _walk(value: Any, seen: set[int], depth: int) -> Iterator[Any]:
         children.extend(getattr(value, "__dict__", {}).values())
         if not isinstance(value, InjectedAuth) and hasattr(type(value), "__mro__"):
             children.extend(type(value).__mro__)
-    for child in children:
-        yield from _walk(child, seen, depth + 1)
+    return children

@@ -33,3 +33,7 @@ class ResultsHeader(TypedDict):
     """The absolute data directory (``base_dir``) the file was started with; not part of the
     definition (a resume from a copy of the data elsewhere is the same run). ``rescore``
     reads the examples from it by default."""
+    reward_weights: NotRequired[dict[str, float]]
+    """The environment's ``reward_weights`` when it sets them (not part of the definition:
+    they weigh the scalar reward a trainer sees, not the outcomes); ``view`` shows each
+    rollout's weighted scalar and advantage with them."""

@@ -10,7 +10,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmax._file_replace import replace_file
 from benchmax._vocabulary import OUTPUT_EXCEEDED, TOKEN_USAGE_KEYS
+from benchmax.runner._learning_signal import group_signal, is_scored, scalar_of
 from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_metrics
 from benchmax.runner._results import CompletedGroup
 
@@ -116,6 +118,17 @@ class RunReport:
     least one success. ``usage`` sums token usage over the rollouts that reported it
     (``None`` when none did, or the results predate usage recording);
     ``output_exceeded_share`` is the share of rollouts that ended ``output_exceeded``.
+
+    ``reward_stats`` covers every rollout (an operational failure's zeros included);
+    ``scored_reward_stats`` covers the scored ones only (a trainable termination reason:
+    ``finished`` and the budget limits), and ``failed_share`` is the share of rollouts that
+    were not (operational failures), so a run where a quarter of the rollouts hit
+    ``reward_error`` shows the model's mean beside how much failed. ``scalar_stats`` and
+    ``scored_scalar_stats`` are the same for the weighted scalar reward
+    (``benchmax.training.scalar_reward`` by ``reward_weights``; ``None`` when no rollout has
+    one). ``advantage_signal_share`` is the share of groups whose GRPO advantages over
+    their scored rollouts are not all zero (a learning signal), ``mean_abs_advantage`` the
+    mean absolute advantage of the scored rollouts.
     """
 
     run_id: str
@@ -134,6 +147,13 @@ class RunReport:
     pass_at_k: Mapping[str, PassAtK] = field(default_factory=dict)
     usage: UsageStats | None = None
     output_exceeded_share: float = 0.0
+    scored_reward_stats: Mapping[str, RewardStats] = field(default_factory=dict)
+    failed_share: float = 0.0
+    scalar_stats: RewardStats | None = None
+    scored_scalar_stats: RewardStats | None = None
+    reward_weights: Mapping[str, float] | None = None
+    advantage_signal_share: float = 0.0
+    mean_abs_advantage: float = 0.0
 
     @property
     def report_path(self) -> Path | None:
@@ -148,6 +168,11 @@ class RunReport:
         data["rollouts_by_reason"] = dict(self.rollouts_by_reason)
         data["groups_by_reason"] = dict(self.groups_by_reason)
         data["reward_stats"] = {k: asdict(v) for k, v in self.reward_stats.items()}
+        data["scored_reward_stats"] = {k: asdict(v) for k, v in self.scored_reward_stats.items()}
+        for name in ("scalar_stats", "scored_scalar_stats"):
+            stats = getattr(self, name)
+            data[name] = None if stats is None else asdict(stats)
+        data["reward_weights"] = None if self.reward_weights is None else dict(self.reward_weights)
         data["pass_at_k"] = {k: asdict(v) for k, v in self.pass_at_k.items()}
         data["usage"] = None if self.usage is None else asdict(self.usage)
         return data
@@ -155,8 +180,8 @@ class RunReport:
     def write_json(self) -> Path | None:
         """Write ``to_dict()`` to ``report_path`` (nothing when there is no results file)."""
         path = self.report_path
-        if path is not None:
-            path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        if path is not None:  # replaced whole: a full disk never leaves half a report
+            replace_file(path, (json.dumps(self.to_dict(), indent=2) + "\n").encode("utf-8"))
         return path
 
 
@@ -169,23 +194,52 @@ def summarize(
     groups_resumed: int,
     rollouts_run: int,
     wall_seconds: float,
+    reward_weights: Mapping[str, float] | None = None,
 ) -> RunReport:
-    """Build the report from complete groups."""
+    """Build the report from complete groups (``reward_weights``: the environment's, for
+    the weighted scalar reward and the advantages; ``None``: the sum of the rewards)."""
     groups = list(groups)
     rollout_reasons: Counter[str] = Counter()
     group_reasons: Counter[str] = Counter()
     values: dict[str, list[float]] = {}
+    scored: dict[str, list[float]] = {}
+    scalars: list[float] = []
+    scored_scalars: list[float] = []
+    advantages: list[float] = []
+    signal_groups = 0
     flat_groups = 0
     usages: list[Mapping[str, object]] = []
     for group in groups:
         usages.extend(usage for usage in group.usage or () if usage)
         rollout_reasons.update(group.termination_reasons)
         group_reasons.update(set(group.termination_reasons))
-        for rewards in group.rewards:
+        group_scalars = [scalar_of(rewards, reward_weights) for rewards in group.rewards]
+        for rewards, reason, scalar in zip(
+            group.rewards, group.termination_reasons, group_scalars, strict=True
+        ):
             for key, value in rewards.items():
                 values.setdefault(key, []).append(float(value))
+                if is_scored(reason):
+                    scored.setdefault(key, []).append(float(value))
+            if scalar is not None:
+                scalars.append(scalar)
+                if is_scored(reason):
+                    scored_scalars.append(scalar)
+        group_advantages = [
+            a
+            for a, reason in zip(
+                group_signal(group_scalars, group.termination_reasons),
+                group.termination_reasons,
+                strict=True,
+            )
+            if a is not None and is_scored(reason)
+        ]
+        advantages.extend(group_advantages)
+        signal_groups += any(a != 0.0 for a in group_advantages)
         if all(rewards == group.rewards[0] for rewards in group.rewards[1:]):
             flat_groups += 1
+    total = rollout_reasons.total()
+    failed = sum(n for reason, n in rollout_reasons.items() if not is_scored(reason))
     return RunReport(
         run_id=run_id,
         results_path=results_path,
@@ -205,6 +259,13 @@ def summarize(
         output_exceeded_share=(
             rollout_reasons[OUTPUT_EXCEEDED] / rollout_reasons.total() if rollout_reasons else 0.0
         ),
+        scored_reward_stats={key: RewardStats.of(vals) for key, vals in scored.items()},
+        failed_share=failed / total if total else 0.0,
+        scalar_stats=RewardStats.of(scalars) if scalars else None,
+        scored_scalar_stats=RewardStats.of(scored_scalars) if scored_scalars else None,
+        reward_weights=None if reward_weights is None else dict(reward_weights),
+        advantage_signal_share=signal_groups / len(groups) if groups else 0.0,
+        mean_abs_advantage=math.fsum(map(abs, advantages)) / len(advantages) if advantages else 0.0,
     )
 
 

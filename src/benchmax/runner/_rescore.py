@@ -9,7 +9,6 @@ stored transcript.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import math
@@ -21,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmax._file_replace import replace_file
-from benchmax.auth import ModelAuth, bind_model_auth
+from benchmax._group_pipeline import Group, GroupPipeline, run_pool
+from benchmax.auth import ModelAuth
 from benchmax.envs import BaseEnv, BaseRollout
+from benchmax.envs._observer import report_rollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
@@ -38,10 +39,15 @@ from benchmax.envs.shared_types import (
 )
 from benchmax.runner._config import NoModelAuth, credential_secrets
 from benchmax.runner._errors import GroupContractError, RunError
-from benchmax.runner._log_capture import RolloutLogCapture
-from benchmax.runner._records import LogEntry, ResultsHeader
+from benchmax.runner._records import ResultsHeader
 from benchmax.runner._report import RewardStats
-from benchmax.runner._results import encoded_line, new_run_id, read_results, results_header
+from benchmax.runner._results import (
+    Results,
+    encoded_line,
+    new_run_id,
+    read_results,
+    results_header,
+)
 from benchmax.runner._selection import ResultGroup, groups_of
 from benchmax.trajectory import Trajectory, recording_annotations
 
@@ -84,13 +90,14 @@ class RescoreReport:
 
 
 class _Replay(Environment[Any, BaseRollout]):
-    """An environment whose rollouts are the stored transcripts, scored by ``inner``."""
+    """An environment whose rollouts are the stored transcripts, scored by ``inner``; each
+    reports its stored record with this rescore's run id, ``reward_seconds`` and
+    annotations, so the group pipeline writes it as is (with its outcome and new logs)."""
 
-    def __init__(self, inner: BaseEnv, records: Mapping[str, Trajectory]) -> None:
+    def __init__(self, inner: BaseEnv, records: Mapping[str, Trajectory], run_id: str) -> None:
         self.inner = inner
         self.records = records
-        self.reward_seconds: dict[str, float] = {}
-        self.annotations: dict[str, dict[str, Any]] = {}
+        self.run_id = run_id
 
     @property
     def reward_keys(self) -> Sequence[str]:
@@ -111,18 +118,22 @@ class _Replay(Environment[Any, BaseRollout]):
         example_args = {k: v for k, v in payload.items() if k != "prompt_messages"}
         started = time.perf_counter()
         with recording_annotations() as annotations:
-            try:
-                return await self.inner._score(
-                    request,
-                    self.inner.reward_timeout,
-                    FINISHED if reason in RESCORED_REASONS else reason,
-                    [dict(message) for message in record.messages or ()],
-                    example_args,
-                    None,
-                )
-            finally:
-                self.reward_seconds[request.rollout_id] = time.perf_counter() - started
-                self.annotations[request.rollout_id] = annotations
+            rollout = await self.inner._score(
+                request,
+                self.inner.reward_timeout,
+                FINISHED if reason in RESCORED_REASONS else reason,
+                [dict(message) for message in record.messages or ()],
+                example_args,
+                None,
+            )
+        timings = {**record.timings, "reward_seconds": round(time.perf_counter() - started, 6)}
+        annotations = {**record.annotations, **annotations}
+        report_rollout(
+            dataclasses.replace(
+                record, run_id=self.run_id, timings=timings, annotations=annotations
+            )
+        )
+        return rollout
 
     async def compute_group_rewards(
         self, rollouts: Sequence[BaseRollout]
@@ -167,6 +178,30 @@ async def rescore_results(
     ``GroupContractError`` when a hook breaks the reward contract (nothing is written
     then); ``ResultsFileError`` for a file that is not a results file.
     """
+    source, target = _checked_paths(env, results_path, output, max_concurrent_groups)
+    results = read_results(source)
+    definition = dict(results.definition)
+    groups, payloads, missing = await _groups_to_rescore(
+        env, results, source, Path(base_dir), allow_missing
+    )
+    run_id = new_run_id()
+    rescored = await _rescored(
+        env, groups, payloads, definition, run_id, dict(auth_providers or {}), max_concurrent_groups
+    )
+    rescored_from = {"path": str(source), "run_id": results.header.get("run_id")}
+    header = results_header(
+        run_id,
+        {**definition, "env": dict(env_definition or definition.get("env") or {})},
+        rescored_from={**rescored_from, "env": definition.get("env")},
+        data_dir=Path(base_dir),
+    )
+    _write(target, header, rescored)
+    return _report(source, target, run_id, groups, rescored, missing)
+
+
+def _checked_paths(
+    env: object, results_path: str | Path, output: str | Path, max_concurrent_groups: int
+) -> tuple[Path, Path]:
     if not isinstance(env, BaseEnv):
         raise RunError(
             f"rescoring needs a BaseEnv environment (stored transcripts); got {type(env).__name__}"
@@ -180,10 +215,16 @@ async def rescore_results(
             f"the output {target} would replace the results it rescores; "
             "write the rescored run to another file"
         )
-    results = read_results(source)
-    definition = dict(results.definition)
-    split = definition.get("split", "eval")
-    payloads = await _payloads(env, split, Path(base_dir))
+    return source, target
+
+
+async def _groups_to_rescore(
+    env: BaseEnv, results: Results, source: Path, base_dir: Path, allow_missing: bool
+) -> tuple[list[ResultGroup], dict[str, Any], tuple[str, ...]]:
+    """The groups of ``results`` whose examples the split has, the payloads by example id
+    and the example ids missing from it (a ``RunError`` unless ``allow_missing``)."""
+    split = results.definition.get("split", "eval")
+    payloads = await _payloads(env, split, base_dir)
     groups = groups_of(results)
     missing = [g.example_id for g in groups if g.example_id not in payloads]
     if missing and not allow_missing:
@@ -201,77 +242,63 @@ async def rescore_results(
                     f"rollout {record.rollout_id} of {source} has no transcript to score "
                     "(only BaseEnv runs record transcripts)"
                 )
-    run_id = new_run_id()
-    providers = dict(auth_providers or {})
-    capture = RolloutLogCapture(logging.INFO, credential_secrets(providers.values(), None))
-    rewritten: dict[int, list[Trajectory]] = {}
+    return groups, payloads, tuple(missing)
 
-    async def rescore_group(group: ResultGroup) -> None:
-        records = {r.rollout_id: r for r in group.rollouts}
-        replay = _Replay(env, records)
+
+async def _rescored(
+    env: BaseEnv,
+    groups: Sequence[ResultGroup],
+    payloads: Mapping[str, Any],
+    definition: Mapping[str, Any],
+    run_id: str,
+    providers: dict[str, ModelAuth],
+    max_concurrent_groups: int,
+) -> list[Trajectory]:
+    """Every group's records scored again through the group pipeline, in example order."""
+    records = {r.rollout_id: r for group in groups for r in group.rollouts}
+    pipeline = GroupPipeline(
+        _Replay(env, records, run_id),
+        auth_providers=providers,
+        secrets=credential_secrets(providers.values(), None),
+        log_level=logging.INFO,
+    )
+    split = definition.get("split", "eval")
+    model = str(definition.get("model") or "rescore")
+    rewritten: dict[int, tuple[Trajectory, ...]] = {}
+
+    async def rescore(group: ResultGroup) -> None:
         example = Example(id=group.example_id, payload=payloads[group.example_id])
-        requests = [
+        requests = tuple(
             RolloutRequest(
-                rollout_id=rollout_id,
+                rollout_id=record.rollout_id,
                 example=example,
-                model=str(definition.get("model") or "rescore"),
+                model=model,
                 base_url="http://rescore.invalid/v1",
                 model_auth=NoModelAuth(),
                 split=split,
             )
-            for rollout_id in records
-        ]
-        ids = list(records)
-        capture.track(ids)
-        try:
-            outcomes = await replay.run_group(requests)
-        except Exception as error:
-            for rollout_id in ids:
-                capture.take(rollout_id)
-            raise GroupContractError(group.example_index, group.example_id, error) from error
-        rewritten[group.example_index] = [
-            _rewritten(
-                record,
-                run_id=run_id,
-                reason=outcomes[rid].termination_reason,
-                rewards=dict(outcomes[rid].rewards),
-                reward_seconds=replay.reward_seconds.get(rid),
-                annotations=replay.annotations.get(rid, {}),
-                logs=capture.take(rid),
-            )
-            for rid, record in records.items()
-        ]
+            for record in group.rollouts
+        )
+        finished = await pipeline.run(Group(requests, placement=None))
+        rewritten[group.example_index] = finished.trajectories
 
-    pending = iter(groups)
-    errors: list[BaseException] = []
+    def contract_error(group: ResultGroup, error: Exception) -> BaseException:
+        pipeline.take_failed_logs([r.rollout_id for r in group.rollouts])
+        return GroupContractError(group.example_index, group.example_id, error)
 
-    async def worker() -> None:
-        for group in pending:
-            if errors:
-                return
-            try:
-                await rescore_group(group)
-            except GroupContractError as error:
-                errors.append(error)
-                return
+    with pipeline.attached():
+        await run_pool(groups, rescore, concurrency=max_concurrent_groups, on_error=contract_error)
+    return [r for index in sorted(rewritten) for r in rewritten[index]]
 
-    with capture.attached(), bind_model_auth(providers):
-        await asyncio.gather(*(worker() for _ in range(min(max_concurrent_groups, len(groups)))))
-    if errors:
-        raise errors[0]
 
-    header = results_header(
-        run_id,
-        {**definition, "env": dict(env_definition or definition.get("env") or {})},
-        rescored_from={
-            "path": str(source),
-            "run_id": results.header.get("run_id"),
-            "env": definition.get("env"),
-        },
-        data_dir=Path(base_dir),
-    )
-    new_records = [r for index in sorted(rewritten) for r in rewritten[index]]
-    _write(target, header, new_records)
+def _report(
+    source: Path,
+    target: Path,
+    run_id: str,
+    groups: Sequence[ResultGroup],
+    new_records: Sequence[Trajectory],
+    missing: tuple[str, ...],
+) -> RescoreReport:
     old_records = [r for g in groups for r in g.rollouts]
     return RescoreReport(
         source=source,
@@ -289,7 +316,7 @@ async def rescore_results(
         new_stats=_stats(new_records),
         old_reasons=dict(Counter(r.termination_reason for r in old_records)),
         new_reasons=dict(Counter(r.termination_reason for r in new_records)),
-        missing_examples=tuple(missing),
+        missing_examples=missing,
     )
 
 
@@ -309,30 +336,6 @@ async def _payloads(env: BaseEnv, split: Any, base_dir: Path) -> dict[str, Any]:
         raise RunError(
             f"cannot load the {split} split from {base_dir}: {type(error).__name__}: {error}"
         ) from error
-
-
-def _rewritten(
-    record: Trajectory,
-    *,
-    run_id: str,
-    reason: str,
-    rewards: dict[str, float],
-    reward_seconds: float | None,
-    annotations: Mapping[str, Any],
-    logs: list[LogEntry],
-) -> Trajectory:
-    timings = dict(record.timings)
-    if reward_seconds is not None:
-        timings["reward_seconds"] = round(reward_seconds, 6)
-    return dataclasses.replace(
-        record,
-        run_id=run_id,
-        termination_reason=reason,
-        rewards=rewards,
-        timings=timings,
-        logs=(*record.logs, *logs),
-        annotations={**record.annotations, **annotations},
-    )
 
 
 def _stats(records: Sequence[Trajectory]) -> dict[str, RewardStats]:

@@ -338,11 +338,13 @@ class ResultsStore:
         force: bool,
         secrets: Sequence[str] = (),
         data_dir: Path | None = None,
+        reward_weights: Mapping[str, float] | None = None,
     ) -> ResultsStore:
         """Start a new results file at ``path``, or resume the one already there.
 
         Known ``secrets`` are masked in the header's definition as in every line. A new
-        file's header records ``data_dir`` (made absolute) when given. A definition that
+        file's header records ``data_dir`` (made absolute) and ``reward_weights`` when
+        given. A definition that
         differs only by a larger ``max_examples`` (or none) resumes without ``force``; the
         header then takes the new definition, the old one joining ``previous_definitions``.
         Raises ``ResumeMismatchError`` (definition differs, no ``force``),
@@ -363,7 +365,9 @@ class ResultsStore:
         try:
             if handle.seek(0, os.SEEK_END) == 0:
                 run_id = new_run_id()
-                header = results_header(run_id, definition, data_dir=data_dir)
+                header = results_header(
+                    run_id, definition, data_dir=data_dir, reward_weights=reward_weights
+                )
                 if "data_dir" in header:
                     header["data_dir"] = _mask_strings(header["data_dir"], masked)
                 _append_or_cut(handle, path, encoded_line(header))
@@ -481,9 +485,11 @@ def results_header(
     *,
     rescored_from: Mapping[str, Any] | None = None,
     data_dir: Path | None = None,
+    reward_weights: Mapping[str, float] | None = None,
 ) -> ResultsHeader:
     """The header line of a new results file (``rescored_from``: set by ``rescore``;
-    ``data_dir``: the data directory, recorded made absolute)."""
+    ``data_dir``: the data directory, recorded made absolute; ``reward_weights``: the
+    environment's, when it sets them)."""
     header: ResultsHeader = {
         "type": "header",
         "format": RESULTS_FORMAT,
@@ -496,6 +502,8 @@ def results_header(
         header["rescored_from"] = dict(rescored_from)
     if data_dir is not None:
         header["data_dir"] = str(Path(data_dir).absolute())
+    if reward_weights is not None:
+        header["reward_weights"] = {str(k): float(v) for k, v in reward_weights.items()}
     return header
 
 

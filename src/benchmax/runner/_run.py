@@ -2,31 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import inspect
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from benchmax._context import BOUND_MODEL_AUTH
+from benchmax._group_pipeline import Group, GroupPipeline, Placement, run_pool
 from benchmax.auth import bind_model_auth
-from benchmax.envs._observer import observe_rollouts
 from benchmax.envs._sampling_args import merged_sampling_args
 from benchmax.envs.environment import Environment
-from benchmax.envs.shared_types import Example, RolloutOutcome, RolloutRequest
+from benchmax.envs.shared_types import Example, RolloutRequest
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._definition import env_sampling_args, run_definition
 from benchmax.runner._error_log import group_contract_error
-from benchmax.runner._errors import ExecutorError, GroupContractError, RunError
+from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._failure_share import FailureTally
 from benchmax.runner._judge_check import check_judges, distinct_judges
-from benchmax.runner._log_capture import RolloutLogCapture
 from benchmax.runner._loop_watch import watching_the_loop
 from benchmax.runner._records import LogEntry
 from benchmax.runner._report import RunReport, summarize
@@ -58,23 +56,6 @@ class Progress:
     @property
     def rollouts_per_second(self) -> float:
         return self.rollouts_run / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
-
-
-class _TranscriptObserver:
-    """Collects what BaseEnv reports about the finished rollouts of this run's groups."""
-
-    def __init__(self) -> None:
-        self._reports: dict[str, Trajectory | None] = {}
-
-    def expect(self, rollout_ids: Sequence[str]) -> None:
-        self._reports.update(dict.fromkeys(rollout_ids))
-
-    def rollout_finished(self, report: Trajectory) -> None:
-        if report.rollout_id in self._reports:
-            self._reports[report.rollout_id] = report
-
-    def take(self, rollout_id: str) -> Trajectory | None:
-        return self._reports.pop(rollout_id, None)
 
 
 async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[Example[Any]]:
@@ -228,26 +209,17 @@ class _Run:
     async def run_pending(
         self, pending: list[tuple[int, Example[Any]]], dispatch: GroupDispatch
     ) -> None:
-        items = iter(pending)
-        errors: list[BaseException] = []
+        def stopping(item: tuple[int, Example[Any]], error: Exception) -> BaseException:
+            if isinstance(error, RunError):  # the runner's own failure (ExecutorError too)
+                return error
+            return self.contract_error(*item, error, dispatch)
 
-        async def worker() -> None:
-            for index, example in items:
-                if errors:
-                    return
-                try:
-                    await self.run_group(index, example, dispatch)
-                except (RunError, ExecutorError) as error:  # the runner's own failure
-                    errors.append(error)
-                    return
-                except Exception as error:
-                    errors.append(self.contract_error(index, example, error, dispatch))
-                    return
-
-        workers = min(dispatch.capacity, len(pending))
-        await asyncio.gather(*(worker() for _ in range(workers)))
-        if errors:
-            raise errors[0]
+        await run_pool(
+            pending,
+            lambda item: self.run_job(*item, dispatch),
+            concurrency=dispatch.capacity,
+            on_error=stopping,
+        )
 
     def contract_error(
         self, index: int, example: Example[Any], error: Exception, dispatch: GroupDispatch
@@ -262,7 +234,7 @@ class _Run:
             logs=dispatch.failed_group_logs(index),
         )
 
-    async def run_group(self, index: int, example: Example[Any], dispatch: GroupDispatch) -> None:
+    async def run_job(self, index: int, example: Example[Any], dispatch: GroupDispatch) -> None:
         job = GroupJob(
             example_index=index,
             example=example,
@@ -294,34 +266,29 @@ class _Run:
 
 
 class GroupCollector:
-    """Runs one group through ``env.run_group`` and collects its results lines.
+    """Makes a run's requests for a job and runs its group through the group pipeline.
 
     The local runner and every Ray worker use it, so both write the same lines: outcomes,
-    what BaseEnv reports through the rollout observer, and the log records filed under
-    each rollout (secrets masked). Enter ``capture.attached()`` once and ``bound()`` in
-    the task that runs groups (the observer and credentials are context variables).
+    what BaseEnv reports about each rollout, and the log records filed under each rollout
+    (secrets masked). Enter ``pipeline.attached()`` around the groups of a run.
     """
 
     def __init__(self, env: Environment[Any, Any], config: RunConfig, run_id: str) -> None:
         self.env = env
         self.config = config
         self.run_id = run_id
-        self.capture = RolloutLogCapture(config.log_level, config.secrets())
-        self.observer = _TranscriptObserver()
-        self.unsaved_logs: dict[int, list[LogEntry]] = {}
+        self.pipeline = GroupPipeline(
+            env,
+            auth_providers=_providers(config),
+            secrets=config.secrets(),
+            log_level=config.log_level,
+            hook_deadlines=config.hook_deadlines,
+        )
 
-    @contextlib.contextmanager
-    def bound(self) -> Iterator[None]:
-        """Bind the rollout observer and the run's credentials for the block."""
-        with observe_rollouts(self.observer), bind_model_auth(_providers(self.config)):
-            yield
-
-    async def collect(self, job: GroupJob) -> GroupResult:
-        """Run ``job``'s group; a ``run_group`` contract error propagates."""
-        config = self.config
-        index, example, attempt = job.example_index, job.example, job.attempt
-        ids = list(job.rollout_ids)
-        requests = [
+    def group(self, job: GroupJob) -> Group:
+        """``job``'s requests, placed in this run."""
+        config, example = self.config, job.example
+        requests = tuple(
             RolloutRequest(
                 rollout_id=rollout_id,
                 example=example,
@@ -332,78 +299,22 @@ class GroupCollector:
                 sampling_args=config.sampling_args_for(example.id, k),
                 record_tokens=config.tokens,
             )
-            for k, rollout_id in enumerate(ids)
-        ]
-        self.capture.track(ids)
-        self.observer.expect(ids)
-        began = time.perf_counter()
-        try:
-            outcomes = await self.env.run_group(requests)
-        except BaseException:
-            logs: list[LogEntry] = []
-            for rollout_id in ids:
-                logs.extend(e for e in self.capture.take(rollout_id) if e not in logs)
-                self.observer.take(rollout_id)
-            self.unsaved_logs[index] = logs  # a contract error's report shows them
-            raise
-        group_seconds = time.perf_counter() - began
-        trajectories = tuple(
-            trajectory_of(
-                self.observer.take(rollout_id),
-                rollout_id=rollout_id,
-                example_id=example.id,
-                outcome=outcomes[rollout_id],
-                group_seconds=group_seconds,
-                logs=self.capture.take(rollout_id),
-                attempt=attempt,
-                run_id=self.run_id,
-                split=self.config.split,
-                example_index=index,
-                group_index=k,
-            )
-            for k, rollout_id in enumerate(ids)
+            for k, rollout_id in enumerate(job.rollout_ids)
         )
-        return GroupResult(group=completed_group(index, trajectories), trajectories=trajectories)
+        return Group(requests, Placement(self.run_id, job.example_index, job.attempt))
 
-
-def trajectory_of(
-    report: Trajectory | None,
-    *,
-    rollout_id: str,
-    example_id: str,
-    outcome: RolloutOutcome,
-    group_seconds: float | None,
-    logs: list[LogEntry],
-    attempt: int,
-    run_id: str | None,
-    split: str,
-    example_index: int | None,
-    group_index: int,
-) -> Trajectory:
-    """One rollout's record: what BaseEnv reported (nothing for other environments) with
-    its final outcome (group rewards merged) and its place in the run."""
-    timings: dict[str, float] = {}
-    if group_seconds is not None:
-        timings["group_seconds"] = round(group_seconds, 6)
-    if report is None:
-        report = Trajectory(
-            rollout_id=rollout_id,
-            example_id=example_id,
-            termination_reason=outcome.termination_reason,
-            rewards={},
+    async def collect(self, job: GroupJob) -> GroupResult:
+        """Run ``job``'s group; a ``run_group`` contract error propagates (its records are
+        then ``failed_logs(job)``)."""
+        finished = await self.pipeline.run(self.group(job))
+        trajectories = finished.trajectories
+        return GroupResult(
+            group=completed_group(job.example_index, trajectories), trajectories=trajectories
         )
-    return dataclasses.replace(
-        report,
-        termination_reason=outcome.termination_reason,
-        rewards=dict(outcome.rewards),
-        timings={**timings, **report.timings},
-        logs=tuple(logs),
-        attempt=attempt,
-        run_id=run_id,
-        split=split,
-        example_index=example_index,
-        group_index=group_index,
-    )
+
+    def failed_logs(self, job: GroupJob) -> list[LogEntry]:
+        """What ``job``'s group logged before it raised."""
+        return self.pipeline.take_failed_logs(job.rollout_ids)
 
 
 class _LocalDispatch:
@@ -412,12 +323,17 @@ class _LocalDispatch:
     def __init__(self, collector: GroupCollector, capacity: int) -> None:
         self.collector = collector
         self.capacity = capacity
+        self.unsaved_logs: dict[int, list[LogEntry]] = {}
 
     async def run(self, job: GroupJob) -> GroupResult:
-        return await self.collector.collect(job)
+        try:
+            return await self.collector.collect(job)
+        except BaseException:
+            self.unsaved_logs[job.example_index] = self.collector.failed_logs(job)
+            raise
 
     def failed_group_logs(self, example_index: int) -> list[LogEntry]:
-        return self.collector.unsaved_logs.pop(example_index, [])
+        return self.unsaved_logs.pop(example_index, [])
 
 
 class _LocalExecutor:
@@ -428,7 +344,7 @@ class _LocalExecutor:
         self, env: Environment[Any, Any], config: RunConfig, run_id: str
     ) -> AsyncIterator[GroupDispatch]:
         collector = GroupCollector(env, config, run_id)
-        with collector.capture.attached(), collector.bound():
+        with collector.pipeline.attached():
             yield _LocalDispatch(collector, config.max_concurrent_groups)
 
 
@@ -444,7 +360,7 @@ def _first_reward_key(env: Environment[Any, Any]) -> str | None:
 async def _check_token_support(env: Environment[Any, Any], config: RunConfig) -> None:
     """The token preflight: one model call; ``RunError`` (one line) when it shows the
     server cannot return exact tokens."""
-    from benchmax._modelhttp.token_preflight import token_preflight
+    from benchmax._modelhttp import token_preflight
 
     base_url = config.base_url_for("tokens-preflight")
     with bind_model_auth(_providers(config)):
@@ -522,6 +438,7 @@ async def run_environment(
         force=config.force,
         secrets=config.secrets(),
         data_dir=config.base_dir,
+        reward_weights=_reward_weights(env),
     )
     try:
         pending: list[tuple[int, Example[Any]]] = []
@@ -547,6 +464,13 @@ async def run_environment(
         groups_resumed=len(resumed),
         rollouts_run=run.rollouts_run,
         wall_seconds=time.monotonic() - started,
+        reward_weights=_reward_weights(env),
     )
     report.write_json()
     return report
+
+
+def _reward_weights(env: Environment[Any, Any]) -> Mapping[str, float] | None:
+    """The environment's ``reward_weights`` when it sets a mapping of them."""
+    weights = getattr(env, "reward_weights", None)
+    return weights if isinstance(weights, Mapping) else None

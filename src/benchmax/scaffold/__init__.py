@@ -2,7 +2,9 @@
 
 ``create_project(Path("my-env"), "qa")`` writes ``env.py``, ``data/train.jsonl`` and
 ``data/eval.jsonl``, a mock policy (``policy.py``), tests, a README with the run /
-validate / view commands and a ``pyproject.toml`` depending on this benchmax: a path
+validate / view commands and a ``pyproject.toml`` depending on this benchmax (and
+declaring the environment under its project name in the ``benchmax.environments``
+entry points, so ``benchmax run NAME`` finds it once installed): a path
 dependency on the source checkout it runs from (found with ``benchmax_source``), so
 ``uv run`` inside resolves no other distribution of that name, else the installed
 version exactly. The templates are package data (``templates/<name>/``, files ending in
@@ -128,7 +130,7 @@ def _project_name(directory: Path) -> str:
     return name or "benchmax-env"
 
 
-def _pyproject(name: str) -> str:
+def _pyproject(name: str, template: Template) -> str:
     requirement, source = benchmax_requirement()
     lines = [
         "[project]",
@@ -138,11 +140,21 @@ def _pyproject(name: str) -> str:
         'requires-python = "==3.12.*"',
         f'dependencies = ["{requirement}"]',
         "",
+        "# The environment's installed name: `benchmax run " + name + " --data data`.",
+        '[project.entry-points."benchmax.environments"]',
+        f'"{name}" = "env:{template.class_name}"',
+        "",
         "[dependency-groups]",
         'dev = ["pytest>=8.4", "pytest-asyncio>=1.2"]',
         "",
-        "[tool.uv]",
-        "package = false  # an environment project, not a distribution",
+        "[build-system]",
+        'requires = ["hatchling"]',
+        'build-backend = "hatchling.build"',
+        "",
+        "# The wheel holds the environment module; rename env.py (and the entry point above)",
+        "# to a name of its own before publishing it beside other environments.",
+        "[tool.hatch.build.targets.wheel]",
+        'only-include = ["env.py"]',
     ]
     if source is not None:
         path = source.as_posix().replace("\\", "\\\\").replace('"', '\\"')
@@ -223,6 +235,6 @@ def create_project(directory: Path, template: str = "qa") -> list[Path]:
         )
         written.append(target)
     pyproject = directory / "pyproject.toml"
-    pyproject.write_text(_pyproject(name), encoding="utf-8")
+    pyproject.write_text(_pyproject(name, chosen), encoding="utf-8")
     written.append(pyproject)
     return written

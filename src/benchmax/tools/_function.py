@@ -8,6 +8,12 @@ docstring's parameter section (Google, NumPy or reST style, read by
 ``docstring_parser``). Unknown arguments are refused (``additionalProperties: false``).
 The model's arguments are validated and converted by that same model before the
 function runs; a validation failure raises ``ToolError`` naming the argument.
+
+String annotations (a module with ``from __future__ import annotations``) are evaluated
+in the function's module and, as pydantic does for a model defined in a function, in the
+local names of the scope that defined it when ``@tool`` ran there (the enclosing function,
+or the function around a ``Toolset`` class body): types defined in that function before
+the tool resolve. A type no scope holds is a ``TypeError`` naming the fix.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import asyncio
 import dataclasses
 import inspect
 import re
+import sys
+import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Protocol, get_args, get_origin, overload
@@ -32,6 +40,9 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _RESERVED = frozenset({"rollout_id", "tool_name"})  # BaseEnv.run_tool's own parameters
 _MESSAGE_LIMIT = 300
 _SHOWN_ERRORS = 3
+_FRAME_SEARCH = 8
+"""Frames above ``FunctionTool.__init__`` searched for the one that defined the function
+(``@tool``, ``@tool(...)``, ``tool(f)`` and a direct ``FunctionTool(f)`` are within it)."""
 
 
 class _UntitledSchema(GenerateJsonSchema):
@@ -111,20 +122,56 @@ class _Compiled:
         self.schema: dict[str, Any] = schema
 
 
-def _resolved_hints(function: Callable[..., Any], tool_name: str) -> dict[str, Any]:
-    """The function's type hints as objects (string annotations evaluated)."""
+def _defining_scope(function: Callable[..., Any]) -> dict[str, Any]:
+    """The local names of the scope executing the definition of ``function``, when that
+    scope is a function (or a class body inside one) on the calling stack: the frame whose
+    code holds the function's code object. Nearer scopes win; ``{}`` at module level.
+
+    pydantic reads the parent frame's locals the same way for a model defined in a
+    function (``parent_frame_namespace``); a snapshot is taken, so the frame is not kept.
+    """
+    code = getattr(function, "__code__", None)
+    frame: types.FrameType | None = sys._getframe(1)
+    for _ in range(_FRAME_SEARCH):
+        if frame is None or code is None:
+            return {}
+        if code in frame.f_code.co_consts:
+            break
+        frame = frame.f_back
+    else:
+        return {}
+    scopes: list[dict[str, Any]] = []
+    while frame is not None and frame.f_back is not None and frame.f_code.co_name != "<module>":
+        local = dict(frame.f_locals)
+        scopes.append(local)
+        if "__qualname__" not in local or "__module__" not in local:
+            break  # a function's scope; a class body's continues to the function around it
+        frame = frame.f_back
+    namespace: dict[str, Any] = {}
+    for scope in reversed(scopes):
+        namespace.update(scope)
+    return namespace
+
+
+def _resolved_hints(
+    function: Callable[..., Any], tool_name: str, scope: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The function's type hints as objects (string annotations evaluated in its module
+    and in ``scope``, the local names of the scope that defined it)."""
     try:
-        return typing.get_type_hints(function, include_extras=True)
+        return typing.get_type_hints(function, localns=dict(scope), include_extras=True)
     except Exception as error:
         raise TypeError(
-            f"tool {tool_name!r}: cannot resolve its type hints ({error}); define the "
-            "types it uses before the function, at module level"
+            f"tool {tool_name!r}: cannot resolve its type hints ({error}); define the types "
+            "it uses at module level, or in the function that applies @tool before it does, "
+            "or remove 'from __future__ import annotations' from its module"
         ) from error
 
 
 def _model_classes(hints: dict[str, Any], namespace: dict[str, Any]) -> list[type]:
-    """The dataclasses and pydantic models reachable from ``hints`` (through type arguments
-    and their fields' hints, string annotations resolved with ``namespace`` as well)."""
+    """The classes reachable from ``hints`` (through type arguments, and the fields' hints
+    of dataclasses and pydantic models, string annotations resolved with ``namespace``
+    as well), builtins left out."""
     found: list[type] = []
     seen: set[int] = set()
     stack = list(hints.values())
@@ -134,11 +181,11 @@ def _model_classes(hints: dict[str, Any], namespace: dict[str, Any]) -> list[typ
             continue
         seen.add(id(hint))
         stack.extend(get_args(hint))
-        if not isinstance(hint, type):
-            continue
-        if not (dataclasses.is_dataclass(hint) or issubclass(hint, pydantic.BaseModel)):
+        if not isinstance(hint, type) or hint.__module__ == "builtins":
             continue
         found.append(hint)
+        if not (dataclasses.is_dataclass(hint) or issubclass(hint, pydantic.BaseModel)):
+            continue
         try:
             nested = typing.get_type_hints(hint, localns=namespace, include_extras=True)
         except Exception:  # pydantic says what it cannot resolve
@@ -232,6 +279,9 @@ class FunctionTool[**P, R]:
         # a class pickled by value loses its module (``_namespace``: the classes by name).
         self._hints: dict[str, Any] | None = None
         self._namespace: dict[str, Any] = {}
+        # The defining scope's local names, for string annotations of types defined in a
+        # function; dropped once the hints are resolved (its values need not pickle).
+        self._scope: dict[str, Any] | None = _defining_scope(function)
         if not self._method:
             self._compile()
 
@@ -254,6 +304,7 @@ class FunctionTool[**P, R]:
             except TypeError:
                 pass
         state = dict(vars(self))
+        state["_scope"] = None
         state["_compiled"] = None  # the pydantic model is rebuilt from the hints, not pickled
         return state
 
@@ -261,9 +312,12 @@ class FunctionTool[**P, R]:
         return f"FunctionTool(name={self.name!r})"
 
     def _resolve(self) -> None:
-        hints = _resolved_hints(self.function, self.name)
-        self._namespace = {cls.__name__: cls for cls in _model_classes(hints, {})}
+        scope = self._scope or {}
+        hints = _resolved_hints(self.function, self.name, scope)
+        local_types = {key: value for key, value in scope.items() if isinstance(value, type)}
+        self._namespace = {cls.__name__: cls for cls in _model_classes(hints, local_types)}
         self._hints = hints
+        self._scope = None
 
     def _compile(self) -> _Compiled:
         compiled = self._compiled

@@ -344,8 +344,9 @@ class _MCPSession:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         """Call the tool offered as ``name``; the result as tool-message content.
 
-        Raises ``ToolError`` for a result flagged ``isError`` or a name the server does
-        not offer, :class:`MCPServerError` when the call fails otherwise.
+        Raises ``ToolError`` for a result flagged ``isError``, a name the server does not
+        offer or arguments it refuses as invalid params (``-32602``), and
+        :class:`MCPServerError` when the call fails otherwise.
         """
         from benchmax.tools._mcp_connection import ConnectionLost, ProtocolFailure
         from benchmax.tools._mcp_content import result_content
@@ -362,6 +363,8 @@ class _MCPSession:
                 connection = await self._holder.connection()
                 result = await connection.call_tool(tool.server_name, arguments)
             except (ConnectionLost, ProtocolFailure) as error:
+                if isinstance(error, ProtocolFailure) and error.invalid_params:
+                    raise ToolError(f"Invalid tool arguments: {error}") from None
                 retryable = isinstance(error, ConnectionLost) or error.retryable
                 if attempt == attempts or not retryable:
                     raise MCPServerError(str(error)) from None

@@ -11,8 +11,10 @@ is an ``asyncio.timeout`` in the rollout's task) must never land inside them. So
   A cancelled caller cancels the call's own ``CancelScope``; the SDK then sends the
   server ``notifications/cancelled`` and the session stays usable;
 * closing (or the event loop's end, which cancels the owner) leaves the ``Client`` in the
-  owner task; for stdio the SDK closes the server's stdin and escalates to SIGTERM and
-  SIGKILL of its process group within about six seconds, shielded from cancellation.
+  owner task; for stdio the server's stdin is closed and what is left of its session
+  (its children, a launcher's server) gets SIGTERM, then SIGKILL, within
+  ``CLOSE_DEADLINE`` seconds (:mod:`benchmax.tools._mcp_stdio`). A caller cancelled
+  while closing (a ``tool_timeout`` running out) still waits for that close.
 
 Errors a call can end with: :class:`ConnectionLost` (the server exited or the HTTP
 exchange failed: the session is unusable, a retry needs a new connection) and
@@ -24,28 +26,37 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import subprocess
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO, cast
+from typing import Any, Literal
 
 import anyio
 import httpx2
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR, CallToolResult, Implementation, Tool
+from mcp.types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolResult,
+    Implementation,
+    Tool,
+)
 
 from benchmax import __version__, _context
-from benchmax._modelhttp.headers import sendable_auth_headers
+from benchmax._modelhttp import sendable_auth_headers
 from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.tools._mcp_stdio import CLOSE_DEADLINE, stdio_transport
 
 __all__ = ["Connection", "ConnectTarget", "ConnectionLost", "ProtocolFailure", "StartupTimedOut"]
 
 logger = logging.getLogger("benchmax.tools.mcp")
 
 _LIST_PAGE_CAP = 100
+_CLOSE_SLACK = 5.0
+"""Seconds beyond the transport's own close bound a cancelled closer waits: the MCP
+client's own teardown around it, on a busy machine."""
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 _HTTP_LIMITS = httpx2.Limits(
     max_connections=100, max_keepalive_connections=20, keepalive_expiry=4.0
@@ -70,12 +81,15 @@ class StartupTimedOut(ConnectionLost):
 
 class ProtocolFailure(Exception):
     """The MCP server answered a request with a JSON-RPC error (``code``); ``retryable``
-    when that is an internal error (``-32603``), which a repeated call may not meet."""
+    when that is an internal error (``-32603``), which a repeated call may not meet;
+    ``invalid_params`` when it refused the request's parameters (``-32602``: for a tool
+    call, the model's arguments)."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
         self.retryable = code == INTERNAL_ERROR
+        self.invalid_params = code == INVALID_PARAMS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,17 +181,40 @@ class Connection:
         return self._lost is not None
 
     async def list_tools(self) -> list[Tool]:
-        """Every tool the server lists (following pagination)."""
+        """Every tool the server lists, following ``nextCursor`` for at most 100 pages.
+
+        An empty cursor (``""``) ends the listing like none; a cursor the server gave
+        before, or the page cap, ends it too (logged: the server's pagination is broken,
+        the pages read so far are used).
+        """
+        label = self._target.label
 
         async def walk(client: Client) -> list[Tool]:
             tools: list[Tool] = []
             cursor: str | None = None
+            seen: set[str] = set()
             for _ in range(_LIST_PAGE_CAP):
                 page = await client.list_tools(cursor=cursor)
                 tools.extend(page.tools)
                 cursor = page.next_cursor
-                if cursor is None:
-                    break
+                if not cursor:
+                    return tools
+                if cursor in seen:
+                    logger.warning(
+                        "mcp.list_cursor_repeated server=%s pages=%d: tools/list gave the "
+                        "cursor %.40r again; the listing ends here",
+                        label,
+                        len(seen) + 1,
+                        cursor,
+                    )
+                    return tools
+                seen.add(cursor)
+            logger.warning(
+                "mcp.list_page_cap server=%s pages=%d: tools/list still had a next page; "
+                "the listing ends here",
+                label,
+                _LIST_PAGE_CAP,
+            )
             return tools
 
         return await self._run(walk, "tools/list")
@@ -192,15 +229,22 @@ class Connection:
         return await self._run(call, f"tools/call {name!r}")
 
     async def aclose(self) -> None:
-        """Close the session and wait until it is closed (for stdio: the server process
-        has exited or been killed). The owner finishes even if the caller is cancelled."""
+        """Close the session and wait until it is closed (for stdio: every process of the
+        server's session has exited or been killed), at most ``CLOSE_DEADLINE`` seconds
+        and a little more. A caller cancelled meanwhile still waits for the close; the
+        cancellation is raised once it is done."""
         self._lost = self._lost or "the connection was closed"
         self._closing.set()
         owner = self._owner
-        if owner is not None and not owner.done():
-            if self._calls is None:  # still starting: stop the handshake
-                owner.cancel()
-            await asyncio.wait({owner})  # not cancelled with the caller
+        if owner is None or owner.done():
+            return
+        if self._calls is None:  # still starting: stop the handshake
+            owner.cancel()
+        try:
+            await asyncio.wait({owner})
+        except asyncio.CancelledError:
+            await asyncio.wait({owner}, timeout=CLOSE_DEADLINE + _CLOSE_SLACK)
+            raise
 
     async def _run[T](self, operation: Callable[[Client], Awaitable[T]], what: str) -> T:
         if self._lost is not None or self._calls is None or self._client is None:
@@ -299,13 +343,9 @@ class Connection:
     async def _transport(self, stack: AsyncExitStack) -> Any:
         target = self._target
         if target.command is not None:
-            command, *args = target.command
-            parameters = StdioServerParameters(
-                command=command, args=args, env=dict(target.env or {}), cwd=target.cwd
+            return stdio_transport(
+                target.command, target.env, target.cwd, target.stderr, target.label
             )
-            # ``None`` inherits this process's stderr; the SDK passes it to the spawn as is.
-            errlog = None if target.stderr == "inherit" else subprocess.DEVNULL
-            return stdio_client(parameters, errlog=cast(TextIO, errlog))
         assert target.url is not None
         auth = None
         if target.auth is not None:

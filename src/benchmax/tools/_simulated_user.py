@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from benchmax._message_content import content_text, split_reasoning
+from benchmax._url_credentials import repr_masking_urls
 from benchmax._value_checks import is_int_at_least, is_non_empty_str, is_numeric
 from benchmax._vocabulary import SIMULATED_USER_ERROR
 from benchmax.auth import ModelAuth
@@ -32,6 +33,13 @@ DEFAULT_USER_INSTRUCTIONS = (
 """The simulated user's system prompt; ``{persona}``, ``{goal}`` and ``{stop_marker}`` are
 filled in from the example's payload and the user's settings."""
 
+_OPENING = "(The conversation begins: write your first message to the assistant.)"
+"""The user turn a simulated user's request starts with when the conversation itself does
+not start with the assistant speaking (chat templates such as Mistral's and Gemma's, and
+providers, refuse an assistant turn first)."""
+_SILENT = "(The assistant replied without any text.)"
+"""The user turn ending a request whose last assistant reply had no text to show."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SimulatedUser:
@@ -45,7 +53,8 @@ class SimulatedUser:
     ``persona_key`` and ``goal_key`` fields (strings; a missing one is an error) and
     ``{stop_marker}``; the conversation is seen from the user's side (the user's own
     earlier messages as ``assistant`` turns, the assistant's text as ``user`` turns;
-    system messages, reasoning, tool calls and tool results are not shown). A reply
+    system messages, reasoning, tool calls and tool results are not shown), starting with
+    a user turn and alternating roles (:meth:`request_messages`). A reply
     containing ``stop_marker`` ends the rollout (``None``); inline reasoning
     (``<think>…</think>``, tags in any case, as answers and judge replies are read) is
     not part of the reply.
@@ -96,6 +105,9 @@ class SimulatedUser:
             raise ValueError(f"simulated user sampling_args may not set {sorted(reserved)}")
         object.__setattr__(self, "sampling_args", MappingProxyType(dict(self.sampling_args)))
 
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
+
     def __getstate__(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in self.__dataclass_fields__}
         state["sampling_args"] = dict(self.sampling_args)
@@ -128,21 +140,34 @@ class SimulatedUser:
         self, messages: Sequence[Mapping[str, Any]], example: Example[Any]
     ) -> list[dict[str, str]]:
         """The messages sent to the user's model: the system prompt, then the
-        conversation from the user's side (roles swapped, consecutive turns of one side
-        joined by a blank line)."""
+        conversation from the user's side (roles swapped; the assistant's inline
+        reasoning dropped; consecutive turns of one side joined by a blank line).
+
+        The turns after the system prompt alternate ``user``/``assistant`` from a
+        ``user`` turn to a ``user`` turn, as strict chat templates (Mistral, Gemma) and
+        providers require: a conversation the user opened gets a first user turn saying
+        the conversation begins, and one whose last assistant reply had no text ends
+        with a user turn saying so."""
         sent: list[dict[str, str]] = [{"role": "system", "content": self.system_prompt(example)}]
         for message in messages:
             role = message.get("role")
             if role not in ("user", "assistant"):
                 continue  # system prompts, tool results: not what a user sees
-            text = content_text(message.get("content")).strip()
+            text = content_text(message.get("content"))
+            if role == "assistant":
+                text = split_reasoning(text)[0]  # its reasoning is not what a user sees
+            text = text.strip()
             if not text:
-                continue  # an assistant turn that only called tools
+                continue  # an assistant turn that only called tools, or only reasoned
             flipped = "assistant" if role == "user" else "user"
             if len(sent) > 1 and sent[-1]["role"] == flipped:
                 sent[-1]["content"] += "\n\n" + text
             else:
                 sent.append({"role": flipped, "content": text})
+        if len(sent) == 1 or sent[1]["role"] == "assistant":
+            sent.insert(1, {"role": "user", "content": _OPENING})
+        if sent[-1]["role"] == "assistant":
+            sent.append({"role": "user", "content": _SILENT})
         return sent
 
     async def reply(
@@ -155,7 +180,7 @@ class SimulatedUser:
         ``BaseEnv`` settles the rollout with it. ``ValueError`` for a payload without
         persona or goal (settled as ``simulated_user_error`` too).
         """
-        from benchmax._modelhttp.chat import CallFailure, complete_once
+        from benchmax._modelhttp import CallFailure, complete_once
 
         body: dict[str, Any] = {
             "model": self.model,

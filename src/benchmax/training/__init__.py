@@ -10,25 +10,73 @@
 - ``scalar_reward`` turns a reward map into one number by the environment's
   ``reward_weights``; ``group_advantages`` turns a group's scalars into advantages
   (GRPO, Dr. GRPO, RLOO).
+- ``train(TrainConfig(...), EnvClass)`` runs GRPO with TRL (the ``trl`` extra) into a
+  run directory that ``benchmax show``/``view``/``compare`` read (``benchmax train`` is
+  the same from the command line; ``docs/training.md``).
 - ``TRAINABLE_REASONS`` lists the termination reasons a trainer should learn from
   (``Trajectory.trainable``); ``rollout_seed`` derives a rollout's sampling seed.
+- ``PolicySampler(model, tokenizer)`` serves a live ``transformers`` model over an
+  OpenAI-compatible endpoint with exact tokens, batching the requests in flight;
+  ``load_model(spec)`` / ``resolve_model(spec)`` take a model directory, a PEFT adapter,
+  a built-in name (``BUILTIN_MODELS``) or a Hub id (the ``trl`` extra; these names are
+  imported on first use, so ``import benchmax.training`` needs neither torch nor aiohttp).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from benchmax._vocabulary import TRAINABLE_REASONS
 from benchmax.runner import rollout_seed
 from benchmax.training._advantages import AdvantageMethod, group_advantages, scalar_reward
 from benchmax.training._collect import CollectedGroup, collect_group, read_trajectories
+from benchmax.training._config import ConfigError, TrainConfig
+from benchmax.training._run_files import read_metrics
 from benchmax.training._samples import TrainingSample, to_training_samples
+from benchmax.training._trainer import StopRequest, TrainError, TrainEvent, TrainResult, train
+
+if TYPE_CHECKING:
+    from benchmax.training._models import BUILTIN_MODELS, load_model, resolve_model
+    from benchmax.training._sampler import PolicySampler
 
 __all__ = [
+    "BUILTIN_MODELS",
     "TRAINABLE_REASONS",
     "AdvantageMethod",
     "CollectedGroup",
+    "ConfigError",
+    "PolicySampler",
+    "StopRequest",
+    "TrainConfig",
+    "TrainError",
+    "TrainEvent",
+    "TrainResult",
     "TrainingSample",
     "collect_group",
     "group_advantages",
+    "load_model",
+    "read_metrics",
     "read_trajectories",
+    "resolve_model",
     "rollout_seed",
     "scalar_reward",
     "to_training_samples",
+    "train",
 ]
+
+_LAZY = {
+    "PolicySampler": "benchmax.training._sampler",
+    "BUILTIN_MODELS": "benchmax.training._models",
+    "load_model": "benchmax.training._models",
+    "resolve_model": "benchmax.training._models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The names that need the ``trl`` extra, imported on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'benchmax.training' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

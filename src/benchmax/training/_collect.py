@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmax._group_pipeline import Group, GroupPipeline, HookDeadlines
 from benchmax.envs import Environment, RolloutOutcome, RolloutRequest
-from benchmax.envs._observer import observe_rollouts
 from benchmax.runner import read_results
 from benchmax.training._advantages import AdvantageMethod, group_advantages, scalar_reward
 from benchmax.trajectory import Trajectory
 
 __all__ = ["CollectedGroup", "collect_group", "read_trajectories"]
+
+_DEFAULT_DEADLINES = HookDeadlines()
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,74 +48,39 @@ class CollectedGroup:
         return advantages
 
 
-class _Reports:
-    """Keeps what BaseEnv reports about this group's rollouts (and nothing else)."""
-
-    def __init__(self, rollout_ids: Sequence[str]) -> None:
-        self.by_id: dict[str, Trajectory | None] = dict.fromkeys(rollout_ids)
-
-    def rollout_finished(self, report: Trajectory) -> None:
-        if report.rollout_id in self.by_id:
-            self.by_id[report.rollout_id] = report
-
-
 async def collect_group(
-    env: Environment[Any, Any], requests: Sequence[RolloutRequest[Any]]
+    env: Environment[Any, Any],
+    requests: Sequence[RolloutRequest[Any]],
+    *,
+    hook_deadlines: HookDeadlines | None = _DEFAULT_DEADLINES,
 ) -> CollectedGroup:
-    """Run ``env.run_group(requests)`` and return its outcomes with the trajectories.
+    """Run one group of ``requests`` through ``env`` and return its outcomes with the
+    trajectories.
 
     ``requests`` are one group (the same example, distinct rollout ids), exactly as
     ``run_group`` takes them; set per-rollout ``sampling_args`` there (e.g. ``seed`` from
-    ``rollout_seed``). Nothing is written to a file. For ``BaseEnv`` environments a
-    trajectory holds the transcript, one ``ModelCall`` per model call (token ids and
-    logprobs when the requests ask for them), tool timings, usage and annotations; for
-    other environments only the outcome. ``group_index`` is the request's position,
-    ``attempt`` 1, ``run_id``/``example_index`` ``None``, ``logs`` empty (logging goes to
-    your own handlers), ``timings["group_seconds"]`` the whole group's time.
+    ``rollout_seed``). Nothing is written to a file. The group runs through the same
+    pipeline as ``benchmax run``, so for ``BaseEnv`` environments a trajectory holds what
+    a run records: the transcript, one ``ModelCall`` per model call (token ids and
+    logprobs when the requests ask for them), tool timings, usage, annotations and the
+    log records (WARNING and above) emitted in the rollout, which also still reach your
+    own handlers (or the terminal); for other environments only the outcome and logs.
+    ``group_index`` is the request's position, ``attempt`` 1, ``run_id``/``example_index``
+    ``None``, ``timings["group_seconds"]`` the whole group's time. ``hook_deadlines``
+    bound the hooks the environment leaves unbounded, as in a run (by default 15 minutes
+    each; see ``benchmax.runner.HookDeadlines``), so a hook that never returns settles its
+    rollout instead of hanging; ``None`` sets none.
 
     Raises what ``run_group`` raises (contract errors); rollout failures settle as
     outcomes, as in ``run_group``.
     """
-    requests = list(requests)
-    reports = _Reports([request.rollout_id for request in requests])
-    started = time.perf_counter()
-    with observe_rollouts(reports):
-        outcomes = await env.run_group(requests)
-    group_seconds = round(time.perf_counter() - started, 6)
-    trajectories = tuple(
-        _placed(reports.by_id.get(request.rollout_id), request, outcomes, index, group_seconds)
-        for index, request in enumerate(requests)
-    )
+    pipeline = GroupPipeline(env, pass_on_logs=True, hook_deadlines=hook_deadlines)
+    finished = await pipeline.run(Group(tuple(requests)))
     weights = getattr(env, "reward_weights", None)
     return CollectedGroup(
-        outcomes=outcomes,
-        trajectories=trajectories,
-        scalar_rewards=tuple(scalar_reward(t.rewards, weights) for t in trajectories),
-    )
-
-
-def _placed(
-    report: Trajectory | None,
-    request: RolloutRequest[Any],
-    outcomes: Mapping[str, RolloutOutcome],
-    index: int,
-    group_seconds: float,
-) -> Trajectory:
-    outcome = outcomes[request.rollout_id]
-    if report is None:
-        report = Trajectory(
-            rollout_id=request.rollout_id,
-            example_id=request.example.id,
-            termination_reason=outcome.termination_reason,
-            rewards={},
-        )
-    return dataclasses.replace(
-        report,
-        termination_reason=outcome.termination_reason,
-        rewards=dict(outcome.rewards),
-        split=request.split,
-        group_index=index,
-        timings={"group_seconds": group_seconds, **report.timings},
+        outcomes=finished.outcomes,
+        trajectories=finished.trajectories,
+        scalar_rewards=tuple(scalar_reward(t.rewards, weights) for t in finished.trajectories),
     )
 
 

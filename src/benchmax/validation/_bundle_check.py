@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -154,6 +155,7 @@ async def _fresh_rollout(validation: Validation, path: Path, split: DatasetSplit
         validation.mock.session_url(session),
         config.model if config.uses_mock else "mock-model",
         json.dumps(sorted(config.auth_providers)),
+        json.dumps(dataclasses.asdict(config.bundle_hook_deadlines())),
     ]
     with tempfile.TemporaryDirectory(prefix="benchmax-validate-cwd-") as cwd:
         process = await asyncio.create_subprocess_exec(

@@ -9,9 +9,11 @@ from types import ModuleType
 from typing import Any, cast
 
 from benchmax._mock_url import MOCK_URL_MARKER
+from benchmax._url_credentials import repr_masking_urls
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth
 from benchmax.bundle import BundleMetadata
+from benchmax.envs._hook_deadlines import HookDeadlines
 from benchmax.runner import NoModelAuth
 from benchmax.testing import Policy
 
@@ -36,6 +38,10 @@ class ValidationConfig:
     than ``bundle_size_warning`` bytes is a warning. ``rollout_timeout`` and
     ``subprocess_timeout`` bound the rollouts and the fresh interpreter (seconds);
     ``fresh_interpreter=False`` skips that bundled rollout (a check reported as skipped).
+    ``hook_deadlines`` bound the hooks the environment leaves unbounded, as in a run; by
+    default each gets ``rollout_timeout / (2 * examples + 1)`` seconds (the bundled rollout:
+    a third of ``subprocess_timeout``), so a hook that never returns is named before the
+    rollouts' own deadline passes.
     """
 
     base_dir: Path = Path(".")
@@ -53,6 +59,10 @@ class ValidationConfig:
     rollout_timeout: float = 300.0
     subprocess_timeout: float = 120.0
     fresh_interpreter: bool = True
+    hook_deadlines: HookDeadlines | None = None
+
+    def __repr__(self) -> str:
+        return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_dir", Path(self.base_dir))
@@ -93,6 +103,20 @@ class ValidationConfig:
             value = getattr(self, name)
             if not (is_finite_number(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds")
+        if self.hook_deadlines is not None and not isinstance(self.hook_deadlines, HookDeadlines):
+            raise TypeError("hook_deadlines must be a HookDeadlines or None")
+
+    def rollout_hook_deadlines(self) -> HookDeadlines:
+        """The hook deadlines of the rollout checks."""
+        if self.hook_deadlines is not None:
+            return self.hook_deadlines
+        return HookDeadlines.uniform(self.rollout_timeout / (2 * self.examples + 1))
+
+    def bundle_hook_deadlines(self) -> HookDeadlines:
+        """The hook deadlines of the bundled rollout in a fresh interpreter."""
+        if self.hook_deadlines is not None:
+            return self.hook_deadlines
+        return HookDeadlines.uniform(self.subprocess_timeout / 3)
 
     @property
     def uses_mock(self) -> bool:

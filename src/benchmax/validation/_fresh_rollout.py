@@ -1,10 +1,12 @@
 """Run one rollout of a bundle file in this (fresh) interpreter and print the outcome as JSON.
 
-``python -I -m benchmax.validation._fresh_rollout BUNDLE BASE_DIR SPLIT BASE_URL MODEL NAMES``
+``python -I -m benchmax.validation._fresh_rollout BUNDLE BASE_DIR SPLIT BASE_URL MODEL NAMES
+DEADLINES``
 is how ``validate_environment`` proves a bundle does not depend on the process that made it:
 the bundle is read, checked and loaded here, the first example of SPLIT is loaded from
 BASE_DIR and one rollout runs against BASE_URL. NAMES is a JSON list of injected credential
-names, bound to a placeholder key (the endpoint is the validator's mock model). The last line
+names, bound to a placeholder key (the endpoint is the validator's mock model); DEADLINES the
+JSON of the ``HookDeadlines`` the rollout runs under. The last line
 of stdout is ``{"env_class", "termination_reason", "rewards"}``.
 """
 
@@ -17,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import cast
 
-from benchmax.auth import StaticBearerAuth, bind_model_auth
+from benchmax._group_pipeline import Group, GroupPipeline, HookDeadlines
+from benchmax.auth import StaticBearerAuth
 from benchmax.bundle import load_bundle, read_bundle, validate_bundle_compatibility
 from benchmax.envs.shared_types import DatasetSplit, RolloutRequest
 
@@ -25,7 +28,7 @@ PLACEHOLDER_KEY = "benchmax-validate-placeholder"
 
 
 async def _main(argv: list[str]) -> dict[str, object]:
-    bundle_path, base_dir, split_name, base_url, model, names = argv
+    bundle_path, base_dir, split_name, base_url, model, names, deadlines = argv
     split = cast(DatasetSplit, split_name)  # the validator passes a split it has checked
     bundle = read_bundle(Path(bundle_path))
     validate_bundle_compatibility(bundle.metadata)
@@ -42,8 +45,13 @@ async def _main(argv: list[str]) -> dict[str, object]:
             split=split,
         )
         providers = {name: StaticBearerAuth(PLACEHOLDER_KEY) for name in json.loads(names)}
-        with bind_model_auth(providers):
-            outcomes = await env.run_group([request])
+        pipeline = GroupPipeline(
+            env,
+            auth_providers=providers,
+            pass_on_logs=True,
+            hook_deadlines=HookDeadlines(**json.loads(deadlines)),
+        )
+        outcomes = (await pipeline.run(Group((request,)))).outcomes
     finally:
         await env.aclose()
     outcome = outcomes[request.rollout_id]

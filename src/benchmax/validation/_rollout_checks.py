@@ -6,7 +6,8 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
+from benchmax._group_pipeline import Group, GroupPipeline
+from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.envs.base import BaseEnv
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
@@ -75,7 +76,7 @@ def _providers(validation: Validation) -> dict[str, ModelAuth]:
 
 def _request(
     validation: Validation, rollout_id: str, example: Example[Any], split: DatasetSplit
-) -> Any:
+) -> RolloutRequest[Any]:
     config = validation.config
     if config.uses_mock:
         base_url = validation.mock.session_url(rollout_id)
@@ -102,22 +103,30 @@ async def check_rollouts(
     chosen = split.examples[: config.examples]
     groups: list[list[RolloutOutcome]] = []
     start = len(validation.logs.records)
+    pipeline = GroupPipeline(
+        env,
+        auth_providers=_providers(validation),
+        pass_on_logs=True,
+        hook_deadlines=config.rollout_hook_deadlines(),
+    )
     try:
         async with asyncio.timeout(config.rollout_timeout):
-            with bind_model_auth(_providers(validation)):
-                for index, example in enumerate(chosen):
-                    requests = [
-                        _request(validation, f"validate.e{index}.r{k}", example, split.name)
-                        for k in range(config.group_size)
-                    ]
-                    by_id = await env.run_group(requests)
-                    groups.append([by_id[r.rollout_id] for r in requests])
+            for index, example in enumerate(chosen):
+                requests = tuple(
+                    _request(validation, f"validate.e{index}.r{k}", example, split.name)
+                    for k in range(config.group_size)
+                )
+                by_id = (await pipeline.run(Group(requests))).outcomes
+                groups.append([by_id[r.rollout_id] for r in requests])
     except TimeoutError:
+        errors = validation.logs.errors_since(start)
+        why = f"; first error: {errors[0][:400]}" if errors else ""
         validation.add(
             "rollouts",
             "failed",
             f"the rollouts did not finish within {config.rollout_timeout:g} s against "
-            f"{where}: check the endpoint, or set model_timeout/rollout_timeout on the env",
+            f"{where}: check the endpoint, or set model_timeout/rollout_timeout on the env"
+            f"{why}",
         )
         return
     except RewardShapeError as error:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from tests.envs.base.support import HoldUntilAll, ToolEnv, make_request, open_sockets, tool_reply
@@ -57,9 +56,7 @@ async def test_thousand_rollouts_with_a_third_faulted(mock_server: MockModelServ
         requests.append(make_request(mock_server, rollout_id))
 
     env = GroupEnv()
-    started = time.monotonic()
-    outcomes = await env.run_group(requests)
-    elapsed = time.monotonic() - started
+    outcomes = await env.run_group(requests)  # its speed: benchmarks/model_http.py
 
     assert list(outcomes) == list(expected)
     assert {rid: o.termination_reason for rid, o in outcomes.items()} == expected
@@ -71,7 +68,6 @@ async def test_thousand_rollouts_with_a_third_faulted(mock_server: MockModelServ
     assert [
         t for t in others if t.get_coro().__qualname__ != "MockModelServer._serve_connection"
     ] == []
-    assert elapsed < 20
     await env.aclose()
 
 
@@ -97,7 +93,7 @@ def test_cancelling_run_group_cancels_every_rollout_and_leaks_nothing() -> None:
             group = asyncio.create_task(
                 env.run_group([make_request(server, f"r{i}") for i in range(20)])
             )
-            await asyncio.wait_for(hold.all_arrived.wait(), 10)
+            await asyncio.wait_for(hold.all_arrived.wait(), 60)
             group.cancel()
             try:
                 await group

@@ -30,12 +30,16 @@ MODEL_FAILED = "base.rollout.model_failed rollout_id=rollout-0 termination_reaso
 async def test_siblings_post_to_their_own_urls_concurrently(mock_server: MockModelServer) -> None:
     in_flight = 0
     peak = 0
+    all_in = asyncio.Event()
 
     async def slow_answer(body: dict[str, Any]) -> str:
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)
-        await asyncio.sleep(0.05)
+        if in_flight == 4:
+            all_in.set()
+        # Held until all four are in flight: only concurrent requests get past this.
+        await asyncio.wait_for(all_in.wait(), 60)
         in_flight -= 1
         return "It is 42."
 
@@ -106,11 +110,13 @@ async def test_tool_turn_sends_exact_transcript_and_finishes(mock_server: MockMo
     assert env.tool_calls == [("rollout-0", "multiply", {"left": 6, "right": 7})]
     first, second = mock_server.requests
     assert first.body["tools"] == [dict(t) for t in ToolEnv.tools]
+    # Sent with content "" where the model sent null beside tool calls (llama-cpp-python's
+    # server refuses null there); the recorded transcript keeps null (test_sent_messages.py).
     assert second.body["messages"] == [
         PROMPT[0],
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call-1",

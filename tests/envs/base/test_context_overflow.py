@@ -118,6 +118,101 @@ OVERFLOWS = {
     "0.2-code-in-200": (200, _error("too long", code="context_budget_exceeded")),
     "openai-code-in-200": (200, _error("too long", code="context_length_exceeded")),
     "payload-too-large": (413, _error("the request exceeds the available context size")),
+    # Issue 28 kind 8: the wording of current releases, read in their sources.
+    "vllm-0.3x-no-room-at-all": (
+        400,
+        _error(
+            "This model's maximum context length is 4096 tokens. However, your prompt "
+            "contains at least 4097 input tokens, which exceeds this limit even without any "
+            "output tokens. Please reduce the length of the input prompt. "
+            "(parameter=input_tokens, value=4097)",
+            type="BadRequestError",
+            param="input_tokens",
+            code=400,
+        ),
+    ),
+    "vllm-0.3x-text-only": (  # a gateway that keeps the text, not the param
+        400,
+        _error(
+            "Your prompt contains at least 4097 input tokens, which exceeds this limit even "
+            "without any output tokens. (parameter=input_tokens, value=4097)"
+        ),
+    ),
+    "vllm-0.2x-at-least-total": (
+        400,
+        _vllm_old(
+            "This model's maximum context length is 8192 tokens. However, you requested 64 "
+            "output tokens and your prompt contains at least 8129 input tokens, for a total "
+            "of at least 8193 tokens. Please reduce the length of the input prompt or the "
+            "number of requested output tokens."
+        ),
+    ),
+    "vllm-renderer-you-passed": (
+        400,
+        _error(
+            "You passed 5000 input tokens and requested 16 output tokens. However, the "
+            "model's context length is only 4096 tokens, resulting in a maximum input length "
+            "of 4080 tokens. Please reduce the length of the input prompt.",
+            type="BadRequestError",
+            param="input_tokens",
+            code=400,
+        ),
+    ),
+    "vllm-param-only": (400, _error("prompt rejected", param="input_tokens", code=400)),
+    "vllm-characters": (400, _error("too many characters", param="input_text", code=400)),
+    "sglang-scheduler": (
+        400,
+        _error(
+            "Input length (5000 tokens) exceeds the maximum allowed length (4096 tokens). "
+            "Use a shorter input or enable --allow-auto-truncate.",
+            type="BadRequestError",
+            code=400,
+        ),
+    ),
+    "sglang-disaggregated": (
+        400,
+        _error("Request 9f2c exceeds the maximum number of tokens: 5000 > 4096", code=400),
+    ),
+    "ollama-prompt": (
+        400,
+        _error(
+            "the prompt is longer than the context length currently available to the model; "
+            "shorten the prompt, adjust the context length in settings, or use a model with a "
+            "longer context length",
+            type="invalid_request_error",
+        ),
+    ),
+    "ollama-input": (400, _error("the input length exceeds the context length")),
+    "ollama-mlx": (
+        400,
+        _error(
+            "input length (5000 tokens) exceeds the model's maximum context length (4096 tokens)"
+        ),
+    ),
+    "openai-window": (
+        400,
+        _error(
+            "Your input exceeds the context window of this model. Please adjust your input "
+            "and try again.",
+            type="invalid_request_error",
+            code="context_length_exceeded",
+        ),
+    ),
+    "openai-window-text-only": (
+        400,
+        _error("Your input exceeds the context window of this model. Please adjust it."),
+    ),
+    "llama.cpp-current": (
+        400,
+        _error(
+            "request (4476 tokens) exceeds the available context size (4096 tokens), try "
+            "increasing it",
+            code=400,
+            type="exceed_context_size_error",
+            n_prompt_tokens=4476,
+            n_ctx=4096,
+        ),
+    ),
 }
 
 
@@ -180,6 +275,26 @@ UNRELATED = {
     ),
     "401-with-overflow-code": (401, _error("denied", code="context_length_exceeded")),
     "500-with-overflow-text": (500, _vllm_old(VLLM_OLD)),
+    "500-with-overflow-param": (500, _error("engine died", param="input_tokens")),
+    "vllm-max-tokens-param": (
+        400,
+        _error("max_tokens must be at most 4096", param="max_tokens", code=400),
+    ),
+    "a-name-over-its-length": (
+        400,
+        _error("tools[0].function.name exceeds the maximum allowed length of 64 characters"),
+    ),
+    "an-image-over-its-size": (
+        400,
+        _error("Image size 9000000 bytes exceeds maximum allowed size of 5000000 bytes"),
+    ),
+    "llama.cpp-kv-cache-full": (  # a busy server's transient 500, not the prompt's length
+        500,
+        _error(
+            "Input prompt is too big compared to KV size. Please try increasing KV size.",
+            type="server_error",
+        ),
+    ),
 }
 
 

@@ -238,7 +238,7 @@ def test_loading_streams_instead_of_reading_the_whole_file(tmp_path: Path) -> No
         with open(fifo, "w", encoding="utf-8") as stream:
             stream.write('{"id": "a"}\n{"id": "b"}\n')
             stream.flush()
-            release.wait(10)  # keep the pipe open: reading to EOF would block
+            release.wait(120)  # keep the pipe open: reading to EOF would block
 
     results: list[Any] = []
 
@@ -252,12 +252,12 @@ def test_loading_streams_instead_of_reading_the_whole_file(tmp_path: Path) -> No
     for thread in threads:
         thread.start()
     try:
-        threads[1].join(5)
+        threads[1].join(60)
         assert not threads[1].is_alive(), "JsonlDataset waited for end of file"
     finally:
         release.set()
         for thread in threads:
-            thread.join(5)
+            thread.join(60)
     assert [e.id for e in results[0]] == ["a", "b"]
 
 

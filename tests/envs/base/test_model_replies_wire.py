@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from tests.conftest import LoopClock
 from tests.envs.base.support import AnswerEnv, env_record, make_request_for_url
 
 from benchmax._modelhttp import json_codec
@@ -163,6 +164,50 @@ async def test_the_servers_retry_verdict_is_honored(
     assert len(bodies) == 1 + retried
 
 
+# What llama-cpp-python's server answers (HTTP 500, its RouteErrorHandler wrapping
+# FastAPI's RequestValidationError) for an assistant message whose content is null.
+LLAMA_CPP_VALIDATION_500 = json.dumps(
+    {
+        "error": {
+            "message": "1 validation error:\n  {'type': 'string_type', 'loc': ('body',"
+            " 'messages', 1, 'typed-dict', 'content'), 'msg': 'Input should be a valid"
+            " string', 'input': None}",
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "header", "retried"),
+    [
+        (LLAMA_CPP_VALIDATION_500, b"", False),
+        (b"2 validation errors for CreateChatCompletionRequest", b"", False),
+        (LLAMA_CPP_VALIDATION_500, b"x-should-retry: true\r\n", True),  # the server's verdict
+        (b'{"error": {"message": "worker crashed"}}', b"", True),
+        (b'{"error": {"message": "validation of the cache failed"}}', b"", True),
+    ],
+)
+async def test_a_5xx_saying_the_request_failed_validation_is_not_retried(
+    backoff_waits: list[float],
+    caplog: pytest.LogCaptureFixture,
+    body: bytes,
+    header: bytes,
+    retried: bool,
+) -> None:
+    failure = (500, body, header)
+    async with replies_server(failure, (200, json.dumps(GOOD).encode(), b"")) as (url, bodies):
+        rollout = await run(url, model_retries=2)
+    assert len(bodies) == 1 + retried
+    if not retried:
+        assert rollout.termination_reason == "model_error" and backoff_waits == []
+        assert "validation error" in str(env_record(caplog).exc_info[1])
+    else:
+        assert rollout.termination_reason == "finished"
+
+
 async def test_retry_after_ms_wins_over_retry_after(backoff_waits: list[float]) -> None:
     failure = (429, b"{}", b"Retry-After-Ms: 1500\r\nRetry-After: 9\r\n")
     async with replies_server(failure, (200, json.dumps(GOOD).encode(), b"")) as (url, _):
@@ -224,11 +269,12 @@ async def test_an_unencodable_body_is_model_error_without_a_request(
 
 
 async def test_model_timeout_bounds_a_reply_dripped_a_byte_at_a_time(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, loop_clock: LoopClock
 ) -> None:
     import asyncio
 
     sent: list[int] = []
+    dripping = asyncio.Event()
 
     async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -238,6 +284,8 @@ async def test_model_timeout_bounds_a_reply_dripped_a_byte_at_a_time(
                 writer.write(b" ")
                 await writer.drain()
                 sent.append(1)
+                if len(sent) == 3:
+                    dripping.set()
                 await asyncio.sleep(0.05)
         except (ConnectionError, OSError):
             pass
@@ -247,7 +295,10 @@ async def test_model_timeout_bounds_a_reply_dripped_a_byte_at_a_time(
     server = await asyncio.start_server(drip, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     async with server:
-        rollout = await run(f"http://127.0.0.1:{port}/v1", model_timeout=0.3)
+        call = asyncio.create_task(run(f"http://127.0.0.1:{port}/v1", model_timeout=30))
+        await dripping.wait()  # reads keep arriving; only the total deadline can end it
+        await loop_clock.advance(31)
+        rollout = await call
     assert rollout.termination_reason == "model_timeout"
-    assert 0 < len(sent) < 100
-    assert "model call exceeded model_timeout of 0.3s" in caplog.text
+    assert 3 <= len(sent) < 100
+    assert "model call exceeded model_timeout of 30s" in caplog.text

@@ -58,7 +58,7 @@ async def test_each_rollout_reports_transcript_and_timings(mock_server: MockMode
     assert finished.messages is not None
     timings = finished.timings
     assert timings["model_seconds"] >= 0.04
-    assert 0.05 <= timings["tool_seconds"] < timings["model_seconds"] + 0.2
+    assert timings["tool_seconds"] >= 0.05  # lower bounds only: a busy machine is slower
     assert timings["reward_seconds"] >= 0.03
     assert [call.message_index for call in finished.model_calls] == [1, 3]
     assert [(t.name, t.message_index) for t in finished.tool_calls] == [("multiply", 2)]

@@ -465,6 +465,8 @@ async def test_class_sampling_args_apply_without_tools(mock_server: MockModelSer
         ({"tools": []}, ValueError, "sampling_args must not set 'tools'"),
         ({"stream": True}, ValueError, "sampling_args must not set 'stream' to true"),
         ({"stream": 1}, ValueError, "sampling_args must not set 'stream' to true"),
+        ({"n": 2}, ValueError, r"sampling_args\['n'\] must be 1, got 2"),
+        ({"n": 1.0}, ValueError, r"sampling_args\['n'\] must be 1, got 1.0"),
         ({"temperature": math.nan}, ValueError, r"sampling_args\['temperature'\] must be JSON"),
         ({"seed": object()}, ValueError, r"sampling_args\['seed'\] must be JSON"),
         ("temperature=0", TypeError, "sampling_args must be a mapping"),

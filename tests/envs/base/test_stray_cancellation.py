@@ -240,17 +240,20 @@ async def test_an_exception_on_exit_is_logged_never_raised_over_the_outcome(
 
 
 class SlowToolEnv(ToolEnv):
+    def __init__(self, **limits: Any) -> None:
+        super().__init__(**limits)
+        self.tool_started = asyncio.Event()
+
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
-        await asyncio.sleep(30)
+        self.tool_started.set()
+        await asyncio.Event().wait()  # never set: only a timeout or a cancellation ends it
 
 
 async def test_stopping_the_run_still_cancels_a_tool(mock_server: MockModelServer) -> None:
     _tool_then_answer(mock_server)
     env = SlowToolEnv()
     task = asyncio.create_task(env.run_group([make_request(mock_server, "r0")]))
-    while not mock_server.requests:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)
+    await env.tool_started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -268,17 +271,20 @@ async def test_a_tool_timeout_is_still_tool_timeout(mock_server: MockModelServer
 async def test_cancelling_a_rollout_during_setup_propagates(
     mock_server: MockModelServer,
 ) -> None:
+    setting_up = asyncio.Event()
+
     class SlowSetup(AnswerEnv):
         @asynccontextmanager
         async def rollout_context(
             self, rollout_id: str, example: Example[Any]
         ) -> AsyncIterator[None]:
-            await asyncio.sleep(30)
+            setting_up.set()
+            await asyncio.Event().wait()  # never set
             yield
 
     env = SlowSetup()
     task = asyncio.create_task(env.run_rollout(make_request(mock_server, "r0")))
-    await asyncio.sleep(0.05)
+    await setting_up.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from tests.conftest import LoopClock
 from tests.envs.base.support import (
     AnswerEnv,
     CountingAuth,
@@ -33,18 +34,24 @@ class SlowToolEnv(ToolEnv):
 
 
 async def test_model_timeout_ends_rollout_keeping_completed_turns(
-    mock_server: MockModelServer, caplog: pytest.LogCaptureFixture
+    mock_server: MockModelServer, caplog: pytest.LogCaptureFixture, loop_clock: LoopClock
 ) -> None:
-    async def slow_second_turn(body: dict[str, Any]) -> Any:
+    # The first turn has 30 s however busy the machine is; the second never answers, and
+    # the loop's clock is moved past the deadline once the server holds it.
+    arrived, never = asyncio.Event(), asyncio.Event()
+
+    async def second_turn_hangs(body: dict[str, Any]) -> Any:
         if len(body["messages"]) > 1:
-            await asyncio.sleep(5)
+            arrived.set()
+            await never.wait()
         return tool_reply(("multiply", {"left": 6, "right": 7}))
 
-    mock_server.policy = slow_second_turn
-    env = ToolEnv(model_timeout=0.2)
-    started = time.monotonic()
-    outcomes = await env.run_group([make_request(mock_server)])
-    assert time.monotonic() - started < 2
+    mock_server.policy = second_turn_hangs
+    env = ToolEnv(model_timeout=30)
+    group = asyncio.create_task(env.run_group([make_request(mock_server)]))
+    await arrived.wait()
+    await loop_clock.advance(31)
+    outcomes = await group
     assert outcomes["rollout-0"].termination_reason == "model_timeout"
     assert outcomes["rollout-0"].rewards == {"correct": 0.0}
     assert len(mock_server.requests) == 2
@@ -52,7 +59,12 @@ async def test_model_timeout_ends_rollout_keeping_completed_turns(
         "base.rollout.model_failed rollout_id=rollout-0 termination_reason=model_timeout"
         in caplog.messages
     )
-    rollout = await env.run_rollout(make_request(mock_server, "rollout-1"))
+    arrived.clear()
+    task = asyncio.create_task(env.run_rollout(make_request(mock_server, "rollout-1")))
+    await arrived.wait()
+    await loop_clock.advance(31)
+    rollout = await task
+    assert rollout.termination_reason == "model_timeout"
     assert [m["role"] for m in rollout.messages] == ["user", "assistant", "tool"]
     await env.aclose()
 
@@ -123,31 +135,37 @@ async def test_rollout_timeout_covers_model_calls_and_tools(
 
 
 async def test_first_timeout_to_fire_wins(mock_server: MockModelServer) -> None:
+    # Each pair of deadlines is armed in order, the shorter one on a call that never ends
+    # in time: which fires first does not depend on the machine's speed.
     mock_server.policy = scripted([tool_reply(("multiply", {"left": 6, "right": 7}))])
-    tool_first = SlowToolEnv(rollout_timeout=2, tool_timeout=0.1)
+    tool_first = SlowToolEnv(rollout_timeout=60, tool_timeout=0.1)
+    tool_first.delay = 3600
     assert (await tool_first.run_rollout(make_request(mock_server))).termination_reason == (
         "tool_timeout"
     )
-    mock_server.inject(Fault.delay(5))
-    model_first = AnswerEnv(rollout_timeout=2, model_timeout=0.1)
+    mock_server.inject(Fault.delay(3600))
+    model_first = AnswerEnv(rollout_timeout=60, model_timeout=0.1)
     assert (await model_first.run_rollout(make_request(mock_server, "r-1"))).termination_reason == (
         "model_timeout"
     )
-    mock_server.inject(Fault.delay(5))
-    rollout_first = AnswerEnv(rollout_timeout=0.1, model_timeout=2)
+    mock_server.inject(Fault.delay(3600))
+    rollout_first = AnswerEnv(rollout_timeout=0.1, model_timeout=60)
     assert (
         await rollout_first.run_rollout(make_request(mock_server, "r-2"))
     ).termination_reason == "rollout_timeout"
 
 
-async def test_rollout_timeout_excludes_compute_reward(mock_server: MockModelServer) -> None:
+async def test_rollout_timeout_excludes_compute_reward(
+    mock_server: MockModelServer, loop_clock: LoopClock
+) -> None:
     class SlowReward(AnswerEnv):
         async def compute_reward(self, rollout: Any) -> Any:
-            await asyncio.sleep(0.3)
+            await loop_clock.advance(120)  # two minutes pass while the reward is computed
             return {"correct": 1.0}
 
-    rollout = await SlowReward(rollout_timeout=0.2).run_rollout(make_request(mock_server))
+    rollout = await SlowReward(rollout_timeout=60).run_rollout(make_request(mock_server))
     assert rollout.termination_reason == "finished"
+    assert rollout.rewards == {"correct": 1.0}
 
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 503])
@@ -204,22 +222,44 @@ async def test_bad_request_is_never_retried(
 
 
 async def test_connection_failures_and_timeouts_are_retried(
-    mock_server: MockModelServer, backoff_waits: list[float]
+    mock_server: MockModelServer, backoff_waits: list[float], loop_clock: LoopClock
 ) -> None:
-    mock_server.policy = scripted(["42"])
+    # Attempts that must succeed have 30 s; an attempt that must time out is held by the
+    # server until the loop's clock is moved past its deadline.
+    arrived, never = asyncio.Event(), asyncio.Event()
+    hang = [True]
+
+    async def hangs_then_answers(body: dict[str, Any]) -> str:
+        if hang[0]:
+            hang[0] = body["messages"][0]["content"] == "always hang"
+            arrived.set()
+            await never.wait()
+        return "42"
+
+    mock_server.policy = hangs_then_answers
     mock_server.inject(Fault.drop())
-    mock_server.inject(Fault.delay(5))
-    env = AnswerEnv(model_retries=2, model_timeout=0.2)
-    rollout = await env.run_rollout(make_request(mock_server))
+    env = AnswerEnv(model_retries=2, model_timeout=30)
+    task = asyncio.create_task(env.run_rollout(make_request(mock_server)))
+    await arrived.wait()
+    await loop_clock.advance(31)
+    rollout = await task
     assert rollout.termination_reason == "finished"
     assert len(mock_server.requests) == 3
     assert len(backoff_waits) == 2
 
-    mock_server.inject(Fault.delay(5), times=None)
-    rollout = await env.run_rollout(make_request(mock_server, "rollout-1"))
+    hang[0] = True
+    arrived.clear()
+    payload = {"prompt_messages": [{"role": "user", "content": "always hang"}], "answer": "42"}
+    task = asyncio.create_task(
+        env.run_rollout(make_request(mock_server, "rollout-1", payload=payload))
+    )
+    for _ in range(3):  # the first attempt and both retries time out
+        await arrived.wait()
+        arrived.clear()
+        await loop_clock.advance(31)
+    rollout = await task
     assert rollout.termination_reason == "model_timeout"
     assert len(mock_server.requests_for("rollout-1")) == 3
-    mock_server.clear_faults()
     await env.aclose()
 
 
@@ -276,7 +316,7 @@ def test_retry_delay_is_exponential_with_jitter_and_capped() -> None:
         (b"soon", 0.25, 0.5),  # unusable: ordinary backoff
         (b"", 0.25, 0.5),
         (b"Wed, 21 Oct 2015 07:28:00 GMT", 0.0, 0.0),  # a past date: at once
-        (None, 28.0, 30.5),  # an HTTP date 30 s ahead
+        (None, 10.0, 30.5),  # an HTTP date 30 s ahead (to the second; less what passed)
     ],
 )
 async def test_retry_after_forms(

@@ -8,10 +8,11 @@ import logging
 from typing import Any
 
 import pytest
+from tests.envs.base.support import PAYLOAD as PAYLOAD_42
 from tests.envs.base.support import PROMPT, AnswerEnv, ToolEnv, make_request, tool_reply
 
 from benchmax.envs._observer import RolloutReport, observe_rollouts
-from benchmax.testing import MockModelServer, ToyChatTemplate, scripted
+from benchmax.testing import Fault, MockModelServer, ToyChatTemplate, scripted
 
 
 class Recorder:
@@ -99,3 +100,90 @@ async def test_a_reply_without_tokens_ends_the_rollout(caplog: pytest.LogCapture
 def test_record_tokens_must_be_a_bool() -> None:
     with pytest.raises(TypeError, match="record_tokens must be True or False"):
         AnswerEnv(record_tokens=1)  # type: ignore[arg-type]
+
+
+def _token_reply(**changes: Any) -> dict[str, Any]:
+    """A vLLM-shaped reply with exact tokens, ``changes`` applied to its first choice."""
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "42"},
+        "finish_reason": "stop",
+        "token_ids": [7, 8],
+        "logprobs": {"content": [{"token": "4", "logprob": -0.1}, {"token": "2", "logprob": -0.2}]},
+    }
+    choice.update(changes)
+    return {"choices": [choice], "prompt_token_ids": [1, 2, 3]}
+
+
+def _entries(*pairs: tuple[Any, Any]) -> dict[str, Any]:
+    return {"content": [{"token": token, "logprob": logprob} for token, logprob in pairs]}
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        (  # str.isdigit() accepts '²', int() does not: once an uncaught ValueError
+            {"token_ids": None, "logprobs": _entries(("token_id:4", -0.1), ("token_id:²", -0.2))},
+            "the reply lacked completion token ids",
+        ),
+        ({"token_ids": [7, 2**63]}, "item 1 is 9223372036854775808, outside [0, 2**63)"),
+        ({"logprobs": _entries(("4", -0.1), ("2", 0.25))}, "a logprob <= 0"),
+        ({"logprobs": _entries(("4", float("nan")), ("2", -0.2))}, "a finite logprob"),
+        ({"logprobs": _entries(("4", -0.1), ("2", 10**400))}, "a finite logprob"),
+    ],
+    ids=["superscript-digit", "id-2^63", "positive-logprob", "nan-logprob", "huge-int-logprob"],
+)
+async def test_bad_token_data_is_that_rollouts_model_error(
+    changes: dict[str, Any], said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with MockModelServer(scripted(["42"])) as server:
+        server.inject(Fault.raw(_token_reply(**changes)), times=None)
+        with caplog.at_level(logging.ERROR):
+            rollout, report = await _run(AnswerEnv(record_tokens=True), make_request(server))
+    assert rollout.termination_reason == "model_error"
+    assert rollout.rewards == {"correct": 0.0}
+    (call,) = report.model_calls
+    assert call.prompt_token_ids is None and call.completion_token_ids is None
+    assert "record_tokens is on but the reply lacked" in caplog.text
+    assert said in caplog.text
+
+
+async def test_integer_token_ids_on_each_entry_are_recorded() -> None:
+    logprobs = {
+        "content": [
+            {"token": "4", "logprob": -0.1, "token_id": 19},
+            {"token": "2", "logprob": 0.0, "token_id": 17},
+        ]
+    }
+    async with MockModelServer(scripted(["42"])) as server:
+        server.inject(Fault.raw(_token_reply(token_ids=None, logprobs=logprobs)))
+        rollout, report = await _run(AnswerEnv(record_tokens=True), make_request(server))
+    assert rollout.termination_reason == "finished"
+    (call,) = report.model_calls
+    assert call.prompt_token_ids == (1, 2, 3)
+    assert call.completion_token_ids == (19, 17)
+    assert call.completion_logprobs == (-0.1, 0.0)
+
+
+async def test_a_run_goes_on_past_bad_token_data(tmp_path: Any) -> None:
+    """Every group is run and saved: bad token data is each rollout's own outcome."""
+    from benchmax.envs import Dataset, Example
+    from benchmax.runner import RunConfig, run_environment
+
+    class TwoExamples(AnswerEnv):
+        async def create_dataset(
+            self, split: Any, base_dir: Any, *, max_examples: Any = None
+        ) -> Any:
+            return Dataset([Example(id=f"e{i}", payload=PAYLOAD_42) for i in range(2)])
+
+    bad = _token_reply(
+        token_ids=None, logprobs=_entries(("token_id:²", -0.1), ("token_id:3", -0.2))
+    )
+    output = tmp_path / "run.jsonl"
+    async with MockModelServer(scripted(["42"])) as server:
+        server.inject(Fault.raw(bad), times=None)
+        config = RunConfig(model="m", base_url=server.base_url, group_size=2, output=output)
+        report = await run_environment(TwoExamples(record_tokens=True), config)
+    assert report.rollouts_by_reason == {"model_error": 4}
+    lines = [json.loads(line) for line in output.read_text().splitlines()[1:]]
+    assert sorted(line["termination_reason"] for line in lines) == ["model_error"] * 4

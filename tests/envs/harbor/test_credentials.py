@@ -213,7 +213,7 @@ async def test_reentry_with_same_object_is_a_no_op_even_in_child_tasks() -> None
                 await asyncio.sleep(0)
                 return os.environ["CUSTOM_A"]
 
-        assert await asyncio.wait_for(asyncio.gather(child(), child()), 2) == ["a", "a"]
+        assert await asyncio.wait_for(asyncio.gather(child(), child()), 30) == ["a", "a"]
         # Still set: inner re-entries did not count as users and did not restore.
         assert os.environ["CUSTOM_A"] == "a"
     assert "CUSTOM_A" not in os.environ
@@ -266,7 +266,7 @@ async def test_equal_environments_share_and_restore_after_last_user() -> None:
             # The first user left; the variables stay until the last one leaves.
             assert os.environ["CUSTOM_A"] == "a"
 
-    await asyncio.wait_for(asyncio.gather(use_first(), use_second()), 2)
+    await asyncio.wait_for(asyncio.gather(use_first(), use_second()), 30)
     assert second_in.is_set()
     assert "CUSTOM_A" not in os.environ
 
@@ -288,7 +288,7 @@ async def test_conflicting_environments_wait_for_the_active_users() -> None:
         await first_in.wait()
         await use(second, "second")
 
-    await asyncio.wait_for(asyncio.gather(use(first, "first"), later()), 2)
+    await asyncio.wait_for(asyncio.gather(use(first, "first"), later()), 30)
     assert events == ["first in first None", "first out", "second in second b", "second out"]
     assert "CUSTOM_A" not in os.environ and "CUSTOM_B" not in os.environ
 
@@ -343,20 +343,20 @@ def test_scope_works_across_successive_and_concurrent_event_loops() -> None:
     async def hold() -> None:
         async with sandbox_credentials_scope(other):
             entered.set()
-            await asyncio.to_thread(release.wait, 5)
+            await asyncio.to_thread(release.wait, 60)
 
     holder = threading.Thread(target=asyncio.run, args=(hold(),))
     holder.start()
-    assert entered.wait(5)
+    assert entered.wait(60)
 
     async def wait_then_enter() -> None:
         task = asyncio.create_task(enter())
         await asyncio.sleep(0.05)
         assert not task.done()
         release.set()
-        seen.append(await asyncio.wait_for(task, 5))
+        seen.append(await asyncio.wait_for(task, 60))
 
     asyncio.run(wait_then_enter())
-    holder.join(5)
+    holder.join(60)
     assert seen == ["a"]
     assert "CUSTOM_A" not in os.environ

@@ -6,6 +6,18 @@ not asserted); a violation is answered with a tool message naming it
 (``"Invalid tool arguments: <path>: <problem>"``) and the tool does not run. A schema
 that is itself invalid is not used (logged once).
 
+An argument the tool does not take is the model's mistake, answered with a tool message
+(``"Invalid tool arguments: unexpected argument 'x'"``) while the rollout goes on, however
+the tool is written: ``@tool`` functions and ``Toolset`` methods refuse unknown arguments
+in their schema (``additionalProperties: false``); a hand-written ``run_tool`` that names
+its parameters (``run_tool(self, rollout_id, tool_name, city)``) has the model's arguments
+bound to its signature before it runs (``call_problem``); and a ``TypeError`` raised from
+inside ``run_tool`` is the model's mistake only when it says ``unexpected keyword argument
+'x'`` for an ``x`` the model passed and the advertised schema does not declare in its
+``properties`` (``ArgumentChecks.refused_argument``). Any other ``TypeError`` (one naming
+an argument the schema declares, so the tool claims to take it) is a bug in the tool and
+ends the rollout as ``tool_error``.
+
 A tool result becomes tool-message content (``tool_content``): a string as it is, ``None``
 as ``""``, a list of content parts as it is, anything else as compact JSON, where values
 JSON has no type for are encoded as follows: ``datetime``/``date``/``time`` -> ISO 8601
@@ -25,10 +37,12 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import inspect
 import json
 import logging
+import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import PurePath
 from typing import Any
@@ -38,6 +52,7 @@ __all__ = [
     "ArgumentChecks",
     "ToolTimedOut",
     "advertised_tool_names",
+    "call_problem",
     "reserved_argument_message",
     "tool_content",
 ]
@@ -50,13 +65,14 @@ RESERVED_ARGUMENT_NAMES = ("rollout_id", "tool_name")
 """``run_tool``'s own parameters: a model cannot pass arguments with these names."""
 
 _CONTENT_PART_TYPES = ("text", "image_url")
+_UNEXPECTED_KEYWORD = re.compile(r"got an unexpected keyword argument '([^']+)'")
 
 
 class ToolTimedOut(Exception):
     """A ``run_tool`` call outlived ``tool_timeout``."""
 
-    def __init__(self, tool_name: str, seconds: float) -> None:
-        super().__init__(f"tool {tool_name!r} exceeded tool_timeout of {seconds:g}s")
+    def __init__(self, tool_name: str, seconds: float, *, message: str | None = None) -> None:
+        super().__init__(message or f"tool {tool_name!r} exceeded tool_timeout of {seconds:g}s")
 
 
 def advertised_tool_names(tools: Sequence[Any]) -> frozenset[str]:
@@ -79,6 +95,42 @@ def reserved_argument_message(arguments: Mapping[str, Any]) -> str | None:
     return None
 
 
+def call_problem(
+    run_tool: Callable[..., Any], rollout_id: str, arguments: Mapping[str, Any]
+) -> str | None:
+    """The tool message for arguments that a ``run_tool`` (the bound method) naming its
+    parameters cannot take, or ``None``; one taking ``**tool_args`` accepts them all here."""
+    function = getattr(run_tool, "__func__", run_tool)
+    signature = _signature(function)
+    if signature is None or any(
+        parameter.kind is parameter.VAR_KEYWORD for parameter in signature.parameters.values()
+    ):
+        return None
+    leading: tuple[Any, ...] = (rollout_id, "tool")
+    if function is not run_tool:
+        leading = (getattr(run_tool, "__self__", None), *leading)
+    try:
+        signature.bind(*leading, **arguments)
+    except TypeError as error:
+        match = _UNEXPECTED_KEYWORD.search(str(error))
+        if match is not None:
+            return _cut(f"Invalid tool arguments: unexpected argument {match.group(1)!r}")
+        return _cut(f"Invalid tool arguments: {error}")
+    return None
+
+
+@lru_cache(maxsize=64)
+def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 3] + "..."
+
+
 class ArgumentChecks:
     """The advertised tools' ``parameters`` schemas, checking one call's arguments."""
 
@@ -93,6 +145,19 @@ class ArgumentChecks:
             name, schema = function.get("name"), function.get("parameters")
             if isinstance(name, str) and isinstance(schema, dict) and schema:
                 self._schemas.setdefault(name, schema)
+
+    def refused_argument(
+        self, name: str, arguments: Mapping[str, Any], error: TypeError
+    ) -> str | None:
+        """The tool message when ``error`` (raised by ``run_tool``) refuses an argument the
+        model passed that tool ``name``'s schema does not declare, else ``None`` (a bug)."""
+        match = _UNEXPECTED_KEYWORD.search(str(error))
+        if match is None or match.group(1) not in arguments:
+            return None
+        properties = self._schemas.get(name, {}).get("properties")
+        if isinstance(properties, Mapping) and match.group(1) in properties:
+            return None
+        return _cut(f"Invalid tool arguments: unexpected argument {match.group(1)!r}")
 
     def problem(self, name: str, arguments: Mapping[str, Any]) -> str | None:
         """The tool message for arguments that violate tool ``name``'s schema, or ``None``."""

@@ -5,7 +5,10 @@ Entries are ``@tool`` functions (``FunctionTool``; a plain typed function is mad
 ``open_declared_tools`` enters every toolset's per-rollout copy and opens one session
 per provider, lists their tools once and makes that table the running task's; the
 default ``BaseEnv.list_tools``/``run_tool`` read and call it. ``RolloutTools.aclose``
-exits and closes everything in reverse order, also after a failure or cancellation.
+exits the toolsets' contexts in reverse order (bounded by ``tool_timeout``), then closes
+the providers' sessions together, each within its provider's own bound (``MCPServer``:
+``CLOSE_DEADLINE``, never cut short by ``tool_timeout``, so no server process outlives
+its rollout), also after a failure or cancellation.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ _WRAPPED: weakref.WeakKeyDictionary[Callable[..., Any], FunctionTool[..., Any]] 
     weakref.WeakKeyDictionary()
 )
 _LISTING_ROLLOUT_ID = "benchmax.list_tools"
+_SESSION_CLOSE_BOUND = 120.0
+"""Seconds a provider's session may take to close before it is abandoned (logged): a
+provider bounds its own close (``MCPServer``: seconds); this only catches one that hangs."""
 
 
 class DuplicateToolName(ValueError):
@@ -95,6 +101,7 @@ class RolloutTools:
         self.specs: list[dict[str, Any]] = []
         self._routes: dict[str, _Route] = {}
         self._stack = AsyncExitStack()
+        self._sessions: list[ToolSession] = []
         self._token: Token[RolloutTools | None] | None = None
 
     def _add(self, spec: Mapping[str, Any], route: _Route, origin: str) -> None:
@@ -125,14 +132,19 @@ class RolloutTools:
         return await route.session.call_tool(name, dict(arguments))
 
     async def aclose(self, timeout: float | None = None) -> None:
-        """Exit the toolsets' contexts and close the sessions (reverse order, each bounded
-        by ``timeout``); errors are logged, never raised."""
+        """Exit the toolsets' contexts (reverse order, bounded by ``timeout``), then close
+        the sessions together (each bounded by its provider); errors are logged, never
+        raised."""
         if self._token is not None:
             _ACTIVE.reset(self._token)
             self._token = None
         try:
-            async with asyncio.timeout(timeout):
-                await self._stack.aclose()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._stack.aclose()
+            finally:
+                sessions, self._sessions = self._sessions, []
+                await self._close_sessions(sessions)
         except Exception as error:
             logger.warning(
                 "base.rollout.tools_close_failed rollout_id=%s: %s",
@@ -140,6 +152,28 @@ class RolloutTools:
                 error,
                 exc_info=error,
             )
+
+    async def _close_sessions(self, sessions: list[ToolSession]) -> None:
+        if not sessions:
+            return
+        closes = [asyncio.ensure_future(session.aclose()) for session in reversed(sessions)]
+        done, pending = await asyncio.wait(closes, timeout=_SESSION_CLOSE_BOUND)
+        for task in pending:
+            task.cancel()
+            logger.warning(
+                "base.rollout.tools_close_failed rollout_id=%s: a tool session did not close "
+                "within %gs",
+                self.rollout_id,
+                _SESSION_CLOSE_BOUND,
+            )
+        for task in done:
+            if not task.cancelled() and (error := task.exception()) is not None:
+                logger.warning(
+                    "base.rollout.tools_close_failed rollout_id=%s: %s",
+                    self.rollout_id,
+                    error,
+                    exc_info=error,
+                )
 
 
 async def _bounded[T](awaitable: Awaitable[T], timeout: float | None, what: str) -> T:
@@ -179,7 +213,7 @@ async def _fill(
             # tool_timeout: a server that takes 5 s to import must not fail every rollout
             # of an environment whose calls get 2 s. Listing is a call like the others.
             session = await entry.open_session(rollout_id)
-            table._stack.push_async_callback(session.aclose)
+            table._sessions.append(session)
             listed = await _bounded(session.list_tools(), timeout, origin)
             if not isinstance(listed, list):
                 raise TypeError(f"{origin} session listed a {type(listed).__name__}, not a list")

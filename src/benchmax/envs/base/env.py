@@ -21,30 +21,31 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax._modelhttp.replies import (
+from benchmax._modelhttp import (
+    TOKEN_REQUEST_FIELDS,
+    CallTokens,
     Reply,
     ReplyFailure,
+    TokenDeficiency,
     ToolCall,
     add_usage,
     finish_reason_table,
+    read_call_tokens,
     read_reply,
 )
-from benchmax._modelhttp.tokens import (
-    TOKEN_REQUEST_FIELDS,
-    CallTokens,
-    TokenDeficiency,
-    read_call_tokens,
-)
-from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
+from benchmax.envs._hook_deadlines import HookDeadline, deadline_for
 from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
+from benchmax.envs.base._limits import LIMIT_NAMES, Limits
+from benchmax.envs.base._sent_messages import messages_as_sent
 from benchmax.envs.base._tool_calls import (
     ArgumentChecks,
     ToolTimedOut,
     advertised_tool_names,
+    call_problem,
     reserved_argument_message,
     tool_content,
 )
@@ -81,15 +82,15 @@ from benchmax.trajectory import (
 )
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
-    from benchmax._modelhttp.chat import ChatSession
-    from benchmax._modelhttp.connections import PoolLease
+    from benchmax._modelhttp import ChatSession, PoolLease
 
 __all__ = ["BaseEnv", "BaseRollout"]
 
 logger = logging.getLogger(__name__)
 
 _POOL_LEASE_ATTRIBUTE = "_benchmax_model_pool_lease"
-_TIMEOUT_NAMES = ("model_timeout", "tool_timeout", "rollout_timeout", "reward_timeout")
+_OTHER_SETTINGS = ("send_reasoning", "sampling_args", "record_tokens")
+"""The constructor's other overriding settings (``tools`` is checked apart)."""
 
 _Transcript = list[dict[str, Any]]
 """A rollout's messages while it runs: decoded JSON objects. They become
@@ -107,15 +108,13 @@ class BaseRollout(RolloutAttempt):
 
 @dataclass(frozen=True, slots=True)
 class _Settings:
-    """The limits in effect for one rollout, read once when it starts."""
+    """The limits and settings in effect for one rollout, read once when it starts."""
 
-    max_turns: int
-    max_tool_calls: int | None
-    model_timeout: float | None
-    tool_timeout: float | None
-    rollout_timeout: float | None
-    model_retries: int
-    reward_timeout: float | None
+    limits: Limits
+    max_turns: int  # limits.max_turns, checked to be set
+    tools: HookDeadline  # limits.tool_timeout, else the runner's default
+    setup: HookDeadline  # rollout_context: the runner's default only
+    user_turn: HookDeadline
     send_reasoning: bool
     sampling_args: Mapping[str, Any]
     finish_reasons: Mapping[str, str]
@@ -279,51 +278,29 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         ``record_tokens``, ``sampling_args``, ``finish_reasons`` or ``tools`` entry) naming
         the setting that is invalid.
         """
+        arguments = dict(locals())  # the keyword arguments, by name
         super().__init__()
-        overrides = {
-            "max_turns": max_turns,
-            "max_tool_calls": max_tool_calls,
-            "model_timeout": model_timeout,
-            "tool_timeout": tool_timeout,
-            "rollout_timeout": rollout_timeout,
-            "model_retries": model_retries,
-            "reward_timeout": reward_timeout,
-            "send_reasoning": send_reasoning,
-            "sampling_args": sampling_args,
-            "record_tokens": record_tokens,
-        }
         if sampling_args is not None:  # a copy: later changes to the caller's dict don't leak
-            overrides["sampling_args"] = validated_sampling_args(sampling_args)
-        for name, value in overrides.items():
-            if value is not None:
-                setattr(self, name, value)
+            arguments["sampling_args"] = validated_sampling_args(sampling_args)
+        for name in (*LIMIT_NAMES, *_OTHER_SETTINGS):
+            if arguments[name] is not None:
+                setattr(self, name, arguments[name])
         if tools is not None:
             from benchmax.envs.base._tool_table import checked_entries
 
             self.tools = checked_entries(tools)
         self._validate_limits()
 
-    def _validate_limits(self) -> tuple[dict[str, Any], Mapping[str, str]]:
-        """Check every setting; return the sampling args and the finish_reason table."""
-        max_turns = self.max_turns
-        if max_turns is not None and not is_int_at_least(max_turns, 1):
-            raise ValueError("max_turns must be a positive integer")
-        max_tool_calls = self.max_tool_calls
-        if max_tool_calls is not None and not is_int_at_least(max_tool_calls, 0):
-            raise ValueError("max_tool_calls must be a non-negative integer")
-        for name in _TIMEOUT_NAMES:
-            value = getattr(self, name)
-            if value is not None and not (is_finite_number(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number or None")
-        retries = self.model_retries
-        if not is_int_at_least(retries, 0):
-            raise ValueError("model_retries must be a non-negative integer")
+    def _validate_limits(self) -> tuple[Limits, dict[str, Any], Mapping[str, str]]:
+        """Check every setting; return the limits, the sampling args and the finish_reason
+        table."""
+        limits = Limits.of(self)
         if not isinstance(self.send_reasoning, bool):
             raise TypeError("send_reasoning must be True or False")
         if not isinstance(self.record_tokens, bool):
             raise TypeError("record_tokens must be True or False")
         sampling_args = validated_sampling_args(self.sampling_args)
-        return sampling_args, finish_reason_table(self.finish_reasons)
+        return limits, sampling_args, finish_reason_table(self.finish_reasons)
 
     @abstractmethod
     async def create_dataset(
@@ -342,7 +319,14 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
     async def run_tool(self, rollout_id: str, tool_name: str, **tool_args: Any) -> Any:
         """Run one advertised tool with the model's keyword arguments (by default, one
-        of ``tools``, inside its rollout); ``ValueError("Unknown tool: ...")`` otherwise."""
+        of ``tools``, inside its rollout); ``ValueError("Unknown tool: ...")`` otherwise.
+
+        An override may name its parameters (``run_tool(self, rollout_id, tool_name,
+        city)``): arguments that do not bind to them are answered with a tool message and
+        it is not called. A ``TypeError`` it raises saying ``unexpected keyword argument
+        'x'``, for an ``x`` the model passed that the advertised schema does not declare,
+        is answered the same way (the model's mistake); any other exception, a
+        ``TypeError`` naming a declared argument included, is a bug (``tool_error``)."""
         if not _declares_tools(self.tools):
             raise ValueError(f"Unknown tool: {tool_name}")
         from benchmax.envs.base._tool_table import run_declared_tool
@@ -404,24 +388,22 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         state = vars(self)
         lease: PoolLease | None = state.get(_POOL_LEASE_ATTRIBUTE)
         if lease is None:
-            from benchmax._modelhttp.connections import PoolLease
+            from benchmax._modelhttp import PoolLease
 
             lease = state.setdefault(_POOL_LEASE_ATTRIBUTE, PoolLease())
         return lease
 
     async def run_rollout(self, request: RolloutRequest[JsonRow]) -> BaseRollout:
         """Run the chat/tool loop for one request, then score it."""
-        sampling_args, finish_reasons = self._validate_limits()
-        if self.max_turns is None:
+        limits, sampling_args, finish_reasons = self._validate_limits()
+        if limits.max_turns is None:
             raise ValueError(f"{type(self).__name__} must configure max_turns before rollout")
         settings = _Settings(
-            max_turns=self.max_turns,
-            max_tool_calls=self.max_tool_calls,
-            model_timeout=self.model_timeout,
-            tool_timeout=self.tool_timeout,
-            rollout_timeout=self.rollout_timeout,
-            model_retries=self.model_retries,
-            reward_timeout=self.reward_timeout,
+            limits=limits,
+            max_turns=limits.max_turns,
+            tools=deadline_for("tools", limits.tool_timeout),
+            setup=deadline_for("rollout_context"),
+            user_turn=deadline_for("user_turn"),
             send_reasoning=self.send_reasoning,
             sampling_args=sampling_args,
             finish_reasons=finish_reasons,
@@ -435,9 +417,9 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         with recording as annotations:
             with hook_errors(self, "rollout_context"):
                 context = self.rollout_context(request.rollout_id, request.example)
-            if await _entered(self, context, request.rollout_id):
+            if await _entered(self, context, request.rollout_id, settings.setup):
                 async with (
-                    _leaving(self, context, request.rollout_id),
+                    _leaving(self, context, request.rollout_id, settings.setup),
                     _declared_tools(self, request, settings) as failed,
                 ):
                     if failed is None:
@@ -447,7 +429,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     else:  # a declared tool (toolset, provider session) did not open
                         rollout = await self._score(
                             request,
-                            settings.reward_timeout,
+                            settings.limits.reward_timeout,
                             failed,
                             transcript,
                             example_args,
@@ -492,15 +474,23 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         example_args: dict[str, Any],
         meter: _Meter | None,
     ) -> BaseRollout:
-        from benchmax._modelhttp.chat import ChatSession
+        from benchmax._modelhttp import ChatSession
 
         session: ChatSession | None = None
         try:
-            deadline = asyncio.timeout(settings.rollout_timeout)
+            deadline = asyncio.timeout(settings.limits.rollout_timeout)
             try:
                 async with deadline:
-                    with hook_errors(self, "list_tools"):
-                        tools = await self.list_tools()
+                    tools = await self._listed_tools(request.rollout_id)
+                    if isinstance(tools, str):  # the reason listing failed with
+                        return await self._score(
+                            request,
+                            settings.limits.reward_timeout,
+                            tools,
+                            transcript,
+                            example_args,
+                            meter,
+                        )
                     session = ChatSession(
                         self._model_pool().hold(),
                         base_url=request.base_url,
@@ -510,8 +500,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                             model=request.model,
                             rollout_id=request.rollout_id,
                         ),
-                        timeout=settings.model_timeout,
-                        retries=settings.model_retries,
+                        timeout=settings.limits.model_timeout,
+                        retries=settings.limits.model_retries,
                     )
                     reason = await self._chat_loop(
                         request, settings, tools, transcript, session, meter
@@ -523,16 +513,35 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     "base.rollout.timed_out rollout_id=%s termination_reason=rollout_timeout: "
                     "rollout exceeded rollout_timeout of %gs",
                     request.rollout_id,
-                    settings.rollout_timeout,
+                    settings.limits.rollout_timeout,
                     exc_info=error,
                 )
                 reason = ROLLOUT_TIMEOUT
             return await self._score(
-                request, settings.reward_timeout, reason, transcript, example_args, meter
+                request, settings.limits.reward_timeout, reason, transcript, example_args, meter
             )
         finally:
             if session is not None:
                 await session.aclose()
+
+    async def _listed_tools(self, rollout_id: str) -> list[Tool] | str:
+        """``list_tools()``, or ``tool_timeout`` (logged) when it outlived the runner's
+        default deadline for tools (the environment's own limits do not bound it)."""
+        listing = deadline_for("tools")
+        timer = asyncio.timeout(listing.seconds)
+        try:
+            async with timer:
+                with hook_errors(self, "list_tools"):
+                    return await self.list_tools()
+        except TimeoutError as error:
+            if not timer.expired():
+                raise
+            logger.error(
+                "base.rollout.tool_failed rollout_id=%s termination_reason=tool_timeout: %s",
+                rollout_id,
+                listing.expired_message("list_tools", error, type(self).list_tools),
+            )
+            return TOOL_TIMEOUT
 
     async def _chat_loop(
         self,
@@ -543,7 +552,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         session: ChatSession,
         meter: _Meter | None,
     ) -> str:
-        from benchmax._modelhttp.chat import CallFailure
+        from benchmax._modelhttp import CallFailure
 
         rollout_id = request.rollout_id
         advertised = advertised_tool_names(tools)
@@ -554,7 +563,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         # send_reasoning (then the transcript itself).
         sent = transcript if settings.send_reasoning else list(transcript)
         for _ in range(settings.max_turns):
-            body: dict[str, Any] = {"model": request.model, "messages": sent}
+            body: dict[str, Any] = {"model": request.model, "messages": messages_as_sent(sent)}
             if tools:
                 body["tools"] = tools
             if settings.record_tokens:
@@ -614,7 +623,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                     )
                 if reply.termination_reason != FINISHED:
                     return reply.termination_reason
-                answer = await self._user_answer(request, transcript)
+                answer = await self._user_answer(request, transcript, settings.user_turn)
                 if answer is None:
                     return FINISHED
                 if not isinstance(answer, dict):  # the reason the user turn failed with
@@ -626,14 +635,14 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 continue
             call_ids.update(call.id for call in calls)
             if (
-                settings.max_tool_calls is not None
-                and tool_calls_used + len(calls) > settings.max_tool_calls
+                settings.limits.max_tool_calls is not None
+                and tool_calls_used + len(calls) > settings.limits.max_tool_calls
             ):
                 return TOOL_BUDGET_EXCEEDED
             tool_calls_used += len(calls)
             try:
                 tool_messages = await self._run_tool_calls(
-                    rollout_id, calls, advertised, checks, settings.tool_timeout, meter
+                    rollout_id, calls, advertised, checks, settings.tools, meter
                 )
             except ToolTimedOut as timeout:
                 logger.error(
@@ -667,19 +676,21 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         return MAX_TURNS_EXCEEDED
 
     async def _user_answer(
-        self, request: RolloutRequest[JsonRow], transcript: _Transcript
+        self, request: RolloutRequest[JsonRow], transcript: _Transcript, deadline: HookDeadline
     ) -> dict[str, Any] | str | None:
         """Ask ``user_turn`` for the next message: the marked user message, ``None`` (the
         rollout ends) or the termination reason it failed with (logged)."""
         rollout_id = request.rollout_id
+        timer = asyncio.timeout(deadline.seconds)
         try:
             with (
                 hook_errors(self, "user_turn"),
                 stray_cancellation_as_error(self._hook("user_turn")),
             ):
-                answer: object = await self.user_turn(
-                    rollout_id, [dict(message) for message in transcript], request.example
-                )
+                async with timer:
+                    answer: object = await self.user_turn(
+                        rollout_id, [dict(message) for message in transcript], request.example
+                    )
         except RolloutFailure as failure:
             logger.error(
                 "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
@@ -690,6 +701,14 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             )
             return failure.termination_reason
         except Exception as error:
+            if isinstance(error, TimeoutError) and timer.expired():
+                logger.error(
+                    "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
+                    rollout_id,
+                    SIMULATED_USER_ERROR,
+                    deadline.expired_message("user_turn", error, type(self).user_turn),
+                )
+                return SIMULATED_USER_ERROR
             logger.error(
                 "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
                 rollout_id,
@@ -721,7 +740,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         calls: Sequence[ToolCall],
         advertised: frozenset[str],
         checks: ArgumentChecks,
-        timeout: float | None,
+        timeout: HookDeadline,
         meter: _Meter | None,
     ) -> _Transcript:
         messages: _Transcript = []
@@ -737,6 +756,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 content = reserved
             elif (invalid := checks.problem(name, arguments)) is not None:
                 content = invalid
+            elif (refused := call_problem(self.run_tool, rollout_id, arguments)) is not None:
+                content = refused
             else:
                 try:
                     with (
@@ -746,6 +767,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                         result = await self._call_tool(rollout_id, name, arguments, timeout)
                 except ToolError as error:  # meant for the model: the rollout goes on
                     content = str(error)
+                except TypeError as error:  # an argument the tool does not take, or a bug
+                    if (refused := checks.refused_argument(name, arguments, error)) is None:
+                        raise
+                    content = refused
                 else:
                     content = tool_content(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
@@ -754,18 +779,23 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         return messages
 
     async def _call_tool(
-        self, rollout_id: str, name: str, arguments: dict[str, Any], timeout: float | None
+        self, rollout_id: str, name: str, arguments: dict[str, Any], timeout: HookDeadline
     ) -> Any:
-        if timeout is None:
+        if timeout.seconds is None:
             return await self.run_tool(rollout_id, name, **arguments)
-        deadline = asyncio.timeout(timeout)
+        deadline = asyncio.timeout(timeout.seconds)
         try:
             async with deadline:
                 return await self.run_tool(rollout_id, name, **arguments)
         except TimeoutError as error:
-            if deadline.expired():
-                raise ToolTimedOut(name, timeout) from error
-            raise
+            if not deadline.expired():
+                raise
+            if timeout.default:
+                message = timeout.expired_message(
+                    f"tool {name!r}", error, type(self).run_tool, "tool_timeout"
+                )
+                raise ToolTimedOut(name, timeout.seconds, message=message) from error
+            raise ToolTimedOut(name, timeout.seconds) from error
 
     async def _score(
         self,
@@ -795,7 +825,8 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
         if reason != FINISHED:
             return zero(reason)
-        deadline = asyncio.timeout(reward_timeout)
+        limit = deadline_for("compute_reward", reward_timeout)
+        deadline = asyncio.timeout(limit.seconds)
         try:
             with _timed(meter, "reward"):
                 async with deadline:
@@ -815,6 +846,16 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             return zero(failure.termination_reason)
         except Exception as error:
             if isinstance(error, TimeoutError) and deadline.expired():
+                if limit.default:
+                    logger.error(
+                        "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
+                        rollout_id,
+                        REWARD_TIMEOUT,
+                        limit.expired_message(
+                            "compute_reward", error, type(self).compute_reward, "reward_timeout"
+                        ),
+                    )
+                    return zero(REWARD_TIMEOUT)
                 logger.error(
                     "base.rollout.reward_failed rollout_id=%s termination_reason=reward_timeout: "
                     "compute_reward exceeded reward_timeout of %gs",
@@ -844,7 +885,10 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
 
 
 async def _entered(
-    env: BaseEnv, context: AbstractAsyncContextManager[object], rollout_id: str
+    env: BaseEnv,
+    context: AbstractAsyncContextManager[object],
+    rollout_id: str,
+    deadline: HookDeadline,
 ) -> bool:
     """Enter ``rollout_context``; ``False`` (logged) when its setup raised.
 
@@ -854,15 +898,26 @@ async def _entered(
     """
     with hook_errors(env, "rollout_context"):
         enter = context.__aenter__
+    timer = asyncio.timeout(deadline.seconds)
     try:
         with (
             exits_as_errors(env, "rollout_context"),
             stray_cancellation_as_error(env._hook("rollout_context")),
         ):
-            await enter()
+            async with timer:
+                await enter()
     except RolloutFailure:
         raise
     except Exception as error:
+        if isinstance(error, TimeoutError) and timer.expired():
+            logger.error(
+                "base.rollout.setup_failed rollout_id=%s termination_reason=setup_error: %s",
+                rollout_id,
+                deadline.expired_message(
+                    "rollout_context (entering)", error, type(env).rollout_context
+                ),
+            )
+            return False
         logger.error(
             "base.rollout.setup_failed rollout_id=%s termination_reason=setup_error: "
             "rollout_context could not be entered: %s",
@@ -876,7 +931,10 @@ async def _entered(
 
 @asynccontextmanager
 async def _leaving(
-    env: BaseEnv, context: AbstractAsyncContextManager[object], rollout_id: str
+    env: BaseEnv,
+    context: AbstractAsyncContextManager[object],
+    rollout_id: str,
+    deadline: HookDeadline,
 ) -> AsyncIterator[None]:
     """Exit an entered ``rollout_context`` like ``async with`` (it sees the body's error),
     but an exception raised while exiting is logged, never raised over the outcome or
@@ -884,10 +942,10 @@ async def _leaving(
     try:
         yield
     except BaseException as error:
-        await _exit_logged(env, context, rollout_id, error)
+        await _exit_logged(env, context, rollout_id, error, deadline)
         raise
     else:
-        await _exit_logged(env, context, rollout_id, None)
+        await _exit_logged(env, context, rollout_id, None, deadline)
 
 
 async def _exit_logged(
@@ -895,15 +953,27 @@ async def _exit_logged(
     context: AbstractAsyncContextManager[object],
     rollout_id: str,
     error: BaseException | None,
+    deadline: HookDeadline,
 ) -> None:
+    timer = asyncio.timeout(deadline.seconds)
     try:
         with stray_cancellation_as_error(env._hook("rollout_context")):
-            if error is None:
-                await context.__aexit__(None, None, None)
-            else:
-                await context.__aexit__(type(error), error, error.__traceback__)
+            async with timer:
+                if error is None:
+                    await context.__aexit__(None, None, None)
+                else:
+                    await context.__aexit__(type(error), error, error.__traceback__)
     except Exception as exit_error:
         if exit_error is error:
+            return
+        if isinstance(exit_error, TimeoutError) and timer.expired():
+            logger.error(
+                "base.rollout.teardown_failed rollout_id=%s: %s",
+                rollout_id,
+                deadline.expired_message(
+                    "rollout_context (leaving)", exit_error, type(env).rollout_context
+                ),
+            )
             return
         logger.error(
             "base.rollout.teardown_failed rollout_id=%s: rollout_context raised on exit: %s",
@@ -924,12 +994,12 @@ async def _declared_tools(
         return
     from benchmax.envs.base._tool_table import open_declared_tools
 
-    declared, failed = await open_declared_tools(env, request, settings.tool_timeout)
+    declared, failed = await open_declared_tools(env, request, settings.tools.seconds)
     try:
         yield failed
     finally:
         if declared is not None:
-            await declared.aclose(settings.tool_timeout)
+            await declared.aclose(settings.tools.seconds)
 
 
 def _declares_tools(tools: object) -> bool:

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from benchmax._group_pipeline.log_capture import RolloutLogCapture
 from benchmax.envs.logging import group_context, rollout_context
-from benchmax.runner._log_capture import RolloutLogCapture
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Arithmetic: short-answer addition a small model learns in minutes (benchmax train)."""

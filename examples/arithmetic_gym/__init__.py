@@ -1,0 +1,1 @@
+"""A mock policy for ``benchmax.sources.reasoning_gym:ReasoningGymEnv`` on arithmetic tasks."""

@@ -1,0 +1,505 @@
+"""The OpenEnv protocol (openenv-core 0.3 ``env_server/http_server.py`` and ``types.py``).
+
+HTTP: ``POST /reset`` (``ResetRequest``: ``seed``, ``episode_id``, and here
+``example_id``, ``record_tokens``) and ``POST /step`` (``StepRequest``: ``action``,
+``timeout_s``, ``request_id``, and here ``episode_id``: openenv-core's own HTTP routes
+are stateless, a served rollout is not) answer ``{"observation", "reward", "done"}``;
+``GET /health``, ``/metadata``, ``/schema``, ``/state`` (``?episode_id=``). Errors are
+FastAPI's: ``{"detail": ...}`` with 422 for a request that does not validate, 404 for
+an unknown episode, 409 for an episode that takes no step now, 503 at capacity.
+
+WebSocket ``/ws``: one session per connection (``CAPACITY_REACHED`` past
+``max_sessions``); messages ``reset``, ``step``, ``state``, ``close`` and ``mcp``;
+replies ``observation``, ``state``, ``mcp`` or ``error`` with OpenEnv's ``WSErrorCode``
+values (``INVALID_JSON``, ``UNKNOWN_TYPE``, ``VALIDATION_ERROR``, ``EXECUTION_ERROR``,
+``CAPACITY_REACHED``, ``SESSION_ERROR``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+import benchmax
+from benchmax.serving._actions import PolicyAction, ValidationError, action_schema
+from benchmax.serving._episode import Episode, EpisodeError, Turn
+from benchmax.serving._mcp import PARSE_ERROR, SERVER_ERROR, McpHandler, jsonrpc_error
+from benchmax.serving._sessions import (
+    CapacityReached,
+    ResetOptions,
+    Session,
+    Sessions,
+    UnknownExample,
+)
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+__all__ = ["OpenEnvRoutes", "observation_data"]
+
+logger = logging.getLogger("benchmax.serving")
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class ServedObservation(BaseModel):
+    """What ``observation`` holds after a reset or a step (``/schema``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: str
+    example_id: str
+    step_count: int
+    messages: list[dict[str, Any]] = Field(
+        description="Messages since the last action (at reset: the whole prompt): tool "
+        "results, a simulated user's turn."
+    )
+    tools: list[dict[str, Any]] = Field(description="The tools advertised with this call.")
+    sampling_args: dict[str, Any] = Field(
+        description="The model call's other body fields (temperature, max_tokens...)."
+    )
+    rewards: dict[str, float] | None = Field(default=None, description="When done.")
+    termination_reason: str | None = Field(default=None, description="When done.")
+    trajectory: dict[str, Any] | None = Field(
+        default=None, description="When done: the rollout record (tokens included)."
+    )
+
+
+class ServedState(BaseModel):
+    """What ``/state`` returns (OpenEnv's ``State`` plus this episode's facts)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    episode_id: str | None = None
+    step_count: int = 0
+    example_id: str | None = None
+    awaiting_action: bool = False
+    done: bool = False
+
+
+def observation_data(episode: Episode, turn: Turn) -> dict[str, Any]:
+    """``{"observation", "reward", "done"}`` for a turn of ``episode``."""
+    observation: dict[str, Any] = {
+        "episode_id": episode.rollout_id,
+        "example_id": episode.example.id,
+        "step_count": episode.step_count,
+        "messages": turn.messages,
+        "tools": turn.tools,
+        "sampling_args": turn.sampling_args,
+    }
+    if turn.done:
+        observation["rewards"] = turn.rewards
+        observation["termination_reason"] = turn.termination_reason
+        observation["trajectory"] = turn.trajectory
+    return {"observation": observation, "reward": turn.reward, "done": turn.done}
+
+
+def _state(episode: Episode | None) -> dict[str, Any]:
+    if episode is None:
+        return ServedState().model_dump()
+    return ServedState(
+        episode_id=episode.rollout_id,
+        step_count=episode.step_count,
+        example_id=episode.example.id,
+        awaiting_action=episode.awaiting_action,
+        done=episode.done,
+    ).model_dump()
+
+
+class _Refused(Exception):
+    """A request answered with an HTTP error (``status``, ``detail``) or a WS error code."""
+
+    def __init__(self, status: int, code: str, detail: Any) -> None:
+        super().__init__(str(detail))
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+def _validation(error: ValidationError | ValueError) -> _Refused:
+    if isinstance(error, ValidationError):
+        errors = error.errors(include_url=False, include_context=False)
+        return _Refused(422, "VALIDATION_ERROR", orjson.loads(orjson.dumps(errors, default=str)))
+    return _Refused(422, "VALIDATION_ERROR", str(error))
+
+
+class OpenEnvRoutes:
+    """The OpenEnv routes over one :class:`Sessions`."""
+
+    def __init__(self, sessions: Sessions, mcp: McpHandler) -> None:
+        self.sessions = sessions
+        self.mcp = mcp
+
+    def add_to(self, app: web.Application) -> None:
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/metadata", self.metadata)
+        app.router.add_get("/schema", self.schema)
+        app.router.add_get("/state", self.state)
+        app.router.add_post("/reset", self.reset)
+        app.router.add_post("/step", self.step)
+        app.router.add_get("/ws", self.websocket)
+        app.router.add_post("/mcp", self.mcp_http)
+        app.router.add_get("/mcp", self.mcp_websocket)
+
+    # --- HTTP ---------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.StreamResponse:
+        return _json({"status": "healthy"})
+
+    async def metadata(self, request: web.Request) -> web.StreamResponse:
+        env_class = type(self.sessions.env)
+        doc = (env_class.__doc__ or "").strip().splitlines()
+        return _json(
+            {
+                "name": env_class.__name__,
+                "description": doc[0] if doc else f"benchmax environment {env_class.__name__}",
+                "readme_content": None,
+                "version": benchmax.__version__,
+                "author": None,
+                "documentation_url": None,
+            }
+        )
+
+    async def schema(self, request: web.Request) -> web.StreamResponse:
+        return _json(
+            {
+                "action": action_schema(),
+                "observation": ServedObservation.model_json_schema(),
+                "state": ServedState.model_json_schema(),
+            }
+        )
+
+    async def state(self, request: web.Request) -> web.StreamResponse:
+        episode_id = request.query.get("episode_id")
+        if episode_id is None:
+            return _json(_state(None))
+        session = self.sessions.by_episode.get(episode_id)
+        if session is None or session.episode is None:
+            return _http_error(404, f"no live episode {episode_id!r}")
+        return _json(_state(session.episode))
+
+    async def reset(self, request: web.Request) -> web.StreamResponse:
+        try:
+            data = await _body(request, allow_empty=True)
+            options = _reset_options(data)
+            try:
+                session = self.sessions.open()
+            except CapacityReached as error:
+                raise _Refused(503, "CAPACITY_REACHED", str(error)) from None
+            try:
+                episode, turn = await _reset(session, options)
+            except BaseException:
+                await asyncio.shield(session.release())
+                raise
+            if turn.done:
+                await session.release()
+            return _json(observation_data(episode, turn))
+        except _Refused as refused:
+            return _http_error(refused.status, refused.detail)
+
+    async def step(self, request: web.Request) -> web.StreamResponse:
+        try:
+            data = await _body(request)
+            action_data, timeout = _step_fields(data)
+            episode_id = data.get("episode_id")
+            if not isinstance(episode_id, str) or not episode_id:
+                raise _Refused(
+                    422,
+                    "VALIDATION_ERROR",
+                    "episode_id is required: the observation of /reset names it",
+                )
+            session = self.sessions.by_episode.get(episode_id)
+            if session is None or session.episode is None:
+                raise _Refused(404, "SESSION_ERROR", f"no live episode {episode_id!r}")
+            episode = session.episode
+            try:
+                turn = await _step(session, episode, action_data, timeout)
+            except asyncio.CancelledError:  # the client went away mid-step
+                await asyncio.shield(session.release())
+                raise
+            if turn.done:
+                await session.release()
+            return _json(observation_data(episode, turn))
+        except _Refused as refused:
+            return _http_error(refused.status, refused.detail)
+
+    async def mcp_http(self, request: web.Request) -> web.StreamResponse:
+        try:
+            data = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return _json(jsonrpc_error(PARSE_ERROR, "Parse error"))
+        return _json(await self.mcp.handle(data))
+
+    # --- WebSocket ------------------------------------------------------------
+
+    async def mcp_websocket(self, request: web.Request) -> web.StreamResponse:
+        """JSON-RPC over a WebSocket: the connection is one session, whose episode
+        starts (with the next example) at its first ``tools/call``."""
+        from aiohttp import web
+
+        ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES)
+        await ws.prepare(request)
+        try:
+            session = self.sessions.open()
+        except CapacityReached as error:
+            data = {"active_sessions": error.active, "max_sessions": error.maximum}
+            await _refuse(ws, jsonrpc_error(SERVER_ERROR, str(error), data=data))
+            return ws
+        session.on_expire = lambda: _close_soon(ws)
+
+        async def handle(raw: str | bytes) -> tuple[Any, bool]:
+            session.touch()
+            try:
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError as error:
+                return jsonrpc_error(PARSE_ERROR, f"Parse error: {error}"), False
+            if (
+                session.episode is None
+                and isinstance(data, dict)
+                and data.get("method") == "tools/call"
+            ):
+                with contextlib.suppress(UnknownExample, EpisodeError):
+                    await session.reset(ResetOptions())
+            return await self.mcp.handle(data, session=session), False
+
+        try:
+            await _serve_messages(ws, handle)
+        finally:
+            await session.release()
+            with contextlib.suppress(Exception):
+                await ws.close()
+        return ws
+
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES)
+        await ws.prepare(request)
+        try:
+            session = self.sessions.open()
+        except CapacityReached as error:
+            refusal = _ws_error(
+                "CAPACITY_REACHED",
+                str(error),
+                active_sessions=error.active,
+                max_sessions=error.maximum,
+            )
+            await _refuse(ws, refusal)
+            return ws
+        session.on_expire = lambda: _close_soon(ws)
+        try:
+            await _serve_messages(ws, lambda raw: self._ws_message(session, raw))
+        finally:
+            await session.release()
+            with contextlib.suppress(Exception):
+                await ws.close()
+        return ws
+
+    async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[Any, bool]:
+        session.touch()
+        try:
+            message = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
+            return _ws_error("INVALID_JSON", f"Invalid JSON: {error}"), False
+        if not isinstance(message, dict):
+            return _ws_error("INVALID_JSON", "a message must be a JSON object"), False
+        kind = message.get("type", "")
+        unknown = set(message) - {"type", "data"}
+        try:
+            if unknown and kind in ("reset", "step", "state", "close", "mcp"):
+                raise _Refused(422, "VALIDATION_ERROR", f"unknown fields: {sorted(unknown)}")
+            data = message.get("data", {})
+            match kind:
+                case "reset":
+                    if not isinstance(data, dict):
+                        raise _Refused(422, "VALIDATION_ERROR", "data must be an object")
+                    episode, turn = await _reset(session, _reset_options(data))
+                    return {"type": "observation", "data": observation_data(episode, turn)}, False
+                case "step":
+                    if not isinstance(data, dict):
+                        raise _Refused(422, "VALIDATION_ERROR", "data must be the action object")
+                    current = session.episode
+                    if current is None:
+                        raise _Refused(409, "EXECUTION_ERROR", "no episode: reset first")
+                    turn = await _step(session, current, data, None)
+                    return {"type": "observation", "data": observation_data(current, turn)}, False
+                case "state":
+                    return {"type": "state", "data": _state(session.episode)}, False
+                case "close":
+                    return None, True
+                case "mcp":
+                    if not isinstance(data, dict):
+                        raise _Refused(422, "VALIDATION_ERROR", "data must be a JSON-RPC object")
+                    answer = await self.mcp.handle(data, session=session)
+                    return {"type": "mcp", "data": answer}, False
+                case _:
+                    return _ws_error("UNKNOWN_TYPE", f"Unknown message type: {kind}"), False
+        except _Refused as refused:
+            if refused.code == "VALIDATION_ERROR":
+                return (
+                    _ws_error("VALIDATION_ERROR", "Invalid message", errors=refused.detail),
+                    False,
+                )
+            return _ws_error(refused.code, str(refused.detail)), False
+
+
+async def _reset(session: Session, options: ResetOptions) -> tuple[Episode, Turn]:
+    try:
+        return await session.reset(options)
+    except UnknownExample as error:
+        raise _Refused(422, "VALIDATION_ERROR", str(error)) from None
+    except EpisodeError as error:
+        raise _Refused(500, "EXECUTION_ERROR", str(error)) from None
+
+
+async def _step(
+    session: Session, episode: Episode, data: dict[str, Any], timeout: float | None
+) -> Turn:
+    try:
+        action = PolicyAction.model_validate(data)
+    except ValidationError as error:
+        raise _validation(error) from None
+    session.touch()
+    try:
+        async with asyncio.timeout(timeout):
+            turn = await episode.act(action)
+    except TimeoutError:
+        await session.close_episode()
+        raise _Refused(
+            504,
+            "EXECUTION_ERROR",
+            f"the step took longer than timeout_s={timeout}; the episode was closed",
+        ) from None
+    except EpisodeError as error:
+        raise _Refused(500 if error.broken else 409, "EXECUTION_ERROR", str(error)) from None
+    session.touch()
+    return turn
+
+
+def _reset_options(data: dict[str, Any]) -> ResetOptions:
+    try:
+        return ResetOptions.from_json(data)
+    except ValueError as error:
+        raise _validation(error) from None
+
+
+def _step_fields(data: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+    action = data.get("action")
+    if not isinstance(action, dict):
+        raise _Refused(422, "VALIDATION_ERROR", "action is required and must be an object")
+    timeout = data.get("timeout_s")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise _Refused(422, "VALIDATION_ERROR", "timeout_s must be a positive number")
+    request_id = data.get("request_id")
+    if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 255):
+        raise _Refused(422, "VALIDATION_ERROR", "request_id must be a string of at most 255")
+    return action, None if timeout is None else float(timeout)
+
+
+async def _body(request: web.Request, *, allow_empty: bool = False) -> dict[str, Any]:
+    raw = await request.read()
+    if not raw.strip() and allow_empty:
+        return {}
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise _Refused(422, "INVALID_JSON", f"the request body is not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise _Refused(422, "VALIDATION_ERROR", "the request body must be a JSON object")
+    return data
+
+
+def _json(data: Any, status: int = 200) -> web.StreamResponse:
+    from aiohttp import web
+
+    return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
+
+
+def _http_error(status: int, detail: Any) -> web.StreamResponse:
+    return _json({"detail": detail}, status)
+
+
+def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "error", "data": {"message": message, "code": code, **extra}}
+
+
+async def _ws_send(ws: web.WebSocketResponse, data: Any) -> None:
+    await ws.send_str(orjson.dumps(data).decode())
+
+
+async def _serve_messages(
+    ws: web.WebSocketResponse,
+    handle: Callable[[str | bytes], Coroutine[Any, Any, tuple[Any, bool]]],
+) -> None:
+    """Answer ``ws``'s messages in order with ``handle`` (a reply, and whether to stop).
+
+    The connection is read while a message is handled: when the client goes away
+    mid-step, the step is cancelled (and its episode closed) at once.
+    """
+    from aiohttp import WSMsgType
+
+    inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for message in ws:
+                if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                    inbox.put_nowait(message.data)
+                else:
+                    break
+        finally:
+            inbox.put_nowait(None)
+
+    reader = asyncio.create_task(read())
+    try:
+        while (raw := await inbox.get()) is not None:
+            handling: asyncio.Task[tuple[Any, bool]] = asyncio.create_task(handle(raw))
+            await asyncio.wait({handling, reader}, return_when=asyncio.FIRST_COMPLETED)
+            if not handling.done():  # the connection ended first
+                handling.cancel()
+                await asyncio.gather(handling, return_exceptions=True)
+                return
+            reply, stop = handling.result()
+            if reply is not None:
+                await _ws_send(ws, reply)
+            if stop:
+                return
+    except (ConnectionError, RuntimeError):
+        return
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+
+
+REFUSAL_SECONDS = 10.0
+"""How long a refused WebSocket stays open to answer the client's first message."""
+
+
+async def _refuse(ws: web.WebSocketResponse, refusal: dict[str, Any]) -> None:
+    """Send ``refusal`` at once, and again as the answer to the client's first message
+    (a client that connects, then resets, reads it there), then close."""
+    with contextlib.suppress(Exception):
+        await _ws_send(ws, refusal)
+        async with asyncio.timeout(REFUSAL_SECONDS):
+            await ws.receive()
+        await _ws_send(ws, refusal)
+    with contextlib.suppress(Exception):
+        await ws.close()
+
+
+_CLOSING: set[asyncio.Task[Any]] = set()
+
+
+def _close_soon(ws: web.WebSocketResponse) -> None:
+    """Close ``ws`` from a callback (the session timed out); the task is kept until done."""
+    task = asyncio.ensure_future(ws.close())
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)

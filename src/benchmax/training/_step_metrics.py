@@ -1,0 +1,129 @@
+"""What one training step's rollouts say: the numbers of a ``metrics.jsonl`` line.
+
+``step_metrics(step, groups, weights)`` summarizes the groups of one step (each a
+sequence of trajectories); ``trainer_metrics(logs)`` picks TRL's numbers out of a log
+record; ``tracker_metrics(line)`` flattens a line into the ``benchmax/...`` scalars sent
+to TRL's ``report_to`` trackers. Every field is documented in ``docs/training.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from benchmax.training._advantages import group_advantages, scalar_reward
+from benchmax.trajectory import Trajectory
+
+__all__ = ["TRAINER_KEYS", "step_metrics", "tracker_metrics", "trainer_metrics"]
+
+TRAINER_KEYS = {
+    "loss": "loss",
+    "kl": "kl",
+    "entropy": "entropy",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "clip_ratio": "clip_ratio/region_mean",
+    "trl_reward": "reward",
+    "trl_reward_std": "reward_std",
+    "trl_zero_std_share": "frac_reward_zero_std",
+}
+"""``metrics.jsonl`` ``trainer`` field -> the key of TRL's log record it is read from."""
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _stats(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "std": None, "min": None, "max": None}
+    mean = math.fsum(values) / len(values)
+    variance = math.fsum((v - mean) ** 2 for v in values) / len(values)
+    return {"mean": mean, "std": math.sqrt(variance), "min": min(values), "max": max(values)}
+
+
+def _completion_tokens(trajectory: Trajectory) -> int:
+    """Tokens the model sampled in the rollout (recorded ids, else the usage count)."""
+    calls = trajectory.model_calls
+    sampled = [len(c.completion_token_ids) for c in calls if c.completion_token_ids]
+    if sampled:
+        return sum(sampled)
+    usage = trajectory.usage or {}
+    count = usage.get("completion_tokens")
+    return count if isinstance(count, int) else 0
+
+
+def step_metrics(
+    step: int,
+    groups: Sequence[Sequence[Trajectory]],
+    reward_weights: Mapping[str, float] | None,
+    *,
+    weights_version: int,
+) -> dict[str, Any]:
+    """The rollout part of step ``step``'s metrics line (see ``docs/training.md``).
+
+    ``reward`` and ``rewards`` average over every rollout (failures count with their zero
+    rewards, as the results summary does); advantages are GRPO's ``(r - mean) / std`` over
+    each group's trainable rollouts (``group_advantages``), as the trainer sees them.
+    """
+    rollouts = [t for group in groups for t in group]
+    keys = list(dict.fromkeys(key for t in rollouts for key in t.rewards))
+    scalars = [scalar_reward(t.rewards, reward_weights) for t in rollouts]
+    advantages: list[float] = []
+    flat = 0
+    for group in groups:
+        trainable = [scalar_reward(t.rewards, reward_weights) for t in group if t.trainable]
+        if len(trainable) < 2 or min(trainable) == max(trainable):
+            flat += 1
+        if trainable:
+            advantages.extend(group_advantages(trainable, "grpo"))
+    lengths = [float(_completion_tokens(t)) for t in rollouts]
+    reasons = Counter(t.termination_reason for t in rollouts)
+    return {
+        "step": step,
+        "weights_version": weights_version,
+        "groups": len(groups),
+        "rollouts": len(rollouts),
+        "reward": _mean(scalars),
+        "reward_std": _stats(scalars)["std"],
+        "rewards": {key: _mean([t.rewards.get(key, 0.0) for t in rollouts]) for key in keys},
+        "advantage": _stats(advantages),
+        "zero_variance_group_share": flat / len(groups) if groups else None,
+        "termination_reasons": dict(sorted(reasons.items())),
+        "non_trainable_share": (
+            sum(not t.trainable for t in rollouts) / len(rollouts) if rollouts else None
+        ),
+        "token_prefix_breaks": sum(t.token_prefix_breaks for t in rollouts),
+        "completion_tokens": _stats(lengths),
+    }
+
+
+def trainer_metrics(logs: Mapping[str, Any]) -> dict[str, float | None]:
+    """TRL's numbers for the step from its log record (``None`` for what it did not log:
+    ``kl`` only with ``beta > 0``)."""
+    picked: dict[str, float | None] = {}
+    for name, key in TRAINER_KEYS.items():
+        value = logs.get(key)
+        picked[name] = float(value) if isinstance(value, int | float) else None
+    return picked
+
+
+def tracker_metrics(line: Mapping[str, Any]) -> dict[str, float]:
+    """A metrics line's rollout numbers as flat ``benchmax/...`` scalars for trackers."""
+    flat: dict[str, float] = {}
+    for name in ("reward", "zero_variance_group_share", "non_trainable_share"):
+        if isinstance(line.get(name), int | float):
+            flat[f"benchmax/{name}"] = float(line[name])
+    for key, value in (line.get("rewards") or {}).items():
+        if isinstance(value, int | float):
+            flat[f"benchmax/rewards/{key}"] = float(value)
+    for reason, count in (line.get("termination_reasons") or {}).items():
+        flat[f"benchmax/termination/{reason}"] = float(count)
+    for part in ("advantage", "completion_tokens"):
+        for stat, value in (line.get(part) or {}).items():
+            if isinstance(value, int | float):
+                flat[f"benchmax/{part}/{stat}"] = float(value)
+    flat["benchmax/token_prefix_breaks"] = float(line.get("token_prefix_breaks") or 0)
+    return flat

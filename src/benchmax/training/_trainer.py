@@ -1,0 +1,478 @@
+"""``train(config, env)``: a GRPO run with TRL, written to a run directory as it goes.
+
+The trainer is TRL's ``GRPOTrainer`` driven through ``RolloutFunc``: each optimizer step
+runs ``prompts_per_step`` benchmax groups of ``group_size`` rollouts against the embedded
+``PolicySampler`` (the live weights) or a vLLM server (``base_url``; TRL syncs the weights
+to it). Every group is written to ``rollouts.jsonl`` as it completes, every step to
+``metrics.jsonl``; the eval split runs before step 1, every ``eval_every`` steps and after
+the last; checkpoints are written every ``save_every`` steps and after the last. A
+:class:`StopRequest` (the CLI sets it on Ctrl-C or SIGTERM) ends the run after the current
+step with a checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
+from benchmax.envs import Environment
+from benchmax.runner import Comparison, RunConfig
+from benchmax.runner._config import credential_secrets
+from benchmax.runner._definition import run_definition
+from benchmax.training._config import (
+    ConfigError,
+    TrainConfig,
+    config_differences,
+    config_toml,
+    read_config_file,
+)
+from benchmax.training._evaluation import (
+    EMBEDDED_SAMPLER_URL,
+    compare_base,
+    evaluate,
+    sampling_args,
+)
+from benchmax.training._run_files import MetricsWriter, RolloutsWriter, RunDirectory
+from benchmax.training._step_metrics import step_metrics, tracker_metrics, trainer_metrics
+from benchmax.trajectory import Trajectory
+
+__all__ = ["StopRequest", "TrainError", "TrainEvent", "TrainResult", "train"]
+
+_STATE_FILE = "benchmax_state.json"
+
+
+class TrainError(Exception):
+    """The run cannot start or go on: the message says why (one line)."""
+
+
+class StopRequest:
+    """Ask a running :func:`train` to stop after its current step (thread- and
+    signal-safe); it saves a checkpoint and returns."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def request(self, reason: str = "stop requested") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass(frozen=True, slots=True)
+class TrainEvent:
+    """Something the run reports while it goes (for a progress display).
+
+    ``kind``: ``loading``, ``started`` (``step`` = the first step to train), ``group``
+    (a group of ``step`` finished; ``reward`` its mean scalar reward), ``step`` (``metrics``
+    is its ``metrics.jsonl`` line), ``eval`` (``message`` says which, ``reward`` its mean),
+    ``checkpoint`` (``path``), ``note``.
+    """
+
+    kind: Literal["loading", "started", "group", "step", "eval", "checkpoint", "note"]
+    step: int
+    steps: int
+    message: str = ""
+    reward: float | None = None
+    metrics: Mapping[str, Any] | None = None
+    path: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TrainResult:
+    """How a run ended: the last step trained, whether a :class:`StopRequest` ended it
+    early, the last checkpoint written and base vs final (``None`` when stopped early or
+    with a single evaluation)."""
+
+    output_dir: Path
+    steps_done: int
+    stopped: bool
+    checkpoint: Path | None
+    comparison: Comparison | None
+
+
+def _backend() -> Any:
+    try:
+        from benchmax.training import _trl_backend
+    except ImportError as error:
+        raise TrainError(
+            f"benchmax train needs the trl extra ({error.name or error} is missing): "
+            "pip install 'benchmax[trl]'"
+        ) from None
+    return _trl_backend
+
+
+def _providers(config: TrainConfig, given: Mapping[str, ModelAuth] | None) -> dict[str, ModelAuth]:
+    if given is not None:
+        return dict(given)
+    providers: dict[str, ModelAuth] = {}
+    for name, variable in config.auth.items():
+        value = os.environ.get(variable)
+        if not value:
+            raise TrainError(f"auth {name} names environment variable {variable}, which is not set")
+        providers[name] = StaticBearerAuth(value)
+    return providers
+
+
+def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
+    """The step the run starts after (0, or the checkpoint's step when resuming)."""
+    if not config.resume:
+        if layout.holds_run():
+            raise TrainError(
+                f"{layout.root} already holds a training run: pass --resume to continue it "
+                "or choose another --output-dir"
+            )
+        return 0
+    if not layout.config.is_file():
+        raise TrainError(f"nothing to resume in {layout.root}: it has no config.toml")
+    try:
+        saved = TrainConfig(**read_config_file(layout.config))
+    except (ConfigError, OSError, ValueError, TypeError) as error:
+        raise TrainError(f"cannot resume: {error}") from None
+    differences = config_differences(saved, config)
+    if differences:
+        raise TrainError(
+            f"cannot resume {layout.root} with other settings ({'; '.join(differences)}); "
+            "only steps, eval_every, save_every, report_to and torch_threads may change"
+        )
+    steps = layout.checkpoint_steps()
+    if not steps:
+        raise TrainError(
+            f"nothing to resume in {layout.root}: no checkpoint in {layout.checkpoints} "
+            "(one is written every --save-every steps, after the last and when stopped)"
+        )
+    if steps[-1] >= config.steps:
+        raise TrainError(
+            f"the run in {layout.root} already trained {steps[-1]} steps: pass a larger "
+            "--steps to continue it"
+        )
+    return steps[-1]
+
+
+class _Run:
+    """The state of one run that the trainer's hooks update (see ``TrainingHooks``)."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        layout: RunDirectory,
+        *,
+        start: int,
+        reward_weights: Mapping[str, float] | None,
+        evaluate_at: Callable[[int], None],
+        stop: StopRequest,
+        on_event: Callable[[TrainEvent], None],
+    ) -> None:
+        self.config = config
+        self.layout = layout
+        self.start = start
+        self.reward_weights = reward_weights
+        self.evaluate_at = evaluate_at
+        self.stop = stop
+        self.on_event = on_event
+        self.rollouts: RolloutsWriter | None = None
+        self.metrics: MetricsWriter | None = None
+        self.version = start
+        self.current_step = start + 1
+        self.version_of_step: dict[int, int] = {}
+        self.groups: dict[int, list[Sequence[Trajectory]]] = {}
+        self.lines: dict[int, dict[str, Any]] = {}
+        self.began: dict[int, float] = {}
+        self.generation_seconds: dict[int, float] = {}
+        self.eval_seconds: dict[int, float] = {}
+        self.checkpoint: Path | None = None
+        self.calls_done = start
+        self.rollout: Any = None  # the RolloutFunc, set once the trainer exists
+        self.on_weights: Callable[[], None] = lambda: None  # the sampler's weights_updated
+
+    # -- rollouts ---------------------------------------------------------------------------
+
+    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
+        """TRL's ``rollout_func``: the RolloutFunc's call, tagged with the step it is for."""
+        step = int(trainer.state.global_step) + 1
+        self.current_step = step
+        self.version_of_step[step] = self.version
+        started = time.perf_counter()
+        output: dict[str, list[Any]] = self.rollout(prompts, trainer)
+        self.calls_done = self.rollout.calls_done
+        self.generation_seconds[step] = time.perf_counter() - started
+        return output
+
+    def group_done(self, trajectories: Sequence[Trajectory]) -> None:
+        step = self.current_step
+        assert self.rollouts is not None
+        records = self.rollouts.append(step, self.version_of_step.get(step, 0), trajectories)
+        self.groups.setdefault(step, []).append(records)
+        rewards = [sum(t.rewards.values()) for t in records]
+        self.on_event(
+            TrainEvent(
+                "group",
+                step,
+                self.config.steps,
+                reward=sum(rewards) / len(rewards) if rewards else None,
+            )
+        )
+
+    # -- TrainingHooks ----------------------------------------------------------------------
+
+    def step_begun(self, step: int) -> None:
+        self.began[step] = time.perf_counter()
+
+    def step_ended(self, step: int) -> tuple[bool, bool]:
+        self.version += 1
+        self.on_weights()
+        seconds = time.perf_counter() - self.began.get(step, time.perf_counter())
+        self.line(step)["seconds"] = {
+            "step": seconds,
+            "generation": self.generation_seconds.get(step),
+        }
+        last = step >= self.config.steps
+        every = self.config.eval_every
+        if last or (every and step % every == 0):
+            started = time.perf_counter()
+            self.evaluate_at(step)
+            self.line(step)["seconds"]["eval"] = time.perf_counter() - started
+        every = self.config.save_every
+        stopping = self.stop.requested and not last
+        save = last or stopping or bool(every and step % every == 0)
+        return save, stopping
+
+    def line(self, step: int) -> dict[str, Any]:
+        if step not in self.lines:
+            self.lines[step] = step_metrics(
+                step,
+                self.groups.pop(step, []),
+                self.reward_weights,
+                weights_version=self.version_of_step.get(step, 0),
+            )
+        return self.lines[step]
+
+    def tracker_logs(self, step: int) -> Mapping[str, float]:
+        return tracker_metrics(self.line(step))
+
+    def logged(self, step: int, logs: Mapping[str, Any]) -> None:
+        line = self.lines.pop(step, None) or self.line(step)
+        self.lines.pop(step, None)
+        line["trainer"] = trainer_metrics(logs)
+        assert self.metrics is not None
+        self.metrics.append(line)
+        self.on_event(
+            TrainEvent("step", step, self.config.steps, reward=line["reward"], metrics=line)
+        )
+
+    def saved(self, step: int, checkpoint: Path) -> None:
+        state = {"step": step, "calls_done": self.calls_done, "weights_version": self.version}
+        (checkpoint / _STATE_FILE).write_text(json.dumps(state) + "\n")
+        self.checkpoint = checkpoint
+        self.on_event(TrainEvent("checkpoint", step, self.config.steps, path=checkpoint))
+
+
+def _calls_done(layout: RunDirectory, step: int) -> int:
+    try:
+        state = json.loads((layout.checkpoint(step) / _STATE_FILE).read_text())
+        calls = state["calls_done"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return step  # one rollout_func call per step
+    return calls if isinstance(calls, int) and calls >= 0 else step
+
+
+def train(
+    config: TrainConfig,
+    env: Callable[..., Environment[Any, Any]],
+    *,
+    auth_providers: Mapping[str, ModelAuth] | None = None,
+    env_definition: Mapping[str, Any] | None = None,
+    stop: StopRequest | None = None,
+    on_event: Callable[[TrainEvent], None] | None = None,
+) -> TrainResult:
+    """Train ``config.model`` with GRPO on ``env``'s train split (see the module docstring).
+
+    ``env`` is the environment class (or any factory), called as ``env(**config.env_args)``
+    for the training rollouts and for each evaluation. ``auth_providers`` bind the
+    environment's ``InjectedAuth`` names (default: read from the variables ``config.auth``
+    names). ``env_definition`` replaces the class path in the results headers (a bundle's
+    ``{"bundle_digest": ...}``). ``on_event`` receives :class:`TrainEvent` s.
+
+    Raises :class:`TrainError` for a run that cannot start (a directory holding another run,
+    nothing to resume, too few examples, the trl extra missing); what the environment,
+    the model loader or TRL raise propagates.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        raise TrainError(
+            "benchmax train runs in one process (its run directory has one writer); for "
+            "several GPUs launch a RolloutFunc script with accelerate (docs/training.md)"
+        )
+    emit = on_event or (lambda event: None)
+    stop = stop or StopRequest()
+    layout = RunDirectory(Path(config.output_dir))
+    start = _checked_start(config, layout)
+    providers = _providers(config, auth_providers)
+    backend = _backend()
+    import torch
+
+    from benchmax.integrations.trl import RolloutFunc, benchmax_reward, dataset_rows, load_examples
+    from benchmax.training._models import load_model
+    from benchmax.training._sampler import PolicySampler
+
+    torch.set_num_threads(config.torch_threads)
+    train_env = env(**config.env_args)
+    closing: list[Callable[[], None]] = []
+    env_closed = False
+    try:
+        examples = load_examples(train_env, "train", config.data, max_examples=config.max_examples)
+        if len(examples) < config.prompts_per_step:
+            raise TrainError(
+                f"the train split has {len(examples)} example(s), fewer than "
+                f"--prompts-per-step {config.prompts_per_step}"
+            )
+        if start:
+            layout.cut_after(start)
+        layout.root.mkdir(parents=True, exist_ok=True)
+        layout.config.write_text(config_toml(dataclasses.replace(config, resume=False)))
+        emit(TrainEvent("loading", start, config.steps, message=f"loading {config.model}"))
+        model, tokenizer = load_model(config.model)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        definition_config = RunConfig(
+            model=config.served_model,
+            base_url=config.base_url or EMBEDDED_SAMPLER_URL,
+            split="train",
+            base_dir=config.data,
+            group_size=config.group_size,
+            max_examples=config.max_examples,
+            sampling_args=sampling_args(config),
+            constructor_args=config.env_args,
+            env_definition=env_definition,
+            definition_extras={"training": _training_definition(config)},
+            seed=config.seed,
+            tokens=True,
+        )
+        judged: list[bool] = []
+
+        def evaluate_at(step: int) -> None:
+            emit(TrainEvent("eval", step, config.steps, message=f"evaluating step {step}"))
+            if hasattr(trainer, "vllm_generation") and step:
+                trainer.vllm_generation.sync_weights()  # server mode: the eval sees step N
+            report = evaluate(
+                config,
+                layout,
+                step,
+                env=env,
+                base_url=base_url,
+                auth_providers=providers,
+                env_definition=env_definition,
+                judge_check=not judged,
+            )
+            judged.append(True)
+            stats = next(iter(report.reward_stats.values()), None)
+            emit(
+                TrainEvent(
+                    "eval",
+                    step,
+                    config.steps,
+                    message=f"eval step {step}: {layout.eval_file(step)}",
+                    reward=None if stats is None else stats.mean,
+                )
+            )
+
+        run = _Run(
+            config,
+            layout,
+            start=start,
+            reward_weights=getattr(train_env, "reward_weights", None),
+            evaluate_at=evaluate_at,
+            stop=stop,
+            on_event=emit,
+        )
+        trainer = backend.make_trainer(
+            config,
+            model=model,
+            tokenizer=tokenizer,
+            dataset_rows=dataset_rows(examples),
+            reward=benchmax_reward,
+            rollout_func=run,
+            hooks=run,
+            checkpoints=layout.checkpoints,
+        )
+        if config.base_url is None:
+            sampler = PolicySampler(trainer.model, tokenizer, model_name=config.served_model)
+            sampler.start()
+            closing.append(sampler.close)
+            base_url = sampler.base_url
+            run.on_weights = sampler.weights_updated
+        else:
+            base_url = config.base_url
+        run.rollouts = RolloutsWriter(
+            layout.rollouts,
+            run_definition(train_env, definition_config),
+            group_size=config.group_size,
+            prompts_per_step=config.prompts_per_step,
+            secrets=credential_secrets(providers.values(), config.base_url),
+            data_dir=config.data,
+        )
+        closing.append(run.rollouts.close)
+        run.metrics = MetricsWriter(layout.metrics)
+        closing.append(run.metrics.close)
+        run.rollout = RolloutFunc(
+            train_env,
+            examples,
+            base_url=base_url,
+            model=config.served_model,
+            sampling_args=sampling_args(config),
+            seed=config.seed,
+            on_group=run.group_done,
+            calls_done=_calls_done(layout, start) if start else 0,
+        )
+        closing.append(run.rollout.close)  # it closes train_env too
+        env_closed = True
+        with bind_model_auth(providers):
+            if not start:
+                evaluate_at(0)
+            emit(TrainEvent("started", start + 1, config.steps))
+            resume_from = str(layout.checkpoint(start)) if start else None
+            trainer.train(resume_from_checkpoint=resume_from)
+        steps_done = int(trainer.state.global_step)
+        stopped = steps_done < config.steps
+        comparison = None if stopped else compare_base(layout)
+        return TrainResult(
+            output_dir=layout.root,
+            steps_done=steps_done,
+            stopped=stopped,
+            checkpoint=run.checkpoint,
+            comparison=comparison,
+        )
+    finally:
+        for close in reversed(closing):
+            close()
+        if not env_closed:
+            _close_env(train_env)
+
+
+def _close_env(env: Environment[Any, Any]) -> None:
+    import asyncio
+
+    asyncio.run(env.aclose())
+
+
+def _training_definition(config: TrainConfig) -> dict[str, Any]:
+    """What the rollouts header records about training (the settings a resume keeps)."""
+    return {
+        "model": config.model,
+        "prompts_per_step": config.prompts_per_step,
+        "learning_rate": config.learning_rate,
+        "beta": config.beta,
+        "loss": config.loss,
+        "lora": config.lora,
+    }

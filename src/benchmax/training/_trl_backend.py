@@ -1,0 +1,161 @@
+"""The TRL side of ``benchmax train``: the GRPOConfig, the trainer and its callback.
+
+Imported only by ``train`` (it imports torch, transformers and TRL). One rollout_func call
+per optimizer step: a step's batch is ``prompts_per_step`` distinct rows, each repeated
+``group_size`` times (TRL's ``RepeatSampler``), ``gradient_accumulation_steps=1`` and
+``num_iterations=1``, so step N trains on exactly the rollouts sampled for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from transformers import PrinterCallback, TrainerCallback
+from transformers.utils import logging as transformers_logging
+from trl import GRPOConfig, GRPOTrainer
+
+from benchmax.training._config import TrainConfig
+
+__all__ = ["TrainingHooks", "grpo_config", "lora_config", "make_trainer"]
+
+transformers_logging.disable_progress_bar()  # "Writing model shards" bars at every save
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is what benchmax uses
+
+
+class TrainingHooks(Protocol):
+    """What the trainer tells the run (``benchmax.training._trainer``)."""
+
+    def step_begun(self, step: int) -> None: ...
+
+    def step_ended(self, step: int) -> tuple[bool, bool]:
+        """After the optimizer step: ``(save a checkpoint, stop training)``."""
+        ...
+
+    def tracker_logs(self, step: int) -> Mapping[str, float]: ...
+
+    def logged(self, step: int, logs: Mapping[str, Any]) -> None: ...
+
+    def saved(self, step: int, checkpoint: Path) -> None: ...
+
+
+def grpo_config(config: TrainConfig, checkpoints: Path) -> GRPOConfig:
+    """TRL's configuration for ``config`` (checkpoints are written under ``checkpoints``)."""
+    on_gpu = torch.cuda.is_available()
+    server: dict[str, Any] = {}
+    if config.base_url is not None:
+        root = config.base_url.rstrip("/")
+        server = {
+            "use_vllm": True,
+            "vllm_mode": "server",
+            "vllm_server_base_url": root.removesuffix("/v1"),
+        }
+    return GRPOConfig(
+        output_dir=str(checkpoints),
+        per_device_train_batch_size=config.prompts_per_step * config.group_size,
+        num_generations=config.group_size,
+        gradient_accumulation_steps=1,
+        num_iterations=1,
+        max_steps=config.steps,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type="constant",
+        beta=config.beta,
+        loss_type=config.loss,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_completion_length=config.max_tokens,
+        logging_steps=1,
+        report_to=list(config.report_to) or "none",
+        use_cpu=not on_gpu,
+        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        save_strategy="no",  # the run decides when to save (TrainingHooks.step_ended)
+        seed=config.seed,
+        disable_tqdm=True,
+        log_level="warning",
+        **server,
+    )
+
+
+def lora_config(config: TrainConfig) -> Any:
+    """PEFT's ``LoraConfig`` for ``--lora RANK`` (every linear layer, alpha = 2 x rank), or
+    ``None`` without it."""
+    if not config.lora:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora,
+        lora_alpha=2 * config.lora,
+        lora_dropout=0.0,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
+
+
+class _Callback(TrainerCallback):  # type: ignore[misc]  # transformers is untyped here
+    def __init__(self, hooks: TrainingHooks) -> None:
+        self.hooks = hooks
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.hooks.step_begun(state.global_step + 1)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        save, stop = self.hooks.step_ended(state.global_step)
+        if save:
+            control.should_save = True
+        if stop:
+            control.should_training_stop = True
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        if logs and "loss" in logs:
+            self.hooks.logged(state.global_step, logs)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        step = state.global_step
+        written = Path(args.output_dir) / f"checkpoint-{step}"
+        if not written.is_dir():
+            return
+        target = Path(args.output_dir) / f"step-{step}"
+        if target.exists():
+            shutil.rmtree(target)
+        written.rename(target)
+        self.hooks.saved(step, target)
+
+
+def make_trainer(
+    config: TrainConfig,
+    *,
+    model: Any,
+    tokenizer: Any,
+    dataset_rows: list[dict[str, Any]],
+    reward: Callable[..., Any],
+    rollout_func: Callable[..., Any],
+    hooks: TrainingHooks,
+    checkpoints: Path,
+) -> Any:
+    """A ``GRPOTrainer`` wired to ``hooks``: its log records carry ``hooks.tracker_logs``
+    (so ``report_to`` trackers get the per-key rewards and termination reasons)."""
+    from datasets import Dataset
+
+    class Trainer(GRPOTrainer):  # type: ignore[misc]  # trl is untyped here
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            if "loss" in logs:
+                logs.update(hooks.tracker_logs(self.state.global_step))
+            super().log(logs, start_time)
+
+    trainer = Trainer(
+        model=model,
+        processing_class=tokenizer,
+        args=grpo_config(config, checkpoints),
+        train_dataset=Dataset.from_list(dataset_rows),
+        reward_funcs=[reward],
+        rollout_func=rollout_func,
+        peft_config=lora_config(config),
+        callbacks=[_Callback(hooks)],
+    )
+    trainer.remove_callback(PrinterCallback)  # the run reports its own progress
+    return trainer

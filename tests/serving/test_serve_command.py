@@ -1,0 +1,153 @@
+"""The ``benchmax serve`` command: a real process, driven by openenv-core's client."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from openenv.core.generic_client import GenericEnvClient
+from tests.serving.conftest import EXAMPLES, ROOT
+
+from benchmax.cli import cli
+
+BOUND = 120.0
+
+
+def benchmax_serve(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmax.cli", "serve", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def listening_url(process: subprocess.Popen[str]) -> str:
+    assert process.stderr is not None
+    for line in process.stderr:  # ends when the process exits
+        match = re.search(r" on (http://127\.0\.0\.1:\d+)", line)
+        if match:
+            return match.group(1)
+    raise AssertionError(f"benchmax serve exited with {process.wait()} before listening")
+
+
+async def test_benchmax_serve_openenv_support_chat_episode_then_ctrl_c() -> None:
+    process = benchmax_serve(
+        str(EXAMPLES / "support_chat" / "env.py") + ":SupportChatEnv",
+        "--protocol", "openenv",
+        "--data", str(EXAMPLES / "support_chat"),
+        "--split", "eval",
+        "--port", "0",
+        "--env-arg", "judge_base_url=@mock",
+        "--mock-policy", str(EXAMPLES / "support_chat" / "policy.py") + ":respond",
+    )  # fmt: skip
+    try:
+        url = listening_url(process)
+        async with GenericEnvClient(base_url=url, message_timeout_s=BOUND) as client:
+            result = await client.reset(seed=0)
+            assert result.observation["messages"][-1]["role"] == "user"
+            lookup = {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "lookup_order", "arguments": '{"order_id": "A17"}'},
+            }
+            action = {"message": {"role": "assistant", "content": None, "tool_calls": [lookup]}}
+            result = await client.step(action)
+            assert "A17" in result.observation["messages"][0]["content"]
+            answer = {"message": {"role": "assistant", "content": "Your refund was issued."}}
+            result = await client.step(answer)
+            while not result.done:  # the simulated customer answers until it stops
+                result = await client.step(answer)
+            final = result.observation
+            assert final["termination_reason"] == "finished"
+            assert set(final["rewards"]) == {
+                "resolved",
+                "rubric_grounded",
+                "rubric_unsupported_promise",
+            }
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=BOUND) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["examples/quickstart/env.py:QuickStartEnv"], "Missing option '--protocol'"),
+        (
+            ["examples/quickstart/env.py:Nope", "--protocol", "openenv"],
+            "has no 'Nope'",
+        ),
+        (
+            [
+                "examples/quickstart/env.py:QuickStartEnv",
+                "--protocol",
+                "openenv",
+                "--data",
+                "nowhere",
+            ],
+            "data directory not found: nowhere",
+        ),
+        (
+            ["examples/quickstart/env.py:QuickStartEnv", "--protocol", "grpc"],
+            "'grpc' is not one of 'openenv', 'nemo-gym'",
+        ),
+        (
+            [
+                "examples/quickstart/env.py:QuickStartEnv",
+                "--protocol",
+                "openenv",
+                "--session-timeout",
+                "-1",
+            ],
+            "not a positive number of seconds",
+        ),
+        (
+            [
+                "examples/quickstart/env.py:QuickStartEnv",
+                "--protocol",
+                "openenv",
+                "--auth",
+                "judge=UNSET_VARIABLE_X",
+            ],
+            "UNSET_VARIABLE_X, which is not set",
+        ),
+        (
+            [
+                "examples/quickstart/env.py:QuickStartEnv",
+                "--protocol",
+                "openenv",
+                "--data",
+                "examples",
+            ],
+            "cannot serve QuickStartEnv's train split",
+        ),
+    ],
+)
+def test_serve_errors_are_one_line(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(cli, ["serve", *args])
+    assert result.exit_code != 0
+    assert message in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_serve_help_names_every_option() -> None:
+    result = CliRunner().invoke(cli, ["serve", "--help"])
+    for option in ("--protocol", "--data", "--env-arg", "--auth", "--split", "--host", "--port",
+                   "--max-sessions", "--session-timeout"):  # fmt: skip
+        assert option in result.output
+    assert Path(ROOT / "src" / "benchmax" / "serving").is_dir()

@@ -1,0 +1,250 @@
+"""TrainConfig, its TOML file and the command line built from it: no torch needed.
+
+Bad input to ``benchmax train`` is refused before anything heavy is imported, with one
+line naming the option or the file's key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from benchmax.cli import cli
+from benchmax.training import ConfigError, TrainConfig, read_metrics
+from benchmax.training._config import (
+    config_differences,
+    config_settings,
+    config_toml,
+    read_config_file,
+)
+from benchmax.training._run_files import RunDirectory
+from benchmax.training._step_metrics import step_metrics, tracker_metrics
+from benchmax.trajectory import ModelCall, Trajectory
+
+REPO = Path(__file__).resolve().parents[2]
+ARITHMETIC = REPO / "examples" / "arithmetic"
+TARGET = f"{ARITHMETIC}/env.py:ArithmeticEnv"
+
+
+def base(tmp_path: Path, **values: object) -> TrainConfig:
+    return TrainConfig(model="some/model", output_dir=tmp_path / "out", **values)  # type: ignore[arg-type]
+
+
+def test_defaults_are_documented_and_every_field_is_a_setting(tmp_path: Path) -> None:
+    config = base(tmp_path)
+    settings = config_settings()
+    assert [s.name for s in settings] == [f.name for f in dataclasses.fields(TrainConfig)]
+    assert all(s.doc for s in settings)
+    flags = {s.name: s.flag for s in settings}
+    assert flags["group_size"] == "--group-size" and flags["env_args"] == "--env-arg"
+    assert flags["target"] == ""  # the positional TARGET
+    assert (config.steps, config.group_size, config.loss, config.torch_threads) == (
+        20,
+        4,
+        "dapo",
+        1,
+    )
+    assert config.served_model == "policy"
+    assert base(tmp_path, base_url="http://h:8000/v1").served_model == "some/model"
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"steps": 0}, "steps"),
+        ({"group_size": 1}, "group_size"),
+        ({"learning_rate": 0.0}, "learning_rate"),
+        ({"learning_rate": float("nan")}, "learning_rate"),
+        ({"beta": -0.1}, "beta"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"temperature": 0}, "temperature"),
+        ({"loss": "ppo"}, "loss"),
+        ({"report_to": ("mlflow",)}, "report_to"),
+        ({"report_to": "wandb"}, "report_to"),
+        ({"lora": -1}, "lora"),
+        ({"seed": True}, "seed"),
+        ({"steps": 2.0}, "steps"),
+        ({"base_url": "localhost:8000"}, "base_url"),
+        ({"env_args": {"not a name": 1}}, "env_args"),
+        ({"auth": {"judge": ""}}, "auth"),
+        ({"eval_examples": 0}, "eval_examples"),
+    ],
+)
+def test_a_bad_value_names_its_field(tmp_path: Path, values: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        base(tmp_path, **values)
+    assert caught.value.key == key
+    assert str(caught.value).startswith(f"{key}: ")
+
+
+def test_model_and_output_dir_are_required(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="model: is required"):
+        TrainConfig(output_dir=tmp_path)
+    with pytest.raises(ConfigError, match="output_dir: is required"):
+        TrainConfig(model="m")
+
+
+def test_the_saved_file_reads_back_as_the_same_config(tmp_path: Path) -> None:
+    config = base(
+        tmp_path,
+        target="env.py:Env",
+        env_args={"n": 3, "name": "x", "nested": {"a": [1, 2]}},
+        auth={"judge": "JUDGE_KEY"},
+        report_to=("tensorboard",),
+        lora=8,
+        eval_examples=5,
+    )
+    path = tmp_path / "config.toml"
+    path.write_text(config_toml(config))
+    again = TrainConfig(**read_config_file(path))
+    assert again == config
+    assert config_differences(config, again) == []
+
+
+def test_an_unknown_key_in_the_file_is_named_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('model = "m"\ngroup-size = 8\n')
+    with pytest.raises(ConfigError) as caught:
+        read_config_file(path)
+    assert caught.value.key == "group-size"
+    assert str(path) in str(caught.value) and "did you mean group_size" in str(caught.value)
+
+
+def test_a_wrongly_typed_value_in_the_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('steps = "ten"\n')
+    with pytest.raises(ConfigError, match=r"steps: must be an integer, got 'ten' \(in "):
+        read_config_file(path)
+    path.write_text("steps = [\n")
+    with pytest.raises(ValueError, match="is not valid TOML"):
+        read_config_file(path)
+
+
+def test_a_resume_may_change_only_the_schedule(tmp_path: Path) -> None:
+    saved = base(tmp_path)
+    assert config_differences(saved, dataclasses.replace(saved, steps=40, resume=True)) == []
+    changed = config_differences(saved, dataclasses.replace(saved, learning_rate=1e-3))
+    assert changed == ["learning_rate was 1e-05, now 0.001"]
+
+
+# ---- the command line ------------------------------------------------------------------------
+
+
+def train(*args: object) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["train", *(str(a) for a in args)])
+    return result.exit_code, result.output
+
+
+def test_bad_options_are_refused_naming_the_option(tmp_path: Path) -> None:
+    common = [TARGET, "--data", ARITHMETIC, "--model", "m", "--output-dir", tmp_path / "o"]
+    code, output = train(*common, "--steps", "0")
+    assert code == 1 and "Error: invalid --steps: must be an integer >= 1, got 0" in output
+    code, output = train(*common, "-k", "1")
+    assert "invalid --group-size: must be an integer >= 2" in output
+    code, output = train(*common, "--top-p", "2")
+    assert "invalid --top-p: must be > 0 and <= 1, got 2.0" in output
+    code, output = train(*common, "--loss", "ppo")
+    assert code == 2 and "--loss" in output
+    code, output = train(*common, "--env-arg", "x")
+    assert "invalid --env-arg 'x'" in output
+    code, output = train(TARGET, "--data", ARITHMETIC, "--output-dir", tmp_path / "o")
+    assert "invalid --model: is required" in output
+    code, output = train(*common[:1], "--data", tmp_path / "nowhere", *common[3:])
+    assert "data directory not found" in output
+    code, output = train(f"{ARITHMETIC}/env.py:Missing", *common[1:])
+    assert code == 1 and "has no 'Missing'" in output
+    code, output = train("--data", ARITHMETIC, "--model", "m", "--output-dir", tmp_path / "o")
+    assert code == 2 and "TARGET is required" in output
+
+
+def test_the_config_file_is_read_and_options_override_it(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(
+        f'target = "{TARGET}"\ndata = "{ARITHMETIC}"\nmodel = "m"\n'
+        f'output_dir = "{tmp_path / "o"}"\nsteps = 0\n'
+    )
+    code, output = train("--config", path)
+    assert f"invalid steps in {path}: must be an integer >= 1" in output
+    code, output = train("--config", path, "--steps", "-3")
+    assert "invalid --steps: must be an integer >= 1, got -3" in output
+    path.write_text('model = "m"\nlearning_rte = 0.1\n')
+    code, output = train("--config", path)
+    assert code == 1 and f"learning_rte: unknown key in {path}" in output
+    code, output = train("--config", tmp_path / "missing.toml")
+    assert "cannot read config file" in output
+
+
+def test_resume_without_a_run_says_what_is_missing(tmp_path: Path) -> None:
+    code, output = train(
+        TARGET, "--data", ARITHMETIC, "--model", "m", "--output-dir", tmp_path / "o", "--resume"
+    )
+    assert code == 1 and "nothing to resume" in output and "no config.toml" in output
+
+
+# ---- run directory and metrics ---------------------------------------------------------------
+
+
+def rollout(step: int, group: int, index: int, reward: float, reason: str = "finished") -> dict:
+    trajectory = Trajectory(
+        rollout_id=f"trl-{step - 1}-{group}-{index}",
+        example_id=f"ex{group}",
+        termination_reason=reason,
+        rewards={"correct": reward, "bare": 0.0},
+        example_index=(step - 1) * 2 + group,
+        group_index=index,
+        step=step,
+        weights_version=step - 1,
+        model_calls=(ModelCall(prompt_token_ids=(1, 2), completion_token_ids=(3,) * (index + 1)),),
+    )
+    return dict(trajectory.to_json())
+
+
+def test_a_resume_cuts_what_later_steps_wrote(tmp_path: Path) -> None:
+    layout = RunDirectory(tmp_path)
+    header = {"type": "header", "format": "benchmax.results/1", "run_id": "r", "definition": {}}
+    lines = [header] + [rollout(s, g, i, 1.0) for s in (1, 2, 3) for g in (0, 1) for i in (0, 1)]
+    layout.rollouts.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"torn')
+    layout.metrics.write_text("".join(json.dumps({"step": s}) + "\n" for s in (1, 2, 3)))
+    for step in (0, 2, 3):
+        layout.eval_dir.mkdir(exist_ok=True)
+        layout.eval_file(step).write_text("{}\n")
+        layout.eval_file(step).with_suffix(".report.json").write_text("{}")
+    for step in (2, 3):
+        layout.checkpoint(step).mkdir(parents=True)
+        (layout.checkpoint(step) / "trainer_state.json").write_text("{}")
+    assert layout.checkpoint_steps() == [2, 3] and layout.holds_run()
+    layout.cut_after(2)
+    kept = [json.loads(line) for line in layout.rollouts.read_text().splitlines()]
+    assert kept[0] == header and {line["step"] for line in kept[1:]} == {1, 2}
+    assert [m["step"] for m in read_metrics(layout.metrics)] == [1, 2]
+    assert layout.eval_steps() == [0, 2] and layout.checkpoint_steps() == [2]
+    assert not layout.eval_file(3).with_suffix(".report.json").exists()
+
+
+def test_step_metrics_summarize_the_groups() -> None:
+    groups = [
+        [Trajectory.from_json(rollout(1, 0, i, r)) for i, r in enumerate((1.0, 0.0))],
+        [Trajectory.from_json(rollout(1, 1, i, 1.0)) for i in range(2)],
+        [
+            Trajectory.from_json(rollout(1, 2, 0, 0.0, "model_error")),
+            Trajectory.from_json(rollout(1, 2, 1, 1.0)),
+        ],
+    ]
+    line = step_metrics(1, groups, None, weights_version=0)
+    assert line["rollouts"] == 6 and line["groups"] == 3
+    assert line["rewards"] == {"correct": pytest.approx(4 / 6), "bare": 0.0}
+    assert line["reward"] == pytest.approx(4 / 6)
+    # Group 2 is flat, group 3 has one trainable rollout: two groups without signal.
+    assert line["zero_variance_group_share"] == pytest.approx(2 / 3)
+    assert line["termination_reasons"] == {"finished": 5, "model_error": 1}
+    assert line["non_trainable_share"] == pytest.approx(1 / 6)
+    assert line["advantage"]["max"] == pytest.approx(1.0)
+    assert line["advantage"]["min"] == pytest.approx(-1.0)
+    assert line["completion_tokens"]["max"] == 2.0
+    flat = tracker_metrics(line)
+    assert flat["benchmax/rewards/correct"] == pytest.approx(4 / 6)
+    assert flat["benchmax/termination/model_error"] == 1.0
