@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<language>[\w+-]*)[^\n]*$")
-_DIRECTIVE = re.compile(r"^\s*<!--\s*docs:\s*(?P<word>skip|continue)\s*(?:\((?P<reason>.*)\))?\s*-->\s*$")
+_FENCE = re.compile(r"^[ \t]*```(?P<language>[\w+-]*)[^\n]*$")
+_DIRECTIVE = re.compile(
+    r"^\s*<!--\s*docs:\s*(?P<word>skip|continue)\s*(?:\((?P<reason>.*)\))?\s*-->\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,6 @@ def read_blocks(path: Path) -> list[Block]:
         if opening is None:
             index += 1
             continue
-        indent = opening["indent"]
         body: list[str] = []
         end = index + 1
         while end < len(lines) and lines[end].strip() != "```":
@@ -67,7 +68,7 @@ def read_blocks(path: Path) -> list[Block]:
                 path=path,
                 line=index + 1,
                 language=opening["language"].lower(),
-                code=textwrap.dedent("\n".join(body)) if indent else "\n".join(body),
+                code=textwrap.dedent("\n".join(body)) + "\n" if body else "",
                 skip=skip,
                 continues=bool(directive and directive["word"] == "continue"),
             )

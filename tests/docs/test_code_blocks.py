@@ -18,7 +18,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from tests.docs._blocks import REPO, Block, every_block, python_chain
 
 pytestmark = pytest.mark.docs

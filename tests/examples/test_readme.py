@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.docs._blocks import Block, read_blocks
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.cli import cli
@@ -24,17 +25,26 @@ the environment the later samples build on)."""
 
 
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+    return [block.code for block in _all_blocks() if block.language == language]
 
 
-def commands() -> list[list[str]]:
-    """The arguments of every ``uv run benchmax ...`` command in the README's shell blocks."""
+def _all_blocks() -> list[Block]:
+    return [block for path in DOCUMENTS for block in read_blocks(path)]
+
+
+def commands(*, runnable_only: bool = False) -> list[list[str]]:
+    """The arguments of every ``uv run benchmax ...`` command in the documentation's shell
+    blocks (with ``runnable_only``, of the blocks not marked ``docs: skip``)."""
     found = []
-    for block in blocks("bash"):
-        for line in block.replace("\\\n", " ").splitlines():
+    for block in _all_blocks():
+        if block.language != "bash" or (runnable_only and block.skip is not None):
+            continue
+        for line in block.code.replace("\\\n", " ").splitlines():
             words = shlex.split(line, comments=True)
             if words[:3] == ["uv", "run", "benchmax"]:
                 found.append(words[3:])
+            elif words[:5] == ["uv", "run", "--group", "trl", "benchmax"]:
+                found.append(words[5:])
     return found
 
 
@@ -49,6 +59,7 @@ def test_the_readme_shows_every_command() -> None:
 def test_every_readme_command_uses_existing_options(argv: list[str]) -> None:
     command = cli.commands[argv[0]]
     known = {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+    known.add("--help")
     assert [word for word in argv[1:] if word.startswith("-") and word not in known] == []
 
 
@@ -57,7 +68,11 @@ def test_the_offline_readme_commands_run(tmp_path: Path, monkeypatch: pytest.Mon
     # mock-serve, serve and serve-model run until Ctrl-C; train needs the trl group (its own
     # tests: -m train); tests/docs runs every block as written.
     long_running = {"mock-serve", "serve", "serve-model", "train"}
-    offline = [argv for argv in commands() if "--base-url" not in argv and argv[0] not in long_running]
+    offline = [
+        argv
+        for argv in commands(runnable_only=True)
+        if "--base-url" not in argv and argv[0] not in long_running
+    ]
     assert len(offline) >= 5
     for number, argv in enumerate(offline):
         argv = [
