@@ -50,6 +50,7 @@ from benchmax.runner import (
     RunError,
     compare_results,
     read_results,
+    read_results_summary,
     rescore_results,
     select_from_file,
     write_html_report,
@@ -777,7 +778,10 @@ def compare_command(
     interval over examples, the share of examples that got better, worse or stayed equal,
     and pass@k of binary keys.
     """
-    run_a, run_b = _read(a), _read(b)
+    with _reading(a):
+        run_a = read_results_summary(a)
+    with _reading(b):
+        run_b = read_results_summary(b)
     try:
         comparison = compare_results(run_a, run_b, key=key, top=top, resamples=resamples, seed=seed)
     except ValueError as error:

@@ -42,7 +42,13 @@ from benchmax.runner._ray import RayExecutor
 from benchmax.runner._replies import FixedReply, score_replies
 from benchmax.runner._report import RewardStats, RunReport, UsageStats
 from benchmax.runner._rescore import RESCORED_REASONS, RescoreReport, rescore_results
-from benchmax.runner._results import RESULTS_FORMAT, Results, iter_results, read_results
+from benchmax.runner._results import (
+    RESULTS_FORMAT,
+    Results,
+    iter_results,
+    read_results,
+    read_results_summary,
+)
 from benchmax.runner._run import Progress, run_environment
 from benchmax.runner._selection import (
     FileSelection,
@@ -89,6 +95,7 @@ __all__ = [
     "pass_at_k_metrics",
     "iter_results",
     "read_results",
+    "read_results_summary",
     "render_html_report",
     "report_data",
     "rescore_results",

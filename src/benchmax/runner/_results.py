@@ -45,6 +45,7 @@ __all__ = [
     "iter_results",
     "new_run_id",
     "read_results",
+    "read_results_summary",
     "results_header",
 ]
 
@@ -326,6 +327,40 @@ def iter_results(path: str | Path) -> Iterator[ResultsHeader | Trajectory]:
         yield from cast(list[Trajectory], group)
 
 
+def read_results_summary(path: str | Path) -> Results:
+    """``read_results`` without transcripts: each rollout keeps its identity, termination
+    reason and rewards only (messages, calls, timings, usage and logs left out), read as a
+    stream, so memory holds the rewards of the file, not its text. For aggregating
+    (``compare``). Raises ``ResultsFileError`` as ``read_results`` does."""
+    path = Path(path)
+    header, groups = _stream(path, build=False, exact=True)
+    chosen: dict[int, tuple[int, list[Trajectory]]] = {}
+    for group in cast(Iterator[list[dict[str, Any]]], groups):
+        index, attempt = int(group[0]["example_index"]), int(group[0]["attempt"])
+        if index in chosen and chosen[index][0] > attempt:
+            continue
+        try:
+            rollouts = [
+                Trajectory(
+                    rollout_id=str(r.get("rollout_id") or ""),
+                    example_id=r["example_id"],
+                    termination_reason=r["termination_reason"],
+                    rewards=r["rewards"],
+                    attempt=attempt,
+                    example_index=index,
+                    group_index=r["group_index"],
+                )
+                for r in group
+            ]
+        except (TypeError, ValueError) as error:
+            raise ResultsFileError(
+                f"{path}: example {index} has a damaged record: {error}"
+            ) from None
+        chosen[index] = (attempt, rollouts)
+    records = tuple(r for index in sorted(chosen) for r in chosen[index][1])
+    return Results(header=header, rollouts=records)
+
+
 def iter_group_summaries(path: str | Path) -> tuple[ResultsHeader, Iterator[CompletedGroup]]:
     """The header, and a stream of each complete group's ``CompletedGroup`` (rewards,
     termination reasons, usage: no transcripts), in file order, for aggregating a file
@@ -453,7 +488,8 @@ def _complete_groups(
                 ) from None
         else:
             item = {name: record[name] for name in _SUMMARY_FIELDS if name in record}
-            item["example_index"] = key[0]
+            item["example_index"], item["attempt"] = key
+            item["rollout_id"] = record.get("rollout_id")
         records = pending.setdefault(key, [])
         records.append((record["group_index"], record["example_id"], item))
         if not exact and _complete(records, size):
