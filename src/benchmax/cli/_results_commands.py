@@ -50,8 +50,9 @@ from benchmax.runner import (
     RunError,
     compare_results,
     read_results,
+    read_results_summary,
     rescore_results,
-    select_rollouts,
+    select_from_file,
     write_html_report,
 )
 from benchmax.trajectory import Trajectory, is_simulated_user
@@ -384,7 +385,6 @@ def show_command(
     A text longer than 100,000 characters is clipped with a marker saying how much more
     there is; --full prints it whole.
     """
-    loaded = _read(results)
     try:
         selection = RolloutFilter(
             reason=reason,
@@ -393,28 +393,28 @@ def show_command(
             min_reward=min_reward,
             max_reward=max_reward,
         )
-        matching = select_rollouts(loaded, selection)
+        with _reading(results):
+            found = select_from_file(results, selection, limit=limit)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     console = Console()
-    if not matching:
-        reasons = sorted({r.termination_reason for r in loaded.rollouts})
+    if not found.matching:
         hint = (
             "; an --example prefix needs at least 4 characters"
             if example_id is not None and len(example_id) < 4
             else ""
         )
         console.print(
-            f"no rollout matches (the file has {len(loaded.rollouts)} rollouts; "
-            f"reasons: {escape(', '.join(reasons) or 'none')}){hint}",
+            f"no rollout matches (the file has {found.rollouts} rollouts; "
+            f"reasons: {escape(', '.join(found.reasons) or 'none')}){hint}",
             soft_wrap=True,
         )
         return
-    for record in matching[:limit]:
+    for record in found.shown:
         console.print(_rollout_panel(record, None if full else SHOWN_CHARACTERS))
     console.print(
-        f"showed {min(limit, len(matching))} of {len(matching)} matching rollouts"
-        + (" (--limit to see more)" if len(matching) > limit else ""),
+        f"showed {len(found.shown)} of {found.matching} matching rollouts"
+        + (" (--limit to see more)" if found.matching > limit else ""),
         style="dim",
     )
 
@@ -778,7 +778,10 @@ def compare_command(
     interval over examples, the share of examples that got better, worse or stayed equal,
     and pass@k of binary keys.
     """
-    run_a, run_b = _read(a), _read(b)
+    with _reading(a):
+        run_a = read_results_summary(a)
+    with _reading(b):
+        run_b = read_results_summary(b)
     try:
         comparison = compare_results(run_a, run_b, key=key, top=top, resamples=resamples, seed=seed)
     except ValueError as error:

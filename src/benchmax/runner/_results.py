@@ -18,7 +18,7 @@ import errno
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,8 +39,13 @@ __all__ = [
     "completed_group",
     "definition_differences",
     "encoded_line",
+    "LazyRollout",
+    "iter_group_summaries",
+    "iter_lazy_groups",
+    "iter_results",
     "new_run_id",
     "read_results",
+    "read_results_summary",
     "results_header",
 ]
 
@@ -291,12 +296,235 @@ def read_results(path: str | Path) -> Results:
     """Read a results file: its header and the rollouts of complete groups, in example order.
 
     Partial groups (superseded by a later attempt, or lost to an interruption) are left out.
+    The whole file is held in memory; ``iter_results`` streams it instead.
     """
-    scan = _scan(Path(path), None, keep_records=True)
-    rollouts = tuple(
-        r for index in sorted(scan.complete_records) for r in scan.complete_records[index]
+    header, groups = _stream(Path(path), build=True, exact=True)
+    chosen: dict[int, tuple[int, list[Trajectory]]] = {}
+    for group in cast(Iterator[list[Trajectory]], groups):
+        index, attempt = group[0].example_index or 0, group[0].attempt
+        if index not in chosen or chosen[index][0] <= attempt:
+            chosen[index] = (attempt, group)
+    rollouts = tuple(r for index in sorted(chosen) for r in chosen[index][1])
+    return Results(header=header, rollouts=rollouts)
+
+
+def iter_results(path: str | Path) -> Iterator[ResultsHeader | Trajectory]:
+    """Stream a results file: first its header (a ``ResultsHeader``), then the rollouts of
+    its complete groups as ``Trajectory`` records, each group whole and in group order,
+    groups in the order they complete in the file.
+
+    Memory holds one line at a time plus the groups still missing lines. Unlike
+    ``read_results`` nothing is sorted: groups come in file (completion) order, and a
+    group run again under a later attempt (its example id changed on a resume) is yielded
+    as well as the one it supersedes. A torn last line is skipped. Raises
+    ``ResultsFileError`` (naming ``file:line``) when the file cannot be read, has no valid
+    header, or a line is not a rollout record; errors in later lines are raised when the
+    stream reaches them.
+    """
+    header, groups = _stream(Path(path), build=True)
+    yield header
+    for group in groups:
+        yield from cast(list[Trajectory], group)
+
+
+def read_results_summary(path: str | Path) -> Results:
+    """``read_results`` without transcripts: each rollout keeps its identity, termination
+    reason and rewards only (messages, calls, timings, usage and logs left out), read as a
+    stream, so memory holds the rewards of the file, not its text. For aggregating
+    (``compare``). Raises ``ResultsFileError`` as ``read_results`` does."""
+    path = Path(path)
+    header, groups = _stream(path, build=False, exact=True)
+    chosen: dict[int, tuple[int, list[Trajectory]]] = {}
+    for group in cast(Iterator[list[dict[str, Any]]], groups):
+        index, attempt = int(group[0]["example_index"]), int(group[0]["attempt"])
+        if index in chosen and chosen[index][0] > attempt:
+            continue
+        try:
+            rollouts = [
+                Trajectory(
+                    rollout_id=str(r.get("rollout_id") or ""),
+                    example_id=r["example_id"],
+                    termination_reason=r["termination_reason"],
+                    rewards=r["rewards"],
+                    attempt=attempt,
+                    example_index=index,
+                    group_index=r["group_index"],
+                )
+                for r in group
+            ]
+        except (TypeError, ValueError) as error:
+            raise ResultsFileError(
+                f"{path}: example {index} has a damaged record: {error}"
+            ) from None
+        chosen[index] = (attempt, rollouts)
+    records = tuple(r for index in sorted(chosen) for r in chosen[index][1])
+    return Results(header=header, rollouts=records)
+
+
+def iter_group_summaries(path: str | Path) -> tuple[ResultsHeader, Iterator[CompletedGroup]]:
+    """The header, and a stream of each complete group's ``CompletedGroup`` (rewards,
+    termination reasons, usage: no transcripts), in file order, for aggregating a file
+    too large to hold. Raises ``ResultsFileError`` as ``iter_results`` does."""
+    header, groups = _stream(Path(path), build=False)
+
+    def summaries() -> Iterator[CompletedGroup]:
+        for group in cast(Iterator[list[dict[str, Any]]], groups):
+            yield CompletedGroup(
+                example_index=int(group[0]["example_index"]),
+                example_id=group[0]["example_id"],
+                termination_reasons=tuple(r["termination_reason"] for r in group),
+                rewards=tuple(r["rewards"] for r in group),
+                usage=_usage_of(group),
+            )
+
+    return header, summaries()
+
+
+@dataclass(frozen=True, slots=True)
+class LazyRollout:
+    """One rollout line of a streamed file: its checked summary fields now, its
+    ``Trajectory`` on demand (``trajectory()``), so a scan holds no transcripts."""
+
+    path: Path
+    line: int
+    raw: bytes
+    fields: Mapping[str, Any]
+
+    def __init__(self, path: Path, line: int, raw: bytes, record: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "line", line)
+        object.__setattr__(self, "raw", raw)
+        summary = {name: record[name] for name in _SUMMARY_FIELDS if name in record}
+        object.__setattr__(self, "fields", summary)
+
+    @property
+    def termination_reason(self) -> str:
+        return str(self.fields["termination_reason"])
+
+    @property
+    def example_id(self) -> str:
+        return str(self.fields["example_id"])
+
+    @property
+    def rewards(self) -> Mapping[str, float]:
+        return cast(Mapping[str, float], self.fields["rewards"])
+
+    def trajectory(self) -> Trajectory:
+        """The whole record; raises ``ResultsFileError`` naming ``file:line``."""
+        try:
+            return Trajectory.from_json(json.loads(self.raw))
+        except (TypeError, ValueError, RecursionError) as error:
+            raise ResultsFileError(
+                f"{self.path}:{self.line} is not a rollout record: {error}"
+            ) from None
+
+
+def iter_lazy_groups(path: str | Path) -> tuple[ResultsHeader, Iterator[list[LazyRollout]]]:
+    """The header and each complete group as ``LazyRollout`` lines, in file order: for
+    scanning a large file for the few rollouts to show. Errors as ``iter_results``."""
+    header, groups = _stream(Path(path), build=None)
+    return header, cast(Iterator[list[LazyRollout]], groups)
+
+
+def _stream(
+    path: Path, *, build: bool | None, exact: bool = False
+) -> tuple[ResultsHeader, Iterator[list[Trajectory] | list[dict[str, Any]] | list[LazyRollout]]]:
+    """The checked header and the stream of complete groups (``_complete_groups``)."""
+    lines = _lines(path)
+    first = next(lines, None)
+    if first is None:
+        raise ResultsFileError(f"{path} has no complete header line")
+    header = _checked_header(path, first[1])
+    size = header["definition"].get("group_size")
+    return header, _complete_groups(path, lines, size, build=build, exact=exact)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` for each complete (newline-ended) line of ``path``."""
+    try:
+        handle = open(path, "rb")  # closed when the generator ends
+    except OSError as error:
+        raise ResultsFileError(f"cannot read {path}: {error.strerror or error}") from None
+    with handle:
+        try:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.endswith(b"\n"):
+                    return  # a torn last line
+                yield number, raw
+        except OSError as error:
+            raise ResultsFileError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _complete_groups(
+    path: Path,
+    lines: Iterator[tuple[int, bytes]],
+    size: object,
+    *,
+    build: bool | None,
+    exact: bool,
+) -> Iterator[list[Trajectory] | list[dict[str, Any]] | list[LazyRollout]]:
+    """Each complete group's records in group order, as soon as its last line is read:
+    ``Trajectory`` records when ``build``, dicts of the summary fields when false,
+    ``LazyRollout`` when ``None``.
+
+    ``exact`` holds every group to the end of the file, so a group with a line too many
+    is not complete (``read_results``); streaming, lines after a group completed are
+    taken as the start of another group of the same attempt, which never completes."""
+    pending: dict[tuple[int, int], list[Any]] = {}
+    for number, raw in lines:
+        if not raw.strip():
+            continue
+        record = _checked_record(path, number, raw)
+        key = (int(record["example_index"]), int(record["attempt"]))
+        item: Any
+        if build is None:
+            item = LazyRollout(path, number, raw, record)
+        elif build:
+            try:
+                item = Trajectory.from_json(record)
+            except (TypeError, ValueError) as error:
+                raise ResultsFileError(
+                    f"{path}:{number} is not a rollout record: {error}"
+                ) from None
+        else:
+            item = {name: record[name] for name in _SUMMARY_FIELDS if name in record}
+            item["example_index"], item["attempt"] = key
+            item["rollout_id"] = record.get("rollout_id")
+        records = pending.setdefault(key, [])
+        records.append((record["group_index"], record["example_id"], item))
+        if not exact and _complete(records, size):
+            del pending[key]
+            yield [r[2] for r in sorted(records, key=lambda r: r[0])]
+    if exact:
+        for records in pending.values():
+            if _complete(records, size):
+                yield [r[2] for r in sorted(records, key=lambda r: r[0])]
+
+
+def _complete(records: Sequence[tuple[Any, Any, Any]], size: object) -> bool:
+    """Whether ``(group_index, example_id, _)`` entries make a whole group of ``size``."""
+    return (
+        isinstance(size, int)
+        and len(records) == size
+        and {r[0] for r in records} == set(range(size))
+        and len({r[1] for r in records}) == 1
     )
-    return Results(header=scan.header, rollouts=rollouts)
+
+
+def _checked_record(path: Path, number: int, raw: bytes) -> dict[str, Any]:
+    try:
+        record = json.loads(raw)
+        int(record["example_index"]), int(record["attempt"])
+    except RecursionError:
+        raise ResultsFileError(
+            f"{path}:{number} is not a rollout record: JSON nested too deeply"
+        ) from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
+    problem = _record_problem(record)
+    if problem is not None:
+        raise ResultsFileError(f"{path}:{number} is not a rollout record: {problem}")
+    return cast(dict[str, Any], record)
 
 
 class ResultsStore:

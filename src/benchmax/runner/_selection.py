@@ -7,12 +7,32 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
-from benchmax.runner._results import Results
+from benchmax.runner._results import Results, iter_lazy_groups
 from benchmax.trajectory import Trajectory
 
-__all__ = ["ResultGroup", "RolloutFilter", "reward_keys_of", "select_rollouts", "groups_of"]
+__all__ = [
+    "FileSelection",
+    "ResultGroup",
+    "RolloutFilter",
+    "groups_of",
+    "reward_keys_of",
+    "select_from_file",
+    "select_rollouts",
+]
+
+
+class _Selectable(Protocol):
+    @property
+    def termination_reason(self) -> str: ...
+    @property
+    def example_id(self) -> str: ...
+    @property
+    def rewards(self) -> Mapping[str, float]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +119,7 @@ class RolloutFilter:
     def bounds_reward(self) -> bool:
         return self.min_reward is not None or self.max_reward is not None
 
-    def matches(self, record: Trajectory, key: str | None) -> bool:
+    def matches(self, record: _Selectable, key: str | None) -> bool:
         """Whether ``record`` passes; ``key`` is the reward key the bounds apply to."""
         if self.reason is not None and record.termination_reason != self.reason:
             return False
@@ -145,3 +165,51 @@ def _bounded_key(results: Results, selection: RolloutFilter) -> str | None:
     if selection.bounds_reward and not keys:
         raise ValueError("the results have no reward keys to bound")
     return keys[0] if keys else None
+
+
+@dataclass(frozen=True, slots=True)
+class FileSelection:
+    """What ``select_from_file`` found: the first ``limit`` matching rollouts (file order),
+    how many match in all, how many rollouts the file's complete groups hold, and the
+    termination reasons seen (sorted)."""
+
+    shown: tuple[Trajectory, ...]
+    matching: int
+    rollouts: int
+    reasons: tuple[str, ...]
+
+
+def select_from_file(
+    path: str | Path, selection: RolloutFilter, *, limit: int | None = None
+) -> FileSelection:
+    """``select_rollouts`` over a results file read as a stream: one pass, holding only
+    the rollouts kept (at most ``limit``) and the counts, whatever the file's size.
+
+    Rollouts come in file order (complete groups as they were written). Raises
+    ``ResultsFileError`` for an unreadable file or line, and ``ValueError`` as
+    ``select_rollouts`` does (``selection.key`` not a reward key of the file, reward
+    bounds on a file without reward keys).
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    _header, groups = iter_lazy_groups(path)
+    keys: dict[str, None] = {}
+    reasons: set[str] = set()
+    shown: list[Trajectory] = []
+    matching = total = 0
+    for group in groups:
+        for line in group:
+            keys.update(dict.fromkeys(line.rewards))
+            reasons.add(line.termination_reason)
+            total += 1
+            key = selection.key if selection.key is not None else next(iter(keys), None)
+            if selection.matches(line, key):
+                matching += 1
+                if limit is None or len(shown) < limit:
+                    shown.append(line.trajectory())
+    if selection.key is not None and selection.key not in keys:
+        known = ", ".join(keys) or "none"
+        raise ValueError(f"reward key {selection.key!r} is not in the results (keys: {known})")
+    if selection.bounds_reward and not keys:
+        raise ValueError("the results have no reward keys to bound")
+    return FileSelection(tuple(shown), matching, total, tuple(sorted(reasons)))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmax._group_pipeline import Group, GroupPipeline, HookDeadlines
 from benchmax.envs import Environment, RolloutOutcome, RolloutRequest
-from benchmax.runner import read_results
+from benchmax.runner import iter_results
 from benchmax.training._advantages import AdvantageMethod, group_advantages, scalar_reward
 from benchmax.trajectory import Trajectory
 
@@ -85,8 +85,14 @@ async def collect_group(
 
 
 def read_trajectories(path: str | Path) -> Iterator[Trajectory]:
-    """The trajectories of a results file's complete groups, in example then group order,
-    with everything recorded (token ids and logprobs included), for building samples
-    offline. Raises ``ResultsFileError`` for a file that is not a readable results file.
+    """The trajectories of a results file's complete groups, with everything recorded
+    (token ids and logprobs included), for building samples offline.
+
+    The file is streamed (memory holds one group, whatever its size): groups come in the
+    order they were written, each in group order. Raises ``ResultsFileError`` for a file
+    that is not a readable results file, or (when the stream reaches it) a damaged line.
     """
-    yield from read_results(path).rollouts
+    stream = iter_results(path)
+    next(stream)  # the header
+    for record in stream:
+        yield cast(Trajectory, record)
