@@ -5,8 +5,9 @@ assistant message whose ``content`` is ``null`` beside ``tool_calls`` is sent wi
 SGLang's request types take a string (older releases a string only), OpenAI's reference
 allows a string beside ``tool_calls``, while ``llama-cpp-python``'s server types the field
 as a string (an HTTP 500 for ``null``) and chat templates that concatenate
-``message['content']`` (SmolLM2's, among others) fail to render ``null``. The recorded transcript keeps ``null`` (``envs.md`` §4.4 step 4);
-only the request body carries ``""``.
+``message['content']`` (SmolLM2's, among others) fail to render ``null``. The recorded
+transcript keeps ``null`` (``envs.md`` §4.4 step 4); only the request body carries ``""``
+(a change to the wire form of §4.3, which sends ``None`` contents as ``null``).
 """
 
 from __future__ import annotations
