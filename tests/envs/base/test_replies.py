@@ -22,6 +22,7 @@ from tests.envs.base.support import (
 )
 
 from benchmax.envs._observer import RolloutReport, observe_rollouts
+from benchmax.envs.base._sent_messages import messages_as_sent
 from benchmax.envs.base.env import BaseRollout
 from benchmax.envs.shared_types import Example, RewardMap, RolloutRequest
 from benchmax.testing import Fault, MockModelServer, scripted
@@ -154,7 +155,7 @@ async def test_object_arguments_are_used_and_sent_back_as_json_text(
     assert env.tool_calls == [("rollout-0", "multiply", {"left": 6, "right": 7})]
     sent = mock_server.requests[1].body["messages"][1]
     assert sent["tool_calls"][0]["function"]["arguments"] == '{"left":6,"right":7}'
-    assert rollout.messages[1] == sent
+    assert rollout.messages[1] == {**sent, "content": None}  # null is sent as ""
     await env.aclose()
 
 
@@ -201,8 +202,8 @@ async def test_missing_empty_and_duplicate_ids_are_unique_and_consistent(
     assert assistant_ids[2] == "dup"  # a usable id is kept
     assert assistant_ids[:2] == ["call_1", "call_2"]
     assert all(i.startswith("call_") for k, i in enumerate(assistant_ids) if k != 2)
-    # What the model was sent is the same transcript.
-    assert mock_server.requests[2].body["messages"] == rollout.messages[:-1]
+    # What the model was sent is the same transcript (null content beside calls as "").
+    assert mock_server.requests[2].body["messages"] == messages_as_sent(rollout.messages[:-1])
     await env.aclose()
 
 
@@ -360,7 +361,7 @@ async def test_reasoning_is_kept_in_the_transcript_but_not_sent_back(
     sent = mock_server.requests[1].body["messages"]
     assert sent == [
         prompt[0],  # a prompt's extra keys are passed through untouched
-        {"role": "assistant", "content": None, "tool_calls": [multiply("c1")]},
+        {"role": "assistant", "content": "", "tool_calls": [multiply("c1")]},
         tool,
     ]
     await env.aclose()
@@ -378,11 +379,12 @@ async def test_send_reasoning_sends_it_as_received(mock_server: MockModelServer,
     sent = mock_server.requests[1].body["messages"]
     assert sent[1] == {
         "role": "assistant",
-        "content": None,
+        "content": "",
         "reasoning_content": "I need to multiply.",
         "tool_calls": [multiply("c1")],
     }
-    assert sent == rollout.messages[:3]
+    assert sent == messages_as_sent(rollout.messages[:3])
+    assert rollout.messages[1]["content"] is None  # the transcript keeps what was sent
     await env.aclose()
 
 

@@ -1,11 +1,13 @@
 """What the chat loop sends for the transcript: the messages as recorded, except that an
 assistant message whose ``content`` is ``null`` beside ``tool_calls`` is sent with ``""``.
 
-OpenAI, vLLM, SGLang, LiteLLM and llama.cpp's own ``llama-server`` take either form, but
-``llama-cpp-python``'s server types that field as a string (an HTTP 500 for ``null``),
-and chat templates that concatenate ``message['content']`` (SmolLM2's, among others) fail
-to render ``null``. The recorded transcript keeps ``null`` (``envs.md`` §4.4 step 4);
-only the request body carries ``""``.
+``""`` is what every server takes there: vLLM takes both (and sends ``""`` itself),
+SGLang's request types take a string (older releases a string only), OpenAI's reference
+allows a string beside ``tool_calls``, while ``llama-cpp-python``'s server types the field
+as a string (an HTTP 500 for ``null``) and chat templates that concatenate
+``message['content']`` (SmolLM2's, among others) fail to render ``null``. The recorded
+transcript keeps ``null`` (``envs.md`` §4.4 step 4); only the request body carries ``""``
+(a change to the wire form of §4.3, which sends ``None`` contents as ``null``).
 """
 
 from __future__ import annotations
