@@ -178,8 +178,18 @@ def test_tool_calls_are_parsed_hermes_style_when_tools_are_offered() -> None:
 
     with PolicySampler(model, TOKENIZER, allowed_tokens=always_a_tool) as sampler:
         with_tools, without = asyncio.run(
-            _post(sampler.base_url, [_body(max_tokens=60, tools=TOOLS), _body(max_tokens=60)])
+            _post(
+                sampler.base_url,
+                [_body(max_tokens=60, tools=TOOLS, seed=2), _body(max_tokens=60, seed=2)],
+            )
         )
+        # The same call cut by max_tokens just before its EOS: parsed, but "length".
+        whole = len(with_tools.json()["choices"][0]["token_ids"])
+        (cut,) = asyncio.run(
+            _post(sampler.base_url, [_body(max_tokens=whole - 1, tools=TOOLS, seed=2)])
+        )
+    cut_choice = cut.json()["choices"][0]
+    assert cut_choice["finish_reason"] == "length" and cut_choice["message"]["tool_calls"]
     choice = with_tools.json()["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
     assert choice["message"]["content"] is None

@@ -14,7 +14,8 @@ The reply carries what ``benchmax._modelhttp.tokens`` reads: ``prompt_token_ids`
 top and ``token_ids`` on the choice when ``return_token_ids`` is set, ``logprobs.content``
 with one entry per completion token when ``logprobs`` is set (``token`` is the token's text,
 or ``"token_id:N"`` with ``return_tokens_as_token_ids``), ``finish_reason`` (``stop``,
-``length``, or ``tool_calls`` when tool calls were parsed), ``stop_reason``, ``usage``, and
+``length``, or ``tool_calls`` when tool calls were parsed from a completion that was not
+cut by ``max_tokens``), ``stop_reason``, ``usage``, and
 ``weights_version`` (which weights sampled it). With ``tools`` in the request (and
 ``tool_choice`` not ``"none"``), Hermes-style ``<tool_call>{"name": ..., "arguments":
 ...}</tool_call>`` blocks in the text become ``message.tool_calls`` (arguments as a JSON
@@ -156,7 +157,8 @@ def chat_reply(tokenizer: Any, request: ChatRequest, sampled: Sampled) -> dict[s
     if calls is not None:
         content, tool_calls = calls
         message = {"role": "assistant", "content": content, "tool_calls": tool_calls}
-        finish_reason = "tool_calls"
+        if sampled.finish_reason == "stop":  # a reply cut by max_tokens stays "length"
+            finish_reason = "tool_calls"
     choice: dict[str, Any] = {
         "index": 0,
         "message": message,

@@ -119,7 +119,8 @@ class PolicySampler:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start sampling and listening; ``RuntimeError`` when already started."""
+        """Start sampling and listening; ``RuntimeError`` when already started (a closed
+        sampler does not start again)."""
         if self._loop is not None:
             raise RuntimeError("the sampler was already started")
         self._decoder = BatchDecoder(
@@ -160,7 +161,8 @@ class PolicySampler:
             self._decoder.close()
 
     def __enter__(self) -> PolicySampler:
-        self.start()
+        if self._loop is None:  # entering a sampler already started is fine
+            self.start()
         return self
 
     def __exit__(
