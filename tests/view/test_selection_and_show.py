@@ -11,7 +11,15 @@ from click.testing import CliRunner
 from tests.view.synthetic import header, rollout, write
 
 from benchmax.cli import cli
-from benchmax.runner import RolloutFilter, read_results, select_rollouts
+from benchmax.runner import (
+    ResultsFileError,
+    RolloutFilter,
+    iter_results,
+    read_results,
+    select_from_file,
+    select_rollouts,
+)
+from benchmax.trajectory import Trajectory
 
 TRANSCRIPT = [
     {"role": "user", "content": "Say hi"},
@@ -205,3 +213,36 @@ def test_show_and_view_refuse_what_is_not_a_results_file(tmp_path: Path) -> None
         )
         result = CliRunner().invoke(cli, [command, str(tmp_path)])
         assert result.exit_code == 1 and "Is a directory" in result.output
+
+
+def test_select_from_file_streams_in_file_order_and_can_stop_early(tmp_path: Path) -> None:
+    records = [
+        rollout(1, "bbbb2222", 0, rewards={"correct": 1.0}),
+        rollout(1, "bbbb2222", 1, rewards={"correct": 0.0}, reason="model_error"),
+        rollout(0, "aaaa1111", 0, rewards={"correct": 1.0}),
+        rollout(0, "aaaa1111", 1, rewards={"correct": 1.0}),
+    ]
+    path = write(tmp_path / "r.jsonl", header(group_size=2), records)
+    found = select_from_file(path, RolloutFilter(min_reward=1.0), limit=1)
+    assert ids(list(found.shown)) == [(1, 0)] and found.complete
+    assert (found.matching, found.rollouts, found.reasons) == (3, 4, ("finished", "model_error"))
+    quick = select_from_file(path, RolloutFilter(min_reward=1.0), limit=1, count_all=False)
+    assert ids(list(quick.shown)) == [(1, 0)] and not quick.complete and quick.matching == 2
+    everything = select_from_file(path, RolloutFilter(), count_all=False)
+    assert len(everything.shown) == 4 and everything.complete
+    with pytest.raises(ValueError, match="not in the results"):
+        select_from_file(path, RolloutFilter(key="nope", min_reward=0.0), count_all=False)
+
+
+def test_select_from_file_names_the_damaged_line(tmp_path: Path) -> None:
+    first = rollout(0, "aaaa1111", 0, rewards={"correct": 1.0})
+    path = write(tmp_path / "r.jsonl", header(group_size=1), [first])
+    path.write_text(path.read_text() + '{"example_index": 1, "attempt": 1}\n')
+    with pytest.raises(ResultsFileError, match=r"r\.jsonl:3 is not a rollout record"):
+        select_from_file(path, RolloutFilter())
+    stream = iter_results(path)
+    assert not isinstance(next(stream), Trajectory)  # the header comes first
+    record = next(stream)  # errors come when the stream reaches them
+    assert isinstance(record, Trajectory) and record.example_id == "aaaa1111"
+    with pytest.raises(ResultsFileError, match=r"r\.jsonl:3"):
+        next(stream)

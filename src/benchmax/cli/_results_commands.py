@@ -193,6 +193,10 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
+COUNTED_BYTES = 64 * 2**20
+"""Results files up to this size are read whole by ``show`` to count the matching
+rollouts; a larger one is read only until one more rollout than ``--limit`` matches."""
+
 SHOWN_CHARACTERS = 100_000
 """The characters ``show`` prints of one text (a message, its reasoning, tool-call
 arguments, a log message) unless ``--full``: the limit ``view``'s page clips at."""
@@ -394,7 +398,8 @@ def show_command(
             max_reward=max_reward,
         )
         with _reading(results):
-            found = select_from_file(results, selection, limit=limit)
+            count_all = not results.is_file() or results.stat().st_size <= COUNTED_BYTES
+            found = select_from_file(results, selection, limit=limit, count_all=count_all)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     console = Console()
@@ -412,6 +417,14 @@ def show_command(
         return
     for record in found.shown:
         console.print(_rollout_panel(record, None if full else SHOWN_CHARACTERS))
+    if not found.complete:
+        console.print(
+            f"showed the first {len(found.shown)} matching rollouts; more match "
+            f"(the file is over {COUNTED_BYTES // 2**20} MB, so show stopped reading "
+            "instead of counting them; --limit to see more)",
+            style="dim",
+        )
+        return
     console.print(
         f"showed {len(found.shown)} of {found.matching} matching rollouts"
         + (" (--limit to see more)" if found.matching > limit else ""),

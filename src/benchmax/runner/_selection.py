@@ -177,10 +177,17 @@ class FileSelection:
     matching: int
     rollouts: int
     reasons: tuple[str, ...]
+    complete: bool = True
+    """Whether the whole file was read; when not (``count_all=False``), ``matching``,
+    ``rollouts`` and ``reasons`` cover the part read, and more rollouts match than shown."""
 
 
 def select_from_file(
-    path: str | Path, selection: RolloutFilter, *, limit: int | None = None
+    path: str | Path,
+    selection: RolloutFilter,
+    *,
+    limit: int | None = None,
+    count_all: bool = True,
 ) -> FileSelection:
     """``select_rollouts`` over a results file read as a stream: one pass, holding only
     the rollouts kept (at most ``limit``) and the counts, whatever the file's size.
@@ -188,7 +195,8 @@ def select_from_file(
     Rollouts come in file order (complete groups as they were written). Raises
     ``ResultsFileError`` for an unreadable file or line, and ``ValueError`` as
     ``select_rollouts`` does (``selection.key`` not a reward key of the file, reward
-    bounds on a file without reward keys).
+    bounds on a file without reward keys). ``count_all=False`` stops reading once one
+    more rollout than ``limit`` matches (``complete`` false), for a quick look at a large file.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
@@ -207,6 +215,10 @@ def select_from_file(
                 matching += 1
                 if limit is None or len(shown) < limit:
                     shown.append(line.trajectory())
+                elif not count_all and (selection.key is None or selection.key in keys):
+                    return FileSelection(
+                        tuple(shown), matching, total, tuple(sorted(reasons)), complete=False
+                    )
     if selection.key is not None and selection.key not in keys:
         known = ", ".join(keys) or "none"
         raise ValueError(f"reward key {selection.key!r} is not in the results (keys: {known})")
