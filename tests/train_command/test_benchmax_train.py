@@ -316,6 +316,10 @@ def test_the_training_page_opens_a_steps_completions(
         "#detail .rollout .mono.small", "nodes => nodes.map(n => n.textContent)"
     )
     assert len(ids) == GROUP and all(i.startswith("trl-2-") for i in ids)
-    assert page.locator("#detail .msg.assistant").count() == GROUP
+    # Every rollout column shows its completion (the arithmetic prompt itself holds a worked
+    # assistant turn, so the page's assistant messages outnumber the rollouts).
+    columns = page.locator("#detail .rollouts .rollout")
+    assert columns.count() == GROUP
+    assert all(columns.nth(i).locator(".msg.assistant").count() >= 1 for i in range(GROUP))
     assert page.errors == []
     assert all(url.startswith("file://") for url in page.requests)
