@@ -263,8 +263,8 @@ class _Run:
         return tracker_metrics(self.line(step))
 
     def logged(self, step: int, logs: Mapping[str, Any]) -> None:
-        line = self.lines.pop(step, None) or self.line(step)
-        self.lines.pop(step, None)
+        line = self.line(step)
+        del self.lines[step]
         line["trainer"] = trainer_metrics(logs)
         assert self.metrics is not None
         self.metrics.append(line)
