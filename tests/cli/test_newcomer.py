@@ -227,7 +227,9 @@ def test_the_mcp_examples_readme_command_runs(
     assert len(read_results(output).rollouts) == 48
     view[1] = str(output)
     assert invoke(*view, "-o", tmp_path / "library.html").exit_code == 0
-    readme = (REPO / "README.md").read_text()
+    readme = "\n".join(
+        p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    )
     row = next(line for line in readme.splitlines() if line.startswith("| `examples/mcp_tools`"))
     assert " ".join(run[:2]) in row or "examples/mcp_tools/env.py:LibraryEnv" in row
 

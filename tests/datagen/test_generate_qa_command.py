@@ -227,7 +227,9 @@ def test_links_leading_out_of_the_corpus_are_skipped_and_counted(project: Path) 
 
 
 def test_every_option_is_documented_in_the_readme() -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = "\n".join(
+        p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    )
     command = cli.commands["generate-qa"]
     options = [opt for param in command.params for opt in param.opts if opt.startswith("--")]
     missing = [
