@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from tests.cli.conftest import REPO, SAMPLE_ENVS
+from tests.cli.conftest import REPO, SAMPLE_ENVS, interruptible
 from tests.runner.sample_envs import write_answer_data
 
 from benchmax.runner import read_results
@@ -82,6 +82,7 @@ def start_run(data: Path, output: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "BENCHMAX_TEST_PAUSE_AFTER": pause},
+        preexec_fn=interruptible,
     )
 
 
