@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +19,13 @@ from benchmax.testing import MockModelServer, Policy, echo
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_ENVS = REPO / "tests" / "runner" / "sample_envs.py"
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test stops with SIGINT: Ctrl-C's default action, even
+    when the test process runs with SIGINT ignored (a background job of a non-interactive
+    shell, as CI scripts and load harnesses start one; children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def sample_envs_importable() -> None:

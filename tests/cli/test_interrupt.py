@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from tests.cli.conftest import REPO, SAMPLE_ENVS
+from tests.cli.conftest import REPO, SAMPLE_ENVS, interruptible
 from tests.runner.sample_envs import write_answer_data
 
 from benchmax.runner import read_results
@@ -66,7 +66,7 @@ def reference(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     from benchmax.cli import cli
 
     output = tmp_path_factory.mktemp("reference") / "full.jsonl"
-    result: Result = CliRunner().invoke(cli, run_args(data, output, concurrency=EXAMPLES))
+    result: Result = CliRunner().invoke(cli, run_args(data, output, concurrency=8))
     assert result.exit_code == 0, result.output
     table = outcomes(output)
     assert len(table) == EXAMPLES * GROUP_SIZE
@@ -82,6 +82,7 @@ def start_run(data: Path, output: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "BENCHMAX_TEST_PAUSE_AFTER": pause},
+        preexec_fn=interruptible,
     )
 
 
@@ -129,7 +130,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(
     if sig != signal.SIGKILL:
         assert not partial  # groups are written whole
 
-    resumed = invoke(*run_args(data, output, concurrency=EXAMPLES))
+    resumed = invoke(*run_args(data, output, concurrency=8))
     assert resumed.exit_code == 0, resumed.output
     assert f"({len(complete)} resumed)" in resumed.output
     assert outcomes(output) == reference
@@ -165,7 +166,7 @@ def test_sigterm_ends_a_run_whose_event_loop_is_blocked(data: Path, tmp_path: Pa
             process.kill()
             process.communicate()
     assert process.returncode == 128 + signal.SIGTERM, stderr
-    # The watchdog gives up 2 x STOP_GRACE_SECONDS (10 s) after the signal; the bound is
-    # generous for a busy machine, the point is that the run ends at all.
-    assert 5 <= took < 60
+    # The watchdog gives up at the latest 2 x STOP_GRACE_SECONDS (10 s) after the signal; the
+    # bound is generous for a busy machine, the point is that the run ends at all.
+    assert took < 60
     assert len(read_results(output).rollouts) == 4  # the finished groups are kept

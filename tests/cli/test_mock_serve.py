@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import httpx
 from click.testing import Result
-from tests.cli.conftest import REPO
+from tests.cli.conftest import REPO, interruptible
 
 
 def test_mock_serve_answers_until_interrupted() -> None:
@@ -19,6 +19,7 @@ def test_mock_serve_answers_until_interrupted() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         assert process.stdout is not None

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 from click.testing import Result
-from tests.cli.conftest import REPO, SAMPLE_ENVS
+from tests.cli.conftest import REPO, SAMPLE_ENVS, interruptible
 
 ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"
 CALCULATOR = REPO / "examples" / "calculator"
@@ -113,6 +113,7 @@ def test_mock_serve_tokens_answers_with_token_ids() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         assert process.stdout is not None

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 from click.testing import CliRunner
-from tests.cli.conftest import REPO, SAMPLE_ENVS
+from tests.cli.conftest import REPO, SAMPLE_ENVS, interruptible
 from tests.runner.sample_envs import write_answer_data
 
 from benchmax.cli import cli
@@ -76,6 +76,7 @@ def test_ctrl_c_keeps_finished_groups_and_the_run_resumes(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         deadline = time.monotonic() + 240  # a local Ray instance starts first

@@ -53,8 +53,11 @@ KEEPALIVE_SECONDS = 4.0
 """Idle connections are closed after this, before typical server keep-alive
 timeouts (5 s), narrowing stale-connection races."""
 
-CONNECT_TIMEOUT_SECONDS = 5.0
-"""Seconds to open a connection (the OpenAI SDK's default connect timeout)."""
+CONNECT_TIMEOUT_SECONDS = 30.0
+"""Seconds to open a connection. The timer runs on the event loop, which also serves every
+rollout in flight: on a busy machine (hundreds of rollouts, a server on the same cores) the
+loop can be late by more than the OpenAI SDK's 5 s, and a connection the kernel opened at
+once would be reported timed out. A refused connection still fails at once."""
 
 PLACEHOLDER_AUTHORIZATION = "Bearer benchmax-runtime-auth"
 """What chat calls send as ``Authorization`` when the auth object gives none
