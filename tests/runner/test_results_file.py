@@ -19,6 +19,7 @@ from tests.runner.sample_envs import AnswerEnv, NumberEnv, number_config, write_
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseRollout, Environment
+from benchmax.envs.base._sent_messages import messages_as_sent
 from benchmax.runner import (
     GroupContractError,
     ResultsFileError,
@@ -517,7 +518,7 @@ async def test_transcripts_and_logs_round_trip(tmp_path: Path) -> None:
     for record in read:
         transcript = record.messages
         assert transcript is not None and len(transcript) == 4
-        assert list(transcript[:3]) in sent  # what the model saw on its last call
+        assert list(messages_as_sent(transcript[:3])) in sent  # what the model saw last
         assert transcript[3] == {"role": "assistant", "content": "ok"}
         [log] = record.logs
         assert set(log) == {"time", "level", "logger", "message"}
