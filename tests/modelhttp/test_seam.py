@@ -24,7 +24,9 @@ HTTP_LIBRARIES = {
         "serving/_nemo_gym.py",
         "serving/_openenv.py",
     },
-    "httpx": {"rewards/judge.py"},  # the SDK's httpx.Auth twin (0.2's _RequestModelAuth)
+    # the SDK's httpx.Auth twin (0.2's _RequestModelAuth); an OpenEnv environment's own HTTP
+    # routes (not a model call)
+    "httpx": {"rewards/judge.py", "sources/_openenv_session.py"},
     "httpx2": {"tools/_mcp_connection.py"},  # MCP's own transport (the SDK's client)
     "openai": {"rewards/judge.py", "envs/base/openai_types.py"},  # the judge's SDK; types
 }
