@@ -17,12 +17,15 @@ from benchmax.testing import MockModelServer
 SRC = Path(__file__).resolve().parents[2] / "src" / "benchmax"
 
 HTTP_LIBRARIES = {
-    # aiohttp's web server (never its client): the server side of ``benchmax serve``
+    # aiohttp's web server (never its client): the server side of ``benchmax serve`` and the
+    # embedded sampler's OpenAI-compatible endpoint
     "aiohttp": {
         "serving/_bridge.py",
         "serving/_server.py",
         "serving/_nemo_gym.py",
         "serving/_openenv.py",
+        "serving/_websocket.py",
+        "training/_sampler.py",
     },
     # the SDK's httpx.Auth twin (0.2's _RequestModelAuth); an OpenEnv environment's own HTTP
     # routes (not a model call)
