@@ -191,18 +191,8 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
     for number, raw in enumerate(lines[1:], start=2):
         if not raw.strip():
             continue
-        try:
-            record = json.loads(raw)
-            index, attempt = int(record["example_index"]), int(record["attempt"])
-        except RecursionError:
-            raise ResultsFileError(
-                f"{path}:{number} is not a rollout record: JSON nested too deeply"
-            ) from None
-        except (ValueError, KeyError, TypeError) as error:
-            raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
-        problem = _record_problem(record)
-        if problem is not None:
-            raise ResultsFileError(f"{path}:{number} is not a rollout record: {problem}")
+        record = _checked_record(path, number, raw)
+        index, attempt = int(record["example_index"]), int(record["attempt"])
         if keep_records:
             try:
                 parsed[id(record)] = Trajectory.from_json(record)
@@ -212,7 +202,7 @@ def _scan(path: Path, group_size: int | None, *, keep_records: bool) -> _Scan:
                 ) from None
         else:  # a resume keeps only what the summary needs, never transcripts
             record = {key: record[key] for key in _SUMMARY_FIELDS if key in record}
-        by_attempt.setdefault((index, attempt), []).append(record)
+        by_attempt.setdefault((index, attempt), []).append(cast(RolloutRecord, record))
         scan.attempts[index] = max(attempt, scan.attempts.get(index, 0))
     for (index, _attempt), records in sorted(by_attempt.items()):
         if _is_complete(records, size):
