@@ -73,7 +73,15 @@ def test_a_key_user_code_prints_on_a_worker_is_masked_in_the_ray_session_logs(
 ) -> None:
     from tests.cli.test_secrets_in_output import ENV_SOURCE, MCP_PASSWORD, MCP_URL, POLICY_KEY
 
-    (tmp_path / "chatty_env.py").write_text(ENV_SOURCE)
+    # The session's Ray workers started before this test, without POLICY_KEY in their
+    # environment: the user code on the worker reads the same key from a file instead.
+    key_file = tmp_path / "policy.key"
+    key_file.write_text(POLICY_KEY)
+    reads_key_file = f"Path({str(key_file)!r}).read_text()"
+    assert 'os.environ["POLICY_KEY"]' in ENV_SOURCE
+    (tmp_path / "chatty_env.py").write_text(
+        ENV_SOURCE.replace('os.environ["POLICY_KEY"]', reads_key_file)
+    )
     output = tmp_path / "chatty.jsonl"
     with ThreadedServer(respond_ok) as server:
         args = [
