@@ -420,15 +420,22 @@ _DEF_NAMES = ("a", "b", "c")
 
 def _escapable_ref(name: str) -> st.SearchStrategy[dict[str, Any]]:
     """A ``$ref`` to ``name`` in a place a finite value can leave it: an array (no
-    ``minItems``) or an ``anyOf`` with a leaf beside it."""
+    ``minItems``), an optional property, or either beside a leaf in an ``anyOf``.
+
+    The reference always sits below an array or an object: ``{"anyOf": [{"$ref": "#"}, ...]}``
+    directly in a definition refers to itself without consuming any of the value, and the
+    validator checking the result (jsonschema) recurses on such a schema without end."""
     ref = {"$ref": f"#/$defs/{name}"}
+    in_array = {"type": "array", "items": ref}
+    in_property = {"type": "object", "properties": {"next": ref}}
     return st.sampled_from(
         [
-            {"type": "array", "items": ref},
+            in_array,
             {"type": "array", "items": ref, "maxItems": 2},
-            {"anyOf": [ref, {"type": "integer"}]},
-            {"anyOf": [{"type": "string"}, ref]},
-            {"anyOf": [ref, {"type": "null"}]},
+            in_property,
+            {"anyOf": [in_array, {"type": "integer"}]},
+            {"anyOf": [{"type": "string"}, in_property]},
+            {"anyOf": [in_array, {"type": "null"}]},
         ]
     )
 
