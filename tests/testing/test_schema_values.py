@@ -413,6 +413,14 @@ def test_array_items_with_a_tight_multiple_of_range_stay_in_range() -> None:
     jsonschema.validate(value, schema)
 
 
+def test_a_multiple_that_rounds_below_the_minimum_is_not_taken() -> None:
+    # Found by the property test: -190 * 0.01 is -1.9000000000000001, below -1.9.
+    schema = {"type": "number", "multipleOf": 0.01, "minimum": -1.9}
+    for variant_schema in (schema, {"type": "array", "items": schema, "minItems": 4}):
+        value = example_value(variant_schema)
+        jsonschema.validate(value, variant_schema)
+
+
 # -- generated recursive schemas -----------------------------------------------------------------
 
 _DEF_NAMES = ("a", "b", "c")

@@ -358,9 +358,10 @@ def _multiple(schema: Mapping[str, Any], multiple: float, variant: int) -> float
     for _ in range(64):
         value = count * multiple
         quotient = value / multiple
-        if (not isinstance(multiple, float) or quotient == int(quotient)) and (
-            high is None or value < high or (value == high and not high_open)
-        ):
+        exact = not isinstance(multiple, float) or quotient == int(quotient)
+        above_low = low is None or value > low or (value == low and not low_open)
+        below_high = high is None or value < high or (value == high and not high_open)
+        if exact and above_low and below_high:
             break
         count += direction
     else:
