@@ -428,24 +428,47 @@ _DEF_NAMES = ("a", "b", "c")
 
 def _escapable_ref(name: str) -> st.SearchStrategy[dict[str, Any]]:
     """A ``$ref`` to ``name`` in a place a finite value can leave it: an array (no
-    ``minItems``), an optional property, or either beside a leaf in an ``anyOf``.
-
-    The reference always sits below an array or an object: ``{"anyOf": [{"$ref": "#"}, ...]}``
-    directly in a definition refers to itself without consuming any of the value, and the
-    validator checking the result (jsonschema) recurses on such a schema without end."""
+    ``minItems``), an optional property, or an ``anyOf`` with a leaf beside it."""
     ref = {"$ref": f"#/$defs/{name}"}
-    in_array = {"type": "array", "items": ref}
-    in_property = {"type": "object", "properties": {"next": ref}}
     return st.sampled_from(
         [
-            in_array,
+            {"type": "array", "items": ref},
             {"type": "array", "items": ref, "maxItems": 2},
-            in_property,
-            {"anyOf": [in_array, {"type": "integer"}]},
-            {"anyOf": [{"type": "string"}, in_property]},
-            {"anyOf": [in_array, {"type": "null"}]},
+            {"type": "object", "properties": {"next": ref}},
+            {"anyOf": [ref, {"type": "integer"}]},
+            {"anyOf": [{"type": "string"}, ref]},
+            {"anyOf": [ref, {"type": "null"}]},
         ]
     )
+
+
+def _refs_without_descent(schema: Any) -> set[str]:
+    """The definitions ``schema`` refers to through ``$ref`` and ``anyOf`` alone, without
+    going down into an array's items or an object's properties."""
+    if not isinstance(schema, dict):
+        return set()
+    found = set()
+    if "$ref" in schema:
+        found.add(schema["$ref"].rsplit("/", 1)[-1])
+    for branch in schema.get("anyOf", []):
+        found |= _refs_without_descent(branch)
+    return found
+
+
+def _validator_terminates(schema: dict[str, Any]) -> bool:
+    """False when a definition reaches itself through ``$ref``/``anyOf`` alone (e.g.
+    ``a = {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}``): such a reference
+    consumes none of the value, and jsonschema's validator recurses on it without end."""
+    edges = {name: _refs_without_descent(body) for name, body in schema["$defs"].items()}
+    for start in edges:
+        seen: set[str] = set()
+        frontier = set(edges[start])
+        while frontier:
+            if start in frontier:
+                return False
+            seen |= frontier
+            frontier = set().union(*(edges[name] for name in frontier)) - seen
+    return True
 
 
 _REF_LEAVES = st.sampled_from(_DEF_NAMES).flatmap(_escapable_ref)
@@ -456,7 +479,7 @@ RECURSIVE_SCHEMAS = st.builds(
     _DEF_BODIES,
     _DEF_BODIES,
     st.sampled_from(_DEF_NAMES),
-)
+).filter(_validator_terminates)
 
 
 @settings(max_examples=200, deadline=None)
