@@ -193,16 +193,38 @@ def test_n_other_than_one_is_refused_before_any_call(
     assert proxy.chat() == []
 
 
+UNHURRIED_JUDGE_ENV = f"""
+import dataclasses
+import sys
+
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "examples")!r})
+from rubric_judge.env import RubricJudgeEnv
+
+
+class UnhurriedJudgeEnv(RubricJudgeEnv):
+    \"\"\"The rubric-judge example with no per-attempt judge timeout.\"\"\"
+
+    def __init__(self, **arguments):
+        super().__init__(**arguments)
+        self.judge = dataclasses.replace(self.judge, timeout=None)
+"""
+
+
 def test_the_judge_path_against_the_same_server(
     vllm: RunningServer, proxy: RecordingProxy, tmp_path: Path
 ) -> None:
     """The rubric-judge example with the judge on the same vLLM: one judge request per
     rubric for every rollout that finished, each scored (rewards 0/1) or settled as
     ``judge_error`` (a 135M judge often writes no valid verdict) with zero rewards. A stop
-    sequence makes the policy's answers finish (a cut answer is never judged)."""
+    sequence makes the policy's answers finish (a cut answer is never judged).
+
+    The example's judge keeps 0.2's 60 s per attempt, which a CPU vLLM on a busy 2-core
+    machine can exceed (a 135M judge may write ~1,900 tokens); the run here lifts it, and
+    the runner's judge hook deadline (900 s) still bounds each attempt."""
     output = tmp_path / "judged.jsonl"
+    (tmp_path / "unhurried_judge.py").write_text(UNHURRIED_JUDGE_ENV)
     done = benchmax_run(
-        proxy.base_url, vllm.model, "examples/rubric_judge/env.py:RubricJudgeEnv",
+        proxy.base_url, vllm.model, f"{tmp_path / 'unhurried_judge.py'}:UnhurriedJudgeEnv",
         "--data", "examples/rubric_judge", "-n", 3, "-k", 1, "--max-tokens", 64,
         "--sampling-arg", 'stop=["\\n", "."]',
         "--env-arg", f"judge_base_url={proxy.base_url}", "--env-arg", f"judge_model={vllm.model}",
