@@ -110,7 +110,7 @@ def test_inspect_reports_an_incompatible_bundle_and_run_refuses_it(
     )
     save_bundle(old, tmp_path / "old.bundle")
     shown = invoke("inspect", tmp_path / "old.bundle")
-    assert shown.exit_code == 0
+    assert shown.exit_code == 1
     assert "incompatible with this runtime" in shown.output
     assert "cannot load bundle" in error_line(invoke("run", tmp_path / "old.bundle"))
 
@@ -159,7 +159,7 @@ def test_inspect_json_reports_incompatibility_and_unreadable_files(
     )
     save_bundle(old, tmp_path / "old.bundle")
     shown = invoke("inspect", tmp_path / "old.bundle", "--json")
-    assert shown.exit_code == 0, shown.output
+    assert shown.exit_code == 1, shown.output
     assert "\x1b" not in shown.output and "\\u001b" in shown.output  # escaped by JSON
     document = json.loads(shown.output)
     assert document["compatible"] is False

@@ -196,7 +196,7 @@ def test_sampling_options_are_recorded_in_the_run_definition(
 ) -> None:
     output = tmp_path / "o.jsonl"
     result = invoke(
-        "run", ANSWER_ENV, "--data", answer_data, "--limit", "2", "-k", "1", "-o", output,
+        "run", ANSWER_ENV, "--data", answer_data, "-n", "2", "-k", "1", "-o", output,
         "--temperature", "0.6", "--top-p", "0.95", "--max-tokens", "512", "--seed", "7",
         "--sampling-arg", "top_k=20", "--sampling-arg", "min_p=0.05",
         "--sampling-arg", 'chat_template_kwargs={"enable_thinking": false}',
@@ -275,7 +275,7 @@ def test_sampling_options_arrive_in_the_request_bodies(
         (["--tool-timeout", "0"], "Invalid value for '--tool-timeout'"),
         (["--rollout-timeout", "0"], "Invalid value for '--rollout-timeout'"),
         (["--reward-timeout", "-2"], "Invalid value for '--reward-timeout'"),
-        (["--limit", "0"], "Invalid value for '-n' / '--max-examples' / '--limit'"),
+        (["-n", "0"], "Invalid value for '-n' / '--max-examples'"),
     ],
 )  # fmt: skip
 def test_bad_request_options_are_one_line_errors(

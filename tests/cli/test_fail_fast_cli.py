@@ -59,7 +59,7 @@ def test_an_unreachable_judge_stops_the_run_with_one_line(
     target = env_file(tmp_path, JUDGED_ENV.format(url=closed_port_url()))
     output = tmp_path / "o.jsonl"
     result = invoke("run", target, "--data", answer_data, "-o", output)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 3, result.output
     [line] = error_lines(result)
     assert line.startswith("Error: judge check: cannot reach the judge 'grader' at http://127")
     assert "--no-judge-check" in line
@@ -113,7 +113,7 @@ def test_undeclared_reward_keys_stop_the_run_early_keeping_finished_groups(
     target = env_file(tmp_path, UNDECLARED_ENV)
     output = tmp_path / "o.jsonl"
     result = invoke("run", target, "--data", answer_data, "--concurrency", "1", "-o", output)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 3, result.output
     [line] = error_lines(result)
     assert line.startswith("Error: stopped early: 20 of the 20 rollouts run (100%")
     assert "ended group_reward_error with the same error, e.g. rollout " in line

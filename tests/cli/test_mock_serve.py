@@ -50,7 +50,8 @@ def test_mock_serve_rejects_a_bad_policy(invoke: Callable[..., Result]) -> None:
 
 def test_a_chat_template_without_token_mode_is_refused(invoke: Callable[..., Result]) -> None:
     result = invoke("mock-serve", "--port", "0", "--chat-template", "qwen3")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.strip() == (
-        "Error: --chat-template is the token mode's template: add --tokens"
+        "Error: --chat-template is the token mode's template: add --tokens "
+        "(see 'cli mock-serve --help')"
     )

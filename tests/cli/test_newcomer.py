@@ -117,7 +117,7 @@ def test_scored_means_the_failed_share_the_scalar_and_advantages(tmp_path: Path)
 )
 def test_a_wrong_target_says_what_was_meant(target: str, said: str) -> None:
     result = invoke("run", target, "--data", QUICKSTART)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert said in " ".join(result.output.split())
 
 
@@ -139,7 +139,7 @@ def test_a_plain_def_compute_reward_is_named_as_such(tmp_path: Path) -> None:
         "run", f"{tmp_path / 'plain_env.py'}:PlainEnv", "--data", QUICKSTART,
         "--mock-policy", f"{QUICKSTART}/policy.py:reply", "-o", tmp_path / "plain.jsonl",
     )  # fmt: skip
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     text = " ".join(result.output.split())
     assert "PlainEnv.compute_reward is not async: it returned dict" in text
     assert "write it as 'async def compute_reward(...)'" in text
@@ -186,7 +186,7 @@ def test_validate_local_module_and_flags_in_bundle_errors(lone_project: Path) ->
     )  # fmt: skip
     assert named.exit_code == 0, named.output
     bundled = invoke("bundle", "lone_env.py:LoneEnv", "-o", "lone.bundle")
-    assert bundled.exit_code == 1
+    assert bundled.exit_code == 3
     assert "--local-module NAME" in " ".join(bundled.output.split())
     assert (
         invoke(

@@ -46,7 +46,7 @@ def test_run_help_lists_every_option(invoke: Callable[..., Result]) -> None:
     for option in (
         "--split", "--data", "--env-arg", "--model", "--base-url", "--api-key-env", "--auth",
         "-n, --max-examples", "-k, --group-size", "--concurrency", "-o, --output", "--force",
-        "--model-timeout", "--mock-policy", "--limit", "--temperature", "--top-p",
+        "--model-timeout", "--mock-policy", "--json", "--temperature", "--top-p",
         "--max-tokens", "--seed", "--sampling-arg", "--model-retries", "--tool-timeout",
         "--rollout-timeout", "--reward-timeout", "--no-model-check", "--tokens",
     ):  # fmt: skip
@@ -91,9 +91,10 @@ def test_run_options_have_the_documented_defaults() -> None:
         "ray_address": None,
         "ray_workers": None,
         "ray_worker_concurrency": 4,
+        "as_json": False,
     }
     options = {param.name: set(param.opts) for param in command.params}
-    assert options["max_examples"] == {"-n", "--max-examples", "--limit"}
+    assert options["max_examples"] == {"-n", "--max-examples"}  # show's --limit counts rollouts
     assert options["group_size"] == {"-k", "--group-size"}
     assert options["output"] == {"-o", "--output"}
 
@@ -500,7 +501,7 @@ def test_the_failure_share_stop_names_the_error_that_ended_the_rollouts(
 ) -> None:
     target = f"{Path(__file__).with_name('refusing_tools_env.py')}:RefusingToolsEnv"
     result = invoke("run", target, "--data", answer_data, "-k", "4", "-o", tmp_path / "o.jsonl")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 3, result.output
     [line] = [line for line in result.output.splitlines() if line.startswith("Error: stopped")]
     assert "ended tool_error with the same error" in line
     assert "(ConnectionRefusedError: sandbox service refused the session)" in line

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 
 from benchmax.auth import InjectedAuth, StaticBearerAuth
@@ -44,7 +45,7 @@ def test_non_json_constants_stay_strings() -> None:
 
 @pytest.mark.parametrize("pair", ["novalue", "=1", "1x=2", "a-b=1", " =3"])
 def test_malformed_env_args(pair: str) -> None:
-    with pytest.raises(TargetError, match="invalid --env-arg"):
+    with pytest.raises(click.UsageError, match="invalid --env-arg"):
         parse_env_args([pair])
 
 
@@ -54,7 +55,7 @@ def test_auth_pairs() -> None:
         "grader": "KEY2",
     }
     for bad in ["judge", "=VAR", "judge="]:
-        with pytest.raises(TargetError, match="invalid --auth"):
+        with pytest.raises(click.UsageError, match="invalid --auth"):
             auth_variables([bad])
 
 

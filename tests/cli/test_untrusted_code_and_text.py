@@ -25,7 +25,7 @@ ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"
 
 
 def one_line_error(result: Result) -> str:
-    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert result.exit_code == 3, (result.exit_code, result.output)
     [line] = result.output.strip().splitlines()
     assert line.startswith("Error: ")
     return line
@@ -148,7 +148,7 @@ def test_sys_exit_in_a_hook_stops_the_run_with_one_error_line(
     path = answer_env_file(tmp_path, hook)
     path.write_text(path.read_text().replace("        yield\n", ""), encoding="utf-8")
     result = invoke("run", f"{path}:Env", "--data", answer_data, "-o", tmp_path / "o.jsonl")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 3, result.output
     assert "Traceback" not in result.output
     [message] = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert shown.format(data=answer_data) in message
@@ -284,7 +284,7 @@ def test_a_contract_error_is_one_line_naming_the_hook_and_the_traceback_file(
     )
     output = tmp_path / "o.jsonl"
     result = invoke("run", f"{path}:BrokenEnv", "-k", "2", "--concurrency", "1", "-o", output)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "Traceback" not in result.output and "additional rollout" not in result.output
     [message] = [line for line in result.output.splitlines() if line.startswith("Error:")]
     log = tmp_path / "o.error.log"
@@ -319,7 +319,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_the_run_resumes(
         preexec_fn=_limit_file_size,
         env={**os.environ, "COLUMNS": "200"},
     )
-    assert process.returncode == 1, process.stderr
+    assert process.returncode == 3, process.stderr
     [line] = [line for line in process.stderr.splitlines() if line.startswith("Error:")]
     assert line.startswith(f"Error: cannot write the results file {output}: File too large;")
     assert "contract" not in process.stderr and "Traceback" not in process.stderr

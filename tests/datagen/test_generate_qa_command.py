@@ -177,7 +177,7 @@ def test_bad_invocations_are_one_line_errors(project: Path, args: list[str], mes
 
 def test_a_missing_corpus_is_refused_before_any_progress_is_shown(project: Path) -> None:
     result = invoke("generate-qa", "missing", "-o", "qa", "--mock-policy", "echo")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert result.output.strip() == "Error: corpus not found: missing"
 
 

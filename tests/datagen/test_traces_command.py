@@ -76,21 +76,21 @@ def test_the_command_writes_the_split_and_lists_malformed_lines(project: Path) -
 
 def test_strict_exits_1_naming_the_first_malformed_line(project: Path) -> None:
     result = invoke("traces", "logs/gateway.jsonl", "-o", "data", "--strict")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "Error: logs/gateway.jsonl:4: not JSON" in result.output
     assert not (project / "data" / "train.jsonl").exists()
 
 
 def test_a_missing_input_is_one_error_line(project: Path) -> None:
     result = invoke("traces", "logs/nowhere.jsonl", "-o", "data")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert result.output.strip() == "Error: input not found: logs/nowhere.jsonl"
 
 
 def test_an_unknown_file_is_refused_by_name(project: Path) -> None:
     shutil.copy(SAMPLES / "access.jsonl", project / "logs" / "access.jsonl")
     result = invoke("traces", "logs", "-o", "data")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "access.jsonl is not in a known trace format" in result.output
 
 
@@ -124,20 +124,20 @@ def test_a_teacher_echoing_its_key_never_writes_it(
 
 def test_a_wrong_baseline_target_stops_before_anything_is_written(project: Path) -> None:
     result = invoke("traces", "logs", "-o", "data", "--baseline", "missing_env.py:LoggedEnv")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "Error: no such file:" in result.output and "missing_env.py" in result.output
     assert not (project / "data").exists()
     unset = invoke(
         "traces", "logs", "-o", "data", "--baseline", "env.py:LoggedEnv",
         "--auth", "judge=BENCHMAX_TEST_UNSET_VARIABLE",
     )  # fmt: skip
-    assert unset.exit_code == 1 and "BENCHMAX_TEST_UNSET_VARIABLE" in unset.output
+    assert unset.exit_code == 3 and "BENCHMAX_TEST_UNSET_VARIABLE" in unset.output
     assert not (project / "data").exists()
 
 
 def test_teacher_options_go_together(project: Path) -> None:
     result = invoke("traces", "logs", "-o", "data", "--teacher-model", "t")
-    assert result.exit_code == 1 and "go together" in result.output
+    assert result.exit_code == 2 and "go together" in result.output
 
 
 def test_the_baseline_is_a_results_file_that_compare_and_view_read(project: Path) -> None:
@@ -182,7 +182,7 @@ def test_a_baseline_whose_env_reads_other_rows_is_refused(project: Path) -> None
         ENV_SOURCE.replace('base_dir / f"{split}.jsonl"', 'base_dir / "train.jsonl"')
     )
     result = invoke("traces", "logs", "-o", "data", "--baseline", "other.py:LoggedEnv")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "--baseline:" in result.output and "paired in order" in result.output
 
 
@@ -263,7 +263,7 @@ def test_mock_policy_without_a_baseline_or_an_at_mock_argument_is_refused(projec
     assert result.exit_code != 0 and "--mock-policy needs --baseline" in result.output
     result = invoke("traces", "logs", "-o", "data", "--eval-fraction", "0.5",
                     "--baseline", "env.py:LoggedEnv", "--mock-policy", "echo")  # fmt: skip
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "no '@mock' constructor argument" in result.output
 
 
@@ -305,7 +305,7 @@ def test_a_teacher_url_password_and_key_variable_are_refused(project: Path) -> N
         "--teacher-base-url", "http://t:secret-pw-77@127.0.0.1:9/v1",
         "--teacher-api-key-env", "HOME",
     )  # fmt: skip
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "keep the credential in one of them" in result.output
     assert "secret-pw-77" not in result.output
     assert not (project / "data").exists()

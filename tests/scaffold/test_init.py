@@ -143,7 +143,7 @@ def test_the_command_prints_the_next_steps_and_refuses_in_one_line(tmp_path: Pat
         "--env-arg judge_base_url=@mock -o runs/mock.jsonl" in result.output
     )
     again = invoke("init", tmp_path / "judge-env")
-    assert again.exit_code == 1 and "is not empty" in again.output
+    assert again.exit_code == 3 and "is not empty" in again.output
     bad = invoke("init", tmp_path / "x", "--template", "chat")
     assert bad.exit_code == 2 and "chat" in bad.output
 

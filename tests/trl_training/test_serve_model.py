@@ -168,7 +168,7 @@ def test_serve_model_refuses_a_missing_checkpoint_in_one_line(tmp_path: Path) ->
         text=True,
         timeout=STARTUP_SECONDS,
     )
-    assert completed.returncode == 1
+    assert completed.returncode == 3
     assert completed.stderr.strip().splitlines()[-1] == (
         f"Error: model directory '{tmp_path / 'nothing'}' does not exist"
     )

@@ -100,16 +100,16 @@ def test_a_target_that_is_not_an_environment_fails(tmp_path: Path) -> None:
 
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     result = invoke(f"{GOOD}:GoodEnv", "--base-url", "http://127.0.0.1:9/v1")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "--model is required with --base-url" in result.output
     result = invoke(f"{GOOD}:GoodEnv", "--mock-policy", "nope.py:reply")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "mock policy" in result.output or "no such file" in result.output
     result = invoke(
         f"{GOOD}:GoodEnv", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
         "--api-key-env", "BENCHMAX_TEST_UNSET_KEY",
     )  # fmt: skip
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "BENCHMAX_TEST_UNSET_KEY, which is not set" in result.output
 
 

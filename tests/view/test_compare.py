@@ -142,11 +142,11 @@ def test_the_compare_command_refuses_unrelated_runs(tmp_path: Path) -> None:
     a = run_file(tmp_path / "a.jsonl", {"e1": [r(1, 1), r(0, 1)]})
     b = run_file(tmp_path / "b.jsonl", {"e2": [r(1, 1), r(0, 1)]})
     result = CliRunner().invoke(cli, ["compare", str(a), str(b)])
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "no examples in common" in result.output
     missing = CliRunner().invoke(cli, ["compare", str(a), str(tmp_path / "nope.jsonl")])
     assert (
-        missing.exit_code == 1
+        missing.exit_code == 3
         and "cannot read" in missing.output
         and "No such file" in missing.output
     )
@@ -191,7 +191,7 @@ def test_compare_json_errors_are_one_line(tmp_path: Path) -> None:
     a = run_file(tmp_path / "a.jsonl", {"e1": [r(1, 1), r(0, 1)]})
     b = run_file(tmp_path / "b.jsonl", {"e2": [r(1, 1), r(0, 1)]})
     result = CliRunner().invoke(cli, ["compare", str(a), str(b), "--json"])
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert result.output.startswith("Error: cannot compare") and "{" not in result.output
 
 

@@ -360,7 +360,7 @@ def test_rescore_names_a_recorded_data_directory_that_is_gone(
     records[0]["data_dir"] = str(tmp_path / "gone")
     run.write_text("".join(json.dumps(record) + "\n" for record in records))
     result = CliRunner().invoke(cli, ["rescore", str(run), "x.py:Env"])
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert f"the run's data directory {tmp_path / 'gone'} (recorded in {run}) is not there" in (
         result.output
     )
@@ -375,7 +375,7 @@ def test_rescore_refuses_to_replace_an_existing_output_without_force(
     output.write_text("keep me\n")
     args = ["rescore", str(run), "--data", str(EXAMPLES / "quickstart"), "-o", str(output)]
     refused = CliRunner().invoke(cli, args)
-    assert refused.exit_code == 1
+    assert refused.exit_code == 3
     assert f"{output} exists; pass --force to replace it, or another -o" in refused.output
     assert output.read_text() == "keep me\n"
     invoke(*args, "--force")
@@ -395,7 +395,7 @@ def test_a_policy_not_found_anywhere_is_named_with_a_hint(
     )  # fmt: skip
     (project / "rubric_judge" / "policy.py").rename(project / "moved.py")
     result = CliRunner().invoke(cli, ["rescore", "judged.jsonl", "-o", "out.jsonl"])
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "policy.py" in result.output and "pass --mock-policy" in result.output
 
 
@@ -424,11 +424,11 @@ def test_rescore_of_a_bundle_run_needs_a_target(tmp_path: Path, source: tuple[Pa
     bundled = tmp_path / "bundled.jsonl"
     bundled.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
     result = CliRunner().invoke(cli, ["rescore", str(bundled), "--data", str(data)])
-    assert result.exit_code == 1 and "the run used a bundle" in result.output
+    assert result.exit_code == 3 and "the run used a bundle" in result.output
     head["definition"]["env"] = {"class": "not_a_module_anywhere:Env"}
     bundled.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
     result = CliRunner().invoke(cli, ["rescore", str(bundled), "--data", str(data)])
-    assert result.exit_code == 1 and "pass TARGET" in result.output
+    assert result.exit_code == 3 and "pass TARGET" in result.output
 
 
 def test_rescore_with_a_bundle_target(example_runs: dict[str, Path], tmp_path: Path) -> None:

@@ -204,15 +204,15 @@ def test_show_and_view_refuse_what_is_not_a_results_file(tmp_path: Path) -> None
     other.write_text('{"hello": 1}\n')
     for command in ("show", "view"):
         result = CliRunner().invoke(cli, [command, str(other)])
-        assert result.exit_code == 1 and "is not a benchmax results file" in result.output
+        assert result.exit_code == 3 and "is not a benchmax results file" in result.output
         result = CliRunner().invoke(cli, [command, str(tmp_path / "missing.jsonl")])
         assert (
-            result.exit_code == 1
+            result.exit_code == 3
             and "cannot read" in result.output
             and "No such file" in result.output
         )
         result = CliRunner().invoke(cli, [command, str(tmp_path)])
-        assert result.exit_code == 1 and "Is a directory" in result.output
+        assert result.exit_code == 3 and "Is a directory" in result.output
 
 
 def test_select_from_file_streams_in_file_order_and_can_stop_early(tmp_path: Path) -> None:

@@ -82,6 +82,6 @@ def test_a_page_that_cannot_be_written_is_one_error_line(tmp_path: Path) -> None
     (tmp_path / "a-file").write_text("")
     page = tmp_path / "a-file" / "run.html"  # its directory cannot be made
     result = CliRunner().invoke(cli, ["view", str(_results(tmp_path)), "-o", str(page), "--tokens"])
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert result.output.startswith(f"Error: cannot write {page}: ")
     assert result.output.count("\n") == 1 and "Errno" not in result.output

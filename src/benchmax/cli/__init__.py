@@ -1,7 +1,8 @@
-"""The ``benchmax`` command line: ``run``, ``bundle``, ``inspect`` and ``mock-serve``.
+"""The ``benchmax`` command line: ``run``, ``train``, ``view``, ``bundle`` and the rest.
 
 This package is the only place that imports the CLI libraries (click, rich). Every error
-is reported as one line, ``Error: ...``, with a non-zero exit status.
+is reported as one line, ``Error: ...``; the exit statuses are ``_exit_codes``'s (0 done,
+1 checks failed, 2 usage error, 3 configuration or endpoint error, 130/143 interrupted).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import click
 import benchmax
 from benchmax._secret_masking import mask_standard_streams, masked_output
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
+from benchmax.cli._exit_codes import exit_code_of
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._init_command import init_command
+from benchmax.cli._options import mock_policy_option
 from benchmax.cli._results_commands import (
     compare_command,
     rescore_command,
@@ -31,6 +34,7 @@ from benchmax.cli._run_command import load_mock_policy, run_command
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._serve_command import serve_command
 from benchmax.cli._serve_model_command import serve_model_command
+from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError
 from benchmax.cli._traces_command import traces_command
 from benchmax.cli._train_command import train_command
@@ -82,17 +86,21 @@ class _OneLineErrors(click.Group):
     ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
+        # SIGTERM ends a command as Ctrl-C does (KeyboardInterrupt, click's Abort), with
+        # 143 instead of 130; run and train install their own handling inside.
+        signals = TerminationSignals()
         try:
-            result = super().main(args, prog_name, complete_var, False, **extra)
+            with terminate_like_interrupt(signals, watchdog=False):
+                result = super().main(args, prog_name, complete_var, False, **extra)
         except click.ClickException as error:
             if isinstance(error, _NO_ARGS_IS_HELP):  # bare ``benchmax``: the help, as usual
                 error.show()
-            else:
-                click.echo(f"Error: {error_line(error)}", err=True)
-            sys.exit(error.exit_code)
+                sys.exit(error.exit_code)
+            click.echo(f"Error: {error_line(error)}", err=True)
+            sys.exit(exit_code_of(error))
         except click.Abort:
             click.echo("Aborted!", err=True)
-            sys.exit(1)
+            sys.exit(signals.exit_status)
         except OSError as error:  # output piped into a command that stopped reading
             if error.errno != errno.EPIPE:
                 raise
@@ -119,12 +127,7 @@ def cli() -> None:
     show_default=True,
     help="Port on 127.0.0.1 (0 picks a free one).",
 )
-@click.option(
-    "--mock-policy",
-    default="echo",
-    show_default=True,
-    help="echo, tool_exerciser, module:function or file.py:function.",
-)
+@mock_policy_option("echo")
 @click.option(
     "--tokens",
     is_flag=True,
@@ -147,7 +150,7 @@ def mock_serve_command(
 
     given = context.get_parameter_source("chat_template") is click.core.ParameterSource.COMMANDLINE
     if given and not tokens:
-        raise click.ClickException("--chat-template is the token mode's template: add --tokens")
+        raise click.UsageError("--chat-template is the token mode's template: add --tokens")
     try:
         policy = load_mock_policy(mock_policy)
     except TargetError as error:

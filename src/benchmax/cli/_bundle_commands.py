@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import json
 import logging
 import re
 import site
@@ -20,6 +19,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
+from benchmax.cli._exit_codes import ChecksFailed, ExitCode
+from benchmax.cli._json_output import echo_json
+from benchmax.cli._options import json_option, output_option
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._targets import EnvTarget, TargetError, load_class_target, parse_env_args
 
@@ -79,13 +81,7 @@ def _auto_captured() -> Iterator[_CapturedModules]:
     help="Importable module whose source travels in the bundle, e.g. a helper module beside "
     "a single-file environment outside any pyproject.toml project. Repeatable.",
 )
-@click.option(
-    "-o",
-    "--output",
-    required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Bundle file to write.",
-)
+@output_option("the bundle file", required=True)
 def bundle_command(
     target: str,
     env_arg_pairs: tuple[str, ...],
@@ -206,17 +202,12 @@ def _installed(module: ModuleType) -> bool:
 
 @click.command("inspect")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print what the bundle holds as one JSON object (see the README for its keys).",
-)
+@json_option()
 def inspect_command(file: Path, as_json: bool) -> None:
     """Show what the bundle FILE holds without loading it (nothing is unpickled).
 
     Verifies the digest, prints the metadata, checks compatibility with this runtime and
-    shows the recorded environment source.
+    shows the recorded environment source. Exit status 1 when the bundle is incompatible.
     """
     from benchmax.bundle import (
         BundlingError,
@@ -249,7 +240,9 @@ def inspect_command(file: Path, as_json: bool) -> None:
             "incompatibility": incompatibility,
             "env_class_source": metadata.env_class_source,
         }
-        click.echo(json.dumps(document, indent=2))  # ASCII: controls arrive escaped
+        echo_json(document)  # ASCII: controls arrive escaped
+        if incompatibility is not None:  # the document says why
+            raise SystemExit(ExitCode.CHECKS_FAILED)
         return
     console = Console(soft_wrap=True)
     _print_facts(
@@ -272,6 +265,7 @@ def inspect_command(file: Path, as_json: bool) -> None:
         console.print("compatibility: [green]compatible with this runtime[/]")
     if not metadata.env_class_source:
         console.print("environment source: (not recorded)")
+        _refuse_incompatible(incompatibility)
         return
     console.print("environment source:")
     source = terminal_safe(metadata.env_class_source)
@@ -279,3 +273,10 @@ def inspect_command(file: Path, as_json: bool) -> None:
         console.print(Syntax(source, "python", word_wrap=True))
     else:  # piped: the source as recorded (controls escaped), never cut to a terminal width
         console.out(source.rstrip("\n"), highlight=False)
+    _refuse_incompatible(incompatibility)
+
+
+def _refuse_incompatible(incompatibility: str | None) -> None:
+    """Exit 1 (the check failed) when the bundle does not fit this runtime."""
+    if incompatibility is not None:
+        raise ChecksFailed("the bundle is incompatible with this runtime")

@@ -6,6 +6,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import click
+
 from benchmax._secret_masking import remember
 from benchmax.auth import InjectedAuth, StaticBearerAuth
 from benchmax.cli._targets import TargetError
@@ -23,7 +25,7 @@ def auth_variables(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         name, equals, variable = pair.partition("=")
         if not equals or not name.strip() or not variable.strip():
-            raise TargetError(f"invalid --auth {pair!r}: expected NAME=ENV_VARIABLE")
+            raise click.UsageError(f"invalid --auth {pair!r}: expected NAME=ENV_VARIABLE")
         bindings[name.strip()] = variable.strip()
     return bindings
 

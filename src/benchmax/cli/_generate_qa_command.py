@@ -17,7 +17,17 @@ from rich.table import Table
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.cli._credentials import MOCK_KEY, bearer_from_variable
-from benchmax.cli._options import api_key_env_option
+from benchmax.cli._exit_codes import ChecksFailed
+from benchmax.cli._json_output import echo_json
+from benchmax.cli._options import (
+    api_key_env_option,
+    base_url_option,
+    concurrency_option,
+    json_option,
+    mock_policy_option,
+    model_option,
+    output_option,
+)
 from benchmax.cli._run_command import MOCK_MODEL, load_mock_policy
 from benchmax.cli._targets import TargetError
 
@@ -99,26 +109,16 @@ def _weights(
 
 @click.command("generate-qa")
 @click.argument("corpus", type=click.Path(path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    "output_dir",
+@output_option(
+    "train.jsonl, eval.jsonl and the resume checkpoint to this directory",
+    directory=True,
     required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Directory for train.jsonl, eval.jsonl and the resume checkpoint.",
+    name="output_dir",
 )
-@click.option("--model", metavar="NAME", help="Model name (required with --base-url).")
-@click.option(
-    "--base-url",
-    metavar="URL",
-    help="OpenAI-compatible endpoint; without it the embedded mock model answers.",
-)
+@model_option()
+@base_url_option()
 @api_key_env_option()
-@click.option(
-    "--mock-policy",
-    metavar="POLICY",
-    help="Policy of the embedded mock: module:function or file.py:function.",
-)
+@mock_policy_option()
 @click.option(
     "--text-field",
     default="text",
@@ -210,13 +210,7 @@ def _weights(
     help="Share of rows for eval.jsonl (whole documents).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Model requests in flight at once.",
-)
+@concurrency_option(4)
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -229,6 +223,7 @@ def _weights(
     is_flag=True,
     help="Also read symbolic links that lead out of CORPUS (skipped and counted by default).",
 )
+@json_option()
 def generate_qa_command(
     corpus: Path,
     output_dir: Path,
@@ -252,11 +247,13 @@ def generate_qa_command(
     concurrency: int,
     timeout: float,
     follow_links_out: bool,
+    as_json: bool,
 ) -> None:
     """Write train.jsonl and eval.jsonl of questions about CORPUS (a file or directory of
     .txt, .md and .jsonl documents) to the output directory.
 
-    Re-running with the same output directory reuses every chunk already answered.
+    Re-running with the same output directory reuses every chunk already answered. Exit
+    status 1 when model requests failed or no pair was kept.
     """
     from benchmax.datagen import ChunkingConfig, CorpusError, GenerationConfig, generate_qa
     from benchmax.rewards import Judge
@@ -267,16 +264,16 @@ def generate_qa_command(
     try:
         if base_url is not None:
             if model is None:
-                raise TargetError("--model is required with --base-url")
+                raise click.UsageError("--model is required with --base-url")
             if mock_policy is not None:
-                raise TargetError("--mock-policy needs the embedded mock (omit --base-url)")
+                raise click.UsageError("--mock-policy needs the embedded mock (omit --base-url)")
             auth: ModelAuth = (
                 bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
             )
             policy = None
         else:
             if mock_policy is None:
-                raise TargetError(
+                raise click.UsageError(
                     "without --base-url the embedded mock model answers: give it a question "
                     "writer with --mock-policy (e.g. examples/corpus/policy.py:reply)"
                 )
@@ -285,7 +282,7 @@ def generate_qa_command(
         if not corpus.exists():  # before the progress bar shows
             raise TargetError(f"corpus not found: {corpus}")
         if chunk_overlap >= chunk_size:
-            raise TargetError(
+            raise click.UsageError(
                 f"--chunk-overlap ({chunk_overlap}) must be smaller than --chunk-size "
                 f"({chunk_size})"
             )
@@ -345,10 +342,13 @@ def generate_qa_command(
         raise click.ClickException(f"cannot write to {output_dir}: {error}") from None
     finally:
         logging.getLogger().removeHandler(quiet)
-    out = Console()
-    out.print(_summary_table(summary))
-    out.print(_types_table(summary))
-    out.print(f"wrote {escape(str(summary.train_path))} and {escape(str(summary.eval_path))}")
+    if as_json:
+        echo_json(summary)
+    else:
+        out = Console()
+        out.print(_summary_table(summary))
+        out.print(_types_table(summary))
+        out.print(f"wrote {escape(str(summary.train_path))} and {escape(str(summary.eval_path))}")
     for record in summary.records_skipped[:_SHOWN_SKIPPED]:
         console.print(f"[yellow]skipped[/] {escape(record)}", soft_wrap=True)
     if len(summary.records_skipped) > _SHOWN_SKIPPED:
@@ -362,9 +362,9 @@ def generate_qa_command(
             soft_wrap=True,
         )
     if summary.tasks_failed:
-        raise SystemExit(1)
+        raise ChecksFailed(f"{summary.tasks_failed} of {summary.tasks} model requests failed")
     if summary.pairs_kept == 0:
-        raise click.ClickException(
+        raise ChecksFailed(
             "no question-answer pairs were kept: "
             f"{summary.tasks_skipped} of {summary.tasks} requests got a bad reply twice, "
             f"{summary.pairs_generated} pairs were generated; check that the model writes "

@@ -26,7 +26,16 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
-from benchmax.cli._options import auth_option, data_option, env_arg_option
+from benchmax.cli._json_output import echo_json
+from benchmax.cli._options import (
+    auth_option,
+    concurrency_option,
+    data_option,
+    env_arg_option,
+    json_option,
+    mock_policy_option,
+    output_option,
+)
 from benchmax.cli._run_command import free_path, load_mock_policy
 from benchmax.cli._targets import (
     USER_CODE_ERRORS,
@@ -131,12 +140,7 @@ def _size(count: int) -> str:
 
 @click.command("view")
 @click.argument("results", type=click.Path(path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="HTML file to write (default: RESULTS with suffix .html).",
-)
+@output_option("the HTML report (default: RESULTS with suffix .html)")
 @click.option("--open", "open_page", is_flag=True, help="Open the report in a web browser.")
 @click.option(
     "--tokens",
@@ -373,6 +377,7 @@ def _rollout_panel(record: Trajectory, limit: int | None) -> Panel:
     help=f"Print every character of long texts (by default each message, tool-call "
     f"arguments and log message stops after {SHOWN_CHARACTERS:,} characters, as in view).",
 )
+@json_option()
 def show_command(
     results: Path,
     reason: str | None,
@@ -382,6 +387,7 @@ def show_command(
     key: str | None,
     limit: int,
     full: bool,
+    as_json: bool,
 ) -> None:
     """Print the transcripts of selected rollouts of RESULTS in the terminal.
 
@@ -402,6 +408,17 @@ def show_command(
             found = select_from_file(results, selection, limit=limit, count_all=count_all)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
+    if as_json:
+        echo_json(
+            {
+                "results": str(results),
+                "rollouts": found.rollouts,
+                "matching": found.matching if found.complete else None,
+                "reasons": list(found.reasons),
+                "shown": [record.to_json() for record in found.shown],
+            }
+        )
+        return
     console = Console()
     if not found.matching:
         hint = (
@@ -656,34 +673,17 @@ def _render_rescore(report: RescoreReport, console: Console) -> None:
     "one the results header records, else .).",
     default=None,
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="New results file (default: RESULTS-stem.rescored.jsonl beside RESULTS).",
-)
+@output_option("the new results file (default: RESULTS-stem.rescored.jsonl beside RESULTS)")
 @env_arg_option("Override a constructor argument of the run (value parsed as JSON). Repeatable.")
 @auth_option("Bind InjectedAuth(NAME) (e.g. a judge) to the bearer key in variable VAR.")
-@click.option(
-    "--mock-policy",
-    metavar="POLICY",
-    help="Policy of the embedded mock that '@mock' arguments point to "
-    "(default: the run's mock policy, else echo).",
-)
+@mock_policy_option()
 @click.option(
     "--allow-missing",
     is_flag=True,
     help="Leave out examples the dataset no longer has instead of stopping.",
 )
 @click.option("--force", is_flag=True, help="Replace the -o file when it exists.")
-@click.option(
-    "--concurrency",
-    metavar="C",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Groups scored at once.",
-)
+@concurrency_option(8)
 def rescore_command(
     results: Path,
     target: str | None,
@@ -700,7 +700,8 @@ def rescore_command(
 
     TARGET (file.py:Class, package.module:Class or a bundle) is the environment whose
     reward hooks score; by default the class named in the results header, with the run's
-    constructor arguments. Judges are called as in a run.
+    constructor arguments. Judges are called as in a run. Without --mock-policy, '@mock'
+    arguments point to the run's recorded mock policy (else echo).
     """
     loaded = _read(results)
     definition = loaded.definition
@@ -776,12 +777,7 @@ def rescore_command(
     metavar="R",
     help="Bootstrap resamples.",
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print the comparison as one JSON object instead of tables.",
-)
+@json_option()
 def compare_command(
     a: Path, b: Path, key: str | None, top: int, seed: int, resamples: int, as_json: bool
 ) -> None:
@@ -800,8 +796,7 @@ def compare_command(
     except ValueError as error:
         raise click.ClickException(f"cannot compare {a} and {b}: {error}") from None
     if as_json:
-        document = {"a": str(a), "b": str(b), **comparison.to_json()}
-        click.echo(json.dumps(document, indent=2, allow_nan=False))
+        echo_json({"a": str(a), "b": str(b), **comparison.to_json()})
         return
     render_comparison(comparison, a, b, Console(), top=top)
 

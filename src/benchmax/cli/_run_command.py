@@ -8,7 +8,6 @@ import dataclasses
 import difflib
 import json
 import math
-import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +29,23 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
-from benchmax.cli._options import api_key_env_option, auth_option, data_option, env_arg_option
+from benchmax.cli._exit_codes import ChecksFailed
+from benchmax.cli._json_output import echo_json
+from benchmax.cli._options import (
+    api_key_env_option,
+    auth_option,
+    base_url_option,
+    concurrency_option,
+    data_option,
+    env_arg_option,
+    group_size_option,
+    json_option,
+    max_examples_option,
+    mock_policy_option,
+    model_option,
+    output_option,
+    renamed_option,
+)
 from benchmax.cli._render import progress_bar, render_report
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import (
@@ -357,50 +372,16 @@ def _given(parameter: str) -> bool:
     "Constructor argument (value parsed as JSON, else kept as a string); "
     "'@mock' stands for the embedded mock server's URL. Repeatable."
 )
-@click.option(
-    "--model",
-    metavar="NAME",
-    help="Model name sent to the endpoint (default with the mock: mock-model).",
-)
-@click.option(
-    "--base-url",
-    metavar="URL",
-    help="OpenAI-compatible endpoint root, e.g. http://localhost:8000/v1 ({rollout_id} in it "
-    "is replaced per rollout). Without it an embedded mock model answers.",
-)
+@model_option()
+@base_url_option()
 @api_key_env_option()
 @auth_option()
-@click.option(
-    "-n",
-    "--max-examples",
-    "--limit",
-    "max_examples",
-    type=click.IntRange(min=1, max=sys.maxsize),
-    metavar="N",
-    help="Run only the first N examples.",
-)
-@click.option(
-    "-k",
-    "--group-size",
-    metavar="K",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Rollouts per example.",
-)
-@click.option(
-    "--concurrency",
-    metavar="C",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Groups in flight at once (with --ray: workers x --ray-worker-concurrency).",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Results JSONL file (default runs/<env>-<timestamp>.jsonl); an existing file is resumed.",
+@max_examples_option()
+@renamed_option("--limit", "-n/--max-examples (show's --limit counts rollouts)")
+@group_size_option()
+@concurrency_option(8)
+@output_option(
+    "the results JSONL file (default runs/<env>-<timestamp>.jsonl; an existing one is resumed)"
 )
 @click.option("--force", is_flag=True, help="Resume a results file even if its run differs.")
 @click.option(
@@ -464,13 +445,7 @@ def _given(parameter: str) -> bool:
     "more than this share of them ended with one same failure (a misconfiguration); 1 never "
     "stops, 0 stops at the first failure.",
 )
-@click.option(
-    "--mock-policy",
-    metavar="POLICY",
-    default="echo",
-    show_default=True,
-    help="Policy of the embedded mock: echo, tool_exerciser, module:function or file.py:function.",
-)
+@mock_policy_option("echo")
 @click.option(
     "--ray",
     "use_ray",
@@ -498,6 +473,7 @@ def _given(parameter: str) -> bool:
     show_default=True,
     help="Groups in flight per Ray worker.",
 )
+@json_option()
 def run_command(
     target: str,
     split: str,
@@ -526,13 +502,15 @@ def run_command(
     ray_address: str | None,
     ray_workers: int | None,
     ray_worker_concurrency: int,
+    as_json: bool,
     **limit_values: float | int | None,
 ) -> None:
     """Run TARGET's examples as rollout groups and summarize the rewards.
 
     TARGET is path/to/file.py:Class, package.module:Class, a bundle file (loading a
     bundle runs its code: use only bundles you trust) or an installed environment name
-    (an entry point of the benchmax.environments group).
+    (an entry point of the benchmax.environments group). {rollout_id} in --base-url is
+    replaced per rollout. Exit status 1 when every rollout failed.
     """
     console = Console(stderr=True)
     try:
@@ -592,7 +570,10 @@ def run_command(
     except Exception as error:
         message = f"run failed: {type(error).__name__}: {error}"
         raise click.ClickException(_masked(message, plan)) from None
-    render_report(report, Console())
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        render_report(report, Console())
     if plan.base_url is None:
         console.print(
             f"[bold yellow]note:[/] these rewards come from the mock model "
@@ -601,9 +582,7 @@ def run_command(
         )
     if report.rollouts and all(is_failure(reason) for reason in report.rollouts_by_reason):
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(report.rollouts_by_reason.items()))
-        raise click.ClickException(
-            f"every rollout failed ({reasons}): the rewards above are all zeros"
-        )
+        raise ChecksFailed(f"every rollout failed ({reasons}): the rewards above are all zeros")
 
 
 def _has_password(url: str) -> bool:
@@ -644,7 +623,7 @@ def _plan(
     if mock:
         if api_key_env:
             # The mock takes no key; a key read but unused would not be masked either.
-            raise TargetError(
+            raise click.UsageError(
                 "--api-key-env needs --base-url (the embedded mock model takes no key)"
             )
         policy = load_mock_policy(mock_policy)
@@ -652,13 +631,13 @@ def _plan(
         providers: dict[str, ModelAuth] = {}
     else:
         if uses_mock(env_args) or uses_mock(dict(env_target.constructor_args)):
-            raise TargetError("'@mock' in --env-arg needs the embedded mock (omit --base-url)")
+            raise click.UsageError("'@mock' in --env-arg needs the embedded mock (omit --base-url)")
         if mock_policy_given:
-            raise TargetError("--mock-policy needs the embedded mock (omit --base-url)")
+            raise click.UsageError("--mock-policy needs the embedded mock (omit --base-url)")
         if model is None:
-            raise TargetError("--model is required with --base-url")
+            raise click.UsageError("--model is required with --base-url")
         if api_key_env and base_url is not None and _has_password(base_url):
-            raise TargetError(
+            raise click.UsageError(
                 "--base-url carries a password and --api-key-env a bearer key, but a request "
                 "has one Authorization header, so the endpoint would refuse every rollout: "
                 "keep the credential in one of them"
@@ -711,10 +690,10 @@ def _ray_options(
     if not use_ray:
         for name in ("ray_address", "ray_workers", "ray_worker_concurrency"):
             if _given(name):
-                raise TargetError(f"--{name.replace('_', '-')} needs --ray")
+                raise click.UsageError(f"--{name.replace('_', '-')} needs --ray")
         return None
     if address is not None and not address.strip():
-        raise TargetError("--ray-address must be auto, ray://HOST:PORT or HOST:PORT")
+        raise click.UsageError("--ray-address must be auto, ray://HOST:PORT or HOST:PORT")
     executor = RayExecutor(address=address, workers=workers, worker_concurrency=worker_concurrency)
     try:
         executor.check_installed()

@@ -17,7 +17,7 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
-from benchmax.cli._options import auth_option, data_option, env_arg_option
+from benchmax.cli._options import auth_option, data_option, env_arg_option, mock_policy_option
 from benchmax.cli._results_commands import embedded_mock_url
 from benchmax.cli._targets import (
     USER_CODE_ERRORS,
@@ -100,12 +100,7 @@ class _Timeout(click.ParamType):  # type: ignore[type-arg]
     show_default=True,
     help="Seconds a session may stay idle before it is closed ('none': never).",
 )
-@click.option(
-    "--mock-policy",
-    default="echo",
-    show_default=True,
-    help="The embedded mock's policy for '@mock' arguments.",
-)
+@mock_policy_option("echo")
 def serve_command(
     target: str,
     protocol: str,

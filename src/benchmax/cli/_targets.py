@@ -27,6 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
+import click
+
 from benchmax._mock_url import MOCK_URL_MARKER, substitute_mock, uses_mock
 from benchmax._secret_masking import remember, url_passwords
 from benchmax.envs.environment import Environment
@@ -91,8 +93,8 @@ class EnvTarget:
 def import_file(path: Path) -> ModuleType:
     """Import ``path`` under its module name (its package chain, found via ``__init__.py``).
 
-    The directory above the top package goes on ``sys.path``; a different module already
-    registered under that name is replaced.
+    The directory above the top package goes first on ``sys.path``; a different module
+    already registered under that name is replaced.
     """
     path = path.resolve()
     if not path.is_file():
@@ -103,8 +105,11 @@ def import_file(path: Path) -> ModuleType:
         parts.insert(0, root.name)
         root = root.parent
     name = ".".join(parts)
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
+    # First on the path, so the package is found here even when an earlier import put
+    # another directory holding a package of the same name in front.
+    if str(root) in sys.path:
+        sys.path.remove(str(root))
+    sys.path.insert(0, str(root))
     for depth in range(1, len(parts) + 1):
         prefix = ".".join(parts[:depth])
         existing = sys.modules.get(prefix)
@@ -310,7 +315,9 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
         key, equals, raw = pair.partition("=")
         key = key.strip()
         if not equals or not key.isidentifier():
-            raise TargetError(f"invalid --env-arg {pair!r}: expected KEY=VALUE with a Python name")
+            raise click.UsageError(
+                f"invalid --env-arg {pair!r}: expected KEY=VALUE with a Python name"
+            )
         try:
             args[key] = json.loads(raw, parse_constant=_not_json)
         except ValueError:

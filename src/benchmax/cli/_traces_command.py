@@ -28,7 +28,15 @@ from benchmax.cli._credentials import (
     auth_variables,
     bearer_from_variable,
 )
-from benchmax.cli._options import auth_option, env_arg_option
+from benchmax.cli._json_output import echo_json
+from benchmax.cli._options import (
+    auth_option,
+    env_arg_option,
+    json_option,
+    mock_policy_option,
+    output_option,
+    renamed_option,
+)
 from benchmax.cli._results_commands import scoring_env, target_definition
 from benchmax.cli._targets import (
     MOCK_URL_MARKER,
@@ -157,13 +165,11 @@ async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
 
 @click.command("traces")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "-o",
-    "--output",
-    "output_dir",
+@output_option(
+    "train.jsonl, eval.jsonl (and baseline.jsonl) to this directory",
+    directory=True,
     required=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Directory for train.jsonl, eval.jsonl (and baseline.jsonl).",
+    name="output_dir",
 )
 @click.option(
     "--unit",
@@ -175,12 +181,13 @@ async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
 @click.option("--keep-failed", is_flag=True, help="Keep failed calls that logged a reply.")
 @click.option("--keep-tool-only", is_flag=True, help="Keep replies that only call tools.")
 @click.option(
-    "--model",
+    "--only-model",
     "models",
     multiple=True,
     metavar="PATTERN",
     help="Keep only calls of models matching PATTERN (shell-style). Repeatable.",
 )
+@renamed_option("--model", "--only-model (--model names the model requests are sent to)")
 @click.option(
     "--min-reply-chars",
     type=click.IntRange(min=0),
@@ -221,7 +228,7 @@ async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
     help="Share of rows for eval.jsonl (whole conversations, or users when logged).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")
-@click.option("--strict", is_flag=True, help="Stop at the first malformed record (exit 1).")
+@click.option("--strict", is_flag=True, help="Stop at the first malformed record (exit 3).")
 @click.option("--teacher-model", metavar="NAME", help="Relabel ground truths with this model.")
 @click.option("--teacher-base-url", metavar="URL", help="The teacher's OpenAI-compatible endpoint.")
 @click.option(
@@ -249,12 +256,8 @@ async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
     "mock's URL, e.g. judge_base_url=@mock). Repeatable."
 )
 @auth_option("Bind InjectedAuth(NAME) of the --baseline environment to the key in VAR.")
-@click.option(
-    "--mock-policy",
-    metavar="POLICY",
-    help="Policy of the embedded mock that '@mock' arguments of --baseline point to, e.g. "
-    "a judge (echo, package.module:function or file.py:function; default: echo).",
-)
+@mock_policy_option()
+@json_option()
 def traces_command(
     inputs: tuple[Path, ...],
     output_dir: Path,
@@ -279,12 +282,14 @@ def traces_command(
     env_arg_pairs: tuple[str, ...],
     auth_pairs: tuple[str, ...],
     mock_policy: str | None,
+    as_json: bool,
 ) -> None:
     """Turn production logs (INPUTS: files or directories) into train.jsonl and eval.jsonl.
 
     Formats, detected per file: LiteLLM standard logging payloads, {"request", "response"}
     lines, {"messages": [...]} JSONL, OpenTelemetry GenAI spans as OTLP JSON. Malformed
-    records are skipped and listed; failed calls are dropped.
+    records are skipped and listed; failed calls are dropped. --mock-policy is the
+    policy of the mock that --baseline's '@mock' arguments (e.g. a judge) point to.
     """
     from benchmax._url_credentials import split_url_credential
     from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
@@ -294,9 +299,9 @@ def traces_command(
     console = Console(stderr=True)
     try:
         if (teacher_model is None) != (teacher_base_url is None):
-            raise TargetError("--teacher-model and --teacher-base-url go together")
+            raise click.UsageError("--teacher-model and --teacher-base-url go together")
         if mock_policy is not None and baseline_target is None:
-            raise TargetError("--mock-policy needs --baseline (its '@mock' arguments use it)")
+            raise click.UsageError("--mock-policy needs --baseline (its '@mock' arguments use it)")
         if (
             teacher_api_key_env
             and teacher_base_url is not None
@@ -357,7 +362,7 @@ def traces_command(
         raise click.ClickException(str(error)) from None
     except OSError as error:
         raise click.ClickException(f"cannot write to {output_dir}: {error}") from None
-    out = Console()
+    out = Console(quiet=as_json)  # --json: the document below instead
     out.print(_summary_table(summary))
     for example in summary.malformed_examples:
         console.print(f"[yellow]skipped[/] {escape(example)}", soft_wrap=True)
@@ -371,6 +376,8 @@ def traces_command(
             soft_wrap=True,
         )
     if baseline is None:
+        if as_json:
+            echo_json({"summary": summary, "baseline": None})
         return
     if summary.eval_rows == 0:
         raise click.ClickException("no eval rows: nothing to score for --baseline")
@@ -395,3 +402,7 @@ def traces_command(
         f"model's run with: benchmax compare {escape(str(report.output))} RUN.jsonl",
         soft_wrap=True,
     )
+    if as_json:
+        stats = {key: {"mean": x.mean, "std": x.std} for key, x in report.new_stats.items()}
+        scored = {"output": report.output, "rollouts": report.rollouts, "reward_stats": stats}
+        echo_json({"summary": summary, "baseline": scored})

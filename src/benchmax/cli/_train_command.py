@@ -25,6 +25,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from benchmax.cli._credentials import auth_variables, bearer_from_variable
+from benchmax.cli._json_output import echo_json
+from benchmax.cli._options import json_option
 from benchmax.cli._results_commands import render_comparison
 from benchmax.cli._run_command import _bundle_definition
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
@@ -201,9 +203,15 @@ def _resume_command(config: TrainConfig) -> str:
     "options given here override it. Every run saves its own as OUTPUT/config.toml.",
 )
 @_train_options
+@json_option()
 @click.pass_context
 def train_command(
-    context: click.Context, /, target: str | None, config_file: Path | None, **values: Any
+    context: click.Context,
+    /,
+    target: str | None,
+    config_file: Path | None,
+    as_json: bool,
+    **values: Any,
 ) -> None:
     """Train MODEL with GRPO (TRL) on TARGET's train split, watchably.
 
@@ -229,7 +237,7 @@ def train_command(
         raise click.ClickException(str(error)) from None
     env_factory = functools.partial(env_target.env_class, **env_target.constructor_args)
     definition = _bundle_definition(env_target, dict(config.env_args))
-    _run(config, env_factory, providers, definition)
+    _run(config, env_factory, providers, definition, as_json=as_json)
 
 
 def _run(
@@ -237,6 +245,8 @@ def _run(
     env_factory: Callable[..., Any],
     providers: Mapping[str, Any],
     definition: Mapping[str, Any] | None,
+    *,
+    as_json: bool,
 ) -> None:
     from benchmax.training import StopRequest, TrainError, train
 
@@ -291,6 +301,15 @@ def _run(
     if result.stopped:
         _report_stop(console, config, saved=result.checkpoint)
         raise SystemExit(signals.exit_status)
+    if as_json:
+        echo_json(
+            {
+                "output_dir": result.output_dir,
+                "steps_done": result.steps_done,
+                "comparison": None if result.comparison is None else result.comparison.to_json(),
+            }
+        )
+        return
     out = Console()
     out.print(f"trained {result.steps_done} steps: {escape(str(result.output_dir))}")
     if result.comparison is not None:

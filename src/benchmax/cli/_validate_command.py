@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,20 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
-from benchmax.cli._options import api_key_env_option, auth_option, data_option, env_arg_option
+from benchmax.cli._exit_codes import ChecksFailed, ExitCode
+from benchmax.cli._json_output import echo_json
+from benchmax.cli._options import (
+    api_key_env_option,
+    auth_option,
+    base_url_option,
+    data_option,
+    env_arg_option,
+    group_size_option,
+    json_option,
+    max_examples_option,
+    mock_policy_option,
+    model_option,
+)
 from benchmax.cli._run_command import load_mock_policy
 from benchmax.cli._targets import (
     EnvTarget,
@@ -83,20 +95,11 @@ def render_validation(report: Any, console: Console) -> None:
 @env_arg_option(
     "Constructor argument (JSON, else a string); '@mock' is the mock's URL. Repeatable."
 )
-@click.option("--model", metavar="NAME", help="Model name (required with --base-url).")
-@click.option(
-    "--base-url",
-    metavar="URL",
-    help="OpenAI-compatible endpoint for the rollouts; without it the embedded mock answers.",
-)
+@model_option()
+@base_url_option()
 @api_key_env_option()
 @auth_option()
-@click.option(
-    "--mock-policy",
-    metavar="POLICY",
-    help="Policy of the embedded mock: echo (default), tool_exerciser, module:function or "
-    "file.py:function.",
-)
+@mock_policy_option()
 @click.option(
     "--pip-dependency",
     "pip_dependencies",
@@ -112,29 +115,15 @@ def render_validation(report: Any, console: Console) -> None:
     help="Importable module whose source the bundle check carries, as for benchmax bundle "
     "(a helper beside a single-file environment outside any project). Repeatable.",
 )
-@click.option(
-    "-n",
-    "--examples",
-    type=click.IntRange(1, 10),
-    default=2,
-    show_default=True,
-    help="Examples to run as rollout groups.",
-)
-@click.option(
-    "-k",
-    "--group-size",
-    type=click.IntRange(1, 16),
-    default=2,
-    show_default=True,
-    help="Rollouts per example.",
-)
+@max_examples_option(2, maximum=10)
+@group_size_option(2, maximum=16)
 @click.option(
     "--no-fresh-interpreter",
     "skip_fresh",
     is_flag=True,
     help="Skip running the bundle in a fresh interpreter (faster, proves less).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for CI).")
+@json_option()
 def validate_command(
     target: str,
     data_dir: Path,
@@ -146,7 +135,7 @@ def validate_command(
     mock_policy: str | None,
     pip_dependencies: tuple[str, ...],
     local_module_names: tuple[str, ...],
-    examples: int,
+    max_examples: int,
     group_size: int,
     skip_fresh: bool,
     as_json: bool,
@@ -171,13 +160,15 @@ def validate_command(
         auth_vars = auth_variables(auth_pairs)
         if base_url is not None:
             if not base_url.strip():
-                raise TargetError("--base-url must be a URL such as http://localhost:8000/v1")
+                raise click.UsageError("--base-url must be a URL such as http://localhost:8000/v1")
             if model is None:
-                raise TargetError("--model is required with --base-url")
+                raise click.UsageError("--model is required with --base-url")
             if mock_policy is not None:
-                raise TargetError("--mock-policy needs the embedded mock (omit --base-url)")
+                raise click.UsageError("--mock-policy needs the embedded mock (omit --base-url)")
             if uses_mock(env_args):
-                raise TargetError("'@mock' in --env-arg needs the embedded mock (omit --base-url)")
+                raise click.UsageError(
+                    "'@mock' in --env-arg needs the embedded mock (omit --base-url)"
+                )
         policy = load_mock_policy(mock_policy) if mock_policy is not None else None
         model_auth: ModelAuth | None = (
             bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else None
@@ -210,7 +201,7 @@ def validate_command(
                 base_url=base_url,
                 auth_providers=providers,
                 policy=policy,
-                examples=examples,
+                examples=max_examples,
                 group_size=group_size,
                 pip_dependencies=pip_dependencies,
                 local_modules=local_modules,
@@ -222,8 +213,11 @@ def validate_command(
         with cli_wording():  # the bundle checks name --local-module / --pip-dependency
             report = asyncio.run(validate(env_target.env_class, config, target=target))
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        echo_json(report.to_json())
     else:
         render_validation(report, Console(soft_wrap=False))
+    if not report.ok and as_json:  # the document says which checks failed
+        raise SystemExit(ExitCode.CHECKS_FAILED)
     if not report.ok:
-        raise SystemExit(1)
+        failed = report.counts["failed"]
+        raise ChecksFailed(f"{failed} check{'' if failed == 1 else 's'} failed")

@@ -1,0 +1,80 @@
+"""The exit statuses of every ``benchmax`` command, and which command can end with which.
+
+One status per kind of ending, the same in every command (the table in ``docs/cli.md`` is
+checked against ``COMMAND_EXIT_CODES`` by a test):
+
+- ``0`` the command did what it was asked;
+- ``1`` it ran to the end but what it checked failed (``validate`` found a failing check,
+  ``run`` saw every rollout fail, ``generate-qa`` had model requests fail, ...);
+- ``2`` the command line is wrong (an unknown option, a bad value, options that exclude
+  each other): nothing ran;
+- ``3`` the configuration or an endpoint is wrong (a target that does not import, a missing
+  data file or results file, an unreachable or refusing endpoint, an unreadable bundle);
+- ``130`` interrupted by Ctrl-C (SIGINT), ``143`` stopped by SIGTERM; what finished is kept.
+
+Servers (``mock-serve``, ``serve``, ``serve-model``) run until stopped: a signal ends them
+with ``0``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+import click
+
+__all__ = ["COMMAND_EXIT_CODES", "SERVERS", "ChecksFailed", "ExitCode", "exit_code_of"]
+
+
+class ExitCode(enum.IntEnum):
+    """A ``benchmax`` exit status."""
+
+    SUCCESS = 0
+    CHECKS_FAILED = 1
+    USAGE_ERROR = 2
+    CONFIGURATION_ERROR = 3
+    INTERRUPTED = 130
+    TERMINATED = 143
+
+
+class ChecksFailed(click.ClickException):
+    """The command finished, but what it checked failed: ``Error: MESSAGE``, exit 1."""
+
+    exit_code = ExitCode.CHECKS_FAILED.value
+
+
+def exit_code_of(error: click.ClickException) -> ExitCode:
+    """The exit status of a command that raised ``error``: 2 for a usage error, 1 for
+    ``ChecksFailed``, 3 for every other error (a configuration or endpoint error)."""
+    if isinstance(error, click.UsageError):
+        return ExitCode.USAGE_ERROR
+    if isinstance(error, ChecksFailed):
+        return ExitCode.CHECKS_FAILED
+    return ExitCode.CONFIGURATION_ERROR
+
+
+_FINISHING = frozenset({ExitCode.SUCCESS, ExitCode.USAGE_ERROR, ExitCode.CONFIGURATION_ERROR})
+_CHECKING = _FINISHING | {ExitCode.CHECKS_FAILED}
+
+COMMAND_EXIT_CODES: Mapping[str, frozenset[ExitCode]] = {
+    "bundle": _FINISHING,
+    "compare": _FINISHING,
+    "generate-qa": _CHECKING,
+    "init": _FINISHING,
+    "inspect": _CHECKING,
+    "mock-serve": _FINISHING,
+    "rescore": _FINISHING,
+    "run": _CHECKING,
+    "serve": _FINISHING,
+    "serve-model": _FINISHING,
+    "show": _FINISHING,
+    "traces": _FINISHING,
+    "train": _FINISHING,
+    "validate": _CHECKING,
+    "view": _FINISHING,
+}
+"""The statuses each command ends with when it is not interrupted."""
+
+SERVERS = frozenset({"mock-serve", "serve", "serve-model"})
+"""The commands that run until stopped: Ctrl-C or SIGTERM ends them with ``0``. Every
+other command exits ``130`` after Ctrl-C and ``143`` after SIGTERM."""
