@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -453,14 +454,21 @@ async def test_cancelling_stops_the_reading_thread_and_leaves_no_files(tmp_path:
     log = tmp_path / "big.jsonl"
     log.write_text((line + "\n") * 60_000)
     reports: list[int] = []
-    task = asyncio.create_task(
-        traces([log], tmp_path / "out", on_progress=lambda stage, done, total: reports.append(done))
-    )
-    while not reports or reports[-1] == 0:
+    blocked, resume = threading.Event(), threading.Event()
+
+    def on_progress(stage: str, done: int, total: int) -> None:  # in the reading thread
+        reports.append(done)
+        if done and not blocked.is_set():  # hold the thread until the task is cancelled,
+            blocked.set()  # so a busy machine cannot let it read to the end first
+            resume.wait(60)
+
+    task = asyncio.create_task(traces([log], tmp_path / "out", on_progress=on_progress))
+    while not blocked.is_set():
         await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    resume.set()
     seen = -1
     for _ in range(120):  # the reading thread has stopped: no report for half a second
         if len(reports) == seen:

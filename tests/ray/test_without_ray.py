@@ -38,7 +38,7 @@ def test_run_with_ray_but_without_ray_installed_says_how_to_install_it(
     no_ray: None, tmp_path: Path
 ) -> None:
     code, output = run("--ray", "-o", tmp_path / "out.jsonl")
-    assert code == 1
+    assert code == 3
     assert output == f"Error: {MISSING}\n"
     assert not (tmp_path / "out.jsonl").exists()
 
@@ -61,7 +61,7 @@ async def test_ray_executor_without_ray_installed_raises_executor_error(
 )
 def test_ray_options_are_checked(options: list[str], message: str, tmp_path: Path) -> None:
     code, output = run(*options, "-o", tmp_path / "out.jsonl")
-    assert code == 1
+    assert code == 2
     assert output.startswith(f"Error: {message}")
 
 

@@ -142,7 +142,7 @@ def train(*args: object) -> tuple[int, str]:
 def test_bad_options_are_refused_naming_the_option(tmp_path: Path) -> None:
     common = [TARGET, "--data", ARITHMETIC, "--model", "m", "--output-dir", tmp_path / "o"]
     code, output = train(*common, "--steps", "0")
-    assert code == 1 and "Error: invalid --steps: must be an integer >= 1, got 0" in output
+    assert code == 3 and "Error: invalid --steps: must be an integer >= 1, got 0" in output
     code, output = train(*common, "-k", "1")
     assert "invalid --group-size: must be an integer >= 2" in output
     code, output = train(*common, "--top-p", "2")
@@ -156,7 +156,7 @@ def test_bad_options_are_refused_naming_the_option(tmp_path: Path) -> None:
     code, output = train(*common[:1], "--data", tmp_path / "nowhere", *common[3:])
     assert "data directory not found" in output
     code, output = train(f"{ARITHMETIC}/env.py:Missing", *common[1:])
-    assert code == 1 and "has no 'Missing'" in output
+    assert code == 3 and "has no 'Missing'" in output
     code, output = train("--data", ARITHMETIC, "--model", "m", "--output-dir", tmp_path / "o")
     assert code == 2 and "TARGET is required" in output
 
@@ -173,7 +173,7 @@ def test_the_config_file_is_read_and_options_override_it(tmp_path: Path) -> None
     assert "invalid --steps: must be an integer >= 1, got -3" in output
     path.write_text('model = "m"\nlearning_rte = 0.1\n')
     code, output = train("--config", path)
-    assert code == 1 and f"learning_rte: unknown key in {path}" in output
+    assert code == 3 and f"learning_rte: unknown key in {path}" in output
     code, output = train("--config", tmp_path / "missing.toml")
     assert "cannot read config file" in output
 
@@ -182,7 +182,7 @@ def test_resume_without_a_run_says_what_is_missing(tmp_path: Path) -> None:
     code, output = train(
         TARGET, "--data", ARITHMETIC, "--model", "m", "--output-dir", tmp_path / "o", "--resume"
     )
-    assert code == 1 and "nothing to resume" in output and "no config.toml" in output
+    assert code == 3 and "nothing to resume" in output and "no config.toml" in output
 
 
 # ---- run directory and metrics ---------------------------------------------------------------
