@@ -241,9 +241,19 @@ def inspect_command(file: Path, as_json: bool) -> None:
             "env_class_source": metadata.env_class_source,
         }
         echo_json(document)  # ASCII: controls arrive escaped
-        if incompatibility is not None:  # the document says why
+    else:
+        _print_inspection(file, bundle, incompatibility)
+    if incompatibility is not None:
+        if as_json:  # the document says why, and stdout holds only it
             raise SystemExit(ExitCode.CHECKS_FAILED)
-        return
+        raise ChecksFailed("the bundle is incompatible with this runtime")
+
+
+def _print_inspection(file: Path, bundle: Any, incompatibility: str | None) -> None:
+    """What ``inspect`` prints without ``--json``: the facts, compatibility, the source."""
+    from benchmax.bundle import bundle_digest
+
+    metadata = bundle.metadata
     console = Console(soft_wrap=True)
     _print_facts(
         console,
@@ -265,7 +275,6 @@ def inspect_command(file: Path, as_json: bool) -> None:
         console.print("compatibility: [green]compatible with this runtime[/]")
     if not metadata.env_class_source:
         console.print("environment source: (not recorded)")
-        _refuse_incompatible(incompatibility)
         return
     console.print("environment source:")
     source = terminal_safe(metadata.env_class_source)
@@ -273,10 +282,3 @@ def inspect_command(file: Path, as_json: bool) -> None:
         console.print(Syntax(source, "python", word_wrap=True))
     else:  # piped: the source as recorded (controls escaped), never cut to a terminal width
         console.out(source.rstrip("\n"), highlight=False)
-    _refuse_incompatible(incompatibility)
-
-
-def _refuse_incompatible(incompatibility: str | None) -> None:
-    """Exit 1 (the check failed) when the bundle does not fit this runtime."""
-    if incompatibility is not None:
-        raise ChecksFailed("the bundle is incompatible with this runtime")
