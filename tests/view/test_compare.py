@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from tests.view.synthetic import header, rollout, write
 
 from benchmax.cli import cli
-from benchmax.runner import PassAtK, bootstrap_interval, compare_results, read_results
+from benchmax.runner import (
+    PassAtK,
+    ResultsFileError,
+    bootstrap_interval,
+    compare_files,
+    compare_results,
+    read_results,
+)
 
 
 def run_file(path: Path, groups: dict[str, list[dict[str, float]]]) -> Path:
@@ -231,3 +239,55 @@ def test_compare_keeps_every_number_whole_on_a_narrow_terminal(
         assert f"{change.mean_b:.3f}" in out and f"{change.difference:+.3f}" in out
     if columns == "80":
         assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def _attempt(record: dict[str, Any], attempt: int) -> dict[str, Any]:
+    return {**record, "attempt": attempt, "rollout_id": f"{record['rollout_id']}-a{attempt}"}
+
+
+def test_compare_files_reads_streams_as_read_results_chooses_groups(tmp_path: Path) -> None:
+    """Superseded attempts, a group cut short by an interruption and a group with a line
+    too many are chosen exactly as ``read_results`` chooses them."""
+    records = [
+        # e0: attempt 1 complete, then attempt 2 complete: attempt 2 counts.
+        rollout(0, "e0", 0, rewards=r(0, 0)),
+        rollout(0, "e0", 1, rewards=r(0, 0)),
+        _attempt(rollout(0, "e0", 0, rewards=r(1, 1)), 2),
+        _attempt(rollout(0, "e0", 1, rewards=r(1, 0.5)), 2),
+        # e1: attempt 1 complete, attempt 2 cut short: attempt 1 counts.
+        rollout(1, "e1", 0, rewards=r(1, 0.25)),
+        rollout(1, "e1", 1, rewards=r(0, 0.25)),
+        _attempt(rollout(1, "e1", 0, rewards=r(0, 0)), 2),
+        # e2: a line too many after it completed: not a complete group.
+        rollout(2, "e2", 0, rewards=r(1, 1)),
+        rollout(2, "e2", 1, rewards=r(1, 1)),
+        rollout(2, "e2", 1, rewards=r(0, 0)),
+        # e3: interleaved with e4, both complete.
+        rollout(3, "e3", 0, rewards=r(0, 0.5)),
+        rollout(4, "e4", 1, rewards=r(1, 0.5)),
+        rollout(3, "e3", 1, rewards=r(1, 0.5)),
+        rollout(4, "e4", 0, rewards=r(0, 0.75)),
+    ]
+    a = write(tmp_path / "a.jsonl", header(group_size=2), records)
+    b = run_file(tmp_path / "b.jsonl", {
+        "e0": [r(1, 0.5), r(0, 0.5)],
+        "e1": [r(1, 1), r(1, 1)],
+        "e2": [r(0, 0), r(0, 0)],
+        "e3": [r(1, 1), r(1, 0)],
+        "e4": [r(0, 0), r(0, 0.25)],
+    })  # fmt: skip
+    whole = compare_results(read_results(a), read_results(b), resamples=200)
+    streamed = compare_files(a, b, resamples=200)
+    assert streamed == whole
+    assert (streamed.matched, streamed.only_in_a, streamed.only_in_b) == (4, 0, 1)
+    correct = streamed.keys[0]
+    # A's means: e0 1.0 (attempt 2), e1 0.5 (attempt 1), e3 0.5, e4 0.5.
+    assert correct.mean_a == pytest.approx(2.5 / 4)
+
+
+def test_compare_files_names_the_damaged_line(tmp_path: Path) -> None:
+    a = run_file(tmp_path / "a.jsonl", {"e1": [r(1, 1), r(0, 1)]})
+    with a.open("a", encoding="utf-8") as handle:
+        handle.write("{not json\n")
+    with pytest.raises(ResultsFileError, match=r"a\.jsonl:4"):
+        compare_files(a, a)

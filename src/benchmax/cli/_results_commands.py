@@ -57,9 +57,8 @@ from benchmax.runner import (
     Results,
     RolloutFilter,
     RunError,
-    compare_results,
+    compare_files,
     read_results,
-    read_results_summary,
     rescore_results,
     select_from_file,
     write_html_report,
@@ -787,12 +786,9 @@ def compare_command(
     interval over examples, the share of examples that got better, worse or stayed equal,
     and pass@k of binary keys.
     """
-    with _reading(a):
-        run_a = read_results_summary(a)
-    with _reading(b):
-        run_b = read_results_summary(b)
     try:
-        comparison = compare_results(run_a, run_b, key=key, top=top, resamples=resamples, seed=seed)
+        with _reading(a), _reading(b):
+            comparison = compare_files(a, b, key=key, top=top, resamples=resamples, seed=seed)
     except ValueError as error:
         raise click.ClickException(f"cannot compare {a} and {b}: {error}") from None
     if as_json:

@@ -18,6 +18,7 @@ from benchmax.runner._compare import (
     ExampleChange,
     KeyComparison,
     bootstrap_interval,
+    compare_files,
     compare_results,
 )
 from benchmax.runner._config import NoModelAuth, RunConfig, rollout_seed
@@ -89,6 +90,7 @@ __all__ = [
     "RunReport",
     "UsageStats",
     "bootstrap_interval",
+    "compare_files",
     "compare_results",
     "groups_of",
     "pass_at_k",

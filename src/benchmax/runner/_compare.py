@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from benchmax.runner._metrics import PassAtK, pass_at_k_metrics
-from benchmax.runner._results import Results
-from benchmax.runner._selection import ResultGroup, groups_of, reward_keys_of
+from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_of_counts
+from benchmax.runner._results import GroupScan, Results
+from benchmax.runner._selection import groups_of
 
 __all__ = [
     "Comparison",
     "ExampleChange",
     "KeyComparison",
     "bootstrap_interval",
+    "compare_files",
     "compare_results",
 ]
 
@@ -186,6 +188,41 @@ def _pass_json(metrics: PassAtK | None) -> dict[str, Any] | None:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _KeyTally:
+    """One example's values of one reward key, reduced: their mean, how many, how many
+    are 1, and whether all are 0 or 1."""
+
+    mean: float
+    count: int
+    successes: int
+    binary: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _ExampleTally:
+    """What ``compare`` keeps of one complete group: its example id and, per reward key
+    in order of first appearance, the ``_KeyTally`` of its rollouts' values."""
+
+    example_id: str
+    keys: dict[str, _KeyTally]
+
+
+def _tally(example_id: str, rewards: Sequence[Mapping[str, float]]) -> _ExampleTally:
+    """``rewards``: the group's rollouts' rewards, in group order."""
+    values: dict[str, list[float]] = {}
+    for rollout in rewards:
+        for key, value in rollout.items():
+            values.setdefault(key, []).append(float(value))
+    return _ExampleTally(
+        example_id,
+        {
+            key: _KeyTally(_mean(vals), len(vals), sum(1 for v in vals if v == 1), is_binary(vals))
+            for key, vals in values.items()
+        },
+    )
+
+
 def compare_results(
     a: Results,
     b: Results,
@@ -204,15 +241,65 @@ def compare_results(
     Raises ``ValueError`` when no example id is in both runs, when the runs share no reward
     key, or when ``key`` is not a shared key.
     """
-    groups_a = {group.example_id: group for group in groups_of(a)}
-    groups_b = {group.example_id: group for group in groups_of(b)}
+    return _compare_tallies(
+        _tallies_of(a), _tallies_of(b), key=key, top=top, resamples=resamples, seed=seed
+    )
+
+
+def compare_files(
+    a: str | Path,
+    b: str | Path,
+    *,
+    key: str | None = None,
+    top: int = 10,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """``compare_results`` of two results files, read as streams: memory holds one line at
+    a time, the groups still missing lines and, per example, a few numbers per reward key
+    (never a transcript). Raises ``ResultsFileError`` as ``read_results`` does (naming
+    ``file:line``), and ``ValueError`` as ``compare_results`` does."""
+    return _compare_tallies(
+        _tallies_in(a), _tallies_in(b), key=key, top=top, resamples=resamples, seed=seed
+    )
+
+
+def _tallies_of(results: Results) -> list[_ExampleTally]:
+    return [
+        _tally(group.example_id, [r.rewards for r in group.rollouts])
+        for group in groups_of(results)
+    ]
+
+
+def _tallies_in(path: str | Path) -> list[_ExampleTally]:
+    """The tallies of a file's complete groups in example order, as ``read_results`` would
+    choose them (per example, the complete group of the highest attempt)."""
+    scan = GroupScan(path, build=False)
+    kept = {
+        key: _tally(group[0]["example_id"], [r["rewards"] for r in group]) for key, group in scan
+    }
+    chosen = scan.latest(kept)
+    return [chosen[index] for index in sorted(chosen)]
+
+
+def _compare_tallies(
+    a: Sequence[_ExampleTally],
+    b: Sequence[_ExampleTally],
+    *,
+    key: str | None,
+    top: int,
+    resamples: int,
+    seed: int,
+) -> Comparison:
+    groups_a = {group.example_id: group for group in a}
+    groups_b = {group.example_id: group for group in b}
     matched = [example_id for example_id in groups_a if example_id in groups_b]
     if not matched:
         raise ValueError(
             f"no examples in common: A has {len(groups_a)} complete example group(s), "
             f"B has {len(groups_b)}, and no example id is in both"
         )
-    keys_a, keys_b = reward_keys_of(a), reward_keys_of(b)
+    keys_a, keys_b = _keys_of(a), _keys_of(b)
     shared = [k for k in keys_a if k in keys_b]
     if not shared:
         raise ValueError(
@@ -227,9 +314,9 @@ def compare_results(
     compared = (_compare_key(k, pairs, resamples=resamples, seed=seed) for k in shared)
     comparisons = tuple(comparison for comparison in compared if comparison is not None)
     changes = [
-        ExampleChange(example_id, key, _mean(ga.values(key)), _mean(gb.values(key)))
+        ExampleChange(example_id, key, ga.keys[key].mean, gb.keys[key].mean)
         for example_id, (ga, gb) in zip(matched, pairs, strict=True)
-        if ga.values(key) and gb.values(key)
+        if key in ga.keys and key in gb.keys
     ]
     changes.sort(key=lambda change: -abs(change.difference))
     return Comparison(
@@ -243,18 +330,26 @@ def compare_results(
     )
 
 
+def _keys_of(tallies: Sequence[_ExampleTally]) -> list[str]:
+    """Every reward key, in order of first appearance (examples in order)."""
+    keys: dict[str, None] = {}
+    for tally in tallies:
+        keys.update(dict.fromkeys(tally.keys))
+    return list(keys)
+
+
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
 def _compare_key(
-    key: str, pairs: Sequence[tuple[ResultGroup, ResultGroup]], *, resamples: int, seed: int
+    key: str, pairs: Sequence[tuple[_ExampleTally, _ExampleTally]], *, resamples: int, seed: int
 ) -> KeyComparison | None:
-    usable = [(ga, gb) for ga, gb in pairs if ga.values(key) and gb.values(key)]
+    usable = [(ga.keys[key], gb.keys[key]) for ga, gb in pairs if key in ga.keys and key in gb.keys]
     if not usable:
         return None
-    means_a = [_mean(ga.values(key)) for ga, _ in usable]
-    means_b = [_mean(gb.values(key)) for _, gb in usable]
+    means_a = [ta.mean for ta, _ in usable]
+    means_b = [tb.mean for _, tb in usable]
     differences = [mb - ma for ma, mb in zip(means_a, means_b, strict=True)]
     n = len(differences)
     return KeyComparison(
@@ -267,6 +362,13 @@ def _compare_key(
         better=sum(d > 0 for d in differences) / n,
         worse=sum(d < 0 for d in differences) / n,
         equal=sum(d == 0 for d in differences) / n,
-        pass_a=pass_at_k_metrics([ga.values(key) for ga, _ in usable]),
-        pass_b=pass_at_k_metrics([gb.values(key) for _, gb in usable]),
+        pass_a=_pass_at_k([ta for ta, _ in usable]),
+        pass_b=_pass_at_k([tb for _, tb in usable]),
     )
+
+
+def _pass_at_k(tallies: Sequence[_KeyTally]) -> PassAtK | None:
+    """pass@k over the examples when every one's values are all 0 or 1 (else ``None``)."""
+    if not all(tally.binary for tally in tallies):
+        return None
+    return pass_at_k_of_counts([(tally.count, tally.successes) for tally in tallies])

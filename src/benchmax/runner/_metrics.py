@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["PassAtK", "is_binary", "pass_at_k", "pass_at_k_metrics"]
+__all__ = ["PassAtK", "is_binary", "pass_at_k", "pass_at_k_metrics", "pass_at_k_of_counts"]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -57,14 +57,22 @@ def pass_at_k_metrics(groups: Sequence[Sequence[float]]) -> PassAtK | None:
         return None
     if not all(is_binary(group) for group in groups):
         return None
-    k = min(len(group) for group in groups)
+    return pass_at_k_of_counts([(len(group), sum(1 for v in group if v == 1)) for group in groups])
+
+
+def pass_at_k_of_counts(counts: Sequence[tuple[int, int]]) -> PassAtK | None:
+    """``pass_at_k_metrics`` from each group's ``(n, c)``: its rollouts and its successes
+    (``None`` for no groups). k is the smallest ``n``. Raises ``ValueError`` unless
+    ``0 <= c <= n`` and ``n >= 1`` for every group."""
+    if not counts:
+        return None
+    k = min(n for n, _c in counts)
     at_1 = at_k = any_success = 0.0
-    for group in groups:
-        n, c = len(group), sum(1 for value in group if value == 1)
+    for n, c in counts:
         at_1 += pass_at_k(n, c, 1)
         at_k += pass_at_k(n, c, k)
         any_success += c > 0
-    count = len(groups)
+    count = len(counts)
     return PassAtK(
         k=k,
         pass_at_1=at_1 / count,

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, TypeVar, cast
 
 import benchmax
 from benchmax._file_replace import replace_file
@@ -34,6 +34,7 @@ from benchmax.trajectory import Trajectory
 __all__ = [
     "RESULTS_FORMAT",
     "CompletedGroup",
+    "GroupScan",
     "Results",
     "ResultsStore",
     "completed_group",
@@ -230,6 +231,8 @@ def _record_problem(record: Mapping[str, Any]) -> str | None:
     for name in ("example_id", "termination_reason"):
         if not isinstance(record.get(name), str):
             return f"{name} is not a string"
+    if not record["termination_reason"]:
+        return "termination_reason is empty"
     group_index = record.get("group_index")
     if not isinstance(group_index, int) or isinstance(group_index, bool):
         return "group_index is not an integer"
@@ -288,14 +291,54 @@ def read_results(path: str | Path) -> Results:
     Partial groups (superseded by a later attempt, or lost to an interruption) are left out.
     The whole file is held in memory; ``iter_results`` streams it instead.
     """
-    header, groups = _stream(Path(path), build=True, exact=True)
-    chosen: dict[int, tuple[int, list[Trajectory]]] = {}
-    for group in cast(Iterator[list[Trajectory]], groups):
-        index, attempt = group[0].example_index or 0, group[0].attempt
-        if index not in chosen or chosen[index][0] <= attempt:
-            chosen[index] = (attempt, group)
-    rollouts = tuple(r for index in sorted(chosen) for r in chosen[index][1])
-    return Results(header=header, rollouts=rollouts)
+    scan = GroupScan(path, build=True)
+    chosen = scan.latest(dict(scan))
+    rollouts = tuple(r for index in sorted(chosen) for r in chosen[index])
+    return Results(header=scan.header, rollouts=cast(tuple[Trajectory, ...], rollouts))
+
+
+_T = TypeVar("_T")
+
+
+class GroupScan:
+    """One pass over a results file that yields each complete group as soon as its last line
+    is read, as ``((example_index, attempt), records)`` with the records in group order:
+    ``Trajectory`` records when ``build``, dicts of the summary fields (plus
+    ``example_index``, ``attempt`` and ``rollout_id``) when false, ``LazyRollout`` when
+    ``None``.
+
+    A group that gets another line after it completed is, as ``read_results`` sees it, not
+    complete: ``overfull`` collects such keys during the pass, and ``latest`` drops them. So
+    a reader can reduce each group to what it keeps the moment it completes (memory: the
+    groups still missing lines plus the reductions). Raises ``ResultsFileError`` as
+    ``iter_results`` does (the header's at construction)."""
+
+    def __init__(self, path: str | Path, *, build: bool | None) -> None:
+        self.path = Path(path)
+        self.overfull: set[tuple[int, int]] = set()
+        self.header, self._groups = _stream(self.path, build=build, overfull=self.overfull)
+
+    def __iter__(self) -> Iterator[tuple[tuple[int, int], list[Any]]]:
+        for group in self._groups:
+            yield _key_of(group[0]), group
+
+    def latest(self, kept: Mapping[tuple[int, int], _T]) -> dict[int, _T]:
+        """Per example index, what was kept of its complete group of the highest attempt
+        (call after the pass; overfull groups are not complete)."""
+        chosen: dict[int, tuple[int, _T]] = {}
+        for (index, attempt), value in kept.items():
+            if (index, attempt) in self.overfull:
+                continue
+            if index not in chosen or chosen[index][0] < attempt:
+                chosen[index] = (attempt, value)
+        return {index: value for index, (_attempt, value) in chosen.items()}
+
+
+def _key_of(record: Trajectory | LazyRollout | Mapping[str, Any]) -> tuple[int, int]:
+    if isinstance(record, Trajectory):
+        return record.example_index or 0, record.attempt
+    fields = record.fields if isinstance(record, LazyRollout) else record
+    return int(fields["example_index"]), int(fields["attempt"])
 
 
 def iter_results(path: str | Path) -> Iterator[ResultsHeader | Trajectory]:
@@ -320,17 +363,13 @@ def iter_results(path: str | Path) -> Iterator[ResultsHeader | Trajectory]:
 def read_results_summary(path: str | Path) -> Results:
     """``read_results`` without transcripts: each rollout keeps its identity, termination
     reason and rewards only (messages, calls, timings, usage and logs left out), read as a
-    stream, so memory holds the rewards of the file, not its text. For aggregating
-    (``compare``). Raises ``ResultsFileError`` as ``read_results`` does."""
-    path = Path(path)
-    header, groups = _stream(path, build=False, exact=True)
-    chosen: dict[int, tuple[int, list[Trajectory]]] = {}
-    for group in cast(Iterator[list[dict[str, Any]]], groups):
-        index, attempt = int(group[0]["example_index"]), int(group[0]["attempt"])
-        if index in chosen and chosen[index][0] > attempt:
-            continue
+    stream, so memory holds the rewards of the file, not its text. Raises
+    ``ResultsFileError`` as ``read_results`` does."""
+    scan = GroupScan(path, build=False)
+    kept: dict[tuple[int, int], list[Trajectory]] = {}
+    for (index, attempt), group in scan:
         try:
-            rollouts = [
+            kept[index, attempt] = [
                 Trajectory(
                     rollout_id=str(r.get("rollout_id") or ""),
                     example_id=r["example_id"],
@@ -344,11 +383,12 @@ def read_results_summary(path: str | Path) -> Results:
             ]
         except (TypeError, ValueError) as error:
             raise ResultsFileError(
-                f"{path}: example {index} has a damaged record: {error}"
+                f"{scan.path}: example {index} has a damaged record: {error}"
             ) from None
-        chosen[index] = (attempt, rollouts)
-    records = tuple(r for index in sorted(chosen) for r in chosen[index][1])
-    return Results(header=header, rollouts=records)
+    chosen = scan.latest(kept)
+    return Results(
+        header=scan.header, rollouts=tuple(r for index in sorted(chosen) for r in chosen[index])
+    )
 
 
 def iter_group_summaries(path: str | Path) -> tuple[ResultsHeader, Iterator[CompletedGroup]]:
@@ -385,6 +425,8 @@ class LazyRollout:
         object.__setattr__(self, "line", line)
         object.__setattr__(self, "raw", raw)
         summary = {name: record[name] for name in _SUMMARY_FIELDS if name in record}
+        summary["example_index"] = int(record["example_index"])
+        summary["attempt"] = int(record["attempt"])
         object.__setattr__(self, "fields", summary)
 
     @property
@@ -417,7 +459,7 @@ def iter_lazy_groups(path: str | Path) -> tuple[ResultsHeader, Iterator[list[Laz
 
 
 def _stream(
-    path: Path, *, build: bool | None, exact: bool = False
+    path: Path, *, build: bool | None, overfull: set[tuple[int, int]] | None = None
 ) -> tuple[ResultsHeader, Iterator[list[Trajectory] | list[dict[str, Any]] | list[LazyRollout]]]:
     """The checked header and the stream of complete groups (``_complete_groups``)."""
     lines = _lines(path)
@@ -426,7 +468,7 @@ def _stream(
         raise ResultsFileError(f"{path} has no complete header line")
     header = _checked_header(path, first[1])
     size = header["definition"].get("group_size")
-    return header, _complete_groups(path, lines, size, build=build, exact=exact)
+    return header, _complete_groups(path, lines, size, build=build, overfull=overfull)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -451,21 +493,25 @@ def _complete_groups(
     size: object,
     *,
     build: bool | None,
-    exact: bool,
+    overfull: set[tuple[int, int]] | None,
 ) -> Iterator[list[Trajectory] | list[dict[str, Any]] | list[LazyRollout]]:
     """Each complete group's records in group order, as soon as its last line is read:
     ``Trajectory`` records when ``build``, dicts of the summary fields when false,
     ``LazyRollout`` when ``None``.
 
-    ``exact`` holds every group to the end of the file, so a group with a line too many
-    is not complete (``read_results``); streaming, lines after a group completed are
-    taken as the start of another group of the same attempt, which never completes."""
+    With ``overfull`` (``GroupScan``), a line of a group that already completed adds the
+    group's ``(example_index, attempt)`` to it (the group has a line too many); without,
+    such lines are taken as the start of another group of the same attempt."""
     pending: dict[tuple[int, int], list[Any]] = {}
+    completed: set[tuple[int, int]] = set()
     for number, raw in lines:
         if not raw.strip():
             continue
         record = _checked_record(path, number, raw)
         key = (int(record["example_index"]), int(record["attempt"]))
+        if overfull is not None and key in completed:
+            overfull.add(key)
+            continue
         item: Any
         if build is None:
             item = LazyRollout(path, number, raw, record)
@@ -482,13 +528,11 @@ def _complete_groups(
             item["rollout_id"] = record.get("rollout_id")
         records = pending.setdefault(key, [])
         records.append((record["group_index"], record["example_id"], item))
-        if not exact and _complete(records, size):
+        if _complete(records, size):
             del pending[key]
+            if overfull is not None:
+                completed.add(key)
             yield [r[2] for r in sorted(records, key=lambda r: r[0])]
-    if exact:
-        for records in pending.values():
-            if _complete(records, size):
-                yield [r[2] for r in sorted(records, key=lambda r: r[0])]
 
 
 def _complete(records: Sequence[tuple[Any, Any, Any]], size: object) -> bool:
