@@ -20,7 +20,7 @@ import click
 import benchmax
 from benchmax._secret_masking import mask_standard_streams, masked_output
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
-from benchmax.cli._exit_codes import exit_code_of
+from benchmax.cli._exit_codes import ChecksFailed, exit_code_of
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._init_command import init_command
 from benchmax.cli._options import mock_policy_option
@@ -96,7 +96,8 @@ class _OneLineErrors(click.Group):
             if isinstance(error, _NO_ARGS_IS_HELP):  # bare ``benchmax``: the help, as usual
                 error.show()
                 sys.exit(error.exit_code)
-            click.echo(f"Error: {error_line(error)}", err=True)
+            if not (isinstance(error, ChecksFailed) and error.reported):
+                click.echo(f"Error: {error_line(error)}", err=True)
             sys.exit(exit_code_of(error))
         except click.Abort:
             click.echo("Aborted!", err=True)

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from benchmax.cli._exit_codes import ChecksFailed, ExitCode
+from benchmax.cli._exit_codes import ChecksFailed
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import json_option, output_option
 from benchmax.cli._safe_text import terminal_safe
@@ -244,9 +244,7 @@ def inspect_command(file: Path, as_json: bool) -> None:
     else:
         _print_inspection(file, bundle, incompatibility)
     if incompatibility is not None:
-        if as_json:  # the document says why, and stdout holds only it
-            raise SystemExit(ExitCode.CHECKS_FAILED)
-        raise ChecksFailed("the bundle is incompatible with this runtime")
+        raise ChecksFailed("the bundle is incompatible with this runtime", reported=as_json)
 
 
 def _print_inspection(file: Path, bundle: Any, incompatibility: str | None) -> None:

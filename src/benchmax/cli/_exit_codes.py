@@ -38,9 +38,17 @@ class ExitCode(enum.IntEnum):
 
 
 class ChecksFailed(click.ClickException):
-    """The command finished, but what it checked failed: ``Error: MESSAGE``, exit 1."""
+    """The command finished, but what it checked failed: ``Error: MESSAGE``, exit 1.
+
+    ``reported=True`` when what the command already printed says why (a ``--json``
+    document naming the failed checks): the status is 1 and no ``Error:`` line follows,
+    so stdout and stderr hold only the document."""
 
     exit_code = ExitCode.CHECKS_FAILED.value
+
+    def __init__(self, message: str, *, reported: bool = False) -> None:
+        super().__init__(message)
+        self.reported = reported
 
 
 def exit_code_of(error: click.ClickException) -> ExitCode:

@@ -20,7 +20,7 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
-from benchmax.cli._exit_codes import ChecksFailed, ExitCode
+from benchmax.cli._exit_codes import ChecksFailed
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import (
     api_key_env_option,
@@ -216,8 +216,6 @@ def validate_command(
         echo_json(report.to_json())
     else:
         render_validation(report, Console(soft_wrap=False))
-    if not report.ok and as_json:  # the document says which checks failed
-        raise SystemExit(ExitCode.CHECKS_FAILED)
     if not report.ok:
         failed = report.counts["failed"]
-        raise ChecksFailed(f"{failed} check{'' if failed == 1 else 's'} failed")
+        raise ChecksFailed(f"{failed} check{'' if failed == 1 else 's'} failed", reported=as_json)
