@@ -25,8 +25,9 @@ from benchmax._file_replace import replace_file
 from benchmax._vocabulary import FINISHED, TOKEN_USAGE_KEYS
 from benchmax.runner._html_charts import charts_section, reason_class
 from benchmax.runner._learning_signal import group_signal, scalar_of
+from benchmax.runner._records import completed_group
 from benchmax.runner._report import RunReport, UsageStats, summarize
-from benchmax.runner._results import Results, completed_group, read_results
+from benchmax.runner._results import Results, read_results
 from benchmax.runner._selection import ResultGroup, groups_of, reward_keys_of
 from benchmax.trajectory import Trajectory
 

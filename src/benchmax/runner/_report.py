@@ -14,7 +14,7 @@ from benchmax._file_replace import replace_file
 from benchmax._vocabulary import OUTPUT_EXCEEDED, TOKEN_USAGE_KEYS
 from benchmax.runner._learning_signal import group_signal, is_scored, scalar_of
 from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_metrics
-from benchmax.runner._results import CompletedGroup
+from benchmax.runner._records import CompletedGroup
 
 __all__ = ["RewardStats", "RunReport", "UsageStats", "summarize"]
 
