@@ -29,8 +29,8 @@ from benchmax.runner._html_charts import charts_section
 from benchmax.runner._html_sections import definition_section, summary_section
 from benchmax.runner._page_data import (
     GroupEntry,
+    add_to,
     compacted,
-    completed_of,
     data_head,
     embedded_pieces,
     group_entry,
@@ -95,7 +95,7 @@ def write_html_report(
         tally = ReportTally(reward_weights_of(spool.header))
         omitted = 0
         for entry in spool.entries():
-            tally.add(completed_of(entry))
+            add_to(tally, entry)
             omitted += "x" in entry
         budget = {"groups": omitted, "budget_bytes": transcript_budget} if omitted else None
         head = data_head(spool.header, str(source), tally, omitted=budget)
@@ -162,7 +162,7 @@ def _entries_of(results: Results, tokens: bool) -> tuple[list[GroupEntry], Repor
     ]
     tally = ReportTally(weights)
     for entry in entries:
-        tally.add(completed_of(entry))
+        add_to(tally, entry)
     return entries, tally
 
 

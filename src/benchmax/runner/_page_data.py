@@ -32,7 +32,7 @@ __all__ = [
     "DATA_FORMAT",
     "GroupEntry",
     "compacted",
-    "completed_of",
+    "add_to",
     "data_head",
     "embedded_json",
     "embedded_pieces",
@@ -189,16 +189,17 @@ def _shared_prefix(transcripts: Sequence[Sequence[Mapping[str, Any]]]) -> list[M
     return prefix
 
 
-def completed_of(entry: GroupEntry) -> CompletedGroup:
-    """What the run's summary counts of an entry (``ReportTally.add``)."""
+def add_to(tally: ReportTally, entry: GroupEntry) -> None:
+    """Count an entry in the run's summary (its scalars and advantages as computed)."""
     rollouts = entry["r"]
-    return CompletedGroup(
+    group = CompletedGroup(
         example_index=entry["i"],
         example_id=entry["id"],
         termination_reasons=tuple(r["t"] for r in rollouts),
         rewards=tuple(r["w"] for r in rollouts),
         usage=tuple(r["u"] for r in rollouts),
     )
+    tally.add(group, signal=([r["s"] for r in rollouts], [r["v"] for r in rollouts]))
 
 
 def compacted(

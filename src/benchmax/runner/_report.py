@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from benchmax._file_replace import replace_file
 from benchmax._vocabulary import OUTPUT_EXCEEDED, TOKEN_USAGE_KEYS
@@ -276,8 +276,15 @@ class ReportTally:
         termination reason (an index into ``reasons``)."""
         return self._values[key]
 
-    def add(self, group: CompletedGroup) -> None:
-        """Count one complete group."""
+    def add(
+        self,
+        group: CompletedGroup,
+        *,
+        signal: tuple[Sequence[float | None], Sequence[float | None]] | None = None,
+    ) -> None:
+        """Count one complete group. ``signal``: its rollouts' weighted scalars and GRPO
+        advantages when the caller has them already (as ``scalar_of`` and ``group_signal``
+        give them), else they are computed here."""
         reasons = group.termination_reasons
         for usage in group.usage or ():
             if usage:
@@ -285,7 +292,10 @@ class ReportTally:
         self._rollout_reasons.update(reasons)
         self._group_reasons.update(set(reasons))
         numbers = [self._reason_numbers.setdefault(r, len(self._reason_numbers)) for r in reasons]
-        scalars = [scalar_of(rewards, self.reward_weights) for rewards in group.rewards]
+        if signal is None:
+            computed = [scalar_of(rewards, self.reward_weights) for rewards in group.rewards]
+            signal = computed, group_signal(computed, reasons)
+        scalars, group_advantages = signal
         for rewards, reason, number, scalar in zip(
             group.rewards, reasons, numbers, scalars, strict=True
         ):
@@ -300,7 +310,7 @@ class ReportTally:
                 self._scalars[1].append(number)
         advantages = [
             a
-            for a, reason in zip(group_signal(scalars, reasons), reasons, strict=True)
+            for a, reason in zip(group_advantages, reasons, strict=True)
             if a is not None and is_scored(reason)
         ]
         self._advantages.extend(advantages)
@@ -371,14 +381,34 @@ class ReportTally:
             if not is_binary(values) or not all(self._sizes):
                 continue
             start, successes = self._successes[key]
-            counts = [
-                (int(size), successes[g - start] if g >= start else 0)
-                for g, size in enumerate(self._sizes)
-            ]
-            found = pass_at_k_of_counts(counts)
+            found = pass_at_k_of_counts(_GroupCounts(self._sizes, start, successes))
             if found is not None:
                 metrics[key] = found
         return metrics
+
+
+class _GroupCounts(Sequence[tuple[int, int]]):
+    """Each group's ``(rollouts, successes)`` of one key, read from the tally's arrays
+    (groups before the key's first one had no success)."""
+
+    def __init__(self, sizes: array[int], start: int, successes: array[int]) -> None:
+        self._sizes, self._start, self._successes = sizes, start, successes
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[int, int]]: ...
+    def __getitem__(self, index: int | slice) -> tuple[int, int] | Sequence[tuple[int, int]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        found = self._successes[index - self._start] if index >= self._start else 0
+        return self._sizes[index], found
 
 
 def _scored(values: array[float], of_reason: array[int], scored: set[int]) -> array[float]:

@@ -248,13 +248,13 @@ def _complete_groups(
     group's ``(example_index, attempt)`` to it (the group has a line too many); without,
     such lines are taken as the start of another group of the same attempt."""
     pending: dict[tuple[int, int], list[Any]] = {}
-    completed: set[tuple[int, int]] = set()
+    completed: dict[int, set[int]] = {}  # per attempt, the example indexes (compact)
     for number, raw in lines:
         if not raw.strip():
             continue
         record = checked_record(path, number, raw)
         key = (int(record["example_index"]), int(record["attempt"]))
-        if overfull is not None and key in completed:
+        if overfull is not None and key[0] in completed.get(key[1], ()):
             overfull.add(key)
             continue
         item: Any
@@ -276,7 +276,7 @@ def _complete_groups(
         if _complete(records, size):
             del pending[key]
             if overfull is not None:
-                completed.add(key)
+                completed.setdefault(key[1], set()).add(key[0])
             yield [r[2] for r in sorted(records, key=lambda r: r[0])]
 
 

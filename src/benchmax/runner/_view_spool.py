@@ -110,7 +110,8 @@ def _chosen(
 ) -> array[int]:
     """The spool offsets of the groups ``GroupScan.latest`` keeps, in example order: per
     example index, the complete group of the highest attempt that is not overfull."""
-    order = sorted(range(len(indexes)), key=lambda n: (indexes[n], -attempts[n]))
+    order = sorted(range(len(indexes)), key=attempts.__getitem__, reverse=True)
+    order.sort(key=indexes.__getitem__)  # stable: by index, then highest attempt first
     chosen: array[int] = array("q")
     last: int | None = None
     for n in order:
