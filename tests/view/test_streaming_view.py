@@ -129,3 +129,20 @@ def test_memory_holds_the_summary_not_the_transcripts(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert report.rollouts == 2000 and report.omitted_groups == 500
     assert peak < size / 4, (peak, size)
+
+
+def test_view_says_how_many_groups_lost_their_transcripts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import functools
+
+    import benchmax.cli._results_commands as commands
+
+    results = mixed_run(tmp_path / "mixed run.jsonl")
+    tiny = functools.partial(write_html_report, transcript_budget=0)
+    monkeypatch.setattr(commands, "write_html_report", tiny)
+    result = CliRunner().invoke(cli, ["view", str(results)])
+    assert result.exit_code == 0, result.output
+    assert "5 groups, 15 rollouts" in result.output
+    assert "transcripts of 5 groups read after the page's transcript budget" in result.output
+    assert f"benchmax show '{results}' --example ID" in result.output
