@@ -146,3 +146,30 @@ def test_view_says_how_many_groups_lost_their_transcripts(
     assert "5 groups, 15 rollouts" in result.output
     assert "transcripts of 5 groups read after the page's transcript budget" in result.output
     assert f"benchmax show '{results}' --example ID" in result.output
+
+
+def test_the_pages_summary_is_the_runs_report(tmp_path: Path) -> None:
+    """The page counts each group with the scalars and advantages its entry carries; the
+    run's report computes them: the numbers agree."""
+    from benchmax.runner import report_data
+    from benchmax.runner._records import completed_group
+    from benchmax.runner._report import summarize
+    from benchmax.runner._selection import groups_of
+
+    results = read_results(mixed_run(tmp_path / "mixed.jsonl"))
+    groups = groups_of(results)
+    report = summarize(
+        run_id="",
+        results_path=None,
+        examples=len(groups),
+        groups=[completed_group(g.example_index, g.rollouts) for g in groups],
+        groups_resumed=0,
+        rollouts_run=0,
+        wall_seconds=0.0,
+        reward_weights={"correct": 1.0, "format": 0.5},
+    ).to_dict()
+    summary = report_data(results)["summary"]
+    for name in ("scalar_stats", "scored_scalar_stats", "reward_stats", "scored_reward_stats"):
+        assert json.dumps(summary[name]) == json.dumps(report[name]), name
+    for name in ("advantage_signal_share", "mean_abs_advantage", "failed_share"):
+        assert summary[name] == report[name], name
