@@ -581,7 +581,7 @@ async def test_environments_without_limits_record_none(tmp_path: Path) -> None:
 
 
 def test_definition_differences_name_modules_and_tolerate_older_headers() -> None:
-    from benchmax.runner._results import definition_differences
+    from benchmax.runner._definition_changes import definition_differences
 
     old = {"env": {"class": "m:E", "constructor_args": {}}, "env_source": {"a": "1", "b": "2"}}
     new = {"env": {"class": "m:E"}, "env_source": {"a": "1", "c": "3"}, "limits": {"x": 1}}

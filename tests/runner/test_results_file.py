@@ -29,7 +29,8 @@ from benchmax.runner import (
     read_results,
     run_environment,
 )
-from benchmax.runner._results import ResultsStore, encoded_line
+from benchmax.runner._line_encoding import encoded_line
+from benchmax.runner._results_store import ResultsStore
 from benchmax.testing import MockModelServer, RecordedRequest, scripted
 from benchmax.trajectory import Trajectory
 
@@ -228,7 +229,7 @@ async def test_a_header_that_cannot_be_written_leaves_no_file_content(
 def test_after_a_failed_write_the_store_refuses_more_groups(
     tmp_path: Path, file_size_limit: Any
 ) -> None:
-    from benchmax.runner._results import CompletedGroup
+    from benchmax.runner._records import CompletedGroup
 
     path = tmp_path / "results.jsonl"
     store = ResultsStore.open(path, {"group_size": 1}, group_size=1, force=False)
@@ -690,7 +691,7 @@ def test_runner_errors_survive_pickling(tmp_path: Path) -> None:
 
 
 def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: Path) -> None:
-    from benchmax.runner._results import CompletedGroup
+    from benchmax.runner._records import CompletedGroup
 
     path = tmp_path / "results.jsonl"
     secrets = ['pa"ss\\wörd\n', "12345678"]

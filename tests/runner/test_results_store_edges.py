@@ -26,16 +26,11 @@ import pytest
 
 import benchmax
 from benchmax.runner import ResultsFileError, ResultsWriteError, ResumeMismatchError, read_results
-from benchmax.runner._results import (
-    RESULTS_FORMAT,
-    CompletedGroup,
-    ResultsStore,
-    completed_group,
-    definition_differences,
-    encoded_line,
-    new_run_id,
-    results_header,
-)
+from benchmax.runner._definition_changes import definition_differences
+from benchmax.runner._line_encoding import encoded_line
+from benchmax.runner._records import CompletedGroup, completed_group
+from benchmax.runner._results import RESULTS_FORMAT
+from benchmax.runner._results_store import ResultsStore, new_run_id, results_header
 from benchmax.trajectory import Trajectory
 
 DEFINITION: dict[str, Any] = {"env": {"name": "NumberEnv"}, "group_size": 2, "model": "m"}

@@ -17,7 +17,7 @@ from benchmax.runner import (
     read_results,
     run_environment,
 )
-from benchmax.runner._results import ResultsStore, _write_all
+from benchmax.runner._results_store import ResultsStore, _write_all
 
 
 def outcome_table(path: Path) -> dict[tuple[int, int], tuple[str, dict]]:

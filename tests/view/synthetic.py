@@ -154,3 +154,59 @@ def large_run(path: Path, groups: int = 5000, group_size: int = 4, seed: int = 0
                 )
             )
     return write(path, header(group_size=group_size), records)
+
+
+def mixed_run(path: Path) -> Path:
+    """A file as a long, interrupted and resumed run leaves it: groups written interleaved
+    (several in flight), a group cut short by an interruption and run again under attempt 2,
+    a complete group superseded by a later attempt (its example id changed), a group with a
+    line too many, rewards whose keys appear in different orders (one a NaN), failures,
+    usage on some rollouts only, reward weights and a training step."""
+    head = header(group_size=3)
+    head["reward_weights"] = {"correct": 1.0, "format": 0.5}
+
+    def one(index: int, example_id: str, k: int, attempt: int = 1, **changes: Any) -> Any:
+        rewards = changes.pop("rewards", {"correct": float((index + k) % 2), "format": 1.0})
+        record = rollout(
+            index,
+            example_id,
+            k,
+            rewards=rewards,
+            reason=changes.pop("reason", "finished"),
+            transcript=[
+                {"role": "system", "content": "Answer briefly."},
+                {"role": "user", "content": f"question {index}"},
+                {"role": "assistant", "content": f"answer {index}.{k} <think>hm</think>"},
+            ],
+            usage=changes.pop("usage", {"prompt_tokens": 10 + k, "completion_tokens": 5}),
+        )
+        record["attempt"] = attempt
+        record["rollout_id"] = f"r{index}.a{attempt}.{k}"
+        record["step"] = 3
+        record.update(changes)
+        return record
+
+    records = [
+        # examples 2 and 0 in flight together, lines interleaved
+        one(2, "ex2", 0, rewards={"format": 0.5, "correct": 1.0}),
+        one(0, "ex0", 1),
+        one(2, "ex2", 2, reason="max_turns_exceeded", rewards={"format": 0.0}),
+        one(0, "ex0", 0, usage=None),
+        one(2, "ex2", 1, rewards={"correct": float("nan"), "format": 1.0, "extra": 2.0}),
+        one(0, "ex0", 2, reason="model_error", rewards={}),
+        # example 1: attempt 1 cut short, attempt 2 complete
+        one(1, "ex1", 0),
+        one(1, "ex1", 2),
+        one(1, "ex1", 1, attempt=2),
+        one(1, "ex1", 0, attempt=2),
+        one(1, "ex1", 2, attempt=2, reason="reward_error", rewards={"correct": 0.0}),
+        # example 3: complete, then superseded by attempt 2 under a new id
+        *(one(3, "ex3-old", k) for k in range(3)),
+        *(one(3, "ex3", k, attempt=2, rewards={"correct": 1.0, "format": 1.0}) for k in (2, 0, 1)),
+        # example 4: attempt 1 complete, attempt 2 gets a line too many (not complete)
+        *(one(4, "ex4", k, rewards={"correct": 0.0, "format": 0.5}) for k in range(3)),
+        *(one(4, "ex4", k, attempt=2) for k in (0, 1, 2, 2)),
+        # example 5 cut short at the end of the file
+        one(5, "ex5", 0),
+    ]
+    return write(path, head, records)

@@ -391,3 +391,31 @@ def test_simulated_users_and_judge_explanations(page: Any, tmp_path: Path) -> No
     assert "empty final reply" in text
     assert '"tickets"' in text
     assert_clean(page)
+
+
+def test_a_group_beyond_the_transcript_budget_names_the_show_command(
+    page: Any, tmp_path: Path
+) -> None:
+    from tests.view.synthetic import mixed_run
+
+    from benchmax.runner import write_html_report
+
+    results = mixed_run(tmp_path / "mixed.jsonl")
+    html = write_html_report(results, tmp_path / "mixed.html", transcript_budget=1500).path
+    open_report(page, html)
+    note = page.locator('[data-testid="omitted-note"]')
+    assert note.is_visible() and "4 later groups" in note.inner_text()
+    page.locator('#examples-body tr[data-example-id="ex2"]').click()
+    assert page.locator('[data-testid="transcript-omitted"]').count() == 0
+    assert "answer 2.0" in page.locator("#detail").inner_text()
+    page.locator('#examples-body tr[data-example-id="ex0"]').click()
+    omitted = page.locator('[data-testid="transcript-omitted"]')
+    assert omitted.is_visible()
+    command = page.locator('[data-testid="show-command"]').inner_text()
+    assert command == f"benchmax show {results} --example ex0 --limit 3"
+    detail = page.locator("#detail")
+    assert page.locator("#detail .rollout").count() == 3
+    assert "answer 0" not in detail.inner_text()
+    assert "model_error" in detail.inner_text()  # reasons and rewards stay
+    page.screenshot(path=str(ARTIFACTS / "view-beyond-budget.png"), full_page=True)
+    assert_clean(page)

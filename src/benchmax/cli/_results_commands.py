@@ -156,7 +156,9 @@ def view_command(results: Path, output: Path | None, open_page: bool, tokens: bo
 
     The page shows the run, its summary and reward charts, a sortable and filterable table
     of examples, and every group's transcripts side by side. A file still being written
-    shows its complete groups.
+    shows its complete groups. The file is read as a stream; the page embeds the
+    transcripts of the groups read first, up to 64 MB, and names the show command that
+    prints any later group's.
     """
     from benchmax.training._page import is_training_run, write_training_page
 
@@ -175,6 +177,14 @@ def view_command(results: Path, output: Path | None, open_page: bool, tokens: bo
         f"wrote {report.path} ({_size(report.size_bytes)}, {report.groups} groups, "
         f"{report.rollouts} rollouts) in {report.build_seconds:.2f} s"
     )
+    if report.omitted_groups:
+        import shlex
+
+        click.echo(
+            f"transcripts of {report.omitted_groups} groups read after the page's transcript "
+            f"budget are not in it (benchmax show {shlex.quote(str(results))} --example ID "
+            "prints one)"
+        )
     if open_page:
         webbrowser.open(report.path.resolve().as_uri())
 

@@ -1,14 +1,15 @@
-"""The reward charts of the ``view`` page: inline SVG drawn from the page's data (a
+"""The reward charts of the ``view`` page: inline SVG drawn from the run's ``ReportTally`` (a
 histogram per reward key, and its mean per termination reason)."""
 
 from __future__ import annotations
 
 import html
 import math
+from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from benchmax._vocabulary import FINISHED
+from benchmax.runner._report import ReportTally
 
 __all__ = ["charts_section", "reason_class"]
 
@@ -24,30 +25,29 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def charts_section(data: Mapping[str, Any]) -> str:
-    keys: list[str] = data["keys"]
+def charts_section(tally: ReportTally) -> str:
+    """The charts of every reward key with a finite value, from the tally's values."""
+    keys = tally.reward_keys
     if not keys:
         return ""
-    reasons: list[str] = data["reasons"]
-    values: dict[str, list[float]] = {key: [] for key in keys}
-    by_reason: dict[str, dict[str, list[float]]] = {key: {} for key in keys}
-    for group in data["groups"]:
-        for rollout in group["r"]:
-            reason = reasons[rollout["t"]]
-            for key, value in zip(keys, rollout["w"], strict=True):
-                # The charts draw finite values; NaN and infinities show in the tables.
-                if value is not None and math.isfinite(value):
-                    values[key].append(float(value))
-                    by_reason[key].setdefault(reason, []).append(float(value))
-    cards = "".join(
-        f'<div class="chart-card" data-key="{_e(key)}"><h3><code>{_e(key)}</code></h3>'
-        f"{_histogram_svg(key, values[key])}{_by_reason_svg(key, by_reason[key])}</div>"
-        for key in keys
-        if values[key]
-    )
+    reasons = tally.reasons
+    cards = []
+    for key in keys:
+        values: array[float] = array("d")
+        by_reason: dict[str, array[float]] = {}
+        for value, number in zip(*tally.reward_values(key), strict=True):
+            # The charts draw finite values; NaN and infinities show in the tables.
+            if math.isfinite(value):
+                values.append(value)
+                by_reason.setdefault(reasons[number], array("d")).append(value)
+        if values:
+            cards.append(
+                f'<div class="chart-card" data-key="{_e(key)}"><h3><code>{_e(key)}</code></h3>'
+                f"{_histogram_svg(key, values)}{_by_reason_svg(key, by_reason)}</div>"
+            )
     return (
         '<section id="charts" class="card"><h2>Reward charts</h2>'
-        f'<div class="charts">{cards}</div></section>'
+        f'<div class="charts">{"".join(cards)}</div></section>'
     )
 
 

@@ -22,8 +22,7 @@ from benchmax._vocabulary import ROLLOUT_TIMEOUT
 from benchmax.envs.environment import Environment
 from benchmax.runner._config import mask_secrets
 from benchmax.runner._loop_watch import blocking_hook
-from benchmax.runner._records import LogEntry
-from benchmax.runner._results import completed_group
+from benchmax.runner._records import LogEntry, completed_group
 from benchmax.runner._run import GroupJob, GroupResult
 from benchmax.trajectory import Trajectory
 

@@ -9,12 +9,22 @@ written down in one place.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from benchmax._vocabulary import TokenUsage
-from benchmax.trajectory import LogEntry, RolloutRecord, RolloutTimings
+from benchmax.trajectory import LogEntry, RolloutRecord, RolloutTimings, Trajectory
 
-__all__ = ["LogEntry", "ResultsHeader", "RolloutRecord", "RolloutTimings", "TokenUsage"]
+__all__ = [
+    "CompletedGroup",
+    "LogEntry",
+    "ResultsHeader",
+    "RolloutRecord",
+    "RolloutTimings",
+    "TokenUsage",
+    "completed_group",
+]
 
 
 class ResultsHeader(TypedDict):
@@ -37,3 +47,27 @@ class ResultsHeader(TypedDict):
     """The environment's ``reward_weights`` when it sets them (not part of the definition:
     they weigh the scalar reward a trainer sees, not the outcomes); ``view`` shows each
     rollout's weighted scalar and advantage with them."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedGroup:
+    """The parts of one complete group the summary needs."""
+
+    example_index: int
+    example_id: str
+    termination_reasons: tuple[str, ...]
+    rewards: tuple[Mapping[str, float], ...]
+    usage: tuple[Mapping[str, object] | None, ...] | None = None
+    """Each rollout's token usage as its line holds it (values unchecked: lines come
+    from files); ``None`` for lines written before usage was recorded."""
+
+
+def completed_group(example_index: int, trajectories: Sequence[Trajectory]) -> CompletedGroup:
+    """The summary of one complete group, from its records in group order."""
+    return CompletedGroup(
+        example_index=example_index,
+        example_id=trajectories[0].example_id,
+        termination_reasons=tuple(t.termination_reason for t in trajectories),
+        rewards=tuple(dict(t.rewards) for t in trajectories),
+        usage=tuple(None if t.usage is None else dict(t.usage) for t in trajectories),
+    )

@@ -17,8 +17,9 @@ from benchmax.auth import ModelAuth
 from benchmax.envs import BaseEnv
 from benchmax.envs.shared_types import FINISHED, DatasetSplit
 from benchmax.runner._errors import RunError
+from benchmax.runner._records import CompletedGroup
 from benchmax.runner._rescore import RescoreReport, rescore_results
-from benchmax.runner._results import CompletedGroup, ResultsStore
+from benchmax.runner._results_store import ResultsStore
 from benchmax.trajectory import Trajectory
 
 __all__ = ["FixedReply", "score_replies"]

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from benchmax._file_replace import replace_file
 from benchmax._vocabulary import OUTPUT_EXCEEDED, TOKEN_USAGE_KEYS
 from benchmax.runner._learning_signal import group_signal, is_scored, scalar_of
-from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_metrics
-from benchmax.runner._results import CompletedGroup
+from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_of_counts
+from benchmax.runner._records import CompletedGroup
 
-__all__ = ["RewardStats", "RunReport", "UsageStats", "summarize"]
+__all__ = ["ReportTally", "RewardStats", "RunReport", "UsageStats", "summarize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class RewardStats:
     max: float
 
     @classmethod
-    def of(cls, values: list[float]) -> RewardStats:
+    def of(cls, values: Sequence[float]) -> RewardStats:
         """The stats of ``values`` (non-empty); never raises on huge, infinite or NaN
         values (the mean of values near the float limit is taken scaled; a spread too large
         for a float is ``inf``; NaN anywhere makes mean and std NaN)."""
@@ -72,36 +73,53 @@ class UsageStats:
     completion_tokens_max: int | None
 
     @classmethod
-    def of(cls, usages: Sequence[Mapping[str, object]]) -> UsageStats | None:
-        """Stats of the given per-rollout usages (``None`` when the list is empty).
+    def of(cls, usages: Iterable[Mapping[str, object]]) -> UsageStats | None:
+        """Stats of the given per-rollout usages (``None`` when there are none).
 
         A count that is not an integer (a hand-edited results line) is left out.
         """
-        if not usages:
-            return None
-        totals: dict[str, int | None] = {}
+        tally = _UsageTally()
+        for usage in usages:
+            tally.add(usage)
+        return tally.stats()
+
+
+class _UsageTally:
+    """``UsageStats`` summed one rollout's usage at a time (integers: exact in any order)."""
+
+    def __init__(self) -> None:
+        self.rollouts = 0
+        self.totals: dict[str, int] = {}
+        self.completions = 0
+        self.completion_max: int | None = None
+
+    def add(self, usage: Mapping[str, object]) -> None:
+        self.rollouts += 1
         for key in TOKEN_USAGE_KEYS:
-            values = _counts(usages, key)
-            totals[key] = sum(values) if values else None
-        completions = _counts(usages, "completion_tokens")
-        return cls(
-            rollouts=len(usages),
-            prompt_tokens=totals["prompt_tokens"],
-            completion_tokens=totals["completion_tokens"],
-            total_tokens=totals["total_tokens"],
-            reasoning_tokens=totals["reasoning_tokens"],
-            cached_tokens=totals["cached_tokens"],
-            completion_tokens_mean=(sum(completions) / len(completions)) if completions else None,
-            completion_tokens_max=max(completions) if completions else None,
+            count = usage.get(key)
+            if isinstance(count, int) and not isinstance(count, bool):
+                self.totals[key] = self.totals.get(key, 0) + count
+                if key == "completion_tokens":
+                    self.completions += 1
+                    if self.completion_max is None or count > self.completion_max:
+                        self.completion_max = count
+
+    def stats(self) -> UsageStats | None:
+        if not self.rollouts:
+            return None
+        total = self.totals.get
+        return UsageStats(
+            rollouts=self.rollouts,
+            prompt_tokens=total("prompt_tokens"),
+            completion_tokens=total("completion_tokens"),
+            total_tokens=total("total_tokens"),
+            reasoning_tokens=total("reasoning_tokens"),
+            cached_tokens=total("cached_tokens"),
+            completion_tokens_mean=(
+                self.totals["completion_tokens"] / self.completions if self.completions else None
+            ),
+            completion_tokens_max=self.completion_max,
         )
-
-
-def _counts(usages: Sequence[Mapping[str, object]], key: str) -> list[int]:
-    return [
-        count
-        for usage in usages
-        if isinstance(count := usage.get(key), int) and not isinstance(count, bool)
-    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,89 +216,201 @@ def summarize(
 ) -> RunReport:
     """Build the report from complete groups (``reward_weights``: the environment's, for
     the weighted scalar reward and the advantages; ``None``: the sum of the rewards)."""
-    groups = list(groups)
-    rollout_reasons: Counter[str] = Counter()
-    group_reasons: Counter[str] = Counter()
-    values: dict[str, list[float]] = {}
-    scored: dict[str, list[float]] = {}
-    scalars: list[float] = []
-    scored_scalars: list[float] = []
-    advantages: list[float] = []
-    signal_groups = 0
-    flat_groups = 0
-    usages: list[Mapping[str, object]] = []
+    tally = ReportTally(reward_weights)
     for group in groups:
-        usages.extend(usage for usage in group.usage or () if usage)
-        rollout_reasons.update(group.termination_reasons)
-        group_reasons.update(set(group.termination_reasons))
-        group_scalars = [scalar_of(rewards, reward_weights) for rewards in group.rewards]
-        for rewards, reason, scalar in zip(
-            group.rewards, group.termination_reasons, group_scalars, strict=True
-        ):
-            for key, value in rewards.items():
-                values.setdefault(key, []).append(float(value))
-                if is_scored(reason):
-                    scored.setdefault(key, []).append(float(value))
-            if scalar is not None:
-                scalars.append(scalar)
-                if is_scored(reason):
-                    scored_scalars.append(scalar)
-        group_advantages = [
-            a
-            for a, reason in zip(
-                group_signal(group_scalars, group.termination_reasons),
-                group.termination_reasons,
-                strict=True,
-            )
-            if a is not None and is_scored(reason)
-        ]
-        advantages.extend(group_advantages)
-        signal_groups += any(a != 0.0 for a in group_advantages)
-        if all(rewards == group.rewards[0] for rewards in group.rewards[1:]):
-            flat_groups += 1
-    total = rollout_reasons.total()
-    failed = sum(n for reason, n in rollout_reasons.items() if not is_scored(reason))
-    return RunReport(
+        tally.add(group)
+    return tally.report(
         run_id=run_id,
         results_path=results_path,
         examples=examples,
-        groups=len(groups),
         groups_resumed=groups_resumed,
-        rollouts=sum(rollout_reasons.values()),
-        rollouts_by_reason=dict(rollout_reasons.most_common()),
-        groups_by_reason=dict(group_reasons.most_common()),
-        reward_stats={key: RewardStats.of(vals) for key, vals in values.items()},
-        no_variance_group_share=flat_groups / len(groups) if groups else 0.0,
         rollouts_run=rollouts_run,
-        rollouts_per_second=rollouts_run / wall_seconds if wall_seconds > 0 else 0.0,
         wall_seconds=wall_seconds,
-        pass_at_k=_pass_at_k(groups, values),
-        usage=UsageStats.of(usages),
-        output_exceeded_share=(
-            rollout_reasons[OUTPUT_EXCEEDED] / rollout_reasons.total() if rollout_reasons else 0.0
-        ),
-        scored_reward_stats={key: RewardStats.of(vals) for key, vals in scored.items()},
-        failed_share=failed / total if total else 0.0,
-        scalar_stats=RewardStats.of(scalars) if scalars else None,
-        scored_scalar_stats=RewardStats.of(scored_scalars) if scored_scalars else None,
-        reward_weights=None if reward_weights is None else dict(reward_weights),
-        advantage_signal_share=signal_groups / len(groups) if groups else 0.0,
-        mean_abs_advantage=math.fsum(map(abs, advantages)) / len(advantages) if advantages else 0.0,
     )
 
 
-def _pass_at_k(
-    groups: list[CompletedGroup], values: Mapping[str, list[float]]
-) -> dict[str, PassAtK]:
-    """Group metrics (pass@1, pass@k, any-success share) of every 0/1 reward key."""
-    metrics: dict[str, PassAtK] = {}
-    for key, key_values in values.items():
-        if not is_binary(key_values):
-            continue
-        # A rollout without the key (e.g. one that failed before scoring) did not pass.
-        found = pass_at_k_metrics(
-            [[float(rewards.get(key, 0.0)) for rewards in group.rewards] for group in groups]
+class ReportTally:
+    """What ``summarize`` computes, taken one complete group at a time, so a reader can
+    summarize a file too large to hold (``benchmax view``).
+
+    Memory: per rollout and reward key, its value and its termination reason's number
+    (12 bytes); per rollout its weighted scalar (12) and advantage (8); per group its size
+    and per binary-candidate key its successes; never a transcript. Groups must be added
+    in the order the report is about (example order): first appearances order the keys and
+    reasons, and pass@k sums over groups in that order.
+    """
+
+    def __init__(self, reward_weights: Mapping[str, float] | None = None) -> None:
+        self.reward_weights = None if reward_weights is None else dict(reward_weights)
+        self.groups = 0
+        self.flat_groups = 0
+        self._signal_groups = 0
+        self._rollout_reasons: Counter[str] = Counter()
+        self._group_reasons: Counter[str] = Counter()
+        self._reason_numbers: dict[str, int] = {}
+        self._scored_keys: dict[str, None] = {}
+        self._values: dict[str, tuple[array[float], array[int]]] = {}
+        self._scalars: tuple[array[float], array[int]] = (array("d"), array("I"))
+        self._advantages = array("d")
+        self._sizes = array("I")
+        self._successes: dict[str, tuple[int, array[int]]] = {}
+        self._usage = _UsageTally()
+
+    @property
+    def reward_keys(self) -> list[str]:
+        """Every reward key, in order of first appearance."""
+        return list(self._values)
+
+    @property
+    def rollouts(self) -> int:
+        """How many rollouts the groups added hold."""
+        return self._rollout_reasons.total()
+
+    @property
+    def reasons(self) -> list[str]:
+        """Every termination reason, in order of first appearance."""
+        return list(self._reason_numbers)
+
+    def reward_values(self, key: str) -> tuple[Sequence[float], Sequence[int]]:
+        """Every value of reward ``key`` in rollout order, and beside each its rollout's
+        termination reason (an index into ``reasons``)."""
+        return self._values[key]
+
+    def add(
+        self,
+        group: CompletedGroup,
+        *,
+        signal: tuple[Sequence[float | None], Sequence[float | None]] | None = None,
+    ) -> None:
+        """Count one complete group. ``signal``: its rollouts' weighted scalars and GRPO
+        advantages when the caller has them already (as ``scalar_of`` and ``group_signal``
+        give them), else they are computed here."""
+        reasons = group.termination_reasons
+        for usage in group.usage or ():
+            if usage:
+                self._usage.add(usage)
+        self._rollout_reasons.update(reasons)
+        self._group_reasons.update(set(reasons))
+        numbers = [self._reason_numbers.setdefault(r, len(self._reason_numbers)) for r in reasons]
+        if signal is None:
+            computed = [scalar_of(rewards, self.reward_weights) for rewards in group.rewards]
+            signal = computed, group_signal(computed, reasons)
+        scalars, group_advantages = signal
+        for rewards, reason, number, scalar in zip(
+            group.rewards, reasons, numbers, scalars, strict=True
+        ):
+            for key, value in rewards.items():
+                values, of_reason = self._values.setdefault(key, (array("d"), array("I")))
+                values.append(float(value))
+                of_reason.append(number)
+            if is_scored(reason):
+                self._scored_keys.update(dict.fromkeys(rewards))
+            if scalar is not None:
+                self._scalars[0].append(scalar)
+                self._scalars[1].append(number)
+        advantages = [
+            a
+            for a, reason in zip(group_advantages, reasons, strict=True)
+            if a is not None and is_scored(reason)
+        ]
+        self._advantages.extend(advantages)
+        self._signal_groups += any(a != 0.0 for a in advantages)
+        self.flat_groups += all(rewards == group.rewards[0] for rewards in group.rewards[1:])
+        for key in self._values:
+            _start, successes = self._successes.setdefault(key, (self.groups, array("I")))
+            # A rollout without the key (e.g. one that failed before scoring) did not pass.
+            successes.append(sum(1 for rewards in group.rewards if rewards.get(key, 0.0) == 1))
+        self._sizes.append(len(reasons))
+        self.groups += 1
+
+    def report(
+        self,
+        *,
+        run_id: str,
+        results_path: Path | None,
+        examples: int,
+        groups_resumed: int,
+        rollouts_run: int,
+        wall_seconds: float,
+    ) -> RunReport:
+        """The report of the groups added so far."""
+        scored_numbers = {n for reason, n in self._reason_numbers.items() if is_scored(reason)}
+        reasons = self._rollout_reasons
+        total = reasons.total()
+        failed = sum(n for reason, n in reasons.items() if not is_scored(reason))
+        groups = self.groups
+        stats = {key: RewardStats.of(values) for key, (values, _) in self._values.items()}
+        scored = {  # in order of first appearance in a scored rollout
+            key: RewardStats.of(_scored(*self._values[key], scored_numbers))
+            for key in self._scored_keys
+        }
+        scored_scalars = _scored(*self._scalars, scored_numbers)
+        advantages = self._advantages
+        return RunReport(
+            run_id=run_id,
+            results_path=results_path,
+            examples=examples,
+            groups=groups,
+            groups_resumed=groups_resumed,
+            rollouts=total,
+            rollouts_by_reason=dict(reasons.most_common()),
+            groups_by_reason=dict(self._group_reasons.most_common()),
+            reward_stats=stats,
+            no_variance_group_share=self.flat_groups / groups if groups else 0.0,
+            rollouts_run=rollouts_run,
+            rollouts_per_second=rollouts_run / wall_seconds if wall_seconds > 0 else 0.0,
+            wall_seconds=wall_seconds,
+            pass_at_k=self._pass_at_k(),
+            usage=self._usage.stats(),
+            output_exceeded_share=reasons[OUTPUT_EXCEEDED] / total if total else 0.0,
+            scored_reward_stats=scored,
+            failed_share=failed / total if total else 0.0,
+            scalar_stats=RewardStats.of(self._scalars[0]) if self._scalars[0] else None,
+            scored_scalar_stats=RewardStats.of(scored_scalars) if scored_scalars else None,
+            reward_weights=self.reward_weights,
+            advantage_signal_share=self._signal_groups / groups if groups else 0.0,
+            mean_abs_advantage=math.fsum(map(abs, advantages)) / len(advantages)
+            if advantages
+            else 0.0,
         )
-        if found is not None:
-            metrics[key] = found
-    return metrics
+
+    def _pass_at_k(self) -> dict[str, PassAtK]:
+        """Group metrics (pass@1, pass@k, any-success share) of every 0/1 reward key."""
+        metrics: dict[str, PassAtK] = {}
+        for key, (values, _reasons) in self._values.items():
+            if not is_binary(values) or not all(self._sizes):
+                continue
+            start, successes = self._successes[key]
+            found = pass_at_k_of_counts(_GroupCounts(self._sizes, start, successes))
+            if found is not None:
+                metrics[key] = found
+        return metrics
+
+
+class _GroupCounts(Sequence[tuple[int, int]]):
+    """Each group's ``(rollouts, successes)`` of one key, read from the tally's arrays
+    (groups before the key's first one had no success)."""
+
+    def __init__(self, sizes: array[int], start: int, successes: array[int]) -> None:
+        self._sizes, self._start, self._successes = sizes, start, successes
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[int, int]]: ...
+    def __getitem__(self, index: int | slice) -> tuple[int, int] | Sequence[tuple[int, int]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        found = self._successes[index - self._start] if index >= self._start else 0
+        return self._sizes[index], found
+
+
+def _scored(values: array[float], of_reason: array[int], scored: set[int]) -> array[float]:
+    """The values whose rollout's termination reason is scored (in ``scored``)."""
+    return array("d", (v for v, n in zip(values, of_reason, strict=True) if n in scored))

@@ -39,15 +39,11 @@ from benchmax.envs.shared_types import (
 )
 from benchmax.runner._config import NoModelAuth, credential_secrets
 from benchmax.runner._errors import GroupContractError, RunError
+from benchmax.runner._line_encoding import encoded_line
 from benchmax.runner._records import ResultsHeader
 from benchmax.runner._report import RewardStats
-from benchmax.runner._results import (
-    Results,
-    encoded_line,
-    new_run_id,
-    read_results,
-    results_header,
-)
+from benchmax.runner._results import Results, read_results
+from benchmax.runner._results_store import new_run_id, results_header
 from benchmax.runner._selection import ResultGroup, groups_of
 from benchmax.trajectory import Trajectory, recording_annotations
 

@@ -26,9 +26,9 @@ from benchmax.runner._errors import GroupContractError, RunError
 from benchmax.runner._failure_share import FailureTally
 from benchmax.runner._judge_check import check_judges, distinct_judges
 from benchmax.runner._loop_watch import watching_the_loop
-from benchmax.runner._records import LogEntry
+from benchmax.runner._records import CompletedGroup, LogEntry, completed_group
 from benchmax.runner._report import RunReport, summarize
-from benchmax.runner._results import CompletedGroup, ResultsStore, completed_group
+from benchmax.runner._results_store import ResultsStore
 from benchmax.trajectory import Trajectory
 
 __all__ = [

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmax._file_replace import replace_file
-from benchmax.runner._results import ResultsStore, completed_group, encoded_line
+from benchmax.runner._line_encoding import encoded_line
+from benchmax.runner._records import completed_group
+from benchmax.runner._results_store import ResultsStore
 from benchmax.trajectory import Trajectory
 
 __all__ = ["MetricsWriter", "RolloutsWriter", "RunDirectory", "read_metrics"]

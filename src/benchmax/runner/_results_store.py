@@ -1,0 +1,310 @@
+"""Writing a results file: ``ResultsStore`` starts one or resumes it, and appends groups.
+
+Every completed group is appended with a single write and flushed, so an interrupted run
+loses at most the groups in flight. Reopening a file resumes it: complete groups are kept,
+groups with missing lines are run again under a new attempt number, and a torn last line
+left by a hard kill is cut off.
+
+Writing never fails on what a model, a tool or an environment put in a record (see
+``encoded_line``). A group write that fails (disk full) is cut back, so the file still ends
+at the last complete group, and raises ``ResultsWriteError``. Known secrets are masked in
+every record.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+
+import benchmax
+from benchmax._file_replace import replace_file
+from benchmax.runner._definition_changes import definition_differences, normalized, only_extends
+from benchmax.runner._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
+from benchmax.runner._line_encoding import encoded_line, mask_strings
+from benchmax.runner._records import CompletedGroup, ResultsHeader, RolloutRecord
+from benchmax.runner._results import RESULTS_FORMAT, checked_header
+from benchmax.runner._rollout_lines import SUMMARY_FIELDS, checked_record, usage_of
+from benchmax.trajectory import Trajectory
+
+__all__ = ["ResultsStore", "new_run_id", "results_header"]
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory lock, one run per file is up to the user
+    fcntl = None  # type: ignore[assignment]  # the module or None, by platform
+
+
+def new_run_id() -> str:
+    """A Harbor-safe run id: UTC timestamp plus random hex, e.g. ``20260101T120000-3f9a2c``."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.urandom(3).hex()}"
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What a resume needs of the file already there: its header, where its last complete
+    line ends, its complete groups' summaries and each example's highest attempt."""
+
+    header: ResultsHeader
+    valid_length: int
+    groups: dict[int, CompletedGroup] = field(default_factory=dict)
+    attempts: dict[int, int] = field(default_factory=dict)
+
+
+def _scan(path: Path, group_size: int | None) -> _Scan:
+    """The resume scan of ``path``: only the summary fields of each line are kept, never
+    transcripts."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ResultsFileError(f"cannot read {path}: {error.strerror or error}") from None
+    valid_length = data.rfind(b"\n") + 1
+    lines = data[:valid_length].splitlines()
+    if not lines:
+        raise ResultsFileError(f"{path} has no complete header line")
+    header = checked_header(path, lines[0])
+    size = group_size if group_size is not None else header["definition"].get("group_size")
+    by_attempt: dict[tuple[int, int], list[RolloutRecord]] = {}
+    scan = _Scan(header=header, valid_length=valid_length)
+    for number, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            continue
+        record = checked_record(path, number, raw)
+        index, attempt = int(record["example_index"]), int(record["attempt"])
+        kept = {key: record[key] for key in SUMMARY_FIELDS if key in record}
+        by_attempt.setdefault((index, attempt), []).append(cast(RolloutRecord, kept))
+        scan.attempts[index] = max(attempt, scan.attempts.get(index, 0))
+    for (index, _attempt), records in sorted(by_attempt.items()):
+        if _is_complete(records, size):
+            records.sort(key=lambda r: r["group_index"])
+            scan.groups[index] = CompletedGroup(
+                example_index=index,
+                example_id=records[0]["example_id"],
+                termination_reasons=tuple(r["termination_reason"] for r in records),
+                rewards=tuple(r["rewards"] for r in records),
+                usage=usage_of(records),
+            )
+    return scan
+
+
+def _is_complete(records: Sequence[Mapping[str, Any]], group_size: object) -> bool:
+    if not isinstance(group_size, int) or len(records) != group_size:
+        return False
+    if {r.get("group_index") for r in records} != set(range(group_size)):
+        return False
+    return len({r.get("example_id") for r in records}) == 1
+
+
+class ResultsStore:
+    """The results of one run: groups already complete (resumed) and an appender for new ones.
+
+    The file stays open, and locked against other runs where the platform allows, until
+    ``close``. Every string written (transcripts, logs, example ids) has the known
+    ``secrets`` masked.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        handle: BinaryIO | None,
+        run_id: str,
+        groups: dict[int, CompletedGroup],
+        attempts: dict[int, int],
+        secrets: Sequence[str] = (),
+    ) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.groups = groups
+        self._attempts = attempts
+        self._file = handle
+        self._secrets = tuple(s for s in secrets if s)
+        self._secrets_as_written = tuple(
+            json.dumps(s, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace")
+            for s in self._secrets
+        )
+        self._failure: ResultsWriteError | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | None,
+        definition: Mapping[str, Any],
+        *,
+        group_size: int,
+        force: bool,
+        secrets: Sequence[str] = (),
+        data_dir: Path | None = None,
+        reward_weights: Mapping[str, float] | None = None,
+    ) -> ResultsStore:
+        """Start a new results file at ``path``, or resume the one already there.
+
+        Known ``secrets`` are masked in the header's definition as in every line. A new
+        file's header records ``data_dir`` (made absolute) and ``reward_weights`` when
+        given. A definition that
+        differs only by a larger ``max_examples`` (or none) resumes without ``force``; the
+        header then takes the new definition, the old one joining ``previous_definitions``.
+        Raises ``ResumeMismatchError`` (definition differs, no ``force``),
+        ``ResultsFileError`` (not a readable results file, or in use by another run) and
+        ``ResultsWriteError`` (the file cannot be created or written).
+        """
+        # The definition is masked before it is compared or written: a secret passed as a
+        # sampling argument never reaches the header, and resuming compares masked forms.
+        masked = tuple(s for s in secrets if s)
+        definition = mask_strings(normalized(dict(definition)), masked)
+        if path is None:
+            return cls(None, None, new_run_id(), {}, {}, secrets)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = _open_locked(path)
+        except OSError as error:
+            raise ResultsWriteError(path, error, "open") from None
+        try:
+            if handle.seek(0, os.SEEK_END) == 0:
+                run_id = new_run_id()
+                header = results_header(
+                    run_id, definition, data_dir=data_dir, reward_weights=reward_weights
+                )
+                if "data_dir" in header:
+                    header["data_dir"] = mask_strings(header["data_dir"], masked)
+                _append_or_cut(handle, path, encoded_line(header))
+                return cls(path, handle, run_id, {}, {}, secrets)
+            scan = _scan(path, group_size)
+            recorded = scan.header["definition"]
+            differences = definition_differences(recorded, definition)
+            if differences and not force and not only_extends(recorded, definition):
+                raise ResumeMismatchError(str(path), differences)
+            if differences:
+                _rewrite_header(path, scan, definition)
+                handle.close()
+                handle = _open_locked(path)
+            elif scan.valid_length != handle.tell():
+                handle.truncate(scan.valid_length)
+        except OSError as error:
+            handle.close()
+            raise ResultsWriteError(path, error) from None
+        except BaseException:
+            handle.close()
+            raise
+        run_id = str(scan.header.get("run_id") or new_run_id())
+        return cls(path, handle, run_id, scan.groups, scan.attempts, secrets)
+
+    def is_complete(self, example_index: int, example_id: str) -> bool:
+        group = self.groups.get(example_index)
+        return group is not None and group.example_id == example_id
+
+    def next_attempt(self, example_index: int) -> int:
+        return self._attempts.get(example_index, 0) + 1
+
+    def append_group(self, group: CompletedGroup, trajectories: Iterable[Trajectory]) -> None:
+        """Write one complete group's lines at once (unbuffered), then remember it.
+
+        A failed write is cut back to where the group started and raises
+        ``ResultsWriteError``; so does every later call (the run has to stop).
+        """
+        if self._file is not None:
+            if self._failure is not None:
+                raise self._failure
+            data = b"".join(self._masked_line(t.to_json()) for t in trajectories)
+            try:
+                _append_or_cut(self._file, self.path, data)
+            except ResultsWriteError as failure:
+                self._failure = failure
+                raise
+        self.groups[group.example_index] = group
+
+    def _masked_line(self, record: Mapping[str, Any]) -> bytes:
+        """The record's line with every secret masked; the record is only walked when a
+        secret occurs in its line (as JSON writes it)."""
+        line = encoded_line(record)
+        if any(secret in line for secret in self._secrets_as_written):
+            line = encoded_line(mask_strings(record, self._secrets))
+        return line
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def _append_or_cut(handle: BinaryIO, path: Path | None, data: bytes) -> None:
+    """Append ``data`` whole, or leave the file as it was and raise ``ResultsWriteError``."""
+    start = handle.seek(0, os.SEEK_END)
+    try:
+        _write_all(handle, data)
+    except OSError as error:
+        failure = ResultsWriteError(path, error)
+        try:
+            handle.truncate(start)
+        except OSError as cut_error:
+            failure.add_note(f"cutting the partial group back also failed: {cut_error}")
+        raise failure from error
+
+
+def _open_locked(path: Path) -> BinaryIO:
+    """``path`` opened for appending (created if missing), locked against other runs."""
+    handle: BinaryIO = open(path, "a+b", buffering=0)
+    if fcntl is not None:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise ResultsFileError(f"{path} is in use by another run") from None
+    return handle
+
+
+def _write_all(handle: BinaryIO, data: bytes) -> None:
+    """Write all of ``data``, continuing after short writes; a write that makes no
+    progress raises ``OSError`` instead of looping."""
+    view = memoryview(data)
+    while view:
+        written = handle.write(view)
+        if not written:
+            raise OSError(errno.EIO, "the results file accepted no more bytes")
+        view = view[written:]
+
+
+def results_header(
+    run_id: str,
+    definition: Mapping[str, Any],
+    *,
+    rescored_from: Mapping[str, Any] | None = None,
+    data_dir: Path | None = None,
+    reward_weights: Mapping[str, float] | None = None,
+) -> ResultsHeader:
+    """The header line of a new results file (``rescored_from``: set by ``rescore``;
+    ``data_dir``: the data directory, recorded made absolute; ``reward_weights``: the
+    environment's, when it sets them)."""
+    header: ResultsHeader = {
+        "type": "header",
+        "format": RESULTS_FORMAT,
+        "run_id": run_id,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "benchmax_version": benchmax.__version__,
+        "definition": dict(definition),
+    }
+    if rescored_from is not None:
+        header["rescored_from"] = dict(rescored_from)
+    if data_dir is not None:
+        header["data_dir"] = str(Path(data_dir).absolute())
+    if reward_weights is not None:
+        header["reward_weights"] = {str(k): float(v) for k, v in reward_weights.items()}
+    return header
+
+
+def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> None:
+    """Replace the header (the old definition joins ``previous_definitions``), atomically,
+    through an exclusive temporary file; a symlinked ``path`` is written through to its
+    target and stays a link."""
+    data = path.read_bytes()[: scan.valid_length]
+    body = data[data.find(b"\n") + 1 :]
+    header = scan.header.copy()
+    header["previous_definitions"] = [
+        *header.get("previous_definitions", []),
+        header["definition"],
+    ]
+    header["definition"] = dict(definition)
+    replace_file(path, (encoded_line(header), body))

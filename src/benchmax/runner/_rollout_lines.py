@@ -1,0 +1,109 @@
+"""One rollout line of a results file as every reader takes it: the fields every reader
+relies on checked (``checked_record``, errors naming ``file:line``), the summary fields
+(``SUMMARY_FIELDS``), and the whole record on demand (``LazyRollout``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from benchmax.runner._errors import ResultsFileError
+from benchmax.trajectory import Trajectory
+
+__all__ = ["SUMMARY_FIELDS", "LazyRollout", "checked_record", "usage_of"]
+
+SUMMARY_FIELDS = ("example_id", "group_index", "termination_reason", "rewards", "usage")
+"""The fields of a rollout line a summary keeps (a resume, ``CompletedGroup``,
+``LazyRollout.fields``): never the transcript."""
+
+_FLOAT_MAX = sys.float_info.max
+
+
+def _record_problem(record: Mapping[str, Any]) -> str | None:
+    """What is wrong with the fields every reader of a rollout line relies on, or ``None``."""
+    for name in ("example_id", "termination_reason"):
+        if not isinstance(record.get(name), str):
+            return f"{name} is not a string"
+    if not record["termination_reason"]:
+        return "termination_reason is empty"
+    group_index = record.get("group_index")
+    if not isinstance(group_index, int) or isinstance(group_index, bool):
+        return "group_index is not an integer"
+    rewards = record.get("rewards")
+    if not isinstance(rewards, Mapping):
+        return "rewards is not an object"
+    for key, value in rewards.items():
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return f"reward {key!r} is not a number"
+        if isinstance(value, int) and not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+            return f"reward {key!r} is too large for a float"
+    return None
+
+
+def usage_of(
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[Mapping[str, object] | None, ...] | None:
+    if not all("usage" in record for record in records):
+        return None
+    return tuple(r["usage"] if isinstance(r["usage"], Mapping) else None for r in records)
+
+
+def checked_record(path: Path, number: int, raw: bytes) -> dict[str, Any]:
+    try:
+        record = json.loads(raw)
+        int(record["example_index"]), int(record["attempt"])
+    except RecursionError:
+        raise ResultsFileError(
+            f"{path}:{number} is not a rollout record: JSON nested too deeply"
+        ) from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
+    problem = _record_problem(record)
+    if problem is not None:
+        raise ResultsFileError(f"{path}:{number} is not a rollout record: {problem}")
+    return cast(dict[str, Any], record)
+
+
+@dataclass(frozen=True, slots=True)
+class LazyRollout:
+    """One rollout line of a streamed file: its checked summary fields now, its
+    ``Trajectory`` on demand (``trajectory()``), so a scan holds no transcripts."""
+
+    path: Path
+    line: int
+    raw: bytes
+    fields: Mapping[str, Any]
+
+    def __init__(self, path: Path, line: int, raw: bytes, record: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "line", line)
+        object.__setattr__(self, "raw", raw)
+        summary = {name: record[name] for name in SUMMARY_FIELDS if name in record}
+        summary["example_index"] = int(record["example_index"])
+        summary["attempt"] = int(record["attempt"])
+        object.__setattr__(self, "fields", summary)
+
+    @property
+    def termination_reason(self) -> str:
+        return str(self.fields["termination_reason"])
+
+    @property
+    def example_id(self) -> str:
+        return str(self.fields["example_id"])
+
+    @property
+    def rewards(self) -> Mapping[str, float]:
+        return cast(Mapping[str, float], self.fields["rewards"])
+
+    def trajectory(self) -> Trajectory:
+        """The whole record; raises ``ResultsFileError`` naming ``file:line``."""
+        try:
+            return Trajectory.from_json(json.loads(self.raw))
+        except (TypeError, ValueError, RecursionError) as error:
+            raise ResultsFileError(
+                f"{self.path}:{self.line} is not a rollout record: {error}"
+            ) from None

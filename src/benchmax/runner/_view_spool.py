@@ -1,0 +1,122 @@
+"""One pass over a results file for the ``view`` page, its groups kept on disk, not in memory.
+
+Each complete group becomes its page entry (``group_entry``) the moment its last line is
+read, and the entry is pickled to a spool file beside the page; memory holds the groups
+still missing lines and three numbers per group (example index, attempt, spool offset).
+Entries carry their transcripts while the spooled transcripts stay within the budget
+(``TRANSCRIPT_BUDGET`` bytes, in file order): the first group that does not fit and every
+group after it are spooled without (``"x": true``), so the page stays a size a browser
+opens, whatever the file's size. After the pass, ``entries`` reads the groups
+``read_results`` keeps (per example the complete group of the highest attempt) in example
+order, as often as the page needs them.
+"""
+
+from __future__ import annotations
+
+import pickle
+import tempfile
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, cast
+
+from benchmax.runner._page_data import GroupEntry, group_entry, reward_weights_of
+from benchmax.runner._records import ResultsHeader
+from benchmax.runner._results import GroupScan
+from benchmax.trajectory import Trajectory
+
+__all__ = ["TRANSCRIPT_BUDGET", "SpooledGroups"]
+
+TRANSCRIPT_BUDGET = 64 * 2**20
+"""Bytes of transcripts (as spooled: about what they add to the page) the ``view`` page
+embeds; groups read after the budget is spent show rewards, reasons, timings and usage,
+and name the ``benchmax show`` command that prints them."""
+
+
+class SpooledGroups:
+    """The complete groups of a results file, read once (``ResultsFileError`` naming
+    ``file:line`` for a damaged line) and spooled to a temporary file in ``directory``.
+
+    A context manager: the spool is deleted on exit."""
+
+    def __init__(
+        self,
+        path: Path,
+        directory: Path,
+        *,
+        tokens: bool = False,
+        budget: int = TRANSCRIPT_BUDGET,
+    ) -> None:
+        scan = GroupScan(path, build=True)
+        self.header: ResultsHeader = scan.header
+        self.budget = budget
+        weights = reward_weights_of(scan.header)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._spool = cast(BinaryIO, tempfile.TemporaryFile(dir=directory))
+        try:
+            indexes, attempts, offsets = array("q"), array("q"), array("q")
+            spent, embedding = 0, budget > 0
+            for (index, attempt), records in scan:
+                group = cast(list[Trajectory], records)
+                data = b""
+                if embedding:
+                    entry = group_entry(group, weights=weights, tokens=tokens)
+                    data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
+                    spent += len(data)
+                    embedding = spent <= budget
+                if not embedding:
+                    entry = group_entry(group, weights=weights, transcripts=False)
+                    data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
+                indexes.append(index)
+                attempts.append(attempt)
+                offsets.append(self._spool.tell())
+                self._spool.write(data)
+            self._offsets = _chosen(indexes, attempts, offsets, scan.overfull)
+        except BaseException:
+            self._spool.close()
+            raise
+
+    def __len__(self) -> int:
+        """How many groups the page shows."""
+        return len(self._offsets)
+
+    def entries(self) -> Iterator[GroupEntry]:
+        """The entries of the groups ``read_results`` keeps, in example order."""
+        for offset in self._offsets:
+            self._spool.seek(offset)
+            yield cast(GroupEntry, pickle.load(self._spool))
+
+    def close(self) -> None:
+        self._spool.close()
+
+    def __enter__(self) -> SpooledGroups:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _chosen(
+    indexes: array[int],
+    attempts: array[int],
+    offsets: array[int],
+    overfull: set[tuple[int, int]],
+) -> array[int]:
+    """The spool offsets of the groups ``GroupScan.latest`` keeps, in example order: per
+    example index, the complete group of the highest attempt that is not overfull."""
+    order = sorted(range(len(indexes)), key=attempts.__getitem__, reverse=True)
+    order.sort(key=indexes.__getitem__)  # stable: by index, then highest attempt first
+    chosen: array[int] = array("q")
+    last: int | None = None
+    for n in order:
+        if indexes[n] == last or (indexes[n], attempts[n]) in overfull:
+            continue
+        chosen.append(offsets[n])
+        last = indexes[n]
+    return chosen
