@@ -333,6 +333,21 @@ def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_pat
     assert "data file not found" in message and str(empty / "eval.jsonl") in message
 
 
+def test_an_empty_data_file_is_a_configuration_error(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "eval.jsonl").write_text("")
+    result = invoke("run", ANSWER_ENV, "--data", data, "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 3
+    assert one_line_error(result) == (
+        f"Error: the eval split from {data} has no examples: "
+        "AnswerEnv.create_dataset returned an empty dataset"
+    )
+    assert not (tmp_path / "o.jsonl").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
