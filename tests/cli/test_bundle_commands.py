@@ -379,6 +379,61 @@ def test_constructor_arguments_the_class_refuses_fail_at_bundle_time(
     assert not bundle_file.exists()
 
 
+KWARGS_ENV = """
+from pathlib import Path
+
+from benchmax.envs import BaseEnv, Dataset, Example
+
+
+class KwargsEnv(BaseEnv):
+    reward_keys = ("correct",)
+
+    def __init__(self, tolerance: float = 0.01, **kwargs) -> None:
+        super().__init__(**kwargs)  # BaseEnv's limits
+        self.tolerance = tolerance
+
+    async def create_dataset(self, split, base_dir: Path, *, max_examples=None) -> Dataset:
+        return Dataset([Example(id="a", payload={"prompt_messages": []})])
+
+    async def compute_reward(self, rollout) -> dict[str, float]:
+        return {"correct": 1.0}
+"""
+
+
+def test_a_misspelled_argument_swallowed_by_kwargs_is_named_at_bundle_time(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    """``**kwargs`` passed on to BaseEnv accepts any name at bundle time; the misspelled one
+    only failed when the bundle was run. The bundle is still written (the class may keep
+    its **kwargs), with a note naming the argument and the __init__ that lacks it."""
+    from benchmax.bundle import load_bundle
+
+    (tmp_path / "kwargs_env.py").write_text(KWARGS_ENV)
+    target = f"{tmp_path / 'kwargs_env.py'}:KwargsEnv"
+    bundle_file = tmp_path / "x.bundle"
+    result = invoke(
+        "bundle", target, "--env-arg", "tolerence=0.2", "--env-arg", "max_turns=2",
+        "-o", bundle_file,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (
+        "note: KwargsEnv.__init__ takes **kwargs, but no parameter of it or of "
+        "BaseEnv.__init__ is named 'tolerence': if KwargsEnv passes its **kwargs on, the "
+        "bundle will fail when it is run (benchmax validate constructs it)"
+    ) in " ".join(result.stderr.split())
+    with pytest.raises(TypeError, match="tolerence"):
+        load_bundle(read_bundle(bundle_file))  # what the note warns of
+
+    spelled = invoke(
+        "bundle", target, "--env-arg", "tolerance=0.2", "--env-arg", "max_turns=2",
+        "-o", tmp_path / "y.bundle",
+    )  # fmt: skip
+    assert spelled.exit_code == 0, spelled.output
+    assert "note:" not in spelled.stderr
+    env = load_bundle(read_bundle(tmp_path / "y.bundle"))
+    assert (env.tolerance, env.max_turns) == (0.2, 2)
+
+
 def test_accepted_constructor_arguments_are_stored(
     invoke: Callable[..., Result], tmp_path: Path, lonely_env: Path
 ) -> None:

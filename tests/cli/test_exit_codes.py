@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -282,35 +283,73 @@ def test_a_server_stopped_by_a_signal_exits_0(command: str, stop: signal.Signals
         process.wait()
 
 
-def test_show_interrupted_while_reading_exits_130_or_143(tmp_path: Path) -> None:
-    """A command with no handling of its own: Ctrl-C gives 130 and SIGTERM 143."""
-    for stop, status in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-        fifo = tmp_path / f"results-{status}.jsonl"
-        os.mkfifo(fifo)  # opening it blocks until a writer comes: the command waits there
-        process = subprocess.Popen(
-            [sys.executable, "-c", "import benchmax.cli, time, sys; sys.argv[0] = 'benchmax';"
-             " print('ready', flush=True); benchmax.cli.main()", "show", str(fifo)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            preexec_fn=interruptible,
-        )  # fmt: skip
-        assert process.stdout is not None and process.stdout.readline() == "ready\n"
-        try:
-            # the signal can only arrive once the handler is installed; retry until it ends
-            for _ in range(600):
-                process.send_signal(stop)
-                try:
-                    process.wait(timeout=0.5)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-            assert process.wait(timeout=60) == status, (
-                process.stderr.read() if process.stderr else ""
-            )
-        finally:
-            process.kill()
-            process.wait()
+def _catches(pid: int, stop: signal.Signals) -> bool:
+    """Whether process ``pid`` has a handler installed for ``stop`` (Linux's SigCgt)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (stop - 1) & 1)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_command_stopped_at_any_moment_exits_130_or_143_quietly(
+    tmp_path: Path, stop: signal.Signals, status: int
+) -> None:
+    """The console script from its first line on: a signal while the CLI is still importing
+    (it used to print a KeyboardInterrupt traceback from inside an import, or die by
+    SIGTERM) or while ``show`` waits to read ends with the status, and no traceback."""
+    fifo = tmp_path / "results.jsonl"
+    os.mkfifo(fifo)  # opening it blocks until a writer comes: the command waits there
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.argv[0] = 'benchmax';"
+         " from benchmax._console_script import main; main()", "show", str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )  # fmt: skip
+    try:
+        # Python's own startup (before the script's first line) is the only moment left
+        # that the signal would end differently: wait until the script's handler is in.
+        for _ in range(6000):
+            if process.poll() is not None or _catches(process.pid, signal.SIGTERM):
+                break
+            time.sleep(0.001)
+        for _ in range(600):  # once more while it waits, if the first one came too early
+            process.send_signal(stop)
+            try:
+                process.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == status, stderr
+        assert "Traceback" not in stderr
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_console_script_is_the_quiet_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="benchmax")
+    assert script.value == "benchmax._console_script:main"
+
+
+def test_importing_benchmax_imports_nothing_heavy() -> None:
+    """``import benchmax`` runs before the script can install its handlers: it stays quick
+    (no importlib.metadata), and ``benchmax.__version__`` still works."""
+    code = (
+        "import sys, benchmax; heavy = 'importlib.metadata' in sys.modules;"
+        " print(heavy, benchmax.__version__)"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert output[0] == "False"
+    assert output[1] == __import__("benchmax").__version__
 
 
 def _help(command: str, option: str) -> str | None:

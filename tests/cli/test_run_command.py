@@ -334,6 +334,46 @@ def test_missing_data_file_names_its_path(invoke: Callable[..., Result], tmp_pat
 
 
 @pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [
+        ("--api-key-env", "sk-live-Zq81xPastedKey0042", "--api-key-env"),
+        ("--auth", "judge=sk-live-Zq81xPastedKey0042", "--auth judge"),
+    ],
+)
+def test_a_key_pasted_where_its_variable_name_belongs_is_not_repeated(
+    invoke: Callable[..., Result], tmp_path: Path, option: str, value: str, named: str
+) -> None:
+    """``--api-key-env sk-...`` used to answer "names environment variable sk-..., which is
+    not set": the key, printed to the terminal or a CI log."""
+    result = invoke(
+        "run", ANSWER_ENV, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+        option, value, "-o", tmp_path / "o.jsonl",
+    )  # fmt: skip
+    assert result.exit_code == 3
+    assert one_line_error(result) == (
+        f"Error: {named} takes the name of the environment variable holding the key (e.g. "
+        "OPENAI_API_KEY), not the key itself: the 26 characters given are not a variable "
+        "name (not repeated here, in case they are the key)"
+    )
+    assert "Zq81xPastedKey" not in result.output
+
+
+def test_an_empty_data_file_is_a_configuration_error(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "eval.jsonl").write_text("")
+    result = invoke("run", ANSWER_ENV, "--data", data, "-o", tmp_path / "o.jsonl")
+    assert result.exit_code == 3
+    assert one_line_error(result) == (
+        f"Error: the eval split from {data} has no examples: "
+        "AnswerEnv.create_dataset returned an empty dataset"
+    )
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize(
     ("args", "expected"),
     [
         (["no/such/file.py:Env"], "no such file"),

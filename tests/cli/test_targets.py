@@ -12,6 +12,7 @@ from benchmax.cli._credentials import auth_variables, injected_auth_names
 from benchmax.cli._targets import (
     TargetError,
     import_file,
+    import_object,
     parse_env_args,
     substitute_mock,
     uses_mock,
@@ -98,6 +99,43 @@ def test_import_file_errors(tmp_path: Path) -> None:
     (tmp_path / "broken_env_mod.py").write_text("raise RuntimeError('boom')\n")
     with pytest.raises(TargetError, match="RuntimeError: boom"):
         import_file(tmp_path / "broken_env_mod.py")
+
+
+MISNAMED_ENV = """
+from benchmax.envs import BaseEnv
+
+
+class ConvertEnv(BaseEnv):
+    reward_keys = ("correct",)
+
+    async def create_dataset(self, split, base_dir, *, max_examples=None):
+        raise NotImplementedError
+
+
+def helper():
+    pass
+"""
+
+
+def test_a_missing_name_in_a_file_names_the_file_and_its_environment_classes(
+    tmp_path: Path,
+) -> None:
+    """It said "env has no 'Nope'": the module name, which for a file target is only its
+    stem, and no hint when no name is close."""
+    env_file = tmp_path / "misnamed_env.py"
+    env_file.write_text(MISNAMED_ENV)
+    with pytest.raises(TargetError) as caught:
+        import_object(f"{env_file}:Nope", "target")
+    assert str(caught.value) == f"{env_file} has no 'Nope'; environment classes in it: ConvertEnv"
+    with pytest.raises(TargetError) as caught:
+        import_object(f"{env_file}:ConvertEnvv", "target")
+    assert str(caught.value) == f"{env_file} has no 'ConvertEnvv' (did you mean 'ConvertEnv'?)"
+    with pytest.raises(TargetError) as caught:  # a policy: no environment classes listed
+        import_object(f"{env_file}:reply", "policy")
+    assert str(caught.value) == f"{env_file} has no 'reply'"
+    with pytest.raises(TargetError) as caught:  # a module target keeps its dotted name
+        import_object("benchmax.envs:Nope", "target")
+    assert str(caught.value) == "benchmax.envs has no 'Nope'"
 
 
 class _Holder:

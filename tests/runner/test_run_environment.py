@@ -321,6 +321,24 @@ async def test_a_dataset_that_cannot_load_is_a_run_error(tmp_path: Path) -> None
     assert not (tmp_path / "results.jsonl").exists()  # nothing started
 
 
+async def test_an_empty_split_is_a_run_error_and_writes_nothing(tmp_path: Path) -> None:
+    # An empty eval.jsonl (or a create_dataset that yields nothing) used to "run" 0 groups,
+    # end 0 and write a header-only results file and an all-empty report.
+    (tmp_path / "eval.jsonl").write_text("")
+    config = number_config(tmp_path, base_dir=tmp_path)
+    with pytest.raises(RunError) as caught:
+        await run_environment(AnswerEnv(), config)
+    assert str(caught.value) == (
+        f"the eval split from {tmp_path} has no examples: "
+        "AnswerEnv.create_dataset returned an empty dataset"
+    )
+    with pytest.raises(RunError) as caught:
+        await run_environment(NumberEnv(0), number_config(tmp_path))
+    assert str(caught.value).endswith("NumberEnv.create_dataset returned an empty dataset")
+    assert not (tmp_path / "results.jsonl").exists()
+    assert not (tmp_path / "results.report.json").exists()
+
+
 async def test_a_hook_blocking_the_event_loop_is_named_in_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -248,3 +248,25 @@ def test_step_metrics_summarize_the_groups() -> None:
     flat = tracker_metrics(line)
     assert flat["benchmax/rewards/correct"] == pytest.approx(4 / 6)
     assert flat["benchmax/termination/model_error"] == 1.0
+
+
+def test_a_key_pasted_as_an_auth_variable_is_not_repeated(tmp_path: Path) -> None:
+    """``auth = {judge = "sk-..."}`` used to answer "names environment variable sk-...,
+    which is not set": the key itself, in the terminal."""
+    from benchmax.training._trainer import TrainError, _providers
+
+    config = TrainConfig(
+        model="some/model",
+        output_dir=tmp_path / "out",
+        auth={"judge": "sk-live-Zq81xPastedKey0042"},
+    )
+    with pytest.raises(TrainError) as caught:
+        _providers(config, None)
+    assert str(caught.value) == (
+        "auth judge takes the name of the environment variable holding the key, not the key "
+        "itself: the 26 characters given are not a variable name (not repeated here, in case "
+        "they are the key)"
+    )
+    unset = dataclasses.replace(config, auth={"judge": "BENCHMAX_TEST_UNSET_JUDGE_KEY"})
+    with pytest.raises(TrainError, match="BENCHMAX_TEST_UNSET_JUDGE_KEY, which is not set"):
+        _providers(unset, None)

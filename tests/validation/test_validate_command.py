@@ -89,7 +89,11 @@ def test_a_target_that_does_not_import_is_a_failed_check(tmp_path: Path) -> None
     ]
     table = invoke(f"{GOOD}:NoSuchEnv")
     assert table.exit_code == 1
-    assert "has no 'NoSuchEnv'" in table.output and "failed" in table.output
+    assert "'NoSuchEnv'" in table.output and "failed" in table.output
+    (check,) = json.loads(invoke(f"{GOOD}:NoSuchEnv", "--json").output)["checks"]
+    assert check["detail"].startswith(
+        f"{GOOD} has no 'NoSuchEnv'; environment classes in it: BadContentEnv, BadRoleEnv,"
+    )
 
 
 def test_a_target_that_is_not_an_environment_fails(tmp_path: Path) -> None:

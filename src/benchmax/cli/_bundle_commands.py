@@ -101,7 +101,7 @@ def bundle_command(
     try:
         env_target = load_class_target(target)
         env_args = parse_env_args(env_arg_pairs)
-        _check_constructor_args(env_target.env_class, env_args)
+        note = _check_constructor_args(env_target.env_class, env_args)
         named_modules = [import_local_module(name) for name in local_module_names]
     except TargetError as error:
         raise click.ClickException(str(error)) from None
@@ -114,6 +114,10 @@ def bundle_command(
         save_bundle(bundle, output)
     except (BundlingError, OSError) as error:
         raise click.ClickException(f"cannot bundle {target}: {error}") from None
+    if note is not None:
+        Console(stderr=True, soft_wrap=True).print(
+            f"[yellow]note:[/] {escape(terminal_safe(note, keep_newlines=False))}"
+        )
     _print_facts(
         Console(soft_wrap=True),
         [
@@ -160,18 +164,58 @@ def bundle_class_target(
     return bundle, sorted({*(m.__name__ for m in local_modules), *captured.names})
 
 
-def _check_constructor_args(env_class: type, env_args: Mapping[str, Any]) -> None:
-    """Refuse, now rather than when the bundle is run, arguments the class cannot take."""
+def _check_constructor_args(env_class: type, env_args: Mapping[str, Any]) -> str | None:
+    """Refuse, now rather than when the bundle is run, arguments the class cannot take.
+
+    An ``__init__`` taking ``**kwargs`` accepts any name, but usually passes them on to
+    ``super().__init__`` (``BaseEnv``'s limits): the note returned names the arguments no
+    ``__init__`` up to the first one without ``**kwargs`` declares (``None``: nothing to
+    say), since constructing the bundled environment will refuse them if they are passed on.
+    """
     try:
         signature = inspect.signature(env_class)
     except (TypeError, ValueError):
-        return  # no introspectable signature: nothing to check against
+        return None  # no introspectable signature: nothing to check against
     try:
         signature.bind_partial(**env_args)
     except TypeError as error:
         raise TargetError(
             f"{env_class.__name__} does not accept these constructor arguments: {error}"
         ) from None
+    unknown = [name for name in env_args if name not in _named_parameters(signature)]
+    if not unknown or not _takes_kwargs(signature):
+        return None
+    for base in env_class.__mro__[1:]:
+        if base is object or "__init__" not in vars(base):
+            continue
+        try:
+            base_signature = inspect.signature(base.__init__)  # type: ignore[misc]
+        except (TypeError, ValueError):
+            return None
+        unknown = [name for name in unknown if name not in _named_parameters(base_signature)]
+        if not unknown:
+            return None
+        if not _takes_kwargs(base_signature):
+            names = ", ".join(repr(name) for name in unknown)
+            return (
+                f"{env_class.__name__}.__init__ takes **kwargs, but no parameter of it or of "
+                f"{base.__qualname__}.__init__ is named {names}: if {env_class.__name__} "
+                "passes its **kwargs on, the bundle will fail when it is run "
+                "(benchmax validate constructs it)"
+            )
+    return None
+
+
+def _named_parameters(signature: inspect.Signature) -> set[str]:
+    return {
+        p.name
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+
+
+def _takes_kwargs(signature: inspect.Signature) -> bool:
+    return any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
 
 
 def import_local_module(name: str) -> ModuleType:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +31,25 @@ def auth_variables(pairs: Sequence[str]) -> dict[str, str]:
     return bindings
 
 
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def bearer_from_variable(variable: str, option: str) -> StaticBearerAuth:
-    """A bearer auth holding the value of ``variable`` (never echoed anywhere)."""
+    """A bearer auth holding the value of ``variable`` (never echoed anywhere).
+
+    An unset ``variable`` that could not be a shell variable's name (``sk-live-...``) is
+    most likely the key itself, pasted where its variable's name belongs: the error does
+    not repeat it (a terminal, a CI log), it says what the option takes.
+    """
     value = os.environ.get(variable)
     if not value:
+        if not _VARIABLE_NAME.fullmatch(variable):
+            remember(variable)
+            raise TargetError(
+                f"{option} takes the name of the environment variable holding the key "
+                f"(e.g. OPENAI_API_KEY), not the key itself: the {len(variable)} characters "
+                "given are not a variable name (not repeated here, in case they are the key)"
+            )
         raise TargetError(f"{option} names environment variable {variable}, which is not set")
     remember(value)  # masked in everything this process prints from now on
     return StaticBearerAuth(value)

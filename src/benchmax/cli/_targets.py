@@ -154,7 +154,11 @@ def import_object(spec: str, what: str) -> tuple[Any, ModuleType]:
             value = getattr(value, part)
         except AttributeError:
             hint = _did_you_mean(part, [n for n in dir(value) if not n.startswith("_")])
-            raise TargetError(f"{module.__name__} has no {attribute!r}{hint}") from None
+            if not hint and what == "target" and (found := _environment_classes(module)):
+                hint = f"; environment classes in it: {', '.join(found)}"
+            # A file is named as given (a module named "env" says little about which file).
+            where = module_part if module_part.endswith(".py") else module.__name__
+            raise TargetError(f"{where} has no {attribute!r}{hint}") from None
     return value, module
 
 

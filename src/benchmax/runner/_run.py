@@ -62,7 +62,8 @@ async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[
     """The split's examples (the first ``max_examples`` of them when set).
 
     A missing file propagates as ``FileNotFoundError``; any other failure to load becomes a
-    ``RunError`` naming the split and directory.
+    ``RunError`` naming the split and directory, and so does a split with no examples (an
+    empty file is a mistake, not a run whose report says nothing).
     """
     n = config.max_examples
     try:
@@ -70,7 +71,7 @@ async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[
             dataset = await env.create_dataset(config.split, config.base_dir, max_examples=n)
         else:
             dataset = await env.create_dataset(config.split, config.base_dir)
-        return list(itertools.islice(dataset, n))
+        examples = list(itertools.islice(dataset, n))
     except (FileNotFoundError, RunError):
         raise
     except (Exception, SystemExit) as error:  # sys.exit() in user code is its defect
@@ -78,6 +79,12 @@ async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[
             f"cannot load the {config.split} split from {config.base_dir}: "
             f"{type(error).__name__}: {error}{_noted(error)}"
         ) from error
+    if not examples:
+        raise RunError(
+            f"the {config.split} split from {config.base_dir} has no examples: "
+            f"{type(env).__name__}.create_dataset returned an empty dataset"
+        )
+    return examples
 
 
 def _noted(error: BaseException) -> str:

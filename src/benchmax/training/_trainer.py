@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +48,7 @@ from benchmax.trajectory import Trajectory
 __all__ = ["StopRequest", "TrainError", "TrainEvent", "TrainResult", "train"]
 
 _STATE_FILE = "benchmax_state.json"
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class TrainError(Exception):
@@ -120,6 +122,13 @@ def _providers(config: TrainConfig, given: Mapping[str, ModelAuth] | None) -> di
     providers: dict[str, ModelAuth] = {}
     for name, variable in config.auth.items():
         value = os.environ.get(variable)
+        if not value and not _VARIABLE_NAME.fullmatch(variable):
+            # Most likely the key itself, pasted where its variable's name belongs.
+            raise TrainError(
+                f"auth {name} takes the name of the environment variable holding the key, not "
+                f"the key itself: the {len(variable)} characters given are not a variable "
+                "name (not repeated here, in case they are the key)"
+            )
         if not value:
             raise TrainError(f"auth {name} names environment variable {variable}, which is not set")
         providers[name] = StaticBearerAuth(value)
