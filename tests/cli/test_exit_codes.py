@@ -4,6 +4,7 @@ here by a real invocation, and docs/cli.md's table says the same."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -329,6 +330,50 @@ def test_a_command_stopped_at_any_moment_exits_130_or_143_quietly(
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_command_stopped_while_it_reads_exits_130_or_143_quietly(
+    tmp_path: Path, stop: signal.Signals, status: int
+) -> None:
+    """The command's own handling: the signal comes once ``show`` has opened its input (so
+    the CLI is imported and the command runs) and waits in read()."""
+    fifo = tmp_path / "results.jsonl"
+    os.mkfifo(fifo)
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.argv[0] = 'benchmax';"
+         " from benchmax._console_script import main; main()", "show", str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )  # fmt: skip
+    try:
+        writer = _writer_once_reading(fifo, process)
+        try:
+            process.send_signal(stop)
+            _, stderr = process.communicate(timeout=120)
+        finally:
+            os.close(writer)
+        assert process.returncode == status, stderr
+        assert "Traceback" not in stderr
+    finally:
+        process.kill()
+        process.wait()
+
+
+def _writer_once_reading(fifo: Path, process: subprocess.Popen[str]) -> int:
+    """A write end of ``fifo``, opened once ``process`` has its read end open (until then a
+    non-blocking open for writing fails with ENXIO). Bounded: 120 s at most."""
+    for _ in range(12_000):
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as error:
+            if error.errno != errno.ENXIO:
+                raise
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        time.sleep(0.01)
+    raise AssertionError(f"the command never opened {fifo}")
 
 
 def test_the_console_script_is_the_quiet_entry_point() -> None:
