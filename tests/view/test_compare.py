@@ -291,3 +291,15 @@ def test_compare_files_names_the_damaged_line(tmp_path: Path) -> None:
         handle.write("{not json\n")
     with pytest.raises(ResultsFileError, match=r"a\.jsonl:4"):
         compare_files(a, a)
+
+
+def test_a_non_finite_reward_is_named_with_its_example(tmp_path: Path) -> None:
+    a = run_file(tmp_path / "a.jsonl", {"e1": [r(1, 1), r(0, 1)], "e2": [r(1, 1), r(1, 1)]})
+    b = run_file(tmp_path / "b.jsonl", {"e1": [r(1, 1), r(0, 1)], "e2": [r(1, 1), r(1, 1)]})
+    text = b.read_text().replace('"correct": 1', '"correct": NaN', 1)
+    b.write_text(text)
+    with pytest.raises(ValueError, match=r"reward 'correct' of example 'e1' in B is not a finite"):
+        compare_files(a, b)
+    result = CliRunner().invoke(cli, ["compare", str(a), str(b)])
+    assert result.exit_code == 3
+    assert "example 'e1' in B is not a finite number" in result.output

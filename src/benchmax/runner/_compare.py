@@ -345,9 +345,18 @@ def _mean(values: Sequence[float]) -> float:
 def _compare_key(
     key: str, pairs: Sequence[tuple[_ExampleTally, _ExampleTally]], *, resamples: int, seed: int
 ) -> KeyComparison | None:
-    usable = [(ga.keys[key], gb.keys[key]) for ga, gb in pairs if key in ga.keys and key in gb.keys]
-    if not usable:
+    matched = [(ga, gb) for ga, gb in pairs if key in ga.keys and key in gb.keys]
+    if not matched:
         return None
+    for ga, gb in matched:
+        for run, group in (("A", ga), ("B", gb)):
+            if not math.isfinite(mean := group.keys[key].mean):
+                raise ValueError(
+                    f"reward {key!r} of example {group.example_id!r} in {run} is not a finite "
+                    f"number (its group's mean is {mean}): paired differences need finite "
+                    "rewards"
+                )
+    usable = [(ga.keys[key], gb.keys[key]) for ga, gb in matched]
     means_a = [ta.mean for ta, _ in usable]
     means_b = [tb.mean for _, tb in usable]
     differences = [mb - ma for ma, mb in zip(means_a, means_b, strict=True)]

@@ -55,6 +55,11 @@ def checked_header(path: Path, line: bytes) -> ResultsHeader:
         header = json.loads(line)
     except (ValueError, RecursionError):
         header = None
+    if isinstance(header, dict) and "example_index" in header and header.get("type") != "header":
+        raise ResultsFileError(
+            f"{path}:1 is a rollout record, not the results header: a results file starts "
+            "with its header line"
+        )
     if not isinstance(header, dict) or header.get("type") != "header":
         raise ResultsFileError(f"{path} is not a benchmax results file (no results header)")
     found = header.get("format")

@@ -23,6 +23,23 @@ SUMMARY_FIELDS = ("example_id", "group_index", "termination_reason", "rewards", 
 _FLOAT_MAX = sys.float_info.max
 
 
+def _identity_problem(record: object) -> str | None:
+    """What keeps ``record`` from being placed in its group (a rollout line names its
+    example index and attempt), or ``None``."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    if record.get("type") == "header":
+        return "a second header line (a results file has one, on its first line)"
+    for name in ("example_index", "attempt"):
+        if name not in record:
+            return f"missing field {name!r}"
+        try:
+            int(record[name])
+        except (TypeError, ValueError):
+            return f"{name} is not an integer"
+    return None
+
+
 def _record_problem(record: Mapping[str, Any]) -> str | None:
     """What is wrong with the fields every reader of a rollout line relies on, or ``None``."""
     for name in ("example_id", "termination_reason"):
@@ -53,16 +70,25 @@ def usage_of(
 
 
 def checked_record(path: Path, number: int, raw: bytes) -> dict[str, Any]:
+    """Line ``number`` of ``path`` as a rollout record whose fields every reader relies on
+    are checked; raises ``ResultsFileError`` naming ``file:line`` and what is wrong."""
     try:
-        record = json.loads(raw)
-        int(record["example_index"]), int(record["attempt"])
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ResultsFileError(
+            f"{path}:{number} is not UTF-8 (byte {error.start + 1} of the line: {error.reason})"
+        ) from None
+    try:
+        record = json.loads(text)
     except RecursionError:
         raise ResultsFileError(
             f"{path}:{number} is not a rollout record: JSON nested too deeply"
         ) from None
-    except (ValueError, KeyError, TypeError) as error:
+    except ValueError as error:
         raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
-    problem = _record_problem(record)
+    problem = _identity_problem(record)
+    if problem is None:
+        problem = _record_problem(record)
     if problem is not None:
         raise ResultsFileError(f"{path}:{number} is not a rollout record: {problem}")
     return cast(dict[str, Any], record)
