@@ -108,7 +108,7 @@ def remembered() -> tuple[str, ...]:
     return _ORDERED
 
 
-def url_passwords(value: Any) -> tuple[str, ...]:
+def url_passwords(value: object) -> tuple[str, ...]:
     """The passwords of the URLs (``scheme://user:PASSWORD@host``) in the strings that
     ``value`` (JSON-like data: strings, mappings, sequences) holds."""
     found: dict[str, None] = {}

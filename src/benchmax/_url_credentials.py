@@ -69,7 +69,9 @@ def split_url_credential(url: str) -> tuple[str, UrlCredential | None]:
     return stripped, UrlCredential(authorization=f"Basic {token}", password=password)
 
 
-def with_url_credential(headers: Mapping[str, Any], credential: UrlCredential) -> dict[str, Any]:
+def with_url_credential[V](
+    headers: Mapping[str, V], credential: UrlCredential
+) -> dict[str, V | str]:
     """``headers`` plus the URL credential's ``Authorization``.
 
     Raises ``ValueError`` (naming neither value) when ``headers`` carry an
