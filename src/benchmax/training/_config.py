@@ -59,7 +59,7 @@ def _setting(
     metavar: str | None = None,
     choices: tuple[str, ...] = (),
 ) -> Any:
-    factory: Callable[[], dict[str, Any]] | None = None
+    factory: Callable[[], dict[str, object]] | None = None
     if isinstance(default, dict):
         factory, default = dict, dataclasses.MISSING
     metadata = {
@@ -109,7 +109,7 @@ class TrainConfig:
         "Run directory: config.toml, rollouts.jsonl, metrics.jsonl, eval/, checkpoints/.",
         metavar="DIR",
     )
-    env_args: Mapping[str, Any] = _setting(
+    env_args: Mapping[str, object] = _setting(
         "pairs",
         {},
         "Constructor arguments of the environment (--env-arg KEY=VALUE, the value parsed "
@@ -420,7 +420,7 @@ def config_toml(config: TrainConfig) -> str:
     readable by :func:`read_config_file`."""
     import tomli_w
 
-    data: dict[str, Any] = {}
+    data: dict[str, object] = {}
     for setting in config_settings():
         value = getattr(config, setting.name)
         if value is None or (isinstance(value, Mapping) and not value):

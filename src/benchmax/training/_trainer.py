@@ -41,7 +41,12 @@ from benchmax.training._evaluation import (
     sampling_args,
 )
 from benchmax.training._run_files import MetricsWriter, RolloutsWriter, RunDirectory
-from benchmax.training._step_metrics import step_metrics, tracker_metrics, trainer_metrics
+from benchmax.training._step_metrics import (
+    MetricsLine,
+    step_metrics,
+    tracker_metrics,
+    trainer_metrics,
+)
 from benchmax.trajectory import Trajectory
 
 __all__ = ["StopRequest", "TrainError", "TrainEvent", "TrainResult", "train"]
@@ -86,7 +91,7 @@ class TrainEvent:
     steps: int
     message: str = ""
     reward: float | None = None
-    metrics: Mapping[str, Any] | None = None
+    metrics: Mapping[str, object] | None = None
     path: Path | None = None
 
 
@@ -188,7 +193,7 @@ class _Run:
         self.current_step = start + 1
         self.version_of_step: dict[int, int] = {}
         self.groups: dict[int, list[Sequence[Trajectory]]] = {}
-        self.lines: dict[int, dict[str, Any]] = {}
+        self.lines: dict[int, MetricsLine] = {}
         self.began: dict[int, float] = {}
         self.generation_seconds: dict[int, float] = {}
         self.eval_seconds: dict[int, float] = {}
@@ -249,7 +254,7 @@ class _Run:
         save = last or stopping or bool(every and step % every == 0)
         return save, stopping
 
-    def line(self, step: int) -> dict[str, Any]:
+    def line(self, step: int) -> MetricsLine:
         if step not in self.lines:
             self.lines[step] = step_metrics(
                 step,
@@ -262,7 +267,7 @@ class _Run:
     def tracker_logs(self, step: int) -> Mapping[str, float]:
         return tracker_metrics(self.line(step))
 
-    def logged(self, step: int, logs: Mapping[str, Any]) -> None:
+    def logged(self, step: int, logs: Mapping[str, object]) -> None:
         line = self.line(step)
         del self.lines[step]
         line["trainer"] = trainer_metrics(logs)
@@ -293,7 +298,7 @@ def train(
     env: Callable[..., Environment[Any, Any]],
     *,
     auth_providers: Mapping[str, ModelAuth] | None = None,
-    env_definition: Mapping[str, Any] | None = None,
+    env_definition: Mapping[str, object] | None = None,
     stop: StopRequest | None = None,
     on_event: Callable[[TrainEvent], None] | None = None,
 ) -> TrainResult:
@@ -466,7 +471,7 @@ def _close_env(env: Environment[Any, Any]) -> None:
     asyncio.run(env.aclose())
 
 
-def _training_definition(config: TrainConfig) -> dict[str, Any]:
+def _training_definition(config: TrainConfig) -> dict[str, object]:
     """What the rollouts header records about training (the settings a resume keeps)."""
     return {
         "model": config.model,
