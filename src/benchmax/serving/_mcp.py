@@ -43,14 +43,14 @@ _CALL_IDS = itertools.count(1)
 
 def jsonrpc_error(
     code: int, message: str, request_id: Any = None, data: Any = None
-) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
+) -> dict[str, object]:
+    error: dict[str, object] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-def _result(result: Any, request_id: Any) -> dict[str, Any]:
+def _result(result: Any, request_id: Any) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
@@ -67,7 +67,7 @@ class McpHandler:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
 
-    async def handle(self, request: Any, *, session: Session | None = None) -> dict[str, Any]:
+    async def handle(self, request: Any, *, session: Session | None = None) -> dict[str, object]:
         """The JSON-RPC response to one decoded request (never raises)."""
         if not isinstance(request, dict):
             return jsonrpc_error(INVALID_REQUEST, "a JSON-RPC request must be an object")
@@ -91,7 +91,7 @@ class McpHandler:
         except _RpcError as error:
             return jsonrpc_error(error.code, str(error), request_id, error.data)
 
-    async def _call(self, method: str, params: dict[str, Any], session: Session | None) -> Any:
+    async def _call(self, method: str, params: dict[str, object], session: Session | None) -> Any:
         match method:
             case "initialize":
                 return {
@@ -113,7 +113,7 @@ class McpHandler:
                 raise _RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _session(
-        self, params: dict[str, Any], session: Session | None, *, needed: bool
+        self, params: dict[str, object], session: Session | None, *, needed: bool
     ) -> Session | None:
         session_id = params.get("session_id")
         if session_id is None:
@@ -129,7 +129,7 @@ class McpHandler:
             raise _RpcError(INVALID_PARAMS, f"Unknown session_id: {session_id}")
         return found
 
-    async def _tools(self, session: Session | None) -> list[dict[str, Any]]:
+    async def _tools(self, session: Session | None) -> list[dict[str, object]]:
         specs: list[Any]
         if session is not None and session.episode is not None and session.episode.tools:
             specs = session.episode.tools
@@ -150,7 +150,7 @@ class McpHandler:
                 )
         return tools
 
-    async def _call_tool(self, params: dict[str, Any], session: Session | None) -> Any:
+    async def _call_tool(self, params: dict[str, object], session: Session | None) -> Any:
         name = params.get("name")
         arguments = params.get("arguments", {})
         if not isinstance(name, str) or not name:
@@ -162,7 +162,7 @@ class McpHandler:
         if episode is None:
             raise _RpcError(INVALID_PARAMS, "the session has no episode: reset first")
         call_id = f"mcp_{next(_CALL_IDS)}"
-        call = {
+        call: dict[str, object] = {
             "id": call_id,
             "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments)},
@@ -187,7 +187,7 @@ class McpHandler:
         text = content if isinstance(content, str) else json.dumps(content)
         return {"content": [{"type": "text", "text": text}], "isError": False, "data": text}
 
-    async def _create(self, params: dict[str, Any]) -> Any:
+    async def _create(self, params: dict[str, object]) -> Any:
         try:
             options = ResetOptions.from_json(params)
         except ValueError as error:
@@ -210,7 +210,7 @@ class McpHandler:
             raise
         return {"session_id": episode.rollout_id}
 
-    async def _close(self, params: dict[str, Any], current: Session | None) -> Any:
+    async def _close(self, params: dict[str, object], current: Session | None) -> Any:
         session_id = params.get("session_id")
         if not isinstance(session_id, str) or not session_id:
             raise _RpcError(INVALID_PARAMS, "Invalid params - 'session_id' is required")

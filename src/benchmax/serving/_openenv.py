@@ -56,17 +56,17 @@ class ServedObservation(BaseModel):
     episode_id: str
     example_id: str
     step_count: int
-    messages: list[dict[str, Any]] = Field(
+    messages: list[dict[str, object]] = Field(
         description="Messages since the last action (at reset: the whole prompt): tool "
         "results, a simulated user's turn."
     )
-    tools: list[dict[str, Any]] = Field(description="The tools advertised with this call.")
-    sampling_args: dict[str, Any] = Field(
+    tools: list[dict[str, object]] = Field(description="The tools advertised with this call.")
+    sampling_args: dict[str, object] = Field(
         description="The model call's other body fields (temperature, max_tokens...)."
     )
     rewards: dict[str, float] | None = Field(default=None, description="When done.")
     termination_reason: str | None = Field(default=None, description="When done.")
-    trajectory: dict[str, Any] | None = Field(
+    trajectory: dict[str, object] | None = Field(
         default=None, description="When done: the rollout record (tokens included)."
     )
 
@@ -83,9 +83,9 @@ class ServedState(BaseModel):
     done: bool = False
 
 
-def observation_data(episode: Episode, turn: Turn) -> dict[str, Any]:
+def observation_data(episode: Episode, turn: Turn) -> dict[str, object]:
     """``{"observation", "reward", "done"}`` for a turn of ``episode``."""
-    observation: dict[str, Any] = {
+    observation: dict[str, object] = {
         "episode_id": episode.rollout_id,
         "example_id": episode.example.id,
         "step_count": episode.step_count,
@@ -100,7 +100,7 @@ def observation_data(episode: Episode, turn: Turn) -> dict[str, Any]:
     return {"observation": observation, "reward": turn.reward, "done": turn.done}
 
 
-def _state(episode: Episode | None) -> dict[str, Any]:
+def _state(episode: Episode | None) -> dict[str, object]:
     if episode is None:
         return ServedState().model_dump()
     return ServedState(
@@ -359,7 +359,7 @@ async def _reset(session: Session, options: ResetOptions) -> tuple[Episode, Turn
 
 
 async def _step(
-    session: Session, episode: Episode, data: dict[str, Any], timeout: float | None
+    session: Session, episode: Episode, data: dict[str, object], timeout: float | None
 ) -> Turn:
     try:
         action = PolicyAction.model_validate(data)
@@ -382,14 +382,14 @@ async def _step(
     return turn
 
 
-def _reset_options(data: dict[str, Any]) -> ResetOptions:
+def _reset_options(data: dict[str, object]) -> ResetOptions:
     try:
         return ResetOptions.from_json(data)
     except ValueError as error:
         raise _validation(error) from None
 
 
-def _step_fields(data: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+def _step_fields(data: dict[str, object]) -> tuple[dict[str, object], float | None]:
     action = data.get("action")
     if not isinstance(action, dict):
         raise _Refused(422, "VALIDATION_ERROR", "action is required and must be an object")
@@ -404,7 +404,7 @@ def _step_fields(data: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     return action, None if timeout is None else float(timeout)
 
 
-async def _body(request: web.Request, *, allow_empty: bool = False) -> dict[str, Any]:
+async def _body(request: web.Request, *, allow_empty: bool = False) -> dict[str, object]:
     raw = await request.read()
     if not raw.strip() and allow_empty:
         return {}
@@ -427,5 +427,5 @@ def _http_error(status: int, detail: Any) -> web.StreamResponse:
     return _json({"detail": detail}, status)
 
 
-def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+def _ws_error(code: str, message: str, **extra: Any) -> dict[str, object]:
     return {"type": "error", "data": {"message": message, "code": code, **extra}}

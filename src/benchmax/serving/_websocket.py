@@ -68,7 +68,7 @@ REFUSAL_SECONDS = 10.0
 """How long a refused WebSocket stays open to answer the client's first message."""
 
 
-async def refuse(ws: web.WebSocketResponse, refusal: dict[str, Any]) -> None:
+async def refuse(ws: web.WebSocketResponse, refusal: dict[str, object]) -> None:
     """Send ``refusal`` at once, and again as the answer to the client's first message
     (a client that connects, then resets, reads it there), then close."""
     with contextlib.suppress(Exception):
