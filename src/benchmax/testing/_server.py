@@ -454,7 +454,7 @@ class MockModelServer:
             exc_info=exc_info,
         )
 
-    async def _call_policy(self, body: dict[str, Any], record: RecordedRequest) -> Any:
+    async def _call_policy(self, body: dict[str, object], record: RecordedRequest) -> Any:
         """The policy's answer: inline for async and built-in policies, else in a thread."""
         bound = self._bound
         if self._inline:
