@@ -30,7 +30,7 @@ logger = logging.getLogger("benchmax.bundle")
 def dump_bundle(
     env_class: type[Environment[Any, RolloutAttempt]],
     *,
-    constructor_args: dict[str, Any] | None = None,
+    constructor_args: dict[str, object] | None = None,
     pip_dependencies: Sequence[str] | None = None,
     local_modules: list[ModuleType] | None = None,
     env_class_source: str | None = None,

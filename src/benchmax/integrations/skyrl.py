@@ -44,7 +44,7 @@ def generator_output(
     *,
     rewards: Sequence[float] | None = None,
     reward_weights: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ``GeneratorOutput`` fields for ``trajectories`` (table in the module docs).
 
     ``rewards`` (one per trajectory) default to ``benchmax.training.scalar_reward(t.rewards,

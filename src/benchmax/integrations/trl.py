@@ -94,12 +94,12 @@ def load_examples(
     base_dir: str | Path,
     *,
     max_examples: int | None = None,
-) -> list[Example[Any]]:
+) -> list[Example[object]]:
     """The examples of ``env``'s ``split`` read from ``base_dir`` (``create_dataset`` run
     on a private event loop, in a worker thread when this thread already runs one, e.g.
     in a notebook); whatever ``create_dataset`` raises propagates."""
 
-    async def read() -> list[Example[Any]]:
+    async def read() -> list[Example[object]]:
         dataset = await env.create_dataset(split, Path(base_dir), max_examples=max_examples)
         return list(dataset)
 
@@ -111,20 +111,23 @@ def load_examples(
         return pool.submit(asyncio.run, read()).result()
 
 
-def dataset_rows(examples: Iterable[Example[Any]]) -> list[dict[str, Any]]:
+def dataset_rows(examples: Iterable[Example[object]]) -> list[dict[str, object]]:
     """One TRL dataset row per example: ``{"prompt": <its prompt_messages>, "example_id":
     <its id>}`` (``datasets.Dataset.from_list(rows)``), the first message of the prompt
     carrying the id under ``benchmax_example_id`` too (TRL hands ``rollout_func`` only
     the prompt; see the module docs). ``ValueError`` for a payload without a non-empty
     ``prompt_messages`` list of messages (objects)."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for example in examples:
         messages = _prompt_messages(example)
         if not messages or not all(isinstance(m, Mapping) for m in messages):
             raise ValueError(
                 f"example {example.id!r}: prompt_messages must be a non-empty list of messages"
             )
-        tagged = [{**messages[0], EXAMPLE_ID_KEY: example.id}, *(dict(m) for m in messages[1:])]
+        tagged: list[dict[str, object]] = [
+            {**messages[0], EXAMPLE_ID_KEY: example.id},
+            *(dict(m) for m in messages[1:]),
+        ]
         rows.append({"prompt": tagged, "example_id": example.id})
     return rows
 
@@ -152,7 +155,7 @@ class _Row:
     """Where one prompt of TRL's batch goes: its example, its benchmax group (an index
     into the call's groups), its rollout id and its row in TRL's generation batch."""
 
-    example: Example[Any]
+    example: Example[object]
     group: int
     index: int
     rollout_id: str
@@ -200,12 +203,12 @@ class RolloutFunc:
     def __init__(
         self,
         env: Environment[Any, Any],
-        examples: Iterable[Example[Any]],
+        examples: Iterable[Example[object]],
         *,
         base_url: str,
         model: str,
         model_auth: ModelAuth | None = None,
-        sampling_args: Mapping[str, Any] | None = None,
+        sampling_args: Mapping[str, object] | None = None,
         split: DatasetSplit = "train",
         seed: int | None = None,
         on_group: Callable[[Sequence[Trajectory]], None] | None = None,
@@ -221,8 +224,8 @@ class RolloutFunc:
         self._split: DatasetSplit = split
         self._seed = seed
         self._on_group = on_group
-        self._by_prompt: dict[str, list[Example[Any]]] = {}
-        self._by_id: dict[str, Example[Any]] = {}
+        self._by_prompt: dict[str, list[Example[object]]] = {}
+        self._by_id: dict[str, Example[object]] = {}
         for example in examples:
             other = self._by_id.get(example.id)
             if other is not None:
@@ -341,7 +344,7 @@ class RolloutFunc:
             rows.append(_Row(example, group, index, rollout_id, batch_row))
         return rows
 
-    def _example_for(self, prompt: Any) -> Example[Any]:
+    def _example_for(self, prompt: Any) -> Example[object]:
         if isinstance(prompt, str):
             found = self._by_id.get(prompt)
             if found is None:
@@ -374,25 +377,25 @@ class RolloutFunc:
             )
         return matches[0]
 
-    def _sampling_args_for(self, trainer: Any) -> dict[str, Any]:
+    def _sampling_args_for(self, trainer: Any) -> dict[str, object]:
         if self._sampling_args is not None:
             return dict(self._sampling_args)
         args = getattr(trainer, "args", None)
-        chosen: dict[str, Any] = {}
+        chosen: dict[str, object] = {}
         for name in ("temperature", "top_p"):
             value = getattr(args, name, None)
             if isinstance(value, int | float) and not isinstance(value, bool):
                 chosen[name] = float(value)
         return chosen
 
-    def _seeded(self, sampling_args: dict[str, Any], call: int, row: _Row) -> dict[str, Any]:
+    def _seeded(self, sampling_args: dict[str, object], call: int, row: _Row) -> dict[str, object]:
         if self._seed is None or "seed" in sampling_args:
             return sampling_args
         seed = rollout_seed(self._seed + call, row.example.id, row.batch_row)
         return {**sampling_args, "seed": seed}
 
     async def _collect(
-        self, groups: Sequence[Sequence[RolloutRequest[Any]]]
+        self, groups: Sequence[Sequence[RolloutRequest[object]]]
     ) -> list[CollectedGroup]:
         collected: dict[int, CollectedGroup] = {}
 
@@ -408,7 +411,7 @@ class RolloutFunc:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
 
-def _prompt_messages(example: Example[Any]) -> list[Any]:
+def _prompt_messages(example: Example[object]) -> list[Any]:
     payload = example.payload
     prompt = payload.get("prompt_messages") if isinstance(payload, Mapping) else None
     if not isinstance(prompt, list):
