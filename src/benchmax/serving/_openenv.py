@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -115,7 +115,7 @@ def _state(episode: Episode | None) -> dict[str, object]:
 class _Refused(Exception):
     """A request answered with an HTTP error (``status``, ``detail``) or a WS error code."""
 
-    def __init__(self, status: int, code: str, detail: Any) -> None:
+    def __init__(self, status: int, code: str, detail: object) -> None:
         super().__init__(str(detail))
         self.status = status
         self.code = code
@@ -253,7 +253,7 @@ class OpenEnvRoutes:
             return ws
         session.on_expire = lambda: close_soon(ws)
 
-        async def handle(raw: str | bytes) -> tuple[Any, bool]:
+        async def handle(raw: str | bytes) -> tuple[object, bool]:
             session.touch()
             try:
                 data = orjson.loads(raw)
@@ -301,7 +301,7 @@ class OpenEnvRoutes:
                 await ws.close()
         return ws
 
-    async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[Any, bool]:
+    async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[object, bool]:
         session.touch()
         try:
             message = orjson.loads(raw)
@@ -417,15 +417,15 @@ async def _body(request: web.Request, *, allow_empty: bool = False) -> dict[str,
     return data
 
 
-def _json(data: Any, status: int = 200) -> web.StreamResponse:
+def _json(data: object, status: int = 200) -> web.StreamResponse:
     from aiohttp import web
 
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
 
 
-def _http_error(status: int, detail: Any) -> web.StreamResponse:
+def _http_error(status: int, detail: object) -> web.StreamResponse:
     return _json({"detail": detail}, status)
 
 
-def _ws_error(code: str, message: str, **extra: Any) -> dict[str, object]:
+def _ws_error(code: str, message: str, **extra: object) -> dict[str, object]:
     return {"type": "error", "data": {"message": message, "code": code, **extra}}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 __all__ = ["final_assistant_message", "responses_input", "responses_tools"]
 
@@ -26,7 +25,7 @@ def responses_input(messages: Sequence[dict[str, object]]) -> list[dict[str, obj
     return items
 
 
-def responses_tools(tools: Sequence[Any]) -> list[dict[str, object]]:
+def responses_tools(tools: Sequence[object]) -> list[dict[str, object]]:
     """OpenAI chat function tools as Responses function tools."""
     shaped = []
     for tool in tools:
@@ -44,11 +43,11 @@ def responses_tools(tools: Sequence[Any]) -> list[dict[str, object]]:
     return shaped
 
 
-def final_assistant_message(output: Sequence[Any]) -> dict[str, object] | None:
+def final_assistant_message(output: Sequence[object]) -> dict[str, object] | None:
     """The agent's last turn as a chat assistant message: the ``message`` text and
     ``function_call`` items after the last ``function_call_output`` (earlier calls ran
     through the tool routes); ``None`` when there is neither."""
-    tail: list[Any] = []
+    tail: list[object] = []
     for item in reversed(output):
         if isinstance(item, dict) and item.get("type") == "function_call_output":
             break
@@ -82,7 +81,7 @@ def final_assistant_message(output: Sequence[Any]) -> dict[str, object] | None:
     return message
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
