@@ -54,7 +54,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmax._group_pipeline import run_pool
 from benchmax.auth import ModelAuth, StaticBearerAuth
@@ -119,8 +119,9 @@ def dataset_rows(examples: Iterable[Example[object]]) -> list[dict[str, object]]
     ``prompt_messages`` list of messages (objects)."""
     rows: list[dict[str, object]] = []
     for example in examples:
-        messages = _prompt_messages(example)
-        if not messages or not all(isinstance(m, Mapping) for m in messages):
+        listed = _prompt_messages(example)
+        messages = [m for m in listed if isinstance(m, Mapping)]
+        if not messages or len(messages) != len(listed):
             raise ValueError(
                 f"example {example.id!r}: prompt_messages must be a non-empty list of messages"
             )
@@ -133,7 +134,7 @@ def dataset_rows(examples: Iterable[Example[object]]) -> list[dict[str, object]]
 
 
 def benchmax_reward(
-    prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    prompts: Sequence[object], completions: Sequence[object], **kwargs: object
 ) -> list[float | None]:
     """TRL reward function: each row's benchmax scalar reward, ``None`` for a
     non-trainable rollout (TRL then leaves it out of its group and zeroes its advantage).
@@ -147,7 +148,7 @@ def benchmax_reward(
             "benchmax_reward needs the benchmax_reward field of a benchmax RolloutFunc; "
             "pass rollout_func=RolloutFunc(...) to GRPOTrainer"
         )
-    return list(rewards)
+    return list(cast("Iterable[float | None]", rewards))  # RolloutFunc's REWARD_KEY column
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +265,7 @@ class RolloutFunc:
             self._thread.join()
         self._loop.close()
 
-    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
+    def __call__(self, prompts: Sequence[object], trainer: Any) -> dict[str, list[object]]:
         """Run the rollouts for TRL's ``prompts``; the dict described in the class docs."""
         call = self._calls_done
         rows = self._rows(prompts, trainer, call)
@@ -291,7 +292,7 @@ class RolloutFunc:
         ]
         results = self._run(self._collect(requests))
         filler = _placeholder_token(trainer)
-        output: dict[str, list[Any]] = {
+        output: dict[str, list[object]] = {
             key: []
             for key in (
                 "prompt_ids",
@@ -323,7 +324,7 @@ class RolloutFunc:
             output["token_prefix_breaks"].append(trajectory.token_prefix_breaks)
         return output
 
-    def _rows(self, prompts: Sequence[Any], trainer: Any, call: int) -> list[_Row]:
+    def _rows(self, prompts: Sequence[object], trainer: Any, call: int) -> list[_Row]:
         """Each prompt's example, benchmax group, rollout id and row in TRL's batch."""
         examples = [self._example_for(prompt) for prompt in prompts]
         generations = _generations(trainer)
@@ -344,7 +345,7 @@ class RolloutFunc:
             rows.append(_Row(example, group, index, rollout_id, batch_row))
         return rows
 
-    def _example_for(self, prompt: Any) -> Example[object]:
+    def _example_for(self, prompt: object) -> Example[object]:
         if isinstance(prompt, str):
             found = self._by_id.get(prompt)
             if found is None:
@@ -411,7 +412,7 @@ class RolloutFunc:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
 
-def _prompt_messages(example: Example[object]) -> list[Any]:
+def _prompt_messages(example: Example[object]) -> list[object]:
     payload = example.payload
     prompt = payload.get("prompt_messages") if isinstance(payload, Mapping) else None
     if not isinstance(prompt, list):
@@ -419,13 +420,13 @@ def _prompt_messages(example: Example[object]) -> list[Any]:
     return prompt
 
 
-def _prompt_key(messages: Any) -> str:
+def _prompt_key(messages: object) -> str:
     """The identity of a prompt's messages, ``None``-valued keys and the id tag left out
     (what Arrow adds to a dataset's messages)."""
     return canonical_example_id(_without_none(messages))
 
 
-def _without_none(value: Any) -> Any:
+def _without_none(value: object) -> object:
     if isinstance(value, Mapping):
         return {
             key: _without_none(item)
@@ -437,7 +438,7 @@ def _without_none(value: Any) -> Any:
     return value
 
 
-def _tagged_id(prompt: Any) -> str | None:
+def _tagged_id(prompt: object) -> str | None:
     """The example id a prompt carries under ``benchmax_example_id``, if any."""
     if not isinstance(prompt, list | tuple):
         return None

@@ -247,13 +247,15 @@ def _tool_calls(sampled: Sampled) -> tuple[str | None, list[dict[str, object]]] 
     return (content or None), calls
 
 
-def _logprob_entries(tokenizer: Any, request: ChatRequest, sampled: Sampled) -> list[Any]:
+def _logprob_entries(
+    tokenizer: Any, request: ChatRequest, sampled: Sampled
+) -> list[dict[str, object]]:
     def token(token_id: int) -> str:
         if request.tokens_as_ids:
             return f"token_id:{token_id}"
         return str(tokenizer.decode([token_id]))
 
-    entries = []
+    entries: list[dict[str, object]] = []
     for token_id, logprob, top in zip(
         sampled.completion_ids, sampled.logprobs, sampled.top_logprobs, strict=True
     ):

@@ -382,7 +382,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return values
 
 
-def _from_toml(setting: Setting, value: Any) -> Any:
+def _from_toml(setting: Setting, value: object) -> object:
     kind = setting.kind
     if kind == "path":
         if not isinstance(value, str):
@@ -435,7 +435,7 @@ def config_toml(config: TrainConfig) -> str:
     return tomli_w.dumps(data)
 
 
-def _toml_safe(value: Any) -> Any:
+def _toml_safe(value: object) -> object:
     """JSON-shaped constructor arguments as TOML can hold them (TOML has no null)."""
     if value is None:
         raise ConfigError("env_args", "a null value cannot be written to config.toml")

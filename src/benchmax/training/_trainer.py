@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
 from benchmax.envs import Environment
@@ -48,6 +48,9 @@ from benchmax.training._step_metrics import (
     trainer_metrics,
 )
 from benchmax.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from benchmax.integrations.trl import RolloutFunc
 
 __all__ = ["StopRequest", "TrainError", "TrainEvent", "TrainResult", "train"]
 
@@ -199,18 +202,19 @@ class _Run:
         self.eval_seconds: dict[int, float] = {}
         self.checkpoint: Path | None = None
         self.calls_done = start
-        self.rollout: Any = None  # the RolloutFunc, set once the trainer exists
+        self.rollout: RolloutFunc | None = None  # set once the trainer exists
         self.on_weights: Callable[[], None] = lambda: None  # the sampler's weights_updated
 
     # -- rollouts ---------------------------------------------------------------------------
 
-    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
+    def __call__(self, prompts: Sequence[object], trainer: Any) -> dict[str, list[object]]:
         """TRL's ``rollout_func``: the RolloutFunc's call, tagged with the step it is for."""
         step = int(trainer.state.global_step) + 1
         self.current_step = step
         self.version_of_step[step] = self.version
         started = time.perf_counter()
-        output: dict[str, list[Any]] = self.rollout(prompts, trainer)
+        assert self.rollout is not None
+        output = self.rollout(prompts, trainer)
         self.calls_done = self.rollout.calls_done
         self.generation_seconds[step] = time.perf_counter() - started
         return output
@@ -430,7 +434,7 @@ def train(
         closing.append(run.rollouts.close)
         run.metrics = MetricsWriter(layout.metrics)
         closing.append(run.metrics.close)
-        run.rollout = RolloutFunc(
+        run.rollout = rollout = RolloutFunc(
             train_env,
             examples,
             base_url=base_url,
@@ -440,7 +444,7 @@ def train(
             on_group=run.group_done,
             calls_done=_calls_done(layout, start) if start else 0,
         )
-        closing.append(run.rollout.close)  # it closes train_env too
+        closing.append(rollout.close)  # it closes train_env too
         env_closed = True
         with bind_model_auth(providers):
             if not start:
