@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
@@ -135,7 +135,7 @@ def detect_format(path: Path) -> TraceFormat:
     return kind
 
 
-def _whole_document(path: Path) -> Any:
+def _whole_document(path: Path) -> dict[str, object] | None:
     """The file parsed as one JSON document, when it is small enough and is OTLP JSON."""
     try:
         if path.stat().st_size > _WHOLE_DOCUMENT_LIMIT:

@@ -15,7 +15,7 @@ from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Literal
+from typing import IO, Literal, cast
 
 import orjson
 
@@ -153,7 +153,8 @@ def candidate_of(
     if config.max_chars is not None and history_chars + len(reply_text) > config.max_chars:
         dropped["too_long"] += 1
         return None
-    history = scrubber.value([dict(m) for m in call.history])
+    # Scrubbing keeps the shape: a list of message dicts stays one.
+    history = cast("list[dict[str, object]]", scrubber.value([dict(m) for m in call.history]))
     reply_text = scrubber.text(reply_text)
     if tool_calls is not None:
         tool_calls = scrubber.value(tool_calls)

@@ -184,7 +184,7 @@ tool_exerciser = ToolExerciser()
 """Call every advertised tool once in one turn, then answer (see ``ToolExerciser``)."""
 
 
-def _advertised_tools(tools: Any) -> list[tuple[str, Any]]:
+def _advertised_tools(tools: object) -> list[tuple[str, object]]:
     found: dict[str, object] = {}
     if not isinstance(tools, list):
         return []
@@ -195,7 +195,7 @@ def _advertised_tools(tools: Any) -> list[tuple[str, Any]]:
     return list(found.items())
 
 
-def _arguments(parameters: Any) -> dict[str, object]:
+def _arguments(parameters: object) -> dict[str, object]:
     """Schema-valid arguments; tool arguments are always a JSON object."""
     if isinstance(parameters, Mapping) and "type" not in parameters:
         parameters = {"type": "object", **parameters}
@@ -203,7 +203,7 @@ def _arguments(parameters: Any) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def _requested_tool_names(messages: Sequence[Any]) -> set[str]:
+def _requested_tool_names(messages: Sequence[object]) -> set[str]:
     names: set[str] = set()
     for message in messages:
         if not isinstance(message, Mapping) or message.get("role") != "assistant":
