@@ -21,7 +21,10 @@ import dataclasses
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "UrlCredential",
@@ -132,7 +135,7 @@ def url_secrets(url: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((secret, decoded, token)))
 
 
-def repr_masking_urls(instance: Any, *names: str) -> str:
+def repr_masking_urls(instance: DataclassInstance, *names: str) -> str:
     """The dataclass repr of ``instance`` (fields with ``repr=True``, in order), with the
     string fields ``names`` shown through :func:`masked_url`."""
     shown = []

@@ -301,7 +301,7 @@ def _create_dataset(task: str, config: Mapping[str, object], seed: int, size: in
         raise ValueError(f"ReasoningGymEnv config for {task} is invalid: {reason}") from None
 
 
-def _json_value(value: object) -> Any:
+def _json_value(value: object) -> object:
     """``value`` if it is JSON, else its text (answers are shown, never scored, from here)."""
     try:
         canonical_example_id(value)

@@ -60,7 +60,7 @@ class _Compiled:
 
     def __init__(
         self,
-        function: Callable[..., Any],
+        function: Callable[..., object],
         tool_name: str,
         method: bool,
         hints: dict[str, object],
@@ -122,7 +122,7 @@ class _Compiled:
         self.schema: dict[str, object] = schema
 
 
-def _defining_scope(function: Callable[..., Any]) -> dict[str, object]:
+def _defining_scope(function: Callable[..., object]) -> dict[str, object]:
     """The local names of the scope executing the definition of ``function``, when that
     scope is a function (or a class body inside one) on the calling stack: the frame whose
     code holds the function's code object. Nearer scopes win; ``{}`` at module level.
@@ -154,7 +154,7 @@ def _defining_scope(function: Callable[..., Any]) -> dict[str, object]:
 
 
 def _resolved_hints(
-    function: Callable[..., Any], tool_name: str, scope: Mapping[str, object]
+    function: Callable[..., object], tool_name: str, scope: Mapping[str, object]
 ) -> dict[str, object]:
     """The function's type hints as objects (string annotations evaluated in its module
     and in ``scope``, the local names of the scope that defined it)."""
@@ -201,7 +201,7 @@ def _restore_dataclass_sentinels(classes: list[type]) -> None:
     of the ``MISSING`` sentinel in its fields (cloudpickle issue #424), which pydantic then
     reads as "both default and default_factory given".
     """
-    missing: Any = dataclasses.MISSING
+    missing: object = dataclasses.MISSING
     for cls in classes:
         fields = getattr(cls, "__dataclass_fields__", None)
         if not isinstance(fields, dict):
@@ -213,7 +213,7 @@ def _restore_dataclass_sentinels(classes: list[type]) -> None:
                     setattr(field, name, missing)
 
 
-def _annotated_text(annotation: Any) -> str | None:
+def _annotated_text(annotation: object) -> str | None:
     """The first plain string in ``Annotated[T, ...]`` metadata (a description)."""
     if get_origin(annotation) is Annotated:
         for extra in get_args(annotation)[1:]:
@@ -222,7 +222,7 @@ def _annotated_text(annotation: Any) -> str | None:
     return None
 
 
-def _description(function: Callable[..., Any]) -> str:
+def _description(function: Callable[..., object]) -> str:
     parsed = docstring_parser.parse(function.__doc__ or "")
     parts = [parsed.short_description, parsed.long_description]
     return "\n\n".join(part.strip() for part in parts if part and part.strip())
@@ -347,7 +347,7 @@ class FunctionTool[**P, R]:
         function["parameters"] = self.parameters
         return {"type": "function", "function": function}
 
-    async def invoke(self, arguments: Mapping[str, object], *, instance: object = None) -> Any:
+    async def invoke(self, arguments: Mapping[str, object], *, instance: object = None) -> object:
         """Validate and convert the model's ``arguments``, then run the function (a sync
         one in a worker thread; ``instance`` is ``self`` for a method) and return its result.
 
@@ -359,7 +359,7 @@ class FunctionTool[**P, R]:
             validated = compiled.model.model_validate(dict(arguments))
         except pydantic.ValidationError as error:
             raise ToolError(_problem_text(error)) from None
-        args: list[Any] = [] if instance is None else [instance]
+        args: list[object] = [] if instance is None else [instance]
         kwargs: dict[str, object] = {}
         for field, name in compiled.fields:
             value = getattr(validated, field)
