@@ -4,7 +4,7 @@ chat-completions reply it becomes for the rollout that waits on it."""
 from __future__ import annotations
 
 import itertools
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -31,10 +31,10 @@ class AssistantMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     role: Literal["assistant"] = Field(description="Always 'assistant'.")
-    content: str | list[dict[str, object]] | None = Field(
+    content: str | list[dict[str, Any]] | None = Field(
         default=None, description="The reply's text (null for a turn of tool calls only)."
     )
-    tool_calls: list[dict[str, object]] | None = Field(
+    tool_calls: list[dict[str, Any]] | None = Field(
         default=None,
         description="OpenAI function tool calls: {id, type: 'function', function: "
         "{name, arguments}}.",
@@ -65,7 +65,7 @@ class PolicyAction(BaseModel):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
-    metadata: dict[str, object] = Field(
+    metadata: dict[str, Any] = Field(
         default_factory=dict, description="OpenEnv's action metadata; not used."
     )
 

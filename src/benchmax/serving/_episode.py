@@ -56,14 +56,14 @@ class Turn:
     (``Trajectory.to_json()``).
     """
 
-    messages: list[dict[str, object]]
-    tools: list[dict[str, object]] = field(default_factory=list)
-    sampling_args: dict[str, object] = field(default_factory=dict)
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    sampling_args: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     reward: float | None = None
     rewards: dict[str, float] | None = None
     termination_reason: str | None = None
-    trajectory: dict[str, object] | None = None
+    trajectory: dict[str, Any] | None = None
 
 
 class Episode:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -56,17 +56,17 @@ class ServedObservation(BaseModel):
     episode_id: str
     example_id: str
     step_count: int
-    messages: list[dict[str, object]] = Field(
+    messages: list[dict[str, Any]] = Field(
         description="Messages since the last action (at reset: the whole prompt): tool "
         "results, a simulated user's turn."
     )
-    tools: list[dict[str, object]] = Field(description="The tools advertised with this call.")
-    sampling_args: dict[str, object] = Field(
+    tools: list[dict[str, Any]] = Field(description="The tools advertised with this call.")
+    sampling_args: dict[str, Any] = Field(
         description="The model call's other body fields (temperature, max_tokens...)."
     )
     rewards: dict[str, float] | None = Field(default=None, description="When done.")
     termination_reason: str | None = Field(default=None, description="When done.")
-    trajectory: dict[str, object] | None = Field(
+    trajectory: dict[str, Any] | None = Field(
         default=None, description="When done: the rollout record (tokens included)."
     )
 
