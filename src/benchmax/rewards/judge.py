@@ -18,10 +18,10 @@ import functools
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Hashable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from benchmax._cancellation import stray_cancellation_as_error
 from benchmax._modelhttp import AttemptTimedOut, sendable_auth_headers, within_deadline
@@ -268,7 +268,24 @@ def _failure_text(error: BaseException) -> str:
     return text
 
 
-def _response_text(response: Any) -> str:
+class _ReplyMessage(Protocol):
+    @property
+    def content(self) -> object: ...
+
+
+class _ReplyChoice(Protocol):
+    @property
+    def message(self) -> _ReplyMessage: ...
+
+
+class _ChatReply(Protocol):
+    """What the judge reads of the SDK's chat completion (or a stand-in for it)."""
+
+    @property
+    def choices(self) -> Sequence[_ReplyChoice]: ...
+
+
+def _response_text(response: _ChatReply) -> str:
     """The stripped text of the first choice (``""`` when there is none).
 
     The content may be a string, ``None`` or a list of parts
