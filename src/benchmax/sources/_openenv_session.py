@@ -19,12 +19,15 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
 
 from benchmax.sources._peers import import_peer
+
+if TYPE_CHECKING:
+    from websockets.asyncio.client import ClientConnection
 
 __all__ = [
     "EpisodeError",
@@ -62,7 +65,7 @@ class EpisodeSession:
     rewards: list[float] = field(default_factory=list)
     done: bool = False
     tools: list[dict[str, object]] = field(default_factory=list)
-    _socket: Any = None
+    _socket: ClientConnection | None = None
 
     async def open(self, reset_args: Mapping[str, object]) -> StepOutcome:
         """Connect and ``reset(**reset_args)``; the reset's reward is not an action's."""
