@@ -21,7 +21,7 @@ def sendable_auth_headers[K, V](headers: Mapping[K, V]) -> dict[str, V]:
     text, which then reaches logs. This error names the header only.
     """
     checked: dict[str, V] = {}
-    for name, value in headers.items():
+    for name, value in dict(headers).items():
         if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
             raise ValueError("model auth returned an invalid header name")
         if isinstance(value, str):

@@ -243,10 +243,11 @@ def _vf_message(vf: Any, message: Mapping[str, object]) -> Any:
         # Chat messages' tool calls: objects with a "function" object.
         raw_calls = cast("Sequence[Mapping[str, object]]", message.get("tool_calls") or [])
         for number, call in enumerate(raw_calls):
+            call_id = str(call.get("id") or f"call_{number}")
             function = cast("Mapping[str, object]", call["function"])
             calls.append(
                 vf.ToolCall(
-                    id=str(call.get("id") or f"call_{number}"),
+                    id=call_id,
                     name=str(function["name"]),
                     arguments=_arguments_text(function.get("arguments")),
                 )

@@ -32,7 +32,8 @@ __all__ = ["example_value"]
 
 _MAX_DEPTH: Final = 32
 
-_FORMAT_EXAMPLES: Final[dict[str, str]] = {
+# Keyed by the schema's "format" value, whatever JSON value it is.
+_FORMAT_EXAMPLES: Final[dict[object, str]] = {
     "date-time": "2024-01-01T00:00:00Z",
     "date": "2024-01-01",
     "time": "12:00:00Z",
@@ -375,8 +376,7 @@ def _multiple(schema: Mapping[str, object], multiple: float, variant: int) -> fl
 
 
 def _string(schema: Mapping[str, object], variant: int) -> str:
-    named = schema.get("format", "")
-    text = _FORMAT_EXAMPLES.get(named, "example") if isinstance(named, str) else "example"
+    text = _FORMAT_EXAMPLES.get(schema.get("format", ""), "example")
     if variant:
         text = f"{text}-{variant + 1}" if text == "example" else text
     low = schema.get("minLength")
