@@ -17,15 +17,20 @@ by the code running inside it (tasks created in the block copy the binding):
   recording), set by ``benchmax.trajectory.recording_annotations`` and filled by
   ``benchmax.trajectory.annotate``.
 
-This module sits below every layer that uses it and imports nothing from benchmax, so
-the value types of the observer and the deadlines are ``Any`` here; the owning modules
-re-export them with their precise types.
+This module sits below every layer that uses it and imports nothing from benchmax at run
+time; the value types come from the owning modules for the type checker only.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from benchmax._json_types import JSONValue
+    from benchmax.auth import ModelAuth
+    from benchmax.envs._hook_deadlines import HookDeadlines
+    from benchmax.envs._observer import RolloutObserver
 
 __all__ = [
     "ANNOTATIONS",
@@ -40,11 +45,15 @@ CURRENT_ROLLOUT_ID: ContextVar[str | None] = ContextVar("benchmax_capture_rollou
 CURRENT_GROUP_RIDS: ContextVar[tuple[str, ...] | None] = ContextVar(
     "benchmax_capture_group_rids", default=None
 )
-BOUND_MODEL_AUTH: ContextVar[dict[str, Any] | None] = ContextVar(
+BOUND_MODEL_AUTH: ContextVar[dict[str, ModelAuth] | None] = ContextVar(
     "benchmax_bound_model_auth", default=None
 )
-ROLLOUT_OBSERVER: ContextVar[Any] = ContextVar("benchmax_rollout_observer", default=None)
-ANNOTATIONS: ContextVar[dict[str, Any] | None] = ContextVar(
+ROLLOUT_OBSERVER: ContextVar[RolloutObserver | None] = ContextVar(
+    "benchmax_rollout_observer", default=None
+)
+ANNOTATIONS: ContextVar[dict[str, JSONValue] | None] = ContextVar(
     "benchmax_rollout_annotations", default=None
 )
-HOOK_DEADLINES: ContextVar[Any] = ContextVar("benchmax_hook_deadlines", default=None)
+HOOK_DEADLINES: ContextVar[HookDeadlines | None] = ContextVar(
+    "benchmax_hook_deadlines", default=None
+)

@@ -7,14 +7,41 @@ parts (mappings whose ``"type"`` is ``"text"`` or absent with a string ``"text"`
 and plain string items); anything else has none. Reasoning written inline in that text
 (``<think>…</think>``) is split off by one rule too, :func:`split_reasoning`, used by the
 reward helpers (``benchmax.rewards.text.without_reasoning``) and the simulated user.
+
+The parts benchmax itself builds (tool results, traces read from other formats) are
+typed here too: :class:`TextPart` and :class:`ImagePart`, together :data:`ContentPart`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Literal, TypedDict
 
-__all__ = ["content_text", "split_reasoning"]
+__all__ = ["ContentPart", "ImagePart", "ImageURL", "TextPart", "content_text", "split_reasoning"]
+
+
+class TextPart(TypedDict):
+    """``{"type": "text", "text": ...}``: a text part of a message's content."""
+
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(TypedDict):
+    """The ``image_url`` of an :class:`ImagePart`: an ``http(s):`` or ``data:`` URL."""
+
+    url: str
+
+
+class ImagePart(TypedDict):
+    """``{"type": "image_url", "image_url": {"url": ...}}``: an image part."""
+
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+type ContentPart = TextPart | ImagePart
 
 # ``<think>``/``</think>`` in any case, with attributes or spaces (``<think type="x">``,
 # ``</Think >``); ``<thinking>`` is another tag.

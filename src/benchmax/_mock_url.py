@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 __all__ = ["MOCK_URL_MARKER", "substitute_mock", "uses_mock"]
 
@@ -10,18 +10,19 @@ MOCK_URL_MARKER = "@mock"
 """A constructor-argument string that stands for the embedded mock server's base URL."""
 
 
-def substitute_mock(value: Any, url: str) -> Any:
+def substitute_mock[T](value: T, url: str) -> T:
     """Replace every ``"@mock"`` string (also nested in lists and objects) with ``url``."""
+    # Each branch gives a value of the type it was given (a str, a list, a dict).
     if isinstance(value, str):
-        return url if value == MOCK_URL_MARKER else value
+        return cast(T, url) if value == MOCK_URL_MARKER else value
     if isinstance(value, list):
-        return [substitute_mock(item, url) for item in value]
+        return cast(T, [substitute_mock(item, url) for item in value])
     if isinstance(value, dict):
-        return {key: substitute_mock(item, url) for key, item in value.items()}
+        return cast(T, {key: substitute_mock(item, url) for key, item in value.items()})
     return value
 
 
-def uses_mock(value: Any) -> bool:
+def uses_mock(value: object) -> bool:
     """Whether ``value`` contains ``"@mock"`` anywhere (nested lists and objects included)."""
     if isinstance(value, str):
         return value == MOCK_URL_MARKER

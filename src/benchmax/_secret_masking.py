@@ -24,7 +24,7 @@ import re
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 from urllib.parse import urlsplit
 
 from benchmax._url_credentials import url_secrets
@@ -108,7 +108,7 @@ def remembered() -> tuple[str, ...]:
     return _ORDERED
 
 
-def url_passwords(value: Any) -> tuple[str, ...]:
+def url_passwords(value: object) -> tuple[str, ...]:
     """The passwords of the URLs (``scheme://user:PASSWORD@host``) in the strings that
     ``value`` (JSON-like data: strings, mappings, sequences) holds."""
     found: dict[str, None] = {}
@@ -173,7 +173,7 @@ class MaskingStream(io.TextIOBase):
         return getattr(self.wrapped, "errors", None)
 
     @property
-    def buffer(self) -> Any:
+    def buffer(self) -> _MaskingBuffer | None:
         inner = getattr(self.wrapped, "buffer", None)
         return None if inner is None else _MaskingBuffer(inner, self.encoding)
 
@@ -184,7 +184,7 @@ class MaskingStream(io.TextIOBase):
 class _MaskingBuffer:
     """The binary side of a ``MaskingStream``: secrets masked in their encoded form."""
 
-    def __init__(self, buffer: Any, encoding: str) -> None:
+    def __init__(self, buffer: BinaryIO, encoding: str) -> None:
         self._buffer = buffer
         self._encoding = encoding
 

@@ -21,7 +21,10 @@ import dataclasses
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "UrlCredential",
@@ -69,7 +72,9 @@ def split_url_credential(url: str) -> tuple[str, UrlCredential | None]:
     return stripped, UrlCredential(authorization=f"Basic {token}", password=password)
 
 
-def with_url_credential(headers: Mapping[str, Any], credential: UrlCredential) -> dict[str, Any]:
+def with_url_credential[V](
+    headers: Mapping[str, V], credential: UrlCredential
+) -> dict[str, V | str]:
     """``headers`` plus the URL credential's ``Authorization``.
 
     Raises ``ValueError`` (naming neither value) when ``headers`` carry an
@@ -130,7 +135,7 @@ def url_secrets(url: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((secret, decoded, token)))
 
 
-def repr_masking_urls(instance: Any, *names: str) -> str:
+def repr_masking_urls(instance: DataclassInstance, *names: str) -> str:
     """The dataclass repr of ``instance`` (fields with ``repr=True``, in order), with the
     string fields ``names`` shown through :func:`masked_url`."""
     shown = []

@@ -38,9 +38,9 @@ stays cheap.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from benchmax._lazy_names import lazy_attribute
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.headers import sendable_auth_headers, wire_headers
 from benchmax._modelhttp.in_process import Handler as InProcessHandler
@@ -113,25 +113,20 @@ __all__ = [
 ]
 
 _LAZY = {
-    "CallFailure": "chat",
-    "ChatSession": "chat",
-    "ModelReplyError": "chat",
-    "ModelStatusError": "chat",
-    "complete_once": "chat",
-    "PoolLease": "connections",
-    "loop_pool": "connections",
-    "sdk_http_client": "connections",
-    "sdk_http_module": "connections",
-    "PreflightProblem": "token_preflight",
-    "token_preflight": "token_preflight",
+    "CallFailure": "benchmax._modelhttp.chat",
+    "ChatSession": "benchmax._modelhttp.chat",
+    "ModelReplyError": "benchmax._modelhttp.chat",
+    "ModelStatusError": "benchmax._modelhttp.chat",
+    "complete_once": "benchmax._modelhttp.chat",
+    "PoolLease": "benchmax._modelhttp.connections",
+    "loop_pool": "benchmax._modelhttp.connections",
+    "sdk_http_client": "benchmax._modelhttp.connections",
+    "sdk_http_module": "benchmax._modelhttp.connections",
+    "PreflightProblem": "benchmax._modelhttp.token_preflight",
+    "token_preflight": "benchmax._modelhttp.token_preflight",
 }
 
 
 def __getattr__(name: str) -> Any:
     """The names whose modules import aiohttp, imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(globals(), _LAZY, name)

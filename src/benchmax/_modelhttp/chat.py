@@ -16,10 +16,10 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 
+from benchmax._json_types import JSONValue
 from benchmax._modelhttp import in_process, json_codec, retries
 from benchmax._modelhttp.connections import LoopPool, loop_pool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
@@ -90,7 +90,7 @@ class ModelStatusError(Exception):
         self.should_retry = should_retry
         self.context_overflow = context_overflow
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (
             _rebuild_status_error,
             (str(self), self.status, self.code, self.context_overflow),
@@ -121,7 +121,7 @@ def _error_member(body: object) -> object:
     return body.get("error", body) if isinstance(body, Mapping) else body
 
 
-def _named_status(error: Mapping[str, Any]) -> int | None:
+def _named_status(error: Mapping[str, object]) -> int | None:
     """The HTTP status an error object names (``status``, ``status_code`` or a
     numeric ``code``), else one implied by its code or type (e.g. ``rate_limit``)."""
     for key in ("status", "status_code", "code"):
@@ -159,7 +159,7 @@ def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> ModelS
     )
 
 
-def _reply_error(reply: Mapping[str, Any], headers: Mapping[str, str]) -> ModelStatusError:
+def _reply_error(reply: Mapping[str, object], headers: Mapping[str, str]) -> ModelStatusError:
     """The failure a 200 reply carrying an error object stands for."""
     error = reply["error"]
     if isinstance(error, Mapping):
@@ -250,7 +250,7 @@ class ChatSession:
             self._closed = True
             await self._pool.close_use()
 
-    async def complete(self, body: Mapping[str, Any]) -> Any:
+    async def complete(self, body: Mapping[str, object]) -> JSONValue | CallFailure:
         """Call the model once (plus configured retries on transient failures).
 
         Returns the decoded JSON of a good reply (whatever JSON value it is), or a
@@ -279,14 +279,14 @@ class ChatSession:
                 )
             await retries.backoff_sleep(delay)
 
-    async def _attempt(self, data: bytes) -> Any:
+    async def _attempt(self, data: bytes) -> JSONValue:
         headers = wire_headers(await self._auth.headers_for_request(self._context))
         if self._url_credential is not None:
             headers = with_url_credential(headers, self._url_credential)
         call = self._post(data, headers)
         return await within_deadline(call, self._deadline, self._timeout_message)
 
-    async def _post(self, data: bytes, headers: dict[str, str]) -> Any:
+    async def _post(self, data: bytes, headers: dict[str, str]) -> JSONValue:
         try:
             return await self._post_once(data, headers)
         except aiohttp.TooManyRedirects as error:  # aiohttp's own text is "0, message=''"
@@ -295,7 +295,7 @@ class ChatSession:
                 f" {error.request_info.real_url})"
             ) from error
 
-    async def _post_once(self, data: bytes, headers: dict[str, str]) -> Any:
+    async def _post_once(self, data: bytes, headers: dict[str, str]) -> JSONValue:
         local = in_process.endpoint_for(self._url)
         if local is not None:  # benchmax serve's own endpoint: no socket
             status, raw = await local(self._url, data)
@@ -327,7 +327,7 @@ class ChatSession:
         return CallFailure(MODEL_ERROR, error, logging.ERROR)
 
 
-def _decoded(raw: bytes, status: int, headers: Mapping[str, str]) -> Any:
+def _decoded(raw: bytes, status: int, headers: Mapping[str, str]) -> JSONValue:
     """The JSON of a 2xx reply body; ``ModelReplyError`` for an empty or non-JSON body,
     or an error object without choices."""
     if not raw.strip():
@@ -348,7 +348,7 @@ def _decoded(raw: bytes, status: int, headers: Mapping[str, str]) -> Any:
 
 
 async def complete_once(
-    body: Mapping[str, Any],
+    body: Mapping[str, object],
     *,
     base_url: str,
     model: str,
@@ -356,7 +356,7 @@ async def complete_once(
     rollout_id: str,
     timeout: float | None,
     retries: int,
-) -> Any:
+) -> JSONValue | CallFailure:
     """One chat call outside a rollout's own session (a preflight, a simulated user's
     turn): what :meth:`ChatSession.complete` returns, on this loop's connection pool,
     with ``rollout_id`` in the request context auth providers see."""

@@ -44,6 +44,8 @@ from types import ModuleType
 from typing import Any
 
 import aiohttp
+from aiohttp.connector import Connection
+from aiohttp.tracing import Trace
 
 from benchmax import __version__
 
@@ -143,8 +145,8 @@ class _FreshConnector(aiohttp.TCPConnector):
         self._handed_out: weakref.WeakSet[object] = weakref.WeakSet()
 
     async def connect(
-        self, req: aiohttp.ClientRequest, traces: list[Any], timeout: aiohttp.ClientTimeout
-    ) -> Any:
+        self, req: aiohttp.ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout
+    ) -> Connection:
         while True:
             connection = await super().connect(req, traces, timeout)
             protocol = connection.protocol

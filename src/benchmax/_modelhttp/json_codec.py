@@ -12,14 +12,15 @@ floats, which JSON cannot express, are sent as ``null`` (orjson's rule).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import orjson
+
+from benchmax._json_types import JSONValue
 
 __all__ = ["decode", "encode"]
 
 
-def encode(value: Any) -> bytes:
+def encode(value: object) -> bytes:
     """``value`` as a compact UTF-8 JSON document.
 
     Raises ``TypeError``/``ValueError`` for values JSON cannot carry (e.g. a set).
@@ -35,13 +36,15 @@ def encode(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 
-def decode(raw: bytes) -> Any:
+def decode(raw: bytes) -> JSONValue:
     """The JSON value in ``raw`` (UTF-8, UTF-16 or UTF-32, as ``json.loads`` detects).
 
     Raises ``ValueError`` (``json.JSONDecodeError`` or ``UnicodeDecodeError``) when
     ``raw`` is not JSON.
     """
+    value: JSONValue
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw)
+        value = json.loads(raw)
+    return value

@@ -148,7 +148,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: dict[str, Any] | str
+    arguments: dict[str, object] | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +165,8 @@ class Reply:
     ``usage`` holds the token counts the reply reported (``None``: none).
     """
 
-    message: dict[str, Any]
-    message_without_reasoning: dict[str, Any]
+    message: dict[str, object]
+    message_without_reasoning: dict[str, object]
     tool_calls: tuple[ToolCall, ...]
     termination_reason: str | None
     finish_reason: object
@@ -317,7 +317,7 @@ def _read(
         raise _Unusable(f"{_MESSAGE}.tool_calls", "a list", raw_calls)
     calls, transcript_calls = _tool_calls(raw_calls, taken_ids)
 
-    plain: dict[str, Any] = {"role": "assistant", "content": content}
+    plain: dict[str, object] = {"role": "assistant", "content": content}
     reasoning = {key: message[key] for key in REASONING_FIELDS if message.get(key) is not None}
     full = {**plain, **reasoning} if reasoning else plain
     if calls:
@@ -336,8 +336,8 @@ def _read(
 
 def _tool_calls(
     raw_calls: list[Any], taken_ids: Collection[str]
-) -> tuple[tuple[ToolCall, ...], list[dict[str, Any]]]:
-    read: list[tuple[object, str, str, dict[str, Any] | str]] = []
+) -> tuple[tuple[ToolCall, ...], list[dict[str, object]]]:
+    read: list[tuple[object, str, str, dict[str, object] | str]] = []
     for index, call in enumerate(raw_calls):
         where = f"{_MESSAGE}.tool_calls[{index}]"
         if not isinstance(call, Mapping):
@@ -358,14 +358,14 @@ def _tool_calls(
         ToolCall(id=call_id, name=name, arguments=arguments)
         for call_id, (_, name, _, arguments) in zip(ids, read, strict=True)
     )
-    transcript = [
+    transcript: list[dict[str, object]] = [
         {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
         for call_id, (_, name, text, _) in zip(ids, read, strict=True)
     ]
     return calls, transcript
 
 
-def _arguments(raw: object, where: str) -> tuple[str, dict[str, Any] | str]:
+def _arguments(raw: object, where: str) -> tuple[str, dict[str, object] | str]:
     """The arguments' transcript text, and the parsed object or the tool message to send."""
     if raw is None:
         return "{}", {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from benchmax._modelhttp.chat import CallFailure, complete_once
 from benchmax._modelhttp.tokens import TOKEN_REQUEST_FIELDS, TokenDeficiency, read_call_tokens
@@ -38,7 +38,7 @@ async def token_preflight(
     base_url: str,
     model: str,
     auth: ModelAuth,
-    sampling_args: Mapping[str, Any],
+    sampling_args: Mapping[str, object],
     timeout: float | None = 120.0,
     retries: int = 2,
 ) -> PreflightProblem | None:
@@ -50,7 +50,7 @@ async def token_preflight(
     ``sampling_args`` (as a run sends them) less the tool-only ones (``tool_choice``,
     ``parallel_tool_calls``: the preflight sends no tools), with ``max_tokens`` capped at 16.
     """
-    body: dict[str, Any] = {"model": model, "messages": [dict(m) for m in PREFLIGHT_MESSAGES]}
+    body: dict[str, object] = {"model": model, "messages": [dict(m) for m in PREFLIGHT_MESSAGES]}
     body.update(TOKEN_REQUEST_FIELDS)
     body.update((k, v) for k, v in sampling_args.items() if k not in _TOOL_ONLY_ARGS)
     limit = body.get("max_tokens")

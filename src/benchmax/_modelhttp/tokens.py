@@ -58,7 +58,7 @@ __all__ = [
     "read_call_tokens",
 ]
 
-TOKEN_REQUEST_FIELDS: Final[Mapping[str, Any]] = MappingProxyType(
+TOKEN_REQUEST_FIELDS: Final[Mapping[str, object]] = MappingProxyType(
     {"logprobs": True, "return_token_ids": True}
 )
 """Body fields asking vLLM and SGLang for the prompt ids, completion ids and logprobs."""
@@ -198,7 +198,7 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _entry_id(entry: Mapping[str, Any]) -> object:
+def _entry_id(entry: Mapping[str, object]) -> object:
     """The integer id a logprobs entry carries itself (``token_id``, llama.cpp's ``id``),
     or ``None``."""
     given = entry.get("token_id")
@@ -214,7 +214,7 @@ def _carries_ids(entry: object) -> bool:
     )
 
 
-def _ids_from_logprob_entries(content: list[Any]) -> list[object] | None:
+def _ids_from_logprob_entries(content: list[object]) -> list[object] | None:
     """The completion ids the logprobs entries carry (their ``token_id``/``id``, else
     their ``token_id:N`` token), unchecked (``_ids`` checks them), or ``None`` when an
     entry carries none."""
@@ -262,7 +262,7 @@ def _logprobs(content: list[Any]) -> tuple[float, ...] | TokenDeficiency:
     return values
 
 
-def _logprob_problem(content: list[Any]) -> TokenDeficiency:
+def _logprob_problem(content: list[object]) -> TokenDeficiency:
     for index, entry in enumerate(content):
         where = f"choices[0].logprobs.content[{index}]"
         if not isinstance(entry, Mapping):
@@ -281,7 +281,7 @@ def _logprob_problem(content: list[Any]) -> TokenDeficiency:
 
 
 def _token_id_mismatch(
-    content: list[Any], completion_ids: tuple[int, ...]
+    content: list[object], completion_ids: tuple[int, ...]
 ) -> TokenDeficiency | None:
     for index, (entry, token_id) in enumerate(zip(content, completion_ids, strict=True)):
         if not isinstance(entry, Mapping):

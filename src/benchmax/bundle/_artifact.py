@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from benchmax._value_checks import is_non_empty_str
 from benchmax.bundle._dependencies import normalize_dependencies
@@ -55,7 +54,7 @@ class BundleMetadata:
     def from_json_bytes(cls, data: bytes) -> BundleMetadata:
         """Parse metadata written by ``to_json_bytes``; unknown (legacy) keys are refused."""
         try:
-            document: Any = json.loads(data.decode("utf-8"))
+            document: object = json.loads(data.decode("utf-8"))
         except (AttributeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise ValueError("bundle metadata must be a UTF-8 JSON object") from exc
         if not isinstance(document, dict):

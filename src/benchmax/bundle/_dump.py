@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -30,7 +30,7 @@ logger = logging.getLogger("benchmax.bundle")
 def dump_bundle(
     env_class: type[Environment[Any, RolloutAttempt]],
     *,
-    constructor_args: dict[str, Any] | None = None,
+    constructor_args: Mapping[str, object] | None = None,
     pip_dependencies: Sequence[str] | None = None,
     local_modules: list[ModuleType] | None = None,
     env_class_source: str | None = None,

@@ -27,14 +27,15 @@ def load_bundle(
 @overload
 def load_bundle(
     bundle: Bundle, *, instantiate: Literal[False]
-) -> tuple[type[Environment[Any, RolloutAttempt]], dict[str, Any]]: ...
+) -> tuple[type[Environment[Any, RolloutAttempt]], dict[str, object]]: ...
 
 
 @overload
 def load_bundle(
     bundle: Bundle, *, instantiate: bool = ...
 ) -> (
-    Environment[Any, RolloutAttempt] | tuple[type[Environment[Any, RolloutAttempt]], dict[str, Any]]
+    Environment[Any, RolloutAttempt]
+    | tuple[type[Environment[Any, RolloutAttempt]], dict[str, object]]
 ): ...
 
 
@@ -43,7 +44,8 @@ def load_bundle(
     *,
     instantiate: bool = True,
 ) -> (
-    Environment[Any, RolloutAttempt] | tuple[type[Environment[Any, RolloutAttempt]], dict[str, Any]]
+    Environment[Any, RolloutAttempt]
+    | tuple[type[Environment[Any, RolloutAttempt]], dict[str, object]]
 ):
     """Check compatibility, unpickle, and instantiate the env (or return class and kwargs).
 

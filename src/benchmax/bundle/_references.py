@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import pickle
 from types import ModuleType
-from typing import Any
 
 __all__ = ["referenced_modules"]
 
@@ -18,17 +17,17 @@ __all__ = ["referenced_modules"]
 class _Placeholder:
     """Stands in for a class that cannot be resolved, so the replay can go on."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> _Placeholder:
+    def __new__(cls, *args: object, **kwargs: object) -> _Placeholder:
         return super().__new__(cls)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         pass
 
-    def __call__(self, *args: Any, **kwargs: Any) -> _Placeholder:
+    def __call__(self, *args: object, **kwargs: object) -> _Placeholder:
         return self
 
 
-def _keep_first(obj: Any, *args: Any, **kwargs: Any) -> Any:
+def _keep_first(obj: object, *args: object, **kwargs: object) -> object:
     return obj
 
 
@@ -37,7 +36,7 @@ class _RecordingUnpickler(pickle.Unpickler):
         super().__init__(io.BytesIO(data))
         self._names = names
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> object:
         self._names.add(module)
         if module.startswith("cloudpickle"):
             if name == "subimport":
@@ -49,7 +48,7 @@ class _RecordingUnpickler(pickle.Unpickler):
         except Exception:
             return _Placeholder
 
-    def _subimport(self, name: Any, *args: Any, **kwargs: Any) -> ModuleType:
+    def _subimport(self, name: str, *args: object, **kwargs: object) -> ModuleType:
         # cloudpickle stores a module object held in globals as ``subimport("name")``.
         self._names.add(name)
         return ModuleType(str(name))

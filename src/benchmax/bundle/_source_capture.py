@@ -14,7 +14,7 @@ import inspect
 import logging
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -81,7 +81,7 @@ class _Capture:
 
 def capture_env_class(
     env_class: type,
-    constructor_args: dict[str, Any],
+    constructor_args: Mapping[str, object],
     local_modules: Sequence[object],
     classifier: ModuleClassifier,
     *,
@@ -140,7 +140,7 @@ def capture_env_class(
 
 def _serialize_with_local_source(
     env_class: type,
-    constructor_args: dict[str, Any],
+    constructor_args: Mapping[str, object],
     local_modules: Sequence[object],
     classifier: ModuleClassifier,
     auto_local_modules: bool,
@@ -198,7 +198,7 @@ def _import_all(names: list[str]) -> list[ModuleType]:
     return modules
 
 
-def _serialize(env_class: type, constructor_args: dict[str, Any]) -> bytes:
+def _serialize(env_class: type, constructor_args: Mapping[str, object]) -> bytes:
     try:
         payload: bytes = cloudpickle.dumps((env_class, constructor_args))
         return payload

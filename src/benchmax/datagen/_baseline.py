@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import orjson
 
@@ -24,14 +24,14 @@ LOGGED_NAME = ".baseline-logged.jsonl"
 """The unscored results file of logged replies that the baseline is scored from."""
 
 
-def _fixed_reply(row: Mapping[str, Any]) -> FixedReply:
+def _fixed_reply(row: Mapping[str, object]) -> FixedReply:
     relabeled = row.get("relabeled")
     text = (
         relabeled["logged_ground_truth"]
         if isinstance(relabeled, Mapping) and "logged_ground_truth" in relabeled
         else row.get("ground_truth", "")
     )
-    message: dict[str, Any] = {"role": "assistant", "content": str(text)}
+    message: dict[str, object] = {"role": "assistant", "content": str(text)}
     if row.get("tool_calls"):
         message["tool_calls"] = row["tool_calls"]
     history = row.get("messages")
@@ -40,7 +40,7 @@ def _fixed_reply(row: Mapping[str, Any]) -> FixedReply:
     return FixedReply(message, tuple(history))
 
 
-def _rows(path: Path) -> Iterator[dict[str, Any]]:
+def _rows(path: Path) -> Iterator[dict[str, object]]:
     with path.open("rb") as file:
         for line in file:
             if line.strip():
@@ -50,7 +50,7 @@ def _rows(path: Path) -> Iterator[dict[str, Any]]:
 def _models(path: Path) -> str:
     models: dict[str, None] = {}
     for row in _rows(path):
-        model = (row.get("source") or {}).get("model")
+        model = cast("Mapping[str, object]", row.get("source") or {}).get("model")
         if isinstance(model, str):
             models.setdefault(model, None)
     return ",".join(models) or "logged"
@@ -61,7 +61,7 @@ async def score_logged_replies(
     data_dir: str | Path,
     output: str | Path | None = None,
     *,
-    env_definition: Mapping[str, Any] | None = None,
+    env_definition: Mapping[str, object] | None = None,
     auth_providers: Mapping[str, ModelAuth] | None = None,
     max_concurrent_groups: int = 8,
 ) -> RescoreReport:

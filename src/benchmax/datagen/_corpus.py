@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmax._value_checks import is_non_empty_str
+from benchmax.datagen._logged_calls import json_kind
 
 __all__ = ["CORPUS_SUFFIXES", "CorpusError", "Document", "read_corpus"]
 
@@ -93,7 +94,7 @@ def _jsonl_documents(path: Path, label: str, text_field: str, skipped: list[str]
         named += text_field in row
         value = row.get(text_field)
         if not isinstance(value, str):
-            found = "missing" if text_field not in row else f"{_json_kind(value)}, not a string"
+            found = "missing" if text_field not in row else f"{json_kind(value)}, not a string"
             skipped.append(f"{label}:{number}: field {text_field!r} is {found}")
             continue
         if value.strip():
@@ -103,16 +104,6 @@ def _jsonl_documents(path: Path, label: str, text_field: str, skipped: list[str]
             f"{path}: no record has a field {text_field!r} (choose it with --text-field)"
         )
     return documents
-
-
-def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 def read_corpus(

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from benchmax.datagen._prompts import PASSAGE_CLOSE, PASSAGE_OPEN, QAPair, ReplyShapeError
 
@@ -135,7 +135,7 @@ class GroundingVerdict:
     reason: str = ""
 
 
-def parse_grounding_reply(reply: Mapping[str, Any], count: int) -> list[GroundingVerdict]:
+def parse_grounding_reply(reply: Mapping[str, object], count: int) -> list[GroundingVerdict]:
     """One verdict per pair ``1..count`` from ``{"verdicts": [{"pair", "supported",
     "reason"}]}``; ``ReplyShapeError`` saying what is wrong otherwise (a missing pair too)."""
     verdicts = reply.get("verdicts") if isinstance(reply, Mapping) else None

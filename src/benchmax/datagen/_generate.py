@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from benchmax._file_replace import replace_file
 from benchmax._value_checks import is_finite_number, is_int_at_least
@@ -129,8 +128,8 @@ class GenerationConfig:
             raise ValueError("max_tokens must be a positive integer or None")
 
 
-def _chunk_source(document: Document, chunk: int) -> dict[str, Any]:
-    source: dict[str, Any] = {"file": document.file, "chunk": chunk}
+def _chunk_source(document: Document, chunk: int) -> dict[str, object]:
+    source: dict[str, object] = {"file": document.file, "chunk": chunk}
     if document.line is not None:
         source["line"] = document.line
     return source
@@ -154,11 +153,11 @@ class GeneratedRow:
     natural: str | None = None
     linked: tuple[tuple[Document, int], ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         source = _chunk_source(self.document, self.chunk)
         cited = [(self.document, self.chunk), *self.linked]
         source["chunks"] = [_chunk_source(document, index) for document, index in cited]
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             "prompt": self.pair.question,
             "ground_truth": self.pair.answer,
             "type": self.question_type,
@@ -225,7 +224,7 @@ class GenerationSummary:
             name: (self.types.get(name, 0) / kept if kept else 0.0) for name in self.type_targets
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "documents": self.documents,
             "links_skipped": self.links_skipped,
@@ -282,7 +281,7 @@ def split_by_document(
     return train, evaluation
 
 
-def qa_rows(rows: Sequence[GeneratedRow]) -> list[dict[str, Any]]:
+def qa_rows(rows: Sequence[GeneratedRow]) -> list[dict[str, object]]:
     """The dataset rows ``{"prompt", "ground_truth", "source": {"file", "chunk"}}``."""
     return [row.to_json() for row in rows]
 

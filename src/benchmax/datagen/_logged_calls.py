@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = [
     "LoggedCall",
@@ -37,15 +36,15 @@ class LoggedCall:
 
     file: str
     line: int
-    history: tuple[Mapping[str, Any], ...]
-    reply: Mapping[str, Any] | None
+    history: tuple[Mapping[str, object], ...]
+    reply: Mapping[str, object] | None
     failed: bool
     model: str | None = None
     conversation_id: str | None = None
     user: str | None = None
     time: str | None = None
     span_id: str | None = None
-    tools: tuple[Mapping[str, Any], ...] = ()
+    tools: tuple[Mapping[str, object], ...] = ()
     finish_reason: str | None = None
     unsupported: str | None = None
 
@@ -66,7 +65,7 @@ class RecordShapeError(Exception):
     """Raised inside a parser for a record of the right format with a bad shape."""
 
 
-def messages_of(value: object, what: str) -> tuple[Mapping[str, Any], ...]:
+def messages_of(value: object, what: str) -> tuple[Mapping[str, object], ...]:
     """``value`` as chat messages; raises ``RecordShapeError`` when it is not a list of
     objects with a string ``role``, or a message's ``content`` is not a string, ``null`` or
     a list of content parts (objects), or its ``tool_calls`` is not a list of objects."""
@@ -79,7 +78,7 @@ def messages_of(value: object, what: str) -> tuple[Mapping[str, Any], ...]:
     return tuple(value)
 
 
-def _check_fields(message: Mapping[str, Any], whose: str) -> None:
+def _check_fields(message: Mapping[str, object], whose: str) -> None:
     content = message.get("content")
     if not (content is None or isinstance(content, str) or _objects(content)):
         raise RecordShapeError(
@@ -112,7 +111,7 @@ def json_kind(value: object) -> str:
     return "an object"
 
 
-def object_of(value: object) -> dict[str, Any]:
+def object_of(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
@@ -153,7 +152,7 @@ def finish_reason_of(response: object) -> str | None:
     return text_or_none(response.get("finish_reason") or response.get("stop_reason"))
 
 
-def reply_of(response: object) -> Mapping[str, Any] | None:
+def reply_of(response: object) -> Mapping[str, object] | None:
     """The assistant message of a chat-completions response body (or a bare string);
     raises ``RecordShapeError`` when its content or tool calls have the wrong shape."""
     if isinstance(response, str):

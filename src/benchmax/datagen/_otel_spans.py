@@ -19,10 +19,10 @@ reason is the first output message's ``finish_reason``, else the first of
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import orjson
 
+from benchmax._message_content import ContentPart, ImagePart
 from benchmax.datagen._logged_calls import (
     LoggedCall,
     RecordShapeError,
@@ -34,7 +34,7 @@ from benchmax.datagen._logged_calls import (
 __all__ = ["otel_calls"]
 
 
-def _attribute_value(value: object) -> Any:
+def _attribute_value(value: object) -> object:
     """The Python value of an OTLP JSON ``AnyValue``."""
     if not isinstance(value, dict):
         return None
@@ -51,7 +51,7 @@ def _attribute_value(value: object) -> Any:
     return None
 
 
-def _attributes(items: object) -> dict[str, Any]:
+def _attributes(items: object) -> dict[str, object]:
     if not isinstance(items, list):
         return {}
     return {
@@ -61,7 +61,7 @@ def _attributes(items: object) -> dict[str, Any]:
     }
 
 
-def _json_attribute(value: object, name: str) -> Any:
+def _json_attribute(value: object, name: str) -> object:
     if isinstance(value, str):
         try:
             return orjson.loads(value)
@@ -70,7 +70,7 @@ def _json_attribute(value: object, name: str) -> Any:
     return value
 
 
-def _otel_message(message: object, name: str, unsupported: list[str]) -> list[dict[str, Any]]:
+def _otel_message(message: object, name: str, unsupported: list[str]) -> list[dict[str, object]]:
     """One GenAI message (``{role, parts}``) as chat messages: a ``tool`` message per
     ``tool_call_response`` part, tool calls on the assistant message, images as
     ``image_url`` parts; what cannot be carried over is named in ``unsupported``."""
@@ -82,15 +82,16 @@ def _otel_message(message: object, name: str, unsupported: list[str]) -> list[di
         parts = [{"type": "text", "content": message["content"]}]
     if not isinstance(parts, list):
         raise RecordShapeError(f"{name} holds a message without parts")
-    content: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
+    content: list[ContentPart] = []
+    calls: list[dict[str, object]] = []
+    results: list[dict[str, object]] = []
     for part in parts:
         if not isinstance(part, dict):
             continue
         kind = part.get("type")
-        if kind == "text" and isinstance(part.get("content"), str):
-            content.append({"type": "text", "text": part["content"]})
+        text = part.get("content")
+        if kind == "text" and isinstance(text, str):
+            content.append({"type": "text", "text": text})
         elif kind == "reasoning":
             continue
         elif kind in ("blob", "uri", "image"):
@@ -128,21 +129,22 @@ def _otel_message(message: object, name: str, unsupported: list[str]) -> list[di
             unsupported.append(f"a {kind!s:.40} part in {name}")
     if results:
         return results
-    converted: dict[str, Any] = {"role": role, "content": _content(content)}
+    converted: dict[str, object] = {"role": role, "content": _content(content)}
     if calls:
         converted["tool_calls"] = calls
     return [converted]
 
 
-def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+def _content(parts: list[ContentPart]) -> str | list[ContentPart]:
     """Text parts alone as one string (as logged before images were read); otherwise the
     parts in order."""
-    if all(part["type"] == "text" for part in parts):
-        return "".join(part["text"] for part in parts)
+    texts = [part["text"] for part in parts if part["type"] == "text"]
+    if len(texts) == len(parts):
+        return "".join(texts)
     return parts
 
 
-def _media(part: Mapping[str, Any]) -> str:
+def _media(part: Mapping[str, object]) -> str:
     modality = part.get("modality")
     if isinstance(modality, str) and modality:
         return modality[:20]
@@ -150,13 +152,14 @@ def _media(part: Mapping[str, Any]) -> str:
     return str(mime)[:40] if isinstance(mime, str) and mime else "media"
 
 
-def _image_part(part: Mapping[str, Any]) -> dict[str, Any] | None:
+def _image_part(part: Mapping[str, object]) -> ImagePart | None:
     """An ``image_url`` part for an image blob or URI, else ``None``."""
     mime = str(part["mime_type"]) if isinstance(part.get("mime_type"), str) else ""
     if not (part.get("modality") == "image" or mime.startswith("image/")):
         return None
-    if part.get("type") == "uri" and isinstance(part.get("uri"), str) and part["uri"]:
-        return {"type": "image_url", "image_url": {"url": part["uri"]}}
+    uri = part.get("uri")
+    if part.get("type") == "uri" and isinstance(uri, str) and uri:
+        return {"type": "image_url", "image_url": {"url": uri}}
     data = part.get("content", part.get("data"))
     if isinstance(data, str) and data:
         kind = mime or "image/png"
@@ -165,7 +168,7 @@ def _image_part(part: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _span_call(
-    span: Mapping[str, Any], resource: Mapping[str, Any], file: str, line: int
+    span: Mapping[str, object], resource: Mapping[str, object], file: str, line: int
 ) -> LoggedCall | None:
     attributes = {**resource, **_attributes(span.get("attributes"))}
     if "gen_ai.input.messages" not in attributes or "gen_ai.output.messages" not in attributes:
@@ -176,7 +179,7 @@ def _span_call(
         raise RecordShapeError(
             "gen_ai.input.messages and gen_ai.output.messages must be JSON arrays"
         )
-    history: list[dict[str, Any]] = []
+    history: list[dict[str, object]] = []
     system = _json_attribute(
         attributes.get("gen_ai.system_instructions"), "gen_ai.system_instructions"
     )
@@ -220,7 +223,7 @@ def _span_call(
     )
 
 
-def _finish_reason(outputs: list[Any], reasons: object) -> str | None:
+def _finish_reason(outputs: list[object], reasons: object) -> str | None:
     first = outputs[0] if outputs and isinstance(outputs[0], dict) else {}
     if isinstance(first.get("finish_reason"), str) and first["finish_reason"]:
         return str(first["finish_reason"])
@@ -235,7 +238,7 @@ def _finish_reason(outputs: list[Any], reasons: object) -> str | None:
     return None
 
 
-def otel_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[LoggedCall]:
+def otel_calls(record: Mapping[str, object], file: str, line: int) -> Iterator[LoggedCall]:
     resource_spans = record.get("resourceSpans")
     if not isinstance(resource_spans, list):
         raise RecordShapeError("resourceSpans is not a list")

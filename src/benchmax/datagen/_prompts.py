@@ -6,7 +6,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from benchmax._value_checks import is_non_empty_str
 
@@ -154,7 +153,7 @@ class QAPair:
         object.__setattr__(self, "answer", " ".join(self.answer.split()))
 
 
-def parse_qa_reply(reply: Mapping[str, Any]) -> list[QAPair]:
+def parse_qa_reply(reply: Mapping[str, object]) -> list[QAPair]:
     """The pairs of a decoded reply; ``ReplyShapeError`` saying what is wrong otherwise."""
     pairs = reply.get("pairs") if isinstance(reply, Mapping) else None
     if not isinstance(pairs, list):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import cast
 
 from benchmax._message_content import split_reasoning
 from benchmax._value_checks import is_non_empty_str
@@ -16,20 +16,20 @@ __all__ = ["RELABEL_PROMPT_VERSION", "build_relabel_prompt", "teacher_reply"]
 RELABEL_PROMPT_VERSION = 1
 
 
-def _rendered(message: Mapping[str, Any]) -> str:
+def _rendered(message: Mapping[str, object]) -> str:
     role = str(message.get("role", "?"))
     lines = []
     text = message_text(message.get("content"))
     if text:
         lines.append(text)
-    for call in message.get("tool_calls") or []:
+    for call in cast("Iterable[object]", message.get("tool_calls") or []):
         function = call.get("function") if isinstance(call, Mapping) else None
         if isinstance(function, Mapping):
             lines.append(f"(calls tool {function.get('name')} with {function.get('arguments')})")
     return f"[{role}]\n" + ("\n".join(lines) or "(empty)")
 
 
-def build_relabel_prompt(history: Sequence[Mapping[str, Any]]) -> str:
+def build_relabel_prompt(history: Sequence[Mapping[str, object]]) -> str:
     """The prompt asking a teacher for the assistant's next reply to ``history``
     (chat messages, tool calls and results shown as text), as ``{"reply": "..."}``."""
     conversation = "\n\n".join(_rendered(message) for message in history)
@@ -44,7 +44,7 @@ def build_relabel_prompt(history: Sequence[Mapping[str, Any]]) -> str:
 
 async def teacher_reply(
     judge: Judge,
-    history: Sequence[Mapping[str, Any]],
+    history: Sequence[Mapping[str, object]],
     *,
     request_id: str,
     temperature: float = 0.0,

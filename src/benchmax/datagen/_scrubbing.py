@@ -39,9 +39,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final, TypeGuard
 
 import phonenumbers
+
+from benchmax._message_content import TextPart
 
 __all__ = ["SCRUB_KINDS", "Scrubber", "luhn_valid"]
 
@@ -99,7 +101,7 @@ _SECRET_WORDS = ("key", "secret", "pass", "pwd", "token", "credential")
 _SKIPPED_KEYS = frozenset({"role", "type", "id", "tool_call_id", "finish_reason"})
 
 
-def _is_text_part(part: Any) -> bool:
+def _is_text_part(part: object) -> TypeGuard[TextPart]:
     return (
         isinstance(part, Mapping)
         and part.get("type") == "text"
@@ -208,7 +210,7 @@ class Scrubber:
         self.counts["phone"] += len(found)
         return "".join(pieces)
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: object) -> object:
         """``value`` (JSON data) with every string scrubbed, except identifiers and roles
         (``role``, ``type``, ``id``, ``tool_call_id``, ``finish_reason``); a list of
         content parts is scrubbed with its text parts joined as well (``parts``)."""
@@ -224,7 +226,7 @@ class Scrubber:
             return self.parts(items) if sum(map(_is_text_part, items)) > 1 else items
         return value
 
-    def parts(self, parts: list[Any]) -> list[Any]:
+    def parts(self, parts: list[object]) -> list[object]:
         """Content ``parts`` (each already scrubbed) with a secret split across text parts
         found too: the text parts' joined text is scrubbed again, and when that finds
         more, they become one text part at the first one's place."""
@@ -233,7 +235,7 @@ class Scrubber:
         scrubbed = self.text(joined)
         if scrubbed == joined:
             return parts
-        merged: list[Any] = []
+        merged: list[object] = []
         placed = False
         for part in parts:
             if not _is_text_part(part):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from benchmax._value_checks import is_non_empty_str
 from benchmax.datagen._prompts import ReplyShapeError
@@ -45,7 +45,7 @@ def build_style_prompt(questions: Sequence[tuple[str, str]]) -> str:
     )
 
 
-def parse_style_reply(reply: Mapping[str, Any], count: int) -> list[str]:
+def parse_style_reply(reply: Mapping[str, object], count: int) -> list[str]:
     """The ``count`` rewritten questions of ``{"questions": [...]}``, whitespace collapsed;
     ``ReplyShapeError`` saying what is wrong otherwise."""
     questions = reply.get("questions") if isinstance(reply, Mapping) else None

@@ -7,7 +7,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from benchmax.datagen._cache import ChunkCache, ChunkResult, KeptPair, chunk_key
 from benchmax.datagen._chunking import Chunk
@@ -99,7 +99,7 @@ class TaskRunner:
         )
 
     async def _ask(
-        self, prompt: str, request_id: str, parse: Callable[[Mapping[str, Any]], _T]
+        self, prompt: str, request_id: str, parse: Callable[[Mapping[str, object]], _T]
     ) -> tuple[_T | None, str]:
         """The parsed reply (asked again once, saying why, when unusable) or ``(None, why)``."""
         reason = ""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
@@ -135,7 +135,7 @@ def detect_format(path: Path) -> TraceFormat:
     return kind
 
 
-def _whole_document(path: Path) -> Any:
+def _whole_document(path: Path) -> dict[str, object] | None:
     """The file parsed as one JSON document, when it is small enough and is OTLP JSON."""
     try:
         if path.stat().st_size > _WHOLE_DOCUMENT_LIMIT:
@@ -208,7 +208,7 @@ def _whole_otel(path: Path, label: str) -> Iterator[LoggedCall | MalformedRecord
 # ---- litellm ---------------------------------------------------------------------------
 
 
-def _litellm_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[LoggedCall]:
+def _litellm_calls(record: Mapping[str, object], file: str, line: int) -> Iterator[LoggedCall]:
     if not isinstance(record, dict):
         raise RecordShapeError("not a JSON object")
     failed = record.get("status") == "failure" or bool(record.get("error_str"))
@@ -241,7 +241,7 @@ def _litellm_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[
     )
 
 
-def _tools(tools: object) -> tuple[Mapping[str, Any], ...]:
+def _tools(tools: object) -> tuple[Mapping[str, object], ...]:
     return tuple(t for t in tools if isinstance(t, dict)) if isinstance(tools, list) else ()
 
 
@@ -249,7 +249,7 @@ def _tools(tools: object) -> tuple[Mapping[str, Any], ...]:
 
 
 def _request_response_calls(
-    record: Mapping[str, Any], file: str, line: int
+    record: Mapping[str, object], file: str, line: int
 ) -> Iterator[LoggedCall]:
     request = record.get("request")
     if not isinstance(request, dict):
@@ -297,7 +297,7 @@ def _request_response_calls(
 # ---- {"messages": [...]} ---------------------------------------------------------------
 
 
-def _messages_calls(record: Mapping[str, Any], file: str, line: int) -> Iterator[LoggedCall]:
+def _messages_calls(record: Mapping[str, object], file: str, line: int) -> Iterator[LoggedCall]:
     messages = messages_of(record.get("messages"), "messages")
     metadata = object_of(record.get("metadata"))
     conversation = (

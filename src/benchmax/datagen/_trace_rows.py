@@ -15,7 +15,7 @@ from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, Literal, cast
 
 import orjson
 
@@ -98,7 +98,7 @@ class TracesConfig:
 class Candidate:
     """A row that passed the filters, with the keys the later stages need."""
 
-    row: dict[str, Any]
+    row: dict[str, object]
     exact_key: int
     conversation: str
     """As logged (a split key, never written); ``row["source"]`` shows its pseudonym."""
@@ -107,7 +107,7 @@ class Candidate:
     history_length: int
 
 
-def _text(message: Mapping[str, Any]) -> str:
+def _text(message: Mapping[str, object]) -> str:
     return message_text(message.get("content"))
 
 
@@ -153,13 +153,14 @@ def candidate_of(
     if config.max_chars is not None and history_chars + len(reply_text) > config.max_chars:
         dropped["too_long"] += 1
         return None
-    history = scrubber.value([dict(m) for m in call.history])
+    # Scrubbing keeps the shape: a list of message dicts stays one.
+    history = cast("list[dict[str, object]]", scrubber.value([dict(m) for m in call.history]))
     reply_text = scrubber.text(reply_text)
     if tool_calls is not None:
         tool_calls = scrubber.value(tool_calls)
     # Grouping keys stay as logged (in memory only); what rows show is scrubbed.
     user = call.user or None
-    row: dict[str, Any] = {}
+    row: dict[str, object] = {}
     first = history[0]
     if len(history) == 1 and first.get("role") == "user" and isinstance(first.get("content"), str):
         row["prompt"] = first["content"]
@@ -171,7 +172,7 @@ def candidate_of(
     if call.tools:
         row["tools"] = scrubber.value(list(call.tools))
     conversation = call.conversation_id or _derived_conversation(history)
-    source: dict[str, Any] = {"file": call.file}
+    source: dict[str, object] = {"file": call.file}
     if call.span_id is not None:
         source["span_id"] = call.span_id
     source["line"] = call.line
@@ -195,7 +196,7 @@ def candidate_of(
     )
 
 
-def _derived_conversation(history: Sequence[Mapping[str, Any]]) -> str:
+def _derived_conversation(history: Sequence[Mapping[str, object]]) -> str:
     """A conversation id for logs without one: calls of one conversation repeat its
     opening (system prompt and first user message) in every request."""
     system = next((_text(m) for m in history if m.get("role") in ("system", "developer")), "")

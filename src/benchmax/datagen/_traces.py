@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, cast
 
 import orjson
 
@@ -97,7 +97,7 @@ class TracesSummary:
     def rows(self) -> int:
         return self.train_rows + self.eval_rows
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "files": [{"file": f.name, "format": f.format} for f in self.files],
             "records": self.records,
@@ -278,7 +278,7 @@ class _Writer:
         self.file = self.temporary.open("wb")
         self.rows = 0
 
-    def write(self, row: Mapping[str, Any]) -> None:
+    def write(self, row: Mapping[str, object]) -> None:
         self.file.write(orjson.dumps(row) + b"\n")
         self.rows += 1
 
@@ -305,15 +305,19 @@ class _Relabeler:
         self.relabeled = 0
         self.failed = 0
 
-    async def relabel(self, rows: list[dict[str, Any]]) -> None:
+    async def relabel(self, rows: list[dict[str, object]]) -> None:
         if self.judge is None or not rows:
             return
         limit = asyncio.Semaphore(self.config.relabel_concurrency)
 
-        async def one(row: dict[str, Any]) -> None:
+        async def one(row: dict[str, object]) -> None:
             assert self.judge is not None
-            history = row.get("messages") or [{"role": "user", "content": row.get("prompt", "")}]
-            source = row["source"]
+            # The row as ``candidate_of`` built it: a list of messages and a source object.
+            history = cast(
+                "Sequence[Mapping[str, object]]",
+                row.get("messages") or [{"role": "user", "content": row.get("prompt", "")}],
+            )
+            source = cast("Mapping[str, object]", row["source"])
             request_id = f"traces-{source.get('span_id') or source['line']}"
             async with limit:
                 try:
@@ -442,7 +446,7 @@ async def _write_rows(
     *,
     kept: int,
 ) -> None:
-    batch: list[tuple[_Writer, dict[str, Any]]] = []
+    batch: list[tuple[_Writer, dict[str, object]]] = []
     size = relabeler.config.relabel_concurrency * 8 if relabeler.judge is not None else 512
     done = 0
 

@@ -24,7 +24,6 @@ mean: drop it from the group to keep it out entirely.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from benchmax.integrations._records import required_sequence, scalar_rewards
 from benchmax.trajectory import Trajectory
@@ -42,7 +41,7 @@ def scored_data_group(
     *,
     scores: Sequence[float] | None = None,
     reward_weights: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ``ScoredDataGroup`` fields for one group (table in the module docs).
 
     ``scores`` (one per trajectory) default to ``benchmax.training.scalar_reward(t.rewards,

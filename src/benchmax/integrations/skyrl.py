@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from benchmax.integrations._records import required_sequence, scalar_rewards
 from benchmax.trajectory import Trajectory
@@ -44,7 +43,7 @@ def generator_output(
     *,
     rewards: Sequence[float] | None = None,
     reward_weights: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ``GeneratorOutput`` fields for ``trajectories`` (table in the module docs).
 
     ``rewards`` (one per trajectory) default to ``benchmax.training.scalar_reward(t.rewards,
@@ -84,7 +83,7 @@ def generator_output(
     }
 
 
-def _trajectory_ids(trajectories: Sequence[Trajectory]) -> list[Any]:
+def _trajectory_ids(trajectories: Sequence[Trajectory]) -> list[object]:
     try:
         base = importlib.import_module("skyrl.train.generators.base")
     except ImportError:

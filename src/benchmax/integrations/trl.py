@@ -54,7 +54,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmax._group_pipeline import run_pool
 from benchmax.auth import ModelAuth, StaticBearerAuth
@@ -94,12 +94,12 @@ def load_examples(
     base_dir: str | Path,
     *,
     max_examples: int | None = None,
-) -> list[Example[Any]]:
+) -> list[Example[object]]:
     """The examples of ``env``'s ``split`` read from ``base_dir`` (``create_dataset`` run
     on a private event loop, in a worker thread when this thread already runs one, e.g.
     in a notebook); whatever ``create_dataset`` raises propagates."""
 
-    async def read() -> list[Example[Any]]:
+    async def read() -> list[Example[object]]:
         dataset = await env.create_dataset(split, Path(base_dir), max_examples=max_examples)
         return list(dataset)
 
@@ -111,26 +111,30 @@ def load_examples(
         return pool.submit(asyncio.run, read()).result()
 
 
-def dataset_rows(examples: Iterable[Example[Any]]) -> list[dict[str, Any]]:
+def dataset_rows(examples: Iterable[Example[object]]) -> list[dict[str, object]]:
     """One TRL dataset row per example: ``{"prompt": <its prompt_messages>, "example_id":
     <its id>}`` (``datasets.Dataset.from_list(rows)``), the first message of the prompt
     carrying the id under ``benchmax_example_id`` too (TRL hands ``rollout_func`` only
     the prompt; see the module docs). ``ValueError`` for a payload without a non-empty
     ``prompt_messages`` list of messages (objects)."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for example in examples:
-        messages = _prompt_messages(example)
-        if not messages or not all(isinstance(m, Mapping) for m in messages):
+        listed = _prompt_messages(example)
+        messages = [m for m in listed if isinstance(m, Mapping)]
+        if not messages or len(messages) != len(listed):
             raise ValueError(
                 f"example {example.id!r}: prompt_messages must be a non-empty list of messages"
             )
-        tagged = [{**messages[0], EXAMPLE_ID_KEY: example.id}, *(dict(m) for m in messages[1:])]
+        tagged: list[dict[str, object]] = [
+            {**messages[0], EXAMPLE_ID_KEY: example.id},
+            *(dict(m) for m in messages[1:]),
+        ]
         rows.append({"prompt": tagged, "example_id": example.id})
     return rows
 
 
 def benchmax_reward(
-    prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+    prompts: Sequence[object], completions: Sequence[object], **kwargs: object
 ) -> list[float | None]:
     """TRL reward function: each row's benchmax scalar reward, ``None`` for a
     non-trainable rollout (TRL then leaves it out of its group and zeroes its advantage).
@@ -144,7 +148,7 @@ def benchmax_reward(
             "benchmax_reward needs the benchmax_reward field of a benchmax RolloutFunc; "
             "pass rollout_func=RolloutFunc(...) to GRPOTrainer"
         )
-    return list(rewards)
+    return list(cast("Iterable[float | None]", rewards))  # RolloutFunc's REWARD_KEY column
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +156,7 @@ class _Row:
     """Where one prompt of TRL's batch goes: its example, its benchmax group (an index
     into the call's groups), its rollout id and its row in TRL's generation batch."""
 
-    example: Example[Any]
+    example: Example[object]
     group: int
     index: int
     rollout_id: str
@@ -200,12 +204,12 @@ class RolloutFunc:
     def __init__(
         self,
         env: Environment[Any, Any],
-        examples: Iterable[Example[Any]],
+        examples: Iterable[Example[object]],
         *,
         base_url: str,
         model: str,
         model_auth: ModelAuth | None = None,
-        sampling_args: Mapping[str, Any] | None = None,
+        sampling_args: Mapping[str, object] | None = None,
         split: DatasetSplit = "train",
         seed: int | None = None,
         on_group: Callable[[Sequence[Trajectory]], None] | None = None,
@@ -221,8 +225,8 @@ class RolloutFunc:
         self._split: DatasetSplit = split
         self._seed = seed
         self._on_group = on_group
-        self._by_prompt: dict[str, list[Example[Any]]] = {}
-        self._by_id: dict[str, Example[Any]] = {}
+        self._by_prompt: dict[str, list[Example[object]]] = {}
+        self._by_id: dict[str, Example[object]] = {}
         for example in examples:
             other = self._by_id.get(example.id)
             if other is not None:
@@ -261,7 +265,7 @@ class RolloutFunc:
             self._thread.join()
         self._loop.close()
 
-    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
+    def __call__(self, prompts: Sequence[object], trainer: Any) -> dict[str, list[object]]:
         """Run the rollouts for TRL's ``prompts``; the dict described in the class docs."""
         call = self._calls_done
         rows = self._rows(prompts, trainer, call)
@@ -288,7 +292,7 @@ class RolloutFunc:
         ]
         results = self._run(self._collect(requests))
         filler = _placeholder_token(trainer)
-        output: dict[str, list[Any]] = {
+        output: dict[str, list[object]] = {
             key: []
             for key in (
                 "prompt_ids",
@@ -320,7 +324,7 @@ class RolloutFunc:
             output["token_prefix_breaks"].append(trajectory.token_prefix_breaks)
         return output
 
-    def _rows(self, prompts: Sequence[Any], trainer: Any, call: int) -> list[_Row]:
+    def _rows(self, prompts: Sequence[object], trainer: Any, call: int) -> list[_Row]:
         """Each prompt's example, benchmax group, rollout id and row in TRL's batch."""
         examples = [self._example_for(prompt) for prompt in prompts]
         generations = _generations(trainer)
@@ -341,7 +345,7 @@ class RolloutFunc:
             rows.append(_Row(example, group, index, rollout_id, batch_row))
         return rows
 
-    def _example_for(self, prompt: Any) -> Example[Any]:
+    def _example_for(self, prompt: object) -> Example[object]:
         if isinstance(prompt, str):
             found = self._by_id.get(prompt)
             if found is None:
@@ -374,25 +378,25 @@ class RolloutFunc:
             )
         return matches[0]
 
-    def _sampling_args_for(self, trainer: Any) -> dict[str, Any]:
+    def _sampling_args_for(self, trainer: Any) -> dict[str, object]:
         if self._sampling_args is not None:
             return dict(self._sampling_args)
         args = getattr(trainer, "args", None)
-        chosen: dict[str, Any] = {}
+        chosen: dict[str, object] = {}
         for name in ("temperature", "top_p"):
             value = getattr(args, name, None)
             if isinstance(value, int | float) and not isinstance(value, bool):
                 chosen[name] = float(value)
         return chosen
 
-    def _seeded(self, sampling_args: dict[str, Any], call: int, row: _Row) -> dict[str, Any]:
+    def _seeded(self, sampling_args: dict[str, object], call: int, row: _Row) -> dict[str, object]:
         if self._seed is None or "seed" in sampling_args:
             return sampling_args
         seed = rollout_seed(self._seed + call, row.example.id, row.batch_row)
         return {**sampling_args, "seed": seed}
 
     async def _collect(
-        self, groups: Sequence[Sequence[RolloutRequest[Any]]]
+        self, groups: Sequence[Sequence[RolloutRequest[object]]]
     ) -> list[CollectedGroup]:
         collected: dict[int, CollectedGroup] = {}
 
@@ -408,7 +412,7 @@ class RolloutFunc:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
 
-def _prompt_messages(example: Example[Any]) -> list[Any]:
+def _prompt_messages(example: Example[object]) -> list[object]:
     payload = example.payload
     prompt = payload.get("prompt_messages") if isinstance(payload, Mapping) else None
     if not isinstance(prompt, list):
@@ -416,13 +420,13 @@ def _prompt_messages(example: Example[Any]) -> list[Any]:
     return prompt
 
 
-def _prompt_key(messages: Any) -> str:
+def _prompt_key(messages: object) -> str:
     """The identity of a prompt's messages, ``None``-valued keys and the id tag left out
     (what Arrow adds to a dataset's messages)."""
     return canonical_example_id(_without_none(messages))
 
 
-def _without_none(value: Any) -> Any:
+def _without_none(value: object) -> object:
     if isinstance(value, Mapping):
         return {
             key: _without_none(item)
@@ -434,7 +438,7 @@ def _without_none(value: Any) -> Any:
     return value
 
 
-def _tagged_id(prompt: Any) -> str | None:
+def _tagged_id(prompt: object) -> str | None:
     """The example id a prompt carries under ``benchmax_example_id``, if any."""
     if not isinstance(prompt, list | tuple):
         return None

@@ -25,7 +25,6 @@ before grouping to keep it out entirely.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from benchmax.integrations._records import required_sequence, turns_after_prompt
 from benchmax.training import scalar_reward
@@ -39,7 +38,7 @@ def agent_loop_output(
     *,
     reward_score: float | None = None,
     reward_weights: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ``AgentLoopOutput`` fields of one rollout (table in the module docs).
 
     ``reward_score`` defaults to ``benchmax.training.scalar_reward(trajectory.rewards,

@@ -12,7 +12,6 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from benchmax._value_checks import is_int_at_least, is_non_empty_str
 from benchmax.rewards._concurrency import evaluate_concurrently
@@ -105,7 +104,7 @@ def _ranked(bucket: Mapping[str, tuple[Rubric, float]]) -> list[tuple[Rubric, fl
     return sorted(bucket.values(), key=lambda entry: (-entry[1], entry[0].title))
 
 
-def _parse_generated(payload: Mapping[str, Any]) -> AdaptiveRubrics:
+def _parse_generated(payload: Mapping[str, object]) -> AdaptiveRubrics:
     parsed: dict[str, tuple[Rubric, ...]] = {}
     for field, polarity in _GENERATION_FIELDS:
         items = payload.get(field, [])

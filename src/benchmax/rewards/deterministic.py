@@ -23,7 +23,7 @@ __all__ = [
     "tool_call_efficiency",
 ]
 
-Completion: TypeAlias = str | Sequence[Mapping[str, Any]]
+Completion: TypeAlias = str | Sequence[Mapping[str, object]]
 """Plain completion text, or a chat transcript (a list of message mappings)."""
 
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
@@ -86,9 +86,9 @@ def percent_of_text_a_in_text_b(text_a: str, text_b: str) -> float:
 
 def overlap_reward(
     completion: Completion,
-    ground_truth: Any,
+    ground_truth: object,
     *,
-    reference_chunks: Sequence[Mapping[str, Any]] = (),
+    reference_chunks: Sequence[Mapping[str, object]] = (),
     minimum_overlap: float = 0.25,
 ) -> float:
     """How much of the reference the final answer reproduces; 0 below ``minimum_overlap``."""
@@ -124,7 +124,7 @@ def search_within_budget(calls: int, max_calls: int) -> bool:
 
 
 def _chunk_source(
-    chunk: Mapping[str, Any], fields: tuple[str, ...], normalize: Callable[[str], str]
+    chunk: Mapping[str, object], fields: tuple[str, ...], normalize: Callable[[str], str]
 ) -> str:
     metadata = chunk.get("metadata")
     if not isinstance(metadata, Mapping):
@@ -138,7 +138,7 @@ def _chunk_source(
 
 def citation_score(
     completion: Completion,
-    reference_chunks: Sequence[Mapping[str, Any]],
+    reference_chunks: Sequence[Mapping[str, object]],
     *,
     source_field: str | Sequence[str] = "source_id",
     canonicalize: Callable[[str], str] | None = None,

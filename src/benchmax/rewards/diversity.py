@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from benchmax._value_checks import is_non_empty_str
 from benchmax.rewards.judge import Judge, JudgeError
@@ -133,7 +133,7 @@ def _with_divisors(
     )
 
 
-def _parse_assignments(payload: Mapping[str, Any], count: int) -> list[tuple[str, str]]:
+def _parse_assignments(payload: Mapping[str, object], count: int) -> list[tuple[str, str]]:
     assignments = payload.get("assignments")
     if not isinstance(assignments, list):
         raise ValueError("judge response field 'assignments' must be a list")

@@ -18,10 +18,10 @@ import functools
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Awaitable, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Hashable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from benchmax._cancellation import stray_cancellation_as_error
 from benchmax._modelhttp import AttemptTimedOut, sendable_auth_headers, within_deadline
@@ -118,7 +118,7 @@ class Judge:
         request_id: str,
         temperature: float = 0.0,
         max_tokens: int | None = None,
-    ) -> tuple[dict[str, Any], str]:
+    ) -> tuple[dict[str, object], str]:
         """Send ``prompt`` and return ``(parsed JSON object, stripped raw text)``.
 
         Authentication failures (401/403) are retried with freshly resolved
@@ -179,7 +179,7 @@ class Judge:
         request_id: str,
         temperature: float,
         max_tokens: int | None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         if not is_non_empty_str(prompt):
             raise ValueError("judge prompt must be non-empty")
         if not is_non_empty_str(request_id):
@@ -190,7 +190,7 @@ class Judge:
             raise ValueError("judge temperature must be finite")
         if max_tokens is not None and not is_int_at_least(max_tokens, 1):
             raise ValueError("judge max_tokens must be positive or None")
-        request: dict[str, Any] = {
+        request: dict[str, object] = {
             "model": self.model,
             "messages": [{"role": "user", "content": prompt}],
             "temperature": temperature,
@@ -201,8 +201,8 @@ class Judge:
         return request
 
     async def _attempt(
-        self, request: dict[str, Any], *, request_id: str
-    ) -> tuple[dict[str, Any], str]:
+        self, request: dict[str, object], *, request_id: str
+    ) -> tuple[dict[str, object], str]:
         """One authorization attempt with its own context, HTTP client and SDK client."""
         context = ModelRequestContext(
             base_url=self.base_url, model=self.model, rollout_id=request_id
@@ -268,7 +268,24 @@ def _failure_text(error: BaseException) -> str:
     return text
 
 
-def _response_text(response: Any) -> str:
+class _ReplyMessage(Protocol):
+    @property
+    def content(self) -> object: ...
+
+
+class _ReplyChoice(Protocol):
+    @property
+    def message(self) -> _ReplyMessage: ...
+
+
+class _ChatReply(Protocol):
+    """What the judge reads of the SDK's chat completion (or a stand-in for it)."""
+
+    @property
+    def choices(self) -> Sequence[_ReplyChoice]: ...
+
+
+def _response_text(response: _ChatReply) -> str:
     """The stripped text of the first choice (``""`` when there is none).
 
     The content may be a string, ``None`` or a list of parts
@@ -331,7 +348,7 @@ def _auth_class_for(http: ModuleType) -> type[Any]:
     return _RequestModelAuth
 
 
-def _parse_json_object(raw: str) -> dict[str, Any]:
+def _parse_json_object(raw: str) -> dict[str, object]:
     """Return the JSON object a judge answered with; never repairs malformed JSON.
 
     Reasoning is never the verdict: ``<think>…</think>`` blocks (any case, with

@@ -49,15 +49,21 @@ def build_rubric_evaluation_prompt(
         _criterion_block(rubric),
         f"Question:\n{question}",
     ]
-    reference = str(ground_truth or "").strip()
-    if reference:
-        sections.append(
-            "Reference answer (optional aid; use it to check correctness or completeness "
-            f"when the criterion calls for it):\n{reference}"
-        )
+    sections.extend(_reference_sections(ground_truth))
     sections.append(f"Response to grade:\n{response}")
     sections.extend(_scoring_sections(rubric, "the response"))
     return "\n\n".join(sections)
+
+
+def _reference_sections(ground_truth: str | None) -> list[str]:
+    """The reference answer as an optional aid (none for a missing or blank one)."""
+    reference = str(ground_truth or "").strip()
+    if not reference:
+        return []
+    return [
+        "Reference answer (optional aid; use it to check correctness or completeness "
+        f"when the criterion calls for it):\n{reference}"
+    ]
 
 
 def _scoring_sections(rubric: Rubric, graded: str) -> list[str]:
@@ -98,12 +104,7 @@ def build_rubric_trajectory_prompt(
         _criterion_block(rubric),
         f"Task:\n{question}",
     ]
-    reference = str(ground_truth or "").strip()
-    if reference:
-        sections.append(
-            "Reference answer (optional aid; use it to check correctness or completeness "
-            f"when the criterion calls for it):\n{reference}"
-        )
+    sections.extend(_reference_sections(ground_truth))
     sections.append(
         "Conversation to grade (one [role] block per message; long parts are cut where "
         f"marked):\n{transcript}"

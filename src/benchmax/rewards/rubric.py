@@ -7,7 +7,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from benchmax._value_checks import is_finite_number, is_non_empty_str, is_numeric
 from benchmax.rewards import _ranking
@@ -127,14 +127,14 @@ class RubricRanking:
     raw_response: str
 
 
-def _payload_reasoning(payload: Mapping[str, Any]) -> str:
+def _payload_reasoning(payload: Mapping[str, object]) -> str:
     reasoning = payload.get("reasoning", "")
     if not isinstance(reasoning, str):
         raise ValueError("judge reasoning must be a string when provided")
     return reasoning
 
 
-def _payload_score(payload: Mapping[str, Any], rubric: Rubric) -> float:
+def _payload_score(payload: Mapping[str, object], rubric: Rubric) -> float:
     """The verdict's score; a string holding a finite number (``"1"``, ``"0.5"``) is read
     as that number (``beyond.md`` §9), other strings and bools stay non-numeric."""
     score = payload.get("score")

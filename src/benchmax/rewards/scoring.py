@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from benchmax._value_checks import is_non_empty_str
 from benchmax.rewards._concurrency import evaluate_concurrently, gather_or_cancel
@@ -76,7 +75,7 @@ def _validate_group(rollout_ids: Sequence[str], completions: Sequence[Completion
         raise ValueError("rollout_ids must be unique")
 
 
-def _reference(ground_truth: Any) -> str | None:
+def _reference(ground_truth: object) -> str | None:
     return str(ground_truth) if ground_truth is not None else None
 
 
@@ -84,7 +83,7 @@ async def score_rubrics(
     rollout_id: str,
     completion: Completion,
     *,
-    ground_truth: Any,
+    ground_truth: object,
     rubrics: Sequence[Rubric],
     question: str,
     judge: Judge,
@@ -168,9 +167,9 @@ def _annotation_key(explain: object) -> str | None:
     raise TypeError("explain must be True, False or a non-empty annotation key")
 
 
-def _explanation(rubric: Rubric, evaluation: RubricEvaluation, reward: float) -> dict[str, Any]:
+def _explanation(rubric: Rubric, evaluation: RubricEvaluation, reward: float) -> dict[str, object]:
     """What the judge said about one rubric: its score, reward, reasoning and remarks."""
-    entry: dict[str, Any] = {"title": rubric.title, "score": evaluation.score, "reward": reward}
+    entry: dict[str, object] = {"title": rubric.title, "score": evaluation.score, "reward": reward}
     reasoning = evaluation.reasoning.strip()
     if reasoning:
         entry["reasoning"] = reasoning
@@ -189,7 +188,7 @@ async def score_group_rubrics(
     rollout_ids: Sequence[str],
     completions: Sequence[Completion],
     *,
-    ground_truth: Any,
+    ground_truth: object,
     question: str,
     judge: Judge,
     rubrics: Sequence[Rubric] = (),
@@ -252,7 +251,7 @@ async def rank_group_rubrics(
     rollout_ids: Sequence[str],
     completions: Sequence[Completion],
     *,
-    ground_truth: Any,
+    ground_truth: object,
     question: str,
     judge: Judge,
     rubrics: Sequence[Rubric],

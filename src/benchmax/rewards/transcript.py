@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from benchmax._value_checks import is_int_at_least
 from benchmax.rewards.text import message_text, without_reasoning
@@ -105,7 +105,7 @@ def _arguments_text(arguments: object) -> str:
         return str(arguments)
 
 
-def _block(message: Any, names: dict[str, str], limits: TranscriptLimits) -> str:
+def _block(message: object, names: dict[str, str], limits: TranscriptLimits) -> str:
     """One message's block: a ``[role]`` header, its text, its tool calls."""
     if not isinstance(message, Mapping):
         return _cut(f"[message]\n{message}", limits.max_message_chars)
@@ -131,7 +131,7 @@ def _block(message: Any, names: dict[str, str], limits: TranscriptLimits) -> str
 
 
 def render_transcript(
-    messages: Sequence[Mapping[str, Any]], *, limits: TranscriptLimits | None = None
+    messages: Sequence[Mapping[str, object]], *, limits: TranscriptLimits | None = None
 ) -> str:
     """``messages`` (a chat transcript) as text a judge reads, at most ``limits.max_chars``
     characters (default :class:`TranscriptLimits`); the format is the module's docstring.

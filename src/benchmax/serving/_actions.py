@@ -77,12 +77,12 @@ class PolicyAction(BaseModel):
         return self
 
 
-def action_schema() -> dict[str, Any]:
+def action_schema() -> dict[str, object]:
     """The JSON Schema of a ``PolicyAction`` (OpenEnv's ``/schema`` ``action``)."""
     return PolicyAction.model_json_schema()
 
 
-def completion_reply(action: PolicyAction, model: str) -> dict[str, Any]:
+def completion_reply(action: PolicyAction, model: str) -> dict[str, object]:
     """The chat-completions reply (vLLM-shaped when the action carries tokens) that
     answers a rollout's model call with ``action``."""
     message = action.message.model_dump(exclude_none=True)
@@ -90,8 +90,8 @@ def completion_reply(action: PolicyAction, model: str) -> dict[str, Any]:
     if action.message.tool_calls:
         message["tool_calls"] = [_tool_call(call) for call in action.message.tool_calls]
     finish_reason = action.finish_reason or ("tool_calls" if message.get("tool_calls") else "stop")
-    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish_reason}
-    reply: dict[str, Any] = {
+    choice: dict[str, object] = {"index": 0, "message": message, "finish_reason": finish_reason}
+    reply: dict[str, object] = {
         "id": f"chatcmpl-serve-{next(_REPLY_IDS)}",
         "object": "chat.completion",
         "created": 0,
@@ -111,7 +111,7 @@ def completion_reply(action: PolicyAction, model: str) -> dict[str, Any]:
     return reply
 
 
-def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+def _tool_call(call: dict[str, object]) -> dict[str, object]:
     """OpenAI's shape for a call also given as ``{"name", "arguments"}``."""
     if "function" in call or "name" not in call:
         return call

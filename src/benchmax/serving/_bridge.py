@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -34,13 +34,13 @@ class ModelCall:
 
     __slots__ = ("_reply", "body")
 
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: dict[str, object]) -> None:
         self.body = body
-        self._reply: asyncio.Future[dict[str, Any] | None] = (
+        self._reply: asyncio.Future[dict[str, object] | None] = (
             asyncio.get_running_loop().create_future()
         )
 
-    def answer(self, reply: dict[str, Any]) -> None:
+    def answer(self, reply: dict[str, object]) -> None:
         """Send ``reply`` (a chat-completions response body) to the waiting rollout."""
         if not self._reply.done():
             self._reply.set_result(reply)
@@ -50,7 +50,7 @@ class ModelCall:
         if not self._reply.done():
             self._reply.set_result(None)
 
-    async def reply(self) -> dict[str, Any] | None:
+    async def reply(self) -> dict[str, object] | None:
         return await self._reply
 
 

@@ -14,8 +14,9 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections.abc import Sized
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from benchmax.envs import Environment, Example, RolloutRequest
 from benchmax.runner import NoModelAuth
@@ -78,7 +79,7 @@ class Episode:
     def __init__(
         self,
         env: Environment[Any, Any],
-        example: Example[Any],
+        example: Example[object],
         rollout_id: str,
         bridge: PolicyBridge,
         *,
@@ -94,7 +95,7 @@ class Episode:
         self.step_count = 0
         self.last_active = time.monotonic()
         self.final: Turn | None = None
-        self.tools: list[dict[str, Any]] = []
+        self.tools: list[dict[str, object]] = []
         self._bridge = bridge
         self._context = context
         self._task: asyncio.Task[CollectedGroup] | None = None
@@ -154,7 +155,7 @@ class Episode:
             self._pending = None
             self.step_count += 1
             self.last_active = time.monotonic()
-            self._seen = len(call.body.get("messages") or ()) + 1
+            self._seen = len(cast("Sized", call.body.get("messages") or ())) + 1
             call.answer(completion_reply(action, str(call.body.get("model") or POLICY_MODEL)))
             return await self._next_or_close()
 
@@ -216,7 +217,7 @@ class Episode:
         self.final = self._final(group)
         return self.final
 
-    def _observation(self, body: dict[str, Any]) -> Turn:
+    def _observation(self, body: dict[str, object]) -> Turn:
         messages = body.get("messages")
         messages = messages if isinstance(messages, list) else []
         tools = body.get("tools")

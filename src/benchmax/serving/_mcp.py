@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any
+from collections.abc import Sequence
 
 from benchmax.envs import BaseEnv
 from benchmax.serving._actions import AssistantMessage, PolicyAction
@@ -42,20 +42,20 @@ _CALL_IDS = itertools.count(1)
 
 
 def jsonrpc_error(
-    code: int, message: str, request_id: Any = None, data: Any = None
-) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
+    code: int, message: str, request_id: object = None, data: object = None
+) -> dict[str, object]:
+    error: dict[str, object] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
-def _result(result: Any, request_id: Any) -> dict[str, Any]:
+def _result(result: object, request_id: object) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
 class _RpcError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(message)
         self.code = code
         self.data = data
@@ -67,7 +67,7 @@ class McpHandler:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
 
-    async def handle(self, request: Any, *, session: Session | None = None) -> dict[str, Any]:
+    async def handle(self, request: object, *, session: Session | None = None) -> dict[str, object]:
         """The JSON-RPC response to one decoded request (never raises)."""
         if not isinstance(request, dict):
             return jsonrpc_error(INVALID_REQUEST, "a JSON-RPC request must be an object")
@@ -91,7 +91,9 @@ class McpHandler:
         except _RpcError as error:
             return jsonrpc_error(error.code, str(error), request_id, error.data)
 
-    async def _call(self, method: str, params: dict[str, Any], session: Session | None) -> Any:
+    async def _call(
+        self, method: str, params: dict[str, object], session: Session | None
+    ) -> object:
         match method:
             case "initialize":
                 return {
@@ -113,7 +115,7 @@ class McpHandler:
                 raise _RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _session(
-        self, params: dict[str, Any], session: Session | None, *, needed: bool
+        self, params: dict[str, object], session: Session | None, *, needed: bool
     ) -> Session | None:
         session_id = params.get("session_id")
         if session_id is None:
@@ -129,8 +131,8 @@ class McpHandler:
             raise _RpcError(INVALID_PARAMS, f"Unknown session_id: {session_id}")
         return found
 
-    async def _tools(self, session: Session | None) -> list[dict[str, Any]]:
-        specs: list[Any]
+    async def _tools(self, session: Session | None) -> list[dict[str, object]]:
+        specs: Sequence[object]
         if session is not None and session.episode is not None and session.episode.tools:
             specs = session.episode.tools
         elif isinstance(self.sessions.env, BaseEnv):
@@ -150,7 +152,7 @@ class McpHandler:
                 )
         return tools
 
-    async def _call_tool(self, params: dict[str, Any], session: Session | None) -> Any:
+    async def _call_tool(self, params: dict[str, object], session: Session | None) -> object:
         name = params.get("name")
         arguments = params.get("arguments", {})
         if not isinstance(name, str) or not name:
@@ -162,7 +164,7 @@ class McpHandler:
         if episode is None:
             raise _RpcError(INVALID_PARAMS, "the session has no episode: reset first")
         call_id = f"mcp_{next(_CALL_IDS)}"
-        call = {
+        call: dict[str, object] = {
             "id": call_id,
             "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments)},
@@ -187,7 +189,7 @@ class McpHandler:
         text = content if isinstance(content, str) else json.dumps(content)
         return {"content": [{"type": "text", "text": text}], "isError": False, "data": text}
 
-    async def _create(self, params: dict[str, Any]) -> Any:
+    async def _create(self, params: dict[str, object]) -> object:
         try:
             options = ResetOptions.from_json(params)
         except ValueError as error:
@@ -210,7 +212,7 @@ class McpHandler:
             raise
         return {"session_id": episode.rollout_id}
 
-    async def _close(self, params: dict[str, Any], current: Session | None) -> Any:
+    async def _close(self, params: dict[str, object], current: Session | None) -> object:
         session_id = params.get("session_id")
         if not isinstance(session_id, str) or not session_id:
             raise _RpcError(INVALID_PARAMS, "Invalid params - 'session_id' is required")

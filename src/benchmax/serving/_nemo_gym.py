@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -50,7 +50,11 @@ from benchmax.serving._sessions import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from aiohttp import web
+
+    type _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 __all__ = ["SESSION_COOKIE", "NemoGymRoutes"]
 
@@ -108,10 +112,10 @@ class NemoGymRoutes:
         app.router.add_get("/examples", self.examples)
         app.router.add_post("/{tool}", self._guarded(self.tool))
 
-    def _guarded(self, handler: Any) -> Any:
+    def _guarded(self, handler: _Handler) -> _Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
             try:
-                return await handler(request)  # type: ignore[no-any-return]
+                return await handler(request)
             except _Refused as refused:
                 return _json({"detail": str(refused)}, refused.status)
 
@@ -127,7 +131,9 @@ class NemoGymRoutes:
             if existing is not None and existing.episode is not None:  # idempotent
                 return _with_cookie({"resources_session_id": resources_id}, existing)
             task_id = body.get("task_id")
-            options_data = {"example_id": task_id if isinstance(task_id, str) else None}
+            options_data: dict[str, object] = {
+                "example_id": task_id if isinstance(task_id, str) else None
+            }
             task_data = body.get("task_data")
             if isinstance(task_data, dict) and "example_id" in task_data:
                 options_data["example_id"] = task_data["example_id"]
@@ -248,7 +254,7 @@ class NemoGymRoutes:
         if not isinstance(responses, list) or not all(isinstance(r, dict) for r in responses):
             raise _Refused(400, "verify_responses must be a list of verify responses")
         scored = [r for r in responses if not r.get("mask_sample")]
-        metrics: dict[str, Any] = {
+        metrics: dict[str, object] = {
             "num_rollouts": len(responses),
             "num_masked": len(responses) - len(scored),
         }
@@ -280,7 +286,7 @@ class NemoGymRoutes:
         for example in self.sessions.examples:
             payload = example.payload if isinstance(example.payload, dict) else {}
             prompt = payload.get("prompt_messages") or []
-            params: dict[str, Any] = {"input": responses_input(prompt)}
+            params: dict[str, object] = {"input": responses_input(prompt)}
             if tools:
                 params["tools"] = tools
             lines.append(
@@ -319,7 +325,7 @@ async def _act(session: Session, action: PolicyAction) -> Turn:
         raise _Refused(500 if error.broken else 400, str(error)) from None
 
 
-def _verdict(turn: Turn, keys: tuple[str, ...]) -> dict[str, Any]:
+def _verdict(turn: Turn, keys: tuple[str, ...]) -> dict[str, object]:
     if not turn.done:
         components = dict.fromkeys(keys, 0.0)
         reason = UNFINISHED
@@ -334,7 +340,7 @@ def _verdict(turn: Turn, keys: tuple[str, ...]) -> dict[str, Any]:
         reason = turn.termination_reason or UNFINISHED
         reward = float(turn.reward or 0.0)
         failure = None if reason in TRAINABLE_REASONS else reason
-    verdict: dict[str, Any] = {
+    verdict: dict[str, object] = {
         key: value for key, value in components.items() if key not in _RESPONSE_FIELDS
     }
     verdict.update(
@@ -347,7 +353,7 @@ def _verdict(turn: Turn, keys: tuple[str, ...]) -> dict[str, Any]:
     return verdict
 
 
-def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
+def _tool_names(tools: list[dict[str, object]]) -> set[str]:
     names = set()
     for tool in tools:
         function = tool.get("function")
@@ -356,7 +362,7 @@ def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
     return names
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+async def _body(request: web.Request) -> dict[str, object]:
     raw = await request.read()
     try:
         data = orjson.loads(raw) if raw.strip() else {}
@@ -367,7 +373,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return data
 
 
-def _json(data: Any, status: int = 200) -> web.StreamResponse:
+def _json(data: object, status: int = 200) -> web.StreamResponse:
     from aiohttp import web
 
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
@@ -379,7 +385,7 @@ def _text(text: str) -> web.StreamResponse:
     return web.Response(text=text, content_type="text/plain")
 
 
-def _with_cookie(data: dict[str, Any], session: Session) -> web.StreamResponse:
+def _with_cookie(data: dict[str, object], session: Session) -> web.StreamResponse:
     response = _json(data)
     response.set_cookie(SESSION_COOKIE, session.id, httponly=True, samesite="Lax")
     return response

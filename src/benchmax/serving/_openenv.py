@@ -83,9 +83,9 @@ class ServedState(BaseModel):
     done: bool = False
 
 
-def observation_data(episode: Episode, turn: Turn) -> dict[str, Any]:
+def observation_data(episode: Episode, turn: Turn) -> dict[str, object]:
     """``{"observation", "reward", "done"}`` for a turn of ``episode``."""
-    observation: dict[str, Any] = {
+    observation: dict[str, object] = {
         "episode_id": episode.rollout_id,
         "example_id": episode.example.id,
         "step_count": episode.step_count,
@@ -100,7 +100,7 @@ def observation_data(episode: Episode, turn: Turn) -> dict[str, Any]:
     return {"observation": observation, "reward": turn.reward, "done": turn.done}
 
 
-def _state(episode: Episode | None) -> dict[str, Any]:
+def _state(episode: Episode | None) -> dict[str, object]:
     if episode is None:
         return ServedState().model_dump()
     return ServedState(
@@ -115,7 +115,7 @@ def _state(episode: Episode | None) -> dict[str, Any]:
 class _Refused(Exception):
     """A request answered with an HTTP error (``status``, ``detail``) or a WS error code."""
 
-    def __init__(self, status: int, code: str, detail: Any) -> None:
+    def __init__(self, status: int, code: str, detail: object) -> None:
         super().__init__(str(detail))
         self.status = status
         self.code = code
@@ -253,7 +253,7 @@ class OpenEnvRoutes:
             return ws
         session.on_expire = lambda: close_soon(ws)
 
-        async def handle(raw: str | bytes) -> tuple[Any, bool]:
+        async def handle(raw: str | bytes) -> tuple[object, bool]:
             session.touch()
             try:
                 data = orjson.loads(raw)
@@ -301,7 +301,7 @@ class OpenEnvRoutes:
                 await ws.close()
         return ws
 
-    async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[Any, bool]:
+    async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[object, bool]:
         session.touch()
         try:
             message = orjson.loads(raw)
@@ -359,7 +359,7 @@ async def _reset(session: Session, options: ResetOptions) -> tuple[Episode, Turn
 
 
 async def _step(
-    session: Session, episode: Episode, data: dict[str, Any], timeout: float | None
+    session: Session, episode: Episode, data: dict[str, object], timeout: float | None
 ) -> Turn:
     try:
         action = PolicyAction.model_validate(data)
@@ -382,14 +382,14 @@ async def _step(
     return turn
 
 
-def _reset_options(data: dict[str, Any]) -> ResetOptions:
+def _reset_options(data: dict[str, object]) -> ResetOptions:
     try:
         return ResetOptions.from_json(data)
     except ValueError as error:
         raise _validation(error) from None
 
 
-def _step_fields(data: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+def _step_fields(data: dict[str, object]) -> tuple[dict[str, object], float | None]:
     action = data.get("action")
     if not isinstance(action, dict):
         raise _Refused(422, "VALIDATION_ERROR", "action is required and must be an object")
@@ -404,7 +404,7 @@ def _step_fields(data: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
     return action, None if timeout is None else float(timeout)
 
 
-async def _body(request: web.Request, *, allow_empty: bool = False) -> dict[str, Any]:
+async def _body(request: web.Request, *, allow_empty: bool = False) -> dict[str, object]:
     raw = await request.read()
     if not raw.strip() and allow_empty:
         return {}
@@ -417,15 +417,15 @@ async def _body(request: web.Request, *, allow_empty: bool = False) -> dict[str,
     return data
 
 
-def _json(data: Any, status: int = 200) -> web.StreamResponse:
+def _json(data: object, status: int = 200) -> web.StreamResponse:
     from aiohttp import web
 
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
 
 
-def _http_error(status: int, detail: Any) -> web.StreamResponse:
+def _http_error(status: int, detail: object) -> web.StreamResponse:
     return _json({"detail": detail}, status)
 
 
-def _ws_error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+def _ws_error(code: str, message: str, **extra: object) -> dict[str, object]:
     return {"type": "error", "data": {"message": message, "code": code, **extra}}

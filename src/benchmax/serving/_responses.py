@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 __all__ = ["final_assistant_message", "responses_input", "responses_tools"]
 
 
-def responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def responses_input(messages: Sequence[dict[str, object]]) -> list[dict[str, object]]:
     """Chat prompt messages as Responses ``input`` items (``EasyInputMessage``s)."""
-    items = []
+    items: list[dict[str, object]] = []
     for message in messages:
         role = message.get("role")
         if role in ("system", "user", "assistant", "developer"):
@@ -26,7 +25,7 @@ def responses_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def responses_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
+def responses_tools(tools: Sequence[object]) -> list[dict[str, object]]:
     """OpenAI chat function tools as Responses function tools."""
     shaped = []
     for tool in tools:
@@ -44,17 +43,17 @@ def responses_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
     return shaped
 
 
-def final_assistant_message(output: Sequence[Any]) -> dict[str, Any] | None:
+def final_assistant_message(output: Sequence[object]) -> dict[str, object] | None:
     """The agent's last turn as a chat assistant message: the ``message`` text and
     ``function_call`` items after the last ``function_call_output`` (earlier calls ran
     through the tool routes); ``None`` when there is neither."""
-    tail: list[Any] = []
+    tail: list[object] = []
     for item in reversed(output):
         if isinstance(item, dict) and item.get("type") == "function_call_output":
             break
         tail.insert(0, item)
     texts: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[dict[str, object]] = []
     for item in tail:
         if not isinstance(item, dict):
             continue
@@ -76,13 +75,13 @@ def final_assistant_message(output: Sequence[Any]) -> dict[str, Any] | None:
             )
     if not texts and not calls:
         return None
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    message: dict[str, object] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
     return message
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):

@@ -63,7 +63,7 @@ class ResetOptions:
     record_tokens: bool = False
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ResetOptions:
+    def from_json(cls, data: dict[str, object]) -> ResetOptions:
         """Read a reset request's fields; raises ``ValueError`` naming a bad one."""
         seed = data.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
@@ -142,7 +142,7 @@ class Sessions:
     def __init__(
         self,
         env: Environment[Any, Any],
-        examples: Sequence[Example[Any]],
+        examples: Sequence[Example[object]],
         bridge: PolicyBridge,
         *,
         split: str,
@@ -158,7 +158,7 @@ class Sessions:
         self.max_sessions = max_sessions
         self.session_timeout = session_timeout
         self.by_episode: dict[str, Session] = {}
-        self._by_id: dict[str, Example[Any]] = {
+        self._by_id: dict[str, Example[object]] = {
             example.id: example for example in reversed(self.examples)
         }
         self._bridge = bridge
@@ -184,7 +184,7 @@ class Sessions:
     def session(self, session_id: str) -> Session | None:
         return self._live.get(session_id)
 
-    def pick(self, options: ResetOptions) -> Example[Any]:
+    def pick(self, options: ResetOptions) -> Example[object]:
         if options.example_id is not None:
             example = self._by_id.get(options.example_id)
             if example is None:

@@ -16,13 +16,13 @@ if TYPE_CHECKING:
 __all__ = ["REFUSAL_SECONDS", "close_soon", "refuse", "send", "serve_messages"]
 
 
-async def send(ws: web.WebSocketResponse, data: Any) -> None:
+async def send(ws: web.WebSocketResponse, data: object) -> None:
     await ws.send_str(orjson.dumps(data).decode())
 
 
 async def serve_messages(
     ws: web.WebSocketResponse,
-    handle: Callable[[str | bytes], Coroutine[Any, Any, tuple[Any, bool]]],
+    handle: Callable[[str | bytes], Coroutine[Any, Any, tuple[object, bool]]],
 ) -> None:
     """Answer ``ws``'s messages in order with ``handle`` (a reply, and whether to stop).
 
@@ -46,7 +46,7 @@ async def serve_messages(
     reader = asyncio.create_task(read())
     try:
         while (raw := await inbox.get()) is not None:
-            handling: asyncio.Task[tuple[Any, bool]] = asyncio.create_task(handle(raw))
+            handling: asyncio.Task[tuple[object, bool]] = asyncio.create_task(handle(raw))
             await asyncio.wait({handling, reader}, return_when=asyncio.FIRST_COMPLETED)
             if not handling.done():  # the connection ended first
                 handling.cancel()
@@ -68,7 +68,7 @@ REFUSAL_SECONDS = 10.0
 """How long a refused WebSocket stays open to answer the client's first message."""
 
 
-async def refuse(ws: web.WebSocketResponse, refusal: dict[str, Any]) -> None:
+async def refuse(ws: web.WebSocketResponse, refusal: dict[str, object]) -> None:
     """Send ``refusal`` at once, and again as the answer to the client's first message
     (a client that connects, then resets, reads it there), then close."""
     with contextlib.suppress(Exception):
@@ -80,7 +80,7 @@ async def refuse(ws: web.WebSocketResponse, refusal: dict[str, Any]) -> None:
         await ws.close()
 
 
-_CLOSING: set[asyncio.Task[Any]] = set()
+_CLOSING: set[asyncio.Task[object]] = set()
 
 
 def close_soon(ws: web.WebSocketResponse) -> None:

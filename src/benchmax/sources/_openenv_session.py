@@ -19,12 +19,15 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
 
 from benchmax.sources._peers import import_peer
+
+if TYPE_CHECKING:
+    from websockets.asyncio.client import ClientConnection
 
 __all__ = [
     "EpisodeError",
@@ -47,7 +50,7 @@ class EpisodeError(Exception):
 class StepOutcome:
     """One ``reset``/``step`` answer: the observation object, its reward and ``done``."""
 
-    observation: dict[str, Any]
+    observation: dict[str, object]
     reward: float | None
     done: bool
 
@@ -61,10 +64,10 @@ class EpisodeSession:
     step_timeout: float
     rewards: list[float] = field(default_factory=list)
     done: bool = False
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    _socket: Any = None
+    tools: list[dict[str, object]] = field(default_factory=list)
+    _socket: ClientConnection | None = None
 
-    async def open(self, reset_args: Mapping[str, Any]) -> StepOutcome:
+    async def open(self, reset_args: Mapping[str, object]) -> StepOutcome:
         """Connect and ``reset(**reset_args)``; the reset's reward is not an action's."""
         client = import_peer(
             "websockets.asyncio.client",
@@ -74,7 +77,7 @@ class EpisodeSession:
         )
         url = websocket_url(self.base_url)
         loopback = urlsplit(url).hostname in ("localhost", "127.0.0.1", "::1")
-        options: dict[str, Any] = {"proxy": None} if loopback else {}  # as openenv-core's client
+        options: dict[str, object] = {"proxy": None} if loopback else {}  # as openenv-core's client
         try:
             self._socket = await client.connect(
                 url, open_timeout=self.connect_timeout, max_size=_MAX_MESSAGE_BYTES, **options
@@ -85,28 +88,28 @@ class EpisodeSession:
         self.done = outcome.done
         return outcome
 
-    async def step(self, action: Mapping[str, Any]) -> StepOutcome:
+    async def step(self, action: Mapping[str, object]) -> StepOutcome:
         """Send one action; its reward (``None`` counts 0.0) joins ``rewards``."""
         outcome = await self._call("step", dict(action))
         self.rewards.append(0.0 if outcome.reward is None else outcome.reward)
         self.done = self.done or outcome.done
         return outcome
 
-    async def list_tools(self) -> list[dict[str, Any]]:
+    async def list_tools(self) -> list[dict[str, object]]:
         """The MCP tools of an MCP environment (a ``list_tools`` action), as OpenAI
         function tools; not an action of the episode (no reward is recorded)."""
         outcome = await self._call("step", {"type": "list_tools"})
         listed = outcome.observation.get("tools")
         if not isinstance(listed, list):
             raise EpisodeError("the list_tools observation has no 'tools' list")
-        tools: list[dict[str, Any]] = []
+        tools: list[dict[str, object]] = []
         for entry in listed:
             if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
                 raise EpisodeError(
                     f"the list_tools observation lists a tool without a name: {entry!r}"
                 )
             schema = entry.get("input_schema")
-            function: dict[str, Any] = {"name": entry["name"]}
+            function: dict[str, object] = {"name": entry["name"]}
             if isinstance(entry.get("description"), str) and entry["description"]:
                 function["description"] = entry["description"]
             function["parameters"] = (
@@ -136,7 +139,7 @@ class EpisodeSession:
             except Exception:
                 pass
 
-    async def _call(self, kind: str, data: dict[str, Any]) -> StepOutcome:
+    async def _call(self, kind: str, data: dict[str, object]) -> StepOutcome:
         if self._socket is None:
             raise EpisodeError("the episode is not open")
         try:

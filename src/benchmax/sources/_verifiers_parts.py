@@ -13,7 +13,7 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from benchmax._message_content import content_text, split_reasoning
 from benchmax.sources._peers import import_peer
@@ -50,7 +50,7 @@ class Loaded:
     shared_toolsets: tuple[Any, ...]
 
 
-def loaded_environment(env_id: str, env_args: Mapping[str, Any]) -> Loaded:
+def loaded_environment(env_id: str, env_args: Mapping[str, object]) -> Loaded:
     """Load ``env_id`` with ``env_args`` (the taskset config's fields) through verifiers.
 
     Raises ``ValueError`` naming ``env_id`` (not installed), ``env_args`` (a field the
@@ -172,11 +172,11 @@ def tool_functions(toolsets: Sequence[Any]) -> dict[str, Callable[..., Any]]:
     return functions
 
 
-def prompt_messages(data: Any) -> list[dict[str, Any]]:
+def prompt_messages(data: Any) -> list[dict[str, object]]:
     """The chat messages a task opens with: its ``system_prompt``, then its ``prompt``
     (a string as one user message, or its messages). Raises ``ValueError`` for a task
     without a prompt (the user opens the conversation: a user simulator is needed)."""
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, object]] = []
     if data.system_prompt:
         messages.append({"role": "system", "content": data.system_prompt})
     prompt = data.prompt
@@ -204,7 +204,7 @@ def prompt_messages(data: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def scoring_trace(task: Any, messages: Sequence[Mapping[str, Any]], prompt_length: int) -> Any:
+def scoring_trace(task: Any, messages: Sequence[Mapping[str, object]], prompt_length: int) -> Any:
     """A verifiers ``Trace`` of ``task`` holding ``messages`` as one branch; the messages
     after the first ``prompt_length`` (the model's turns, tool results, ...) are the
     rollout's, and its assistant messages are ``sampled``."""
@@ -233,20 +233,25 @@ def scoring_trace(task: Any, messages: Sequence[Mapping[str, Any]], prompt_lengt
     return trace
 
 
-def _vf_message(vf: Any, message: Mapping[str, Any]) -> Any:
+def _vf_message(vf: Any, message: Mapping[str, object]) -> Any:
     role = message.get("role")
     content = message.get("content")
     if role == "assistant":
         text = split_reasoning(content_text(content))[0].strip()
         reasoning = message.get("reasoning_content") or message.get("reasoning")
-        calls = [
-            vf.ToolCall(
-                id=str(call.get("id") or f"call_{number}"),
-                name=str(call["function"]["name"]),
-                arguments=_arguments_text(call["function"].get("arguments")),
+        calls = []
+        # Chat messages' tool calls: objects with a "function" object.
+        raw_calls = cast("Sequence[Mapping[str, object]]", message.get("tool_calls") or [])
+        for number, call in enumerate(raw_calls):
+            call_id = str(call.get("id") or f"call_{number}")
+            function = cast("Mapping[str, object]", call["function"])
+            calls.append(
+                vf.ToolCall(
+                    id=call_id,
+                    name=str(function["name"]),
+                    arguments=_arguments_text(function.get("arguments")),
+                )
             )
-            for number, call in enumerate(message.get("tool_calls") or [])
-        ]
         return vf.AssistantMessage(
             content=text or None,
             reasoning_content=reasoning if isinstance(reasoning, str) else None,
@@ -259,13 +264,13 @@ def _vf_message(vf: Any, message: Mapping[str, Any]) -> Any:
             name=message.get("name") if isinstance(message.get("name"), str) else None,
         )
     parts = content if isinstance(content, list) else None
-    body: Any = content_text(content) if parts is None else _parts(vf, parts)
+    body: str | list[Any] = content_text(content) if parts is None else _parts(vf, parts)
     if role == "system":
         return vf.SystemMessage(content=body)
     return vf.UserMessage(content=body)
 
 
-def _parts(vf: Any, parts: list[Any]) -> list[Any]:
+def _parts(vf: Any, parts: list[object]) -> list[Any]:
     converted: list[Any] = []
     for part in parts:
         if isinstance(part, str):

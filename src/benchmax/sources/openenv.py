@@ -68,6 +68,7 @@ from benchmax.envs import (
 )
 from benchmax.envs.shared_types import SETUP_ERROR
 from benchmax.rewards.text import message_text, without_reasoning
+from benchmax.sources._arguments import checked_count, checked_object
 from benchmax.sources._openenv_session import (
     EpisodeError,
     EpisodeSession,
@@ -107,9 +108,9 @@ class OpenEnvEnv(BaseEnv):
         episodes: int = 16,
         eval_episodes: int | None = None,
         seed: int = 0,
-        reset_args: Mapping[str, Any] | None = None,
+        reset_args: Mapping[str, object] | None = None,
         message_field: str | None = None,
-        action_args: Mapping[str, Any] | None = None,
+        action_args: Mapping[str, object] | None = None,
         observation_field: str | None = None,
         system_prompt: str | None = None,
         mcp_tools: bool = False,
@@ -148,7 +149,7 @@ class OpenEnvEnv(BaseEnv):
         self._episodes: dict[str, EpisodeSession] = {}
         self._text_field: str | None = self.message_field
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(vars(self))
         state["_episodes"] = {}  # live connections stay with their process
         return state
@@ -176,7 +177,7 @@ class OpenEnvEnv(BaseEnv):
         }
         return Example(id=canonical_example_id({_PAYLOAD_KEY: reset}), payload=payload)
 
-    def _system(self) -> list[dict[str, Any]]:
+    def _system(self) -> list[dict[str, object]]:
         return (
             []
             if self.system_prompt is None
@@ -223,7 +224,7 @@ class OpenEnvEnv(BaseEnv):
             await episode.close()
 
     async def _opened(
-        self, episode: EpisodeSession, reset: Mapping[str, Any], rollout_id: str
+        self, episode: EpisodeSession, reset: Mapping[str, object], rollout_id: str
     ) -> str:
         """Connect and reset (``episode_id`` is the rollout id); the first observation's text."""
         if not self.mcp_tools and self._text_field is None:
@@ -235,7 +236,7 @@ class OpenEnvEnv(BaseEnv):
             await episode.list_tools()
         return self._observation_text(outcome.observation)
 
-    def _observation_text(self, observation: Mapping[str, Any]) -> str:
+    def _observation_text(self, observation: Mapping[str, object]) -> str:
         if self.observation_field is None:
             return json.dumps(observation, ensure_ascii=False)
         if self.observation_field not in observation:
@@ -286,7 +287,7 @@ class OpenEnvEnv(BaseEnv):
     async def user_turn(
         self,
         rollout_id: str,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[Mapping[str, object]],
         example: Example[JsonRow],
     ) -> str | None:
         """Step the episode with the reply's text; the next observation, or ``None``
@@ -344,23 +345,11 @@ def _checked_url(base_url: object) -> str:
 
 
 def _checked_count(name: str, value: object) -> int:
-    if not is_int_at_least(value, 1) or value >= EVAL_SEED_OFFSET:
-        raise ValueError(
-            f"OpenEnvEnv {name} must be an integer from 1 to {EVAL_SEED_OFFSET - 1}, not {value!r}"
-        )
-    return value
+    return checked_count("OpenEnvEnv", name, value, below=EVAL_SEED_OFFSET)
 
 
-def _checked_object(name: str, value: object) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
-        raise TypeError(f"OpenEnvEnv {name} must be a JSON object, not {value!r}")
-    try:
-        canonical_example_id(value)
-    except ValueError as error:
-        raise ValueError(f"OpenEnvEnv {name} must be JSON: {error}") from None
-    return dict(value)
+def _checked_object(name: str, value: object) -> dict[str, object]:
+    return checked_object("OpenEnvEnv", name, value, json_data=True)
 
 
 def _checked_name(name: str, value: object) -> str | None:

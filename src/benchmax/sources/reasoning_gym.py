@@ -45,7 +45,7 @@ import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from benchmax._value_checks import is_int_at_least
 from benchmax.envs import (
@@ -61,9 +61,22 @@ from benchmax.envs import (
 from benchmax.envs.shared_types import REWARD_ERROR
 from benchmax.rewards import extract_completion_text
 from benchmax.rewards.text import without_reasoning
+from benchmax.sources._arguments import checked_count, checked_json, checked_object
 from benchmax.sources._peers import close_names, import_peer
 
 __all__ = ["EVAL_SEED_OFFSET", "REWARD_KEY", "ReasoningGymEnv"]
+
+
+class _Source(TypedDict):
+    """Where an example's entry comes from (the payload's ``_PAYLOAD_KEY`` field): the
+    generator to rebuild and the item's index in it."""
+
+    task: str
+    config: Mapping[str, object]
+    seed: int
+    size: int
+    index: int
+
 
 EVAL_SEED_OFFSET = 1_000_000_000
 """Added to ``seed`` for the eval split; sizes are capped below it so the splits'
@@ -95,7 +108,7 @@ class ReasoningGymEnv(BaseEnv):
         size: int = 100,
         seed: int = 0,
         *,
-        config: Mapping[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
         eval_size: int | None = None,
         system_prompt: str | None = None,
         **settings: Any,
@@ -124,13 +137,13 @@ class ReasoningGymEnv(BaseEnv):
         # The task's config refuses bad values only when a dataset is made: make one now.
         self._generator(self.task, self.config, self.seed, self.size)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(vars(self))
         state["_generators"] = {}  # regenerated on demand; locks do not pickle
         del state["_generators_lock"]
         return state
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         vars(self).update(state)
         self._generators_lock = threading.Lock()
 
@@ -153,10 +166,10 @@ class ReasoningGymEnv(BaseEnv):
         return [self._example(seed, size, index, generator[index]) for index in range(count)]
 
     def _example(
-        self, seed: int, size: int, index: int, entry: Mapping[str, Any]
+        self, seed: int, size: int, index: int, entry: Mapping[str, object]
     ) -> Example[JsonRow]:
         question = str(entry["question"])
-        source = {
+        source: _Source = {
             "task": self.task,
             "config": self.config,
             "seed": seed,
@@ -189,12 +202,11 @@ class ReasoningGymEnv(BaseEnv):
         question = next(
             (m.get("content") for m in rollout.messages if m.get("role") == "user"), None
         )
-        score = await asyncio.to_thread(self._score_entry, source, question, answer)
+        # The payload field as _example wrote it.
+        score = await asyncio.to_thread(self._score_entry, cast(_Source, source), question, answer)
         return {REWARD_KEY: score}
 
-    def _score_entry(
-        self, source: Mapping[str, Any], question: object, answer: str | None
-    ) -> float:
+    def _score_entry(self, source: _Source, question: object, answer: str | None) -> float:
         generator = self._generator(
             source["task"], source["config"], source["seed"], source["size"]
         )
@@ -208,7 +220,7 @@ class ReasoningGymEnv(BaseEnv):
             )
         return float(generator.score_answer(answer, entry))
 
-    def _generator(self, task: str, config: Mapping[str, Any], seed: int, size: int) -> Any:
+    def _generator(self, task: str, config: Mapping[str, object], seed: int, size: int) -> Any:
         key = (task, json.dumps(config, sort_keys=True), seed, size)
         with self._generators_lock:
             generator = self._generators.get(key)
@@ -253,30 +265,20 @@ def _checked_task(task: object) -> str:
 
 
 def _checked_size(name: str, size: object) -> int:
-    if not is_int_at_least(size, 1) or size >= EVAL_SEED_OFFSET:
-        raise ValueError(
-            f"ReasoningGymEnv {name} must be an integer from 1 to {EVAL_SEED_OFFSET - 1}, "
-            f"not {size!r}"
-        )
-    return size
+    return checked_count("ReasoningGymEnv", name, size, below=EVAL_SEED_OFFSET)
 
 
-def _checked_config(task: str, config: object) -> dict[str, Any]:
+def _checked_config(task: str, config: object) -> dict[str, object]:
     if config is None:
         return {}
-    if not isinstance(config, Mapping) or not all(isinstance(k, str) for k in config):
-        raise TypeError(f"ReasoningGymEnv config must be a JSON object, not {config!r}")
-    checked = dict(config)
+    checked = checked_object("ReasoningGymEnv", "config", config)
     given = sorted(_OWN_ARGUMENTS & set(checked))
     if given:
         raise ValueError(
             f"ReasoningGymEnv config must not set {', '.join(given)}: pass "
             f"{' and '.join(given)} as constructor arguments"
         )
-    try:
-        canonical_example_id(checked)
-    except ValueError as error:
-        raise ValueError(f"ReasoningGymEnv config must be JSON: {error}") from None
+    checked_json("ReasoningGymEnv", "config", checked)
     config_class = _registry()[task][1]
     fields = sorted(
         f.name for f in dataclasses.fields(config_class) if f.name not in _OWN_ARGUMENTS
@@ -290,7 +292,7 @@ def _checked_config(task: str, config: object) -> dict[str, Any]:
     return checked
 
 
-def _create_dataset(task: str, config: Mapping[str, Any], seed: int, size: int) -> Any:
+def _create_dataset(task: str, config: Mapping[str, object], seed: int, size: int) -> Any:
     reasoning_gym = _reasoning_gym()
     try:
         return reasoning_gym.create_dataset(task, seed=seed, size=size, **config)
@@ -299,7 +301,7 @@ def _create_dataset(task: str, config: Mapping[str, Any], seed: int, size: int) 
         raise ValueError(f"ReasoningGymEnv config for {task} is invalid: {reason}") from None
 
 
-def _json_value(value: object) -> Any:
+def _json_value(value: object) -> object:
     """``value`` if it is JSON, else its text (answers are shown, never scored, from here)."""
     try:
         canonical_example_id(value)

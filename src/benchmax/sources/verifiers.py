@@ -66,6 +66,7 @@ from benchmax.envs import (
     canonical_example_id,
 )
 from benchmax.envs.shared_types import REWARD_ERROR
+from benchmax.sources._arguments import checked_object
 from benchmax.sources._verifiers_parts import (
     Loaded,
     loaded_environment,
@@ -90,9 +91,9 @@ class VerifiersEnv(BaseEnv):
     def __init__(
         self,
         env_id: str,
-        env_args: Mapping[str, Any] | None = None,
+        env_args: Mapping[str, object] | None = None,
         *,
-        eval_env_args: Mapping[str, Any] | None = None,
+        eval_env_args: Mapping[str, object] | None = None,
         **settings: Any,
     ) -> None:
         if not isinstance(env_id, str) or not env_id.strip():
@@ -119,7 +120,7 @@ class VerifiersEnv(BaseEnv):
         """The task's reward names, then its metric names."""
         return self._reward_keys
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(vars(self))
         for name in ("_vf_loaded", "_vf_rollout_tools", "_vf_shared_ready"):
             state.pop(name, None)  # verifiers objects are rebuilt where the env runs
@@ -173,7 +174,7 @@ class VerifiersEnv(BaseEnv):
             )
         return examples
 
-    def _task(self, source: Mapping[str, Any]) -> Any:
+    def _task(self, source: Mapping[str, object]) -> Any:
         split = source.get("split", "train")
         loaded = self._loaded("eval" if split == "eval" else "train")
         data = loaded.task_class.data_type().model_validate(source["task"])
@@ -207,7 +208,7 @@ class VerifiersEnv(BaseEnv):
         finally:
             tools.pop(rollout_id, None)
 
-    async def _shared_toolsets(self, source: Mapping[str, Any]) -> tuple[Any, ...]:
+    async def _shared_toolsets(self, source: Mapping[str, object]) -> tuple[Any, ...]:
         loaded = self._loaded("eval" if source.get("split") == "eval" else "train")
         # Set up once per loaded taskset and event loop (a toolset's resources are loop-bound).
         ready: dict[tuple[int, int], asyncio.Task[None]] = vars(self).setdefault(
@@ -267,17 +268,14 @@ async def _set_up(toolsets: tuple[Any, ...]) -> None:
         await toolset.setup()
 
 
-def _specs(functions: Mapping[str, Callable[..., Any]]) -> tuple[dict[str, Any], ...]:
+def _specs(functions: Mapping[str, Callable[..., Any]]) -> tuple[dict[str, object], ...]:
     from benchmax.tools import FunctionTool
 
     return tuple(FunctionTool(fn, name=name).spec for name, fn in functions.items())
 
 
-def _checked_args(name: str, value: object) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
-        raise TypeError(f"VerifiersEnv {name} must be a JSON object, not {value!r}")
-    if "id" in value:
+def _checked_args(name: str, value: object) -> dict[str, object]:
+    checked = checked_object("VerifiersEnv", name, value)
+    if "id" in checked:
         raise ValueError(f"VerifiersEnv {name} must not set 'id' (it is env_id)")
-    return dict(value)
+    return checked

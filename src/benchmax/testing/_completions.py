@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, cast
 
 from benchmax.testing._faults import Fault
 from benchmax.testing._http import Reply
@@ -32,7 +32,7 @@ class PolicyResultError(TypeError):
     """A policy returned something that is not an answer."""
 
 
-def _dumps(value: Any) -> bytes:
+def _dumps(value: object) -> bytes:
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     # A policy's lone surrogate ("\ud800") goes out as that JSON escape, as servers send it.
     return text.encode("utf-8", "backslashreplace")
@@ -51,7 +51,7 @@ def error_reply(
     return Reply(status, _dumps({"error": error}), (*_JSON_HEADERS, *headers))
 
 
-def fault_reply(fault: Fault, request_body: Any) -> Reply:
+def fault_reply(fault: Fault, request_body: object) -> Reply:
     """What the server sends for ``fault`` (a delay is not a reply: the caller waits)."""
     match fault.kind:
         case "drop":
@@ -94,8 +94,8 @@ def models_reply(model: str) -> Reply:
 
 
 def completion_reply(
-    request_body: Mapping[str, Any],
-    reply: Any,
+    request_body: Mapping[str, object],
+    reply: object,
     prompt_bytes: int,
     *,
     with_choice: bool = True,
@@ -111,7 +111,7 @@ def completion_reply(
     if template is not None and with_choice:
         return _token_reply(request_body, reply, template)
     model = request_body.get("model")
-    choices: list[dict[str, Any]] = []
+    choices: list[dict[str, object]] = []
     completion_tokens = 0
     if with_choice:
         message, finish_reason = _assistant_message(reply)
@@ -137,7 +137,9 @@ def completion_reply(
     return Reply(200, body, _JSON_HEADERS)
 
 
-def _token_reply(request_body: Mapping[str, Any], reply: Any, template: ToyChatTemplate) -> Reply:
+def _token_reply(
+    request_body: Mapping[str, object], reply: object, template: ToyChatTemplate
+) -> Reply:
     """A reply shaped as vLLM's ``ChatCompletionResponse`` (its ``model_dump``, so the
     token fields are ``null`` unless the request asked for them)."""
     model = request_body.get("model")
@@ -174,7 +176,7 @@ def _token_reply(request_body: Mapping[str, Any], reply: Any, template: ToyChatT
     return Reply(200, body, _JSON_HEADERS)
 
 
-def _assistant_message(reply: Any) -> tuple[dict[str, Any], str | None]:
+def _assistant_message(reply: object) -> tuple[dict[str, object], str | None]:
     if isinstance(reply, str):
         return {"role": "assistant", "content": reply}, "stop"
     if not isinstance(reply, Mapping):
@@ -193,7 +195,7 @@ def _assistant_message(reply: Any) -> tuple[dict[str, Any], str | None]:
     return message, reply.get("finish_reason", default_reason)
 
 
-def _tool_call(call: Any, index: int) -> dict[str, Any]:
+def _tool_call(call: object, index: int) -> dict[str, object]:
     if not isinstance(call, Mapping):
         raise PolicyResultError(f"mock policy tool_calls[{index}] must be a dict")
     if "function" in call:
@@ -216,9 +218,10 @@ def _tool_call(call: Any, index: int) -> dict[str, Any]:
     return shaped
 
 
-def _token_estimate(message: Mapping[str, Any]) -> int:
+def _token_estimate(message: Mapping[str, object]) -> int:
     content = message.get("content")
     size = len(content) if isinstance(content, str) else 0
-    for call in message.get("tool_calls") or ():
+    # The tool calls as _tool_call left them: each a dict with a "function" dict.
+    for call in cast("Iterable[Mapping[str, Mapping[str, str]]]", message.get("tool_calls") or ()):
         size += len(call["function"].get("arguments", ""))
     return max(1, size // 4)

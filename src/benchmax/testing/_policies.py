@@ -40,14 +40,14 @@ __all__ = [
     "tool_exerciser",
 ]
 
-PolicyResult: TypeAlias = Mapping[str, Any] | str | Fault
+PolicyResult: TypeAlias = Mapping[str, object] | str | Fault
 Policy: TypeAlias = Callable[..., PolicyResult | Awaitable[PolicyResult]]
 BoundPolicy: TypeAlias = Callable[
-    [dict[str, Any], RecordedRequest], PolicyResult | Awaitable[PolicyResult]
+    [dict[str, object], RecordedRequest], PolicyResult | Awaitable[PolicyResult]
 ]
 
 
-def echo(body: Mapping[str, Any]) -> str:
+def echo(body: Mapping[str, object]) -> str:
     """Repeat the text of the last user message (``""`` when there is none)."""
     messages = body.get("messages")
     if isinstance(messages, list):
@@ -57,7 +57,7 @@ def echo(body: Mapping[str, Any]) -> str:
     return ""
 
 
-ScriptReply: TypeAlias = Mapping[str, Any] | str | Fault
+ScriptReply: TypeAlias = Mapping[str, object] | str | Fault
 WhenExhausted: TypeAlias = Literal["error", "repeat_last", "cycle"]
 
 
@@ -98,7 +98,7 @@ class ScriptedPolicy:
     def reset(self) -> None:
         self._positions.clear()
 
-    def __call__(self, body: Mapping[str, Any], request: RecordedRequest) -> ScriptReply:
+    def __call__(self, body: Mapping[str, object], request: RecordedRequest) -> ScriptReply:
         session = request.session
         position = self._positions.get(session, 0)
         self._positions[session] = position + 1
@@ -146,7 +146,7 @@ class ToolExerciser:
         self._one_per_turn = one_per_turn
         self._answer = answer
 
-    def __call__(self, body: Mapping[str, Any]) -> dict[str, Any] | str:
+    def __call__(self, body: Mapping[str, object]) -> dict[str, object] | str:
         tools = _advertised_tools(body.get("tools"))
         messages = body.get("messages")
         messages = messages if isinstance(messages, list) else []
@@ -184,8 +184,8 @@ tool_exerciser = ToolExerciser()
 """Call every advertised tool once in one turn, then answer (see ``ToolExerciser``)."""
 
 
-def _advertised_tools(tools: Any) -> list[tuple[str, Any]]:
-    found: dict[str, Any] = {}
+def _advertised_tools(tools: object) -> list[tuple[str, object]]:
+    found: dict[str, object] = {}
     if not isinstance(tools, list):
         return []
     for tool in tools:
@@ -195,7 +195,7 @@ def _advertised_tools(tools: Any) -> list[tuple[str, Any]]:
     return list(found.items())
 
 
-def _arguments(parameters: Any) -> dict[str, Any]:
+def _arguments(parameters: object) -> dict[str, object]:
     """Schema-valid arguments; tool arguments are always a JSON object."""
     if isinstance(parameters, Mapping) and "type" not in parameters:
         parameters = {"type": "object", **parameters}
@@ -203,7 +203,7 @@ def _arguments(parameters: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _requested_tool_names(messages: Sequence[Any]) -> set[str]:
+def _requested_tool_names(messages: Sequence[object]) -> set[str]:
     names: set[str] = set()
     for message in messages:
         if not isinstance(message, Mapping) or message.get("role") != "assistant":

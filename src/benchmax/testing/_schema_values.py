@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final, cast
 
 from benchmax._value_checks import is_numeric
 
@@ -32,7 +32,8 @@ __all__ = ["example_value"]
 
 _MAX_DEPTH: Final = 32
 
-_FORMAT_EXAMPLES: Final[dict[str, str]] = {
+# Keyed by the schema's "format" value, whatever JSON value it is.
+_FORMAT_EXAMPLES: Final[dict[object, str]] = {
     "date-time": "2024-01-01T00:00:00Z",
     "date": "2024-01-01",
     "time": "12:00:00Z",
@@ -67,7 +68,7 @@ _PATTERN_CANDIDATES: Final = (
 )
 
 
-def example_value(schema: Any, *, root: Any = None) -> Any:
+def example_value(schema: object, *, root: object = None) -> object:
     """A JSON value valid for ``schema`` (an object of parameters gives a dict)."""
     return _Generator(schema if root is None else root).value(schema, 0, 0)
 
@@ -84,11 +85,11 @@ class _Path:
 class _Generator:
     __slots__ = ("_reached", "_root")
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: object) -> None:
         self._root = root
         self._reached: dict[str, frozenset[str]] = {}
 
-    def value(self, schema: Any, variant: int, depth: int, path: _Path = _Path()) -> Any:
+    def value(self, schema: object, variant: int, depth: int, path: _Path = _Path()) -> object:
         if depth > _MAX_DEPTH:
             return None
         if schema is True or schema is None:
@@ -127,8 +128,8 @@ class _Generator:
                 return _string(schema, variant)
 
     def _resolved(
-        self, schema: Mapping[str, Any], depth: int, followed: set[str]
-    ) -> Mapping[str, Any]:
+        self, schema: Mapping[str, object], depth: int, followed: set[str]
+    ) -> Mapping[str, object]:
         """``schema`` with its ``$ref`` and ``allOf`` resolved; the refs followed are added
         to ``followed``."""
         ref = schema.get("$ref")
@@ -143,7 +144,7 @@ class _Generator:
                 return refined
         parts = schema.get("allOf")
         if isinstance(parts, list) and parts:
-            merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+            merged: dict[str, object] = {k: v for k, v in schema.items() if k != "allOf"}
             for part in parts:
                 if isinstance(part, Mapping):
                     _merge_into(merged, self._resolved(part, depth + 1, followed))
@@ -151,8 +152,8 @@ class _Generator:
         return schema
 
     def _pick_branch(
-        self, branches: list[Any], parent: Mapping[str, Any], expanding: frozenset[str]
-    ) -> Any:
+        self, branches: list[object], parent: Mapping[str, object], expanding: frozenset[str]
+    ) -> object:
         """The first branch that is not just ``null`` and does not lead back to a ``$ref``
         in ``expanding`` (then the first that is not just ``null``), merged with the
         parent's other keywords."""
@@ -165,7 +166,7 @@ class _Generator:
         siblings = {k: v for k, v in parent.items() if k not in ("anyOf", "oneOf", "default")}
         return {**siblings, **chosen}
 
-    def _refs_in(self, schema: Any) -> frozenset[str]:
+    def _refs_in(self, schema: object) -> frozenset[str]:
         """Every local ``$ref`` that ``schema`` leads to, through the refs it holds."""
         found: set[str] = set()
         pending = [schema]
@@ -181,8 +182,8 @@ class _Generator:
                 pending.extend(node)
         return frozenset(found)
 
-    def _lookup(self, ref: str) -> Any:
-        node: Any = self._root
+    def _lookup(self, ref: str) -> object:
+        node = self._root
         for token in ref.lstrip("#").split("/"):
             if not token:
                 continue
@@ -196,8 +197,8 @@ class _Generator:
         return node
 
     def _object(
-        self, schema: Mapping[str, Any], variant: int, depth: int, path: _Path
-    ) -> dict[str, Any]:
+        self, schema: Mapping[str, object], variant: int, depth: int, path: _Path
+    ) -> dict[str, object]:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         required = schema.get("required")
@@ -220,13 +221,15 @@ class _Generator:
                 for needed in dependent.get(name) or ():
                     if isinstance(needed, str) and needed not in names:
                         names.append(needed)
-        result: dict[str, Any] = {}
+        result: dict[str, object] = {}
         for index, name in enumerate(names):
             subschema = properties.get(name, extra if isinstance(extra, Mapping) else True)
             result[name] = self.value(subschema, variant if index == 0 else 0, depth + 1, path)
         return result
 
-    def _array(self, schema: Mapping[str, Any], variant: int, depth: int, path: _Path) -> list[Any]:
+    def _array(
+        self, schema: Mapping[str, object], variant: int, depth: int, path: _Path
+    ) -> list[object]:
         prefix = schema.get("prefixItems")
         prefix = prefix if isinstance(prefix, list) else []
         items = schema.get("items", True)
@@ -240,7 +243,7 @@ class _Generator:
         if isinstance(high, int):
             count = min(count, high)
         unique = schema.get("uniqueItems") is True
-        values: list[Any] = []
+        values: list[object] = []
         seen: set[str] = set()
         candidate = variant
         while len(values) < count:
@@ -258,7 +261,7 @@ class _Generator:
         return values
 
 
-def _schema_type(schema: Mapping[str, Any]) -> str:
+def _schema_type(schema: Mapping[str, object]) -> str:
     declared = schema.get("type")
     if isinstance(declared, list):
         usable = [kind for kind in declared if kind != "null"]
@@ -274,17 +277,18 @@ def _schema_type(schema: Mapping[str, Any]) -> str:
     return "string"
 
 
-def _merge_into(target: dict[str, Any], part: Mapping[str, Any]) -> None:
+def _merge_into(target: dict[str, object], part: Mapping[str, object]) -> None:
     for key, value in part.items():
         if key == "properties" and isinstance(value, Mapping):
-            target["properties"] = {**target.get("properties", {}), **value}
+            known = cast("Mapping[str, object]", target.get("properties", {}))
+            target["properties"] = {**known, **value}
         elif key == "required" and isinstance(value, list):
-            target["required"] = [*target.get("required", []), *value]
+            target["required"] = [*cast("list[object]", target.get("required", [])), *value]
         else:
             target.setdefault(key, value)
 
 
-def _limits(schema: Mapping[str, Any]) -> tuple[float | None, bool, float | None, bool]:
+def _limits(schema: Mapping[str, object]) -> tuple[float | None, bool, float | None, bool]:
     """``(low, low_is_exclusive, high, high_is_exclusive)``; ``None`` for no bound."""
     low: float | None = None
     high: float | None = None
@@ -302,7 +306,7 @@ def _limits(schema: Mapping[str, Any]) -> tuple[float | None, bool, float | None
     return low, low_open, high, high_open
 
 
-def _integer(schema: Mapping[str, Any], variant: int) -> int:
+def _integer(schema: Mapping[str, object], variant: int) -> int:
     low, low_open, high, high_open = _limits(schema)
     first = None if low is None else (math.floor(low) + 1 if low_open else math.ceil(low))
     last = None if high is None else (math.ceil(high) - 1 if high_open else math.floor(high))
@@ -321,7 +325,7 @@ def _integer(schema: Mapping[str, Any], variant: int) -> int:
     return int(value)
 
 
-def _number(schema: Mapping[str, Any], variant: int) -> float | int:
+def _number(schema: Mapping[str, object], variant: int) -> float | int:
     multiple = schema.get("multipleOf")
     if is_numeric(multiple) and multiple > 0:
         return _multiple(schema, multiple, variant)
@@ -338,7 +342,7 @@ def _number(schema: Mapping[str, Any], variant: int) -> float | int:
     return value
 
 
-def _multiple(schema: Mapping[str, Any], multiple: float, variant: int) -> float | int:
+def _multiple(schema: Mapping[str, object], multiple: float, variant: int) -> float | int:
     """A multiple of ``multiple`` within bounds whose quotient is exact in floating point."""
     low, low_open, high, high_open = _limits(schema)
     direction = 1
@@ -371,7 +375,7 @@ def _multiple(schema: Mapping[str, Any], multiple: float, variant: int) -> float
     return int(value) if float(value).is_integer() else value
 
 
-def _string(schema: Mapping[str, Any], variant: int) -> str:
+def _string(schema: Mapping[str, object], variant: int) -> str:
     text = _FORMAT_EXAMPLES.get(schema.get("format", ""), "example")
     if variant:
         text = f"{text}-{variant + 1}" if text == "example" else text

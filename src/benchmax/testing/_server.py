@@ -454,7 +454,7 @@ class MockModelServer:
             exc_info=exc_info,
         )
 
-    async def _call_policy(self, body: dict[str, Any], record: RecordedRequest) -> Any:
+    async def _call_policy(self, body: dict[str, object], record: RecordedRequest) -> object:
         """The policy's answer: inline for async and built-in policies, else in a thread."""
         bound = self._bound
         if self._inline:
@@ -466,7 +466,7 @@ class MockModelServer:
         )
 
 
-def _without_stop_iteration(policy: Callable[..., Any], *args: Any) -> Any:
+def _without_stop_iteration(policy: Callable[..., object], *args: object) -> object:
     """Call ``policy``; a ``StopIteration`` it raises becomes a ``RuntimeError``.
 
     An asyncio future cannot hold a ``StopIteration`` (``set_exception`` refuses it),

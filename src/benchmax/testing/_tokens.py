@@ -21,9 +21,9 @@ does, which breaks that prefix (a trainer must start a new sample there).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal, cast
 
 from benchmax._message_content import content_text
 
@@ -85,7 +85,7 @@ class ToyChatTemplate:
         """The text of ``token_ids`` (special tokens as their names)."""
         return "".join(self.token_text(token_id) for token_id in token_ids)
 
-    def prompt_ids(self, messages: Sequence[Any], tools: object = None) -> list[int]:
+    def prompt_ids(self, messages: Sequence[object], tools: object = None) -> list[int]:
         """The templated prompt of a chat request, generation prompt included."""
         ids: list[int] = []
         if isinstance(tools, list) and tools:
@@ -114,7 +114,7 @@ class ToyChatTemplate:
         ids += self.encode("assistant\n")
         return ids
 
-    def assistant_ids(self, message: Mapping[str, Any], *, reasoning: bool = True) -> list[int]:
+    def assistant_ids(self, message: Mapping[str, object], *, reasoning: bool = True) -> list[int]:
         """An assistant message's text tokens (without ``<|im_end|>``)."""
         ids: list[int] = []
         if reasoning:
@@ -126,7 +126,7 @@ class ToyChatTemplate:
                     ids.append(_END_THINK)
                     break
         ids += self.encode(content_text(message.get("content")))
-        for call in message.get("tool_calls") or ():
+        for call in cast("Iterable[object]", message.get("tool_calls") or ()):
             function = call.get("function") if isinstance(call, Mapping) else None
             if not isinstance(function, Mapping):
                 continue
@@ -139,7 +139,7 @@ class ToyChatTemplate:
             ids.append(_END_CALL)
         return ids
 
-    def completion_ids(self, message: Mapping[str, Any]) -> list[int]:
+    def completion_ids(self, message: Mapping[str, object]) -> list[int]:
         """What the model "sampled" for ``message``: its text tokens, then ``<|im_end|>``."""
         return [*self.assistant_ids(message), _IM_END]
 
@@ -151,16 +151,18 @@ def toy_logprob(token_id: int, position: int) -> float:
 
 
 def token_fields(
-    request_body: Mapping[str, Any],
-    message: Mapping[str, Any],
+    request_body: Mapping[str, object],
+    message: Mapping[str, object],
     template: ToyChatTemplate,
-) -> tuple[list[int], list[int], dict[str, Any] | None, bool]:
+) -> tuple[list[int], list[int], dict[str, object] | None, bool]:
     """``(prompt ids, completion ids, choice logprobs or None, ids wanted)`` for one
     reply, honoring the request's ``logprobs``, ``return_token_ids`` and
     ``return_tokens_as_token_ids`` fields as vLLM does."""
-    prompt = template.prompt_ids(request_body.get("messages") or [], request_body.get("tools"))
+    prompt = template.prompt_ids(
+        cast("Sequence[object]", request_body.get("messages") or []), request_body.get("tools")
+    )
     completion = template.completion_ids(message)
-    logprobs: dict[str, Any] | None = None
+    logprobs: dict[str, object] | None = None
     if request_body.get("logprobs"):
         as_ids = bool(request_body.get("return_tokens_as_token_ids"))
         content = []

@@ -8,8 +8,9 @@ Names are exported lazily (``import benchmax.tools`` imports no optional depende
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from benchmax._lazy_names import lazy_attribute
 
 if TYPE_CHECKING:
     from benchmax.tools._errors import MCPServerError, ToolError
@@ -47,12 +48,7 @@ _EXPORTS = {
 
 
 def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module_name), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(globals(), _EXPORTS, name)
 
 
 def __dir__() -> list[str]:

@@ -60,11 +60,11 @@ class _Compiled:
 
     def __init__(
         self,
-        function: Callable[..., Any],
+        function: Callable[..., object],
         tool_name: str,
         method: bool,
-        hints: dict[str, Any],
-        namespace: dict[str, Any],
+        hints: dict[str, object],
+        namespace: dict[str, object],
     ) -> None:
         signature = inspect.signature(function)
         parsed = docstring_parser.parse(function.__doc__ or "")
@@ -73,7 +73,7 @@ class _Compiled:
         if method:
             parameters = parameters[1:]
         _restore_dataclass_sentinels(_model_classes(hints, namespace))
-        definitions: dict[str, Any] = {}
+        definitions: dict[str, Any] = {}  # pydantic.create_model's field keywords
         self.fields: list[tuple[str, str]] = []  # (field name, argument name)
         self.positional: set[str] = set()
         for index, parameter in enumerate(parameters):
@@ -90,7 +90,7 @@ class _Compiled:
             if name not in hints:
                 raise TypeError(f"tool {tool_name!r}: parameter {name!r} needs a type hint")
             annotation = hints[name]
-            options: dict[str, Any] = {"alias": name}
+            options: dict[str, Any] = {"alias": name}  # pydantic.Field's keywords
             description = _annotated_text(annotation) or docs.get(name)
             if description:  # a description in Annotated[T, Field(...)] wins otherwise
                 options["description"] = description
@@ -119,10 +119,10 @@ class _Compiled:
             ) from error
         schema.pop("title", None)
         schema.setdefault("properties", {})
-        self.schema: dict[str, Any] = schema
+        self.schema: dict[str, object] = schema
 
 
-def _defining_scope(function: Callable[..., Any]) -> dict[str, Any]:
+def _defining_scope(function: Callable[..., object]) -> dict[str, object]:
     """The local names of the scope executing the definition of ``function``, when that
     scope is a function (or a class body inside one) on the calling stack: the frame whose
     code holds the function's code object. Nearer scopes win; ``{}`` at module level.
@@ -140,22 +140,22 @@ def _defining_scope(function: Callable[..., Any]) -> dict[str, Any]:
         frame = frame.f_back
     else:
         return {}
-    scopes: list[dict[str, Any]] = []
+    scopes: list[dict[str, object]] = []
     while frame is not None and frame.f_back is not None and frame.f_code.co_name != "<module>":
         local = dict(frame.f_locals)
         scopes.append(local)
         if "__qualname__" not in local or "__module__" not in local:
             break  # a function's scope; a class body's continues to the function around it
         frame = frame.f_back
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, object] = {}
     for scope in reversed(scopes):
         namespace.update(scope)
     return namespace
 
 
 def _resolved_hints(
-    function: Callable[..., Any], tool_name: str, scope: Mapping[str, Any]
-) -> dict[str, Any]:
+    function: Callable[..., object], tool_name: str, scope: Mapping[str, object]
+) -> dict[str, object]:
     """The function's type hints as objects (string annotations evaluated in its module
     and in ``scope``, the local names of the scope that defined it)."""
     try:
@@ -168,7 +168,7 @@ def _resolved_hints(
         ) from error
 
 
-def _model_classes(hints: dict[str, Any], namespace: dict[str, Any]) -> list[type]:
+def _model_classes(hints: Mapping[str, object], namespace: Mapping[str, object]) -> list[type]:
     """The classes reachable from ``hints`` (through type arguments, and the fields' hints
     of dataclasses and pydantic models, string annotations resolved with ``namespace``
     as well), builtins left out."""
@@ -201,7 +201,7 @@ def _restore_dataclass_sentinels(classes: list[type]) -> None:
     of the ``MISSING`` sentinel in its fields (cloudpickle issue #424), which pydantic then
     reads as "both default and default_factory given".
     """
-    missing: Any = dataclasses.MISSING
+    missing: object = dataclasses.MISSING
     for cls in classes:
         fields = getattr(cls, "__dataclass_fields__", None)
         if not isinstance(fields, dict):
@@ -213,7 +213,7 @@ def _restore_dataclass_sentinels(classes: list[type]) -> None:
                     setattr(field, name, missing)
 
 
-def _annotated_text(annotation: Any) -> str | None:
+def _annotated_text(annotation: object) -> str | None:
     """The first plain string in ``Annotated[T, ...]`` metadata (a description)."""
     if get_origin(annotation) is Annotated:
         for extra in get_args(annotation)[1:]:
@@ -222,7 +222,7 @@ def _annotated_text(annotation: Any) -> str | None:
     return None
 
 
-def _description(function: Callable[..., Any]) -> str:
+def _description(function: Callable[..., object]) -> str:
     parsed = docstring_parser.parse(function.__doc__ or "")
     parts = [parsed.short_description, parsed.long_description]
     return "\n\n".join(part.strip() for part in parts if part and part.strip())
@@ -277,11 +277,11 @@ class FunctionTool[**P, R]:
         # Resolved now, while the defining module's names are all there: a function
         # pickled by value keeps only the globals its body uses, not its annotations', and
         # a class pickled by value loses its module (``_namespace``: the classes by name).
-        self._hints: dict[str, Any] | None = None
-        self._namespace: dict[str, Any] = {}
+        self._hints: dict[str, object] | None = None
+        self._namespace: dict[str, object] = {}
         # The defining scope's local names, for string annotations of types defined in a
         # function; dropped once the hints are resolved (its values need not pickle).
-        self._scope: dict[str, Any] | None = _defining_scope(function)
+        self._scope: dict[str, object] | None = _defining_scope(function)
         if not self._method:
             self._compile()
 
@@ -297,7 +297,7 @@ class FunctionTool[**P, R]:
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.function(*args, **kwargs)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         if self._hints is None:  # resolve before the defining module is left behind
             try:
                 self._resolve()
@@ -332,22 +332,22 @@ class FunctionTool[**P, R]:
         return compiled
 
     @property
-    def parameters(self) -> dict[str, Any]:
+    def parameters(self) -> dict[str, object]:
         """The JSON Schema of the arguments (an object schema); raises ``TypeError``
         when a parameter's type has no JSON Schema."""
         return self._compile().schema
 
     @property
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> dict[str, object]:
         """``{"type": "function", "function": {"name", "description", "parameters"}}``
         (``description`` left out when empty); a new dict each time."""
-        function: dict[str, Any] = {"name": self.name}
+        function: dict[str, object] = {"name": self.name}
         if self.description:
             function["description"] = self.description
         function["parameters"] = self.parameters
         return {"type": "function", "function": function}
 
-    async def invoke(self, arguments: Mapping[str, Any], *, instance: object = None) -> Any:
+    async def invoke(self, arguments: Mapping[str, object], *, instance: object = None) -> object:
         """Validate and convert the model's ``arguments``, then run the function (a sync
         one in a worker thread; ``instance`` is ``self`` for a method) and return its result.
 
@@ -359,8 +359,8 @@ class FunctionTool[**P, R]:
             validated = compiled.model.model_validate(dict(arguments))
         except pydantic.ValidationError as error:
             raise ToolError(_problem_text(error)) from None
-        args: list[Any] = [] if instance is None else [instance]
-        kwargs: dict[str, Any] = {}
+        args: list[object] = [] if instance is None else [instance]
+        kwargs: dict[str, object] = {}
         for field, name in compiled.fields:
             value = getattr(validated, field)
             if name in compiled.positional:

@@ -318,7 +318,7 @@ class _MCPSession:
         self._owned = owned
         self._offered: dict[str, OfferedTool] | None = None
 
-    async def list_tools(self) -> list[dict[str, Any]]:
+    async def list_tools(self) -> list[dict[str, object]]:
         """The server's tools as OpenAI function tools, under their offered names.
 
         Raises :class:`MCPServerError` when the server fails to list them or two would
@@ -341,7 +341,7 @@ class _MCPSession:
                 raise MCPServerError(str(error)) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+    async def call_tool(self, name: str, arguments: dict[str, object]) -> Any:
         """Call the tool offered as ``name``; the result as tool-message content.
 
         Raises ``ToolError`` for a result flagged ``isError``, a name the server does not

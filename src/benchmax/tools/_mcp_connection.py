@@ -219,7 +219,7 @@ class Connection:
 
         return await self._run(walk, "tools/list")
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+    async def call_tool(self, name: str, arguments: dict[str, object]) -> CallToolResult:
         """Call tool ``name`` (its name on the server). Cancelling the caller cancels
         the call on the server; the connection stays open."""
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from mcp.types import (
     AudioContent,
@@ -36,6 +35,7 @@ from mcp.types import (
     Tool,
 )
 
+from benchmax._message_content import ContentPart, ImagePart, TextPart
 from benchmax.tools._errors import ToolError
 
 __all__ = ["OfferedTool", "offered_tools", "result_content"]
@@ -56,13 +56,16 @@ class OfferedTool:
     """
 
     server_name: str
-    function: dict[str, Any]
+    function: dict[str, object]
     retryable: bool
 
     @property
     def name(self) -> str:
         """The name the model calls the tool by."""
-        name: str = self.function["function"]["name"]
+        function = self.function["function"]
+        assert isinstance(function, Mapping)
+        name = function["name"]
+        assert isinstance(name, str)
         return name
 
 
@@ -86,7 +89,7 @@ def offered_tools(tools: Iterable[Tool], prefix: str, label: str) -> dict[str, O
                 f"MCP server {label}: tools {offered[name].server_name!r} and {tool.name!r} "
                 f"would both be offered as {name!r}"
             )
-        function: dict[str, Any] = {"name": name, "parameters": tool.input_schema}
+        function: dict[str, object] = {"name": name, "parameters": tool.input_schema}
         description = tool.description or tool.title
         if description:
             function["description"] = description
@@ -100,7 +103,7 @@ def offered_tools(tools: Iterable[Tool], prefix: str, label: str) -> dict[str, O
     return offered
 
 
-def result_content(result: CallToolResult) -> Any:
+def result_content(result: CallToolResult) -> str | list[ContentPart] | Mapping[str, object]:
     """``result`` as tool-message content (see the module docstring for the mapping).
 
     Raises ``ToolError`` carrying the result's text when the server flagged it
@@ -112,12 +115,13 @@ def result_content(result: CallToolResult) -> Any:
         raise ToolError(text or _EMPTY_ERROR)
     if not parts:
         return result.structured_content if result.structured_content is not None else ""
-    if all(part["type"] == "text" for part in parts):
-        return "\n".join(part["text"] for part in parts)
+    texts = [part["text"] for part in parts if part["type"] == "text"]
+    if len(texts) == len(parts):
+        return "\n".join(texts)
     return parts
 
 
-def _parts(block: ContentBlock) -> list[dict[str, Any]]:
+def _parts(block: ContentBlock) -> list[ContentPart]:
     if isinstance(block, TextContent):
         return [_text(block.text)]
     if isinstance(block, ImageContent):
@@ -136,11 +140,11 @@ def _parts(block: ContentBlock) -> list[dict[str, Any]]:
     return [_text(f"[resource link: {block.name} {block.uri}]")]
 
 
-def _text(text: str) -> dict[str, Any]:
+def _text(text: str) -> TextPart:
     return {"type": "text", "text": text}
 
 
-def _image(mime_type: str, data: str) -> dict[str, Any]:
+def _image(mime_type: str, data: str) -> ImagePart:
     return {"type": "image_url", "image_url": {"url": f"data:{mime_type};base64,{data}"}}
 
 

@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -243,7 +243,7 @@ def _session_members(leader: int) -> list[int] | None:
     return members
 
 
-def _stat_fields(pid: str) -> list[Any] | None:
+def _stat_fields(pid: str) -> list[str] | None:
     """``/proc/<pid>/stat`` after the command name: state, ppid, pgrp, session, ..."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:

@@ -75,7 +75,7 @@ class SimulatedUser:
     instructions: str = field(default=DEFAULT_USER_INSTRUCTIONS, repr=False)
     timeout: float | None = 60.0
     max_retries: int = 2
-    sampling_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    sampling_args: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         for name in ("model", "base_url", "persona_key", "goal_key", "stop_marker"):
@@ -108,12 +108,12 @@ class SimulatedUser:
     def __repr__(self) -> str:
         return repr_masking_urls(self, "base_url")  # a password in the URL: user:***@
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = {name: getattr(self, name) for name in self.__dataclass_fields__}
         state["sampling_args"] = dict(self.sampling_args)
         return state
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         for name, value in state.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "sampling_args", MappingProxyType(dict(self.sampling_args)))
@@ -137,7 +137,7 @@ class SimulatedUser:
         return self.instructions.format(stop_marker=self.stop_marker, **fields)
 
     def request_messages(
-        self, messages: Sequence[Mapping[str, Any]], example: Example[Any]
+        self, messages: Sequence[Mapping[str, object]], example: Example[Any]
     ) -> list[dict[str, str]]:
         """The messages sent to the user's model: the system prompt, then the
         conversation from the user's side (roles swapped; the assistant's inline
@@ -171,7 +171,7 @@ class SimulatedUser:
         return sent
 
     async def reply(
-        self, rollout_id: str, messages: Sequence[Mapping[str, Any]], example: Example[Any]
+        self, rollout_id: str, messages: Sequence[Mapping[str, object]], example: Example[Any]
     ) -> str | None:
         """The user's next message, or ``None`` when the reply holds ``stop_marker``.
 
@@ -182,7 +182,7 @@ class SimulatedUser:
         """
         from benchmax._modelhttp import CallFailure, complete_once
 
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "model": self.model,
             "messages": self.request_messages(messages, example),
         }

@@ -47,7 +47,7 @@ class Toolset:
     rollout_id: str | None = None
     """The rollout a per-rollout copy serves; ``None`` on the configured instance."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         names: dict[str, None] = {}
         for klass in reversed(cls.__mro__):

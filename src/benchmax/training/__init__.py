@@ -24,6 +24,7 @@
 
 from typing import TYPE_CHECKING, Any
 
+from benchmax._lazy_names import lazy_attribute
 from benchmax._vocabulary import TRAINABLE_REASONS
 from benchmax.runner import rollout_seed
 from benchmax.training._advantages import AdvantageMethod, group_advantages, scalar_reward
@@ -72,11 +73,4 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     """The names that need the ``trl`` extra, imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'benchmax.training' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(globals(), _LAZY, name)

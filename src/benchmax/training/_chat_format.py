@@ -64,7 +64,7 @@ class ChatRequest:
     parse_tools: bool
 
 
-def render_prompt(tokenizer: Any, body: Mapping[str, Any]) -> list[int]:
+def render_prompt(tokenizer: Any, body: Mapping[str, object]) -> list[int]:
     """The prompt ids of ``body``'s ``messages`` (module docs); ``RequestError`` for
     messages that are not a non-empty list of objects with a role, or that the chat
     template refuses."""
@@ -149,9 +149,9 @@ def parse_chat_request(
     )
 
 
-def chat_reply(tokenizer: Any, request: ChatRequest, sampled: Sampled) -> dict[str, Any]:
+def chat_reply(tokenizer: Any, request: ChatRequest, sampled: Sampled) -> dict[str, object]:
     """The chat-completion body for ``sampled`` (module docs)."""
-    message: dict[str, Any] = {"role": "assistant", "content": sampled.text}
+    message: dict[str, object] = {"role": "assistant", "content": sampled.text}
     finish_reason: str = sampled.finish_reason
     calls = _tool_calls(sampled) if request.parse_tools else None
     if calls is not None:
@@ -159,7 +159,7 @@ def chat_reply(tokenizer: Any, request: ChatRequest, sampled: Sampled) -> dict[s
         message = {"role": "assistant", "content": content, "tool_calls": tool_calls}
         if sampled.finish_reason == "stop":  # a reply cut by max_tokens stays "length"
             finish_reason = "tool_calls"
-    choice: dict[str, Any] = {
+    choice: dict[str, object] = {
         "index": 0,
         "message": message,
         "logprobs": None,
@@ -168,7 +168,7 @@ def chat_reply(tokenizer: Any, request: ChatRequest, sampled: Sampled) -> dict[s
     }
     if request.logprobs:
         choice["logprobs"] = {"content": _logprob_entries(tokenizer, request, sampled)}
-    reply: dict[str, Any] = {
+    reply: dict[str, object] = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -187,7 +187,7 @@ def chat_reply(tokenizer: Any, request: ChatRequest, sampled: Sampled) -> dict[s
     return reply
 
 
-def _template_message(message: object, index: int) -> dict[str, Any]:
+def _template_message(message: object, index: int) -> dict[str, object]:
     if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
         raise RequestError(f"messages[{index}] must be an object with a string role")
     prepared = dict(message)
@@ -217,12 +217,12 @@ def _templated_call(call: object) -> object:
     return {**call, "function": function}
 
 
-def _tool_calls(sampled: Sampled) -> tuple[str | None, list[dict[str, Any]]] | None:
+def _tool_calls(sampled: Sampled) -> tuple[str | None, list[dict[str, object]]] | None:
     text = sampled.text
     blocks = list(_TOOL_CALL.finditer(text))
     if not blocks:
         return None
-    calls: list[dict[str, Any]] = []
+    calls: list[dict[str, object]] = []
     for number, block in enumerate(blocks):
         try:
             parsed = json.loads(block.group(1))
@@ -247,13 +247,15 @@ def _tool_calls(sampled: Sampled) -> tuple[str | None, list[dict[str, Any]]] | N
     return (content or None), calls
 
 
-def _logprob_entries(tokenizer: Any, request: ChatRequest, sampled: Sampled) -> list[Any]:
+def _logprob_entries(
+    tokenizer: Any, request: ChatRequest, sampled: Sampled
+) -> list[dict[str, object]]:
     def token(token_id: int) -> str:
         if request.tokens_as_ids:
             return f"token_id:{token_id}"
         return str(tokenizer.decode([token_id]))
 
-    entries = []
+    entries: list[dict[str, object]] = []
     for token_id, logprob, top in zip(
         sampled.completion_ids, sampled.logprobs, sampled.top_logprobs, strict=True
     ):
@@ -276,7 +278,7 @@ def _is_int(value: object) -> bool:
 
 
 def _number(
-    body: Mapping[str, Any],
+    body: Mapping[str, object],
     name: str,
     default: float,
     *,

@@ -50,7 +50,7 @@ class CollectedGroup:
 
 async def collect_group(
     env: Environment[Any, Any],
-    requests: Sequence[RolloutRequest[Any]],
+    requests: Sequence[RolloutRequest[object]],
     *,
     hook_deadlines: HookDeadlines | None = _DEFAULT_DEADLINES,
 ) -> CollectedGroup:

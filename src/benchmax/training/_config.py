@@ -59,7 +59,7 @@ def _setting(
     metavar: str | None = None,
     choices: tuple[str, ...] = (),
 ) -> Any:
-    factory: Callable[[], dict[str, Any]] | None = None
+    factory: Callable[[], dict[str, object]] | None = None
     if isinstance(default, dict):
         factory, default = dict, dataclasses.MISSING
     metadata = {
@@ -109,7 +109,7 @@ class TrainConfig:
         "Run directory: config.toml, rollouts.jsonl, metrics.jsonl, eval/, checkpoints/.",
         metavar="DIR",
     )
-    env_args: Mapping[str, Any] = _setting(
+    env_args: Mapping[str, object] = _setting(
         "pairs",
         {},
         "Constructor arguments of the environment (--env-arg KEY=VALUE, the value parsed "
@@ -382,7 +382,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return values
 
 
-def _from_toml(setting: Setting, value: Any) -> Any:
+def _from_toml(setting: Setting, value: object) -> object:
     kind = setting.kind
     if kind == "path":
         if not isinstance(value, str):
@@ -420,7 +420,7 @@ def config_toml(config: TrainConfig) -> str:
     readable by :func:`read_config_file`."""
     import tomli_w
 
-    data: dict[str, Any] = {}
+    data: dict[str, object] = {}
     for setting in config_settings():
         value = getattr(config, setting.name)
         if value is None or (isinstance(value, Mapping) and not value):
@@ -435,7 +435,7 @@ def config_toml(config: TrainConfig) -> str:
     return tomli_w.dumps(data)
 
 
-def _toml_safe(value: Any) -> Any:
+def _toml_safe(value: object) -> object:
     """JSON-shaped constructor arguments as TOML can hold them (TOML has no null)."""
     if value is None:
         raise ConfigError("env_args", "a null value cannot be written to config.toml")

@@ -32,7 +32,7 @@ EMBEDDED_SAMPLER_URL = "benchmax-embedded-sampler"
 """What results headers record as the base URL of the embedded sampler (its port changes)."""
 
 
-def sampling_args(config: TrainConfig) -> dict[str, Any]:
+def sampling_args(config: TrainConfig) -> dict[str, object]:
     """The request fields every training and eval rollout sends."""
     return {
         "temperature": config.temperature,
@@ -49,7 +49,7 @@ def evaluate(
     env: Callable[..., Environment[Any, Any]],
     base_url: str,
     auth_providers: Mapping[str, ModelAuth],
-    env_definition: Mapping[str, Any] | None,
+    env_definition: Mapping[str, object] | None,
     judge_check: bool,
 ) -> RunReport:
     """Run the eval split against ``base_url`` into ``eval/step-{step}.jsonl`` (resumed

@@ -52,7 +52,7 @@ class ModelCalls:
 
     def forward(self, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
         """The last position's logits (``[rows, vocabulary]``, float32)."""
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "input_ids": ids,
             "attention_mask": mask,
             "position_ids": positions,

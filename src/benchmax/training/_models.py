@@ -145,7 +145,7 @@ def _load_plain(
 ) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kwargs: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
+    kwargs: dict[str, object] = {} if dtype is None else {"dtype": dtype}
     try:
         model = AutoModelForCausalLM.from_pretrained(resolved, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_from or resolved)

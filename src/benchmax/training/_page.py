@@ -15,12 +15,12 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from benchmax.runner import HtmlReport, read_results, render_html_report
 from benchmax.runner._selection import groups_of, reward_keys_of
 from benchmax.training._evaluation import saved_comparison
 from benchmax.training._run_files import RunDirectory, read_metrics
+from benchmax.training._step_metrics import MetricsLine
 
 __all__ = ["is_training_run", "write_training_page"]
 
@@ -37,7 +37,7 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
@@ -93,7 +93,7 @@ def _line_chart(title: str, series: Mapping[str, Series], *, testid: str, steps:
     )
 
 
-def _reasons_chart(lines: Sequence[Mapping[str, Any]]) -> str:
+def _reasons_chart(lines: Sequence[MetricsLine]) -> str:
     """Stacked bars: rollouts per termination reason, one bar per step."""
     if not lines:
         return ""
@@ -104,7 +104,7 @@ def _reasons_chart(lines: Sequence[Mapping[str, Any]]) -> str:
     bars = []
     for number, line in enumerate(lines):
         counts = line.get("termination_reasons") or {}
-        bottom = _HEIGHT - _PAD + 6
+        bottom: float = _HEIGHT - _PAD + 6
         for reason in reasons:
             count = counts.get(reason, 0)
             if not count:
@@ -132,10 +132,10 @@ def _reasons_chart(lines: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def _series(lines: Sequence[Mapping[str, Any]], *path: str) -> list[tuple[int, float]]:
+def _series(lines: Sequence[MetricsLine], *path: str) -> list[tuple[int, float]]:
     points = []
     for line in lines:
-        value: Any = line
+        value: object = line
         for part in path:
             value = value.get(part) if isinstance(value, Mapping) else None
         number = _finite(value)
@@ -187,7 +187,7 @@ def _comparison_section(layout: RunDirectory) -> str:
     )
 
 
-def _fmt(value: Any, *, sign: bool = False) -> str:
+def _fmt(value: object, *, sign: bool = False) -> str:
     number = _finite(value)
     if number is None:
         return "\u2013"

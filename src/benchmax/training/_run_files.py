@@ -23,12 +23,13 @@ import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from benchmax._file_replace import replace_file
 from benchmax.runner._line_encoding import encoded_line
 from benchmax.runner._records import completed_group
 from benchmax.runner._results_store import ResultsStore
+from benchmax.training._step_metrics import MetricsLine
 from benchmax.trajectory import Trajectory
 
 __all__ = ["MetricsWriter", "RolloutsWriter", "RunDirectory", "read_metrics"]
@@ -145,7 +146,7 @@ class RolloutsWriter:
     def __init__(
         self,
         path: Path,
-        definition: Mapping[str, Any],
+        definition: Mapping[str, object],
         *,
         group_size: int,
         prompts_per_step: int,
@@ -200,14 +201,14 @@ class MetricsWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "ab", buffering=0)  # closed by close()
 
-    def append(self, metrics: Mapping[str, Any]) -> None:
+    def append(self, metrics: Mapping[str, object]) -> None:
         self._file.write(encoded_line(metrics))
 
     def close(self) -> None:
         self._file.close()
 
 
-def read_metrics(path: Path) -> Iterator[dict[str, Any]]:
+def read_metrics(path: Path) -> Iterator[MetricsLine]:
     """The step lines of a ``metrics.jsonl`` (a torn or foreign line is skipped), in order."""
     if not path.is_file():
         return
@@ -217,4 +218,4 @@ def read_metrics(path: Path) -> Iterator[dict[str, Any]]:
         except ValueError:
             continue
         if isinstance(record, dict) and isinstance(record.get("step"), int):
-            yield record
+            yield cast(MetricsLine, record)  # a line MetricsWriter wrote

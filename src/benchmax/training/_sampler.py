@@ -39,7 +39,7 @@ from benchmax.training._decoding import AllowedTokens, BatchDecoder, DecoderStat
 
 __all__ = ["PolicySampler", "RequestFilter"]
 
-RequestFilter = Callable[[Mapping[str, str], Mapping[str, Any]], tuple[int, str] | None]
+RequestFilter = Callable[[Mapping[str, str], Mapping[str, object]], tuple[int, str] | None]
 """Called with a chat request's headers and body before it is sampled; an ``(HTTP status,
 message)`` refuses it with that error (fault injection in tests, admission rules)."""
 

@@ -11,12 +11,60 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Required, TypedDict
 
 from benchmax.training._advantages import group_advantages, scalar_reward
 from benchmax.trajectory import Trajectory
 
-__all__ = ["TRAINER_KEYS", "step_metrics", "tracker_metrics", "trainer_metrics"]
+__all__ = [
+    "TRAINER_KEYS",
+    "MetricsLine",
+    "StepSeconds",
+    "Stats",
+    "step_metrics",
+    "tracker_metrics",
+    "trainer_metrics",
+]
+
+
+class Stats(TypedDict):
+    """Mean, population standard deviation, min and max (all ``None`` for no values)."""
+
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+
+
+class StepSeconds(TypedDict, total=False):
+    """How long the step took (``step``), its generation part, and its evaluation."""
+
+    step: float
+    generation: float | None
+    eval: float
+
+
+class MetricsLine(TypedDict, total=False):
+    """One ``metrics.jsonl`` line (see ``docs/training.md``). :func:`step_metrics` gives the
+    rollout part; the trainer adds ``seconds`` and ``trainer``. Every key but ``step`` may
+    be missing from a line read back (an older or foreign file)."""
+
+    step: Required[int]
+    weights_version: int
+    groups: int
+    rollouts: int
+    reward: float | None
+    reward_std: float | None
+    rewards: dict[str, float | None]
+    advantage: Stats
+    zero_variance_group_share: float | None
+    termination_reasons: dict[str, int]
+    non_trainable_share: float | None
+    token_prefix_breaks: int
+    completion_tokens: Stats
+    seconds: StepSeconds
+    trainer: dict[str, float | None]
+
 
 TRAINER_KEYS = {
     "loss": "loss",
@@ -36,7 +84,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _stats(values: Sequence[float]) -> dict[str, float | None]:
+def _stats(values: Sequence[float]) -> Stats:
     if not values:
         return {"mean": None, "std": None, "min": None, "max": None}
     mean = math.fsum(values) / len(values)
@@ -61,7 +109,7 @@ def step_metrics(
     reward_weights: Mapping[str, float] | None,
     *,
     weights_version: int,
-) -> dict[str, Any]:
+) -> MetricsLine:
     """The rollout part of step ``step``'s metrics line (see ``docs/training.md``).
 
     ``reward`` and ``rewards`` average over every rollout (failures count with their zero
@@ -100,7 +148,7 @@ def step_metrics(
     }
 
 
-def trainer_metrics(logs: Mapping[str, Any]) -> dict[str, float | None]:
+def trainer_metrics(logs: Mapping[str, object]) -> dict[str, float | None]:
     """TRL's numbers for the step from its log record (``None`` for what it did not log:
     ``kl`` only with ``beta > 0``)."""
     picked: dict[str, float | None] = {}
@@ -110,20 +158,25 @@ def trainer_metrics(logs: Mapping[str, Any]) -> dict[str, float | None]:
     return picked
 
 
-def tracker_metrics(line: Mapping[str, Any]) -> dict[str, float]:
+def tracker_metrics(line: MetricsLine) -> dict[str, float]:
     """A metrics line's rollout numbers as flat ``benchmax/...`` scalars for trackers."""
     flat: dict[str, float] = {}
     for name in ("reward", "zero_variance_group_share", "non_trainable_share"):
-        if isinstance(line.get(name), int | float):
-            flat[f"benchmax/{name}"] = float(line[name])
+        value = line.get(name)
+        if isinstance(value, int | float):
+            flat[f"benchmax/{name}"] = float(value)
     for key, value in (line.get("rewards") or {}).items():
         if isinstance(value, int | float):
             flat[f"benchmax/rewards/{key}"] = float(value)
     for reason, count in (line.get("termination_reasons") or {}).items():
         flat[f"benchmax/termination/{reason}"] = float(count)
-    for part in ("advantage", "completion_tokens"):
-        for stat, value in (line.get(part) or {}).items():
-            if isinstance(value, int | float):
-                flat[f"benchmax/{part}/{stat}"] = float(value)
+    parts = (
+        ("advantage", line.get("advantage")),
+        ("completion_tokens", line.get("completion_tokens")),
+    )
+    for part, stats in parts:
+        for stat, number in (stats or {}).items():
+            if isinstance(number, int | float):
+                flat[f"benchmax/{part}/{stat}"] = float(number)
     flat["benchmax/token_prefix_breaks"] = float(line.get("token_prefix_breaks") or 0)
     return flat

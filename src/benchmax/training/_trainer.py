@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
 from benchmax.envs import Environment
@@ -42,8 +42,16 @@ from benchmax.training._evaluation import (
     sampling_args,
 )
 from benchmax.training._run_files import MetricsWriter, RolloutsWriter, RunDirectory
-from benchmax.training._step_metrics import step_metrics, tracker_metrics, trainer_metrics
+from benchmax.training._step_metrics import (
+    MetricsLine,
+    step_metrics,
+    tracker_metrics,
+    trainer_metrics,
+)
 from benchmax.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from benchmax.integrations.trl import RolloutFunc
 
 __all__ = ["StopRequest", "TrainError", "TrainEvent", "TrainResult", "train"]
 
@@ -88,7 +96,7 @@ class TrainEvent:
     steps: int
     message: str = ""
     reward: float | None = None
-    metrics: Mapping[str, Any] | None = None
+    metrics: Mapping[str, object] | None = None
     path: Path | None = None
 
 
@@ -197,24 +205,25 @@ class _Run:
         self.current_step = start + 1
         self.version_of_step: dict[int, int] = {}
         self.groups: dict[int, list[Sequence[Trajectory]]] = {}
-        self.lines: dict[int, dict[str, Any]] = {}
+        self.lines: dict[int, MetricsLine] = {}
         self.began: dict[int, float] = {}
         self.generation_seconds: dict[int, float] = {}
         self.eval_seconds: dict[int, float] = {}
         self.checkpoint: Path | None = None
         self.calls_done = start
-        self.rollout: Any = None  # the RolloutFunc, set once the trainer exists
+        self.rollout: RolloutFunc | None = None  # set once the trainer exists
         self.on_weights: Callable[[], None] = lambda: None  # the sampler's weights_updated
 
     # -- rollouts ---------------------------------------------------------------------------
 
-    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
+    def __call__(self, prompts: Sequence[object], trainer: Any) -> dict[str, list[object]]:
         """TRL's ``rollout_func``: the RolloutFunc's call, tagged with the step it is for."""
         step = int(trainer.state.global_step) + 1
         self.current_step = step
         self.version_of_step[step] = self.version
         started = time.perf_counter()
-        output: dict[str, list[Any]] = self.rollout(prompts, trainer)
+        assert self.rollout is not None
+        output = self.rollout(prompts, trainer)
         self.calls_done = self.rollout.calls_done
         self.generation_seconds[step] = time.perf_counter() - started
         return output
@@ -258,7 +267,7 @@ class _Run:
         save = last or stopping or bool(every and step % every == 0)
         return save, stopping
 
-    def line(self, step: int) -> dict[str, Any]:
+    def line(self, step: int) -> MetricsLine:
         if step not in self.lines:
             self.lines[step] = step_metrics(
                 step,
@@ -271,7 +280,7 @@ class _Run:
     def tracker_logs(self, step: int) -> Mapping[str, float]:
         return tracker_metrics(self.line(step))
 
-    def logged(self, step: int, logs: Mapping[str, Any]) -> None:
+    def logged(self, step: int, logs: Mapping[str, object]) -> None:
         line = self.line(step)
         del self.lines[step]
         line["trainer"] = trainer_metrics(logs)
@@ -302,7 +311,7 @@ def train(
     env: Callable[..., Environment[Any, Any]],
     *,
     auth_providers: Mapping[str, ModelAuth] | None = None,
-    env_definition: Mapping[str, Any] | None = None,
+    env_definition: Mapping[str, object] | None = None,
     stop: StopRequest | None = None,
     on_event: Callable[[TrainEvent], None] | None = None,
 ) -> TrainResult:
@@ -434,7 +443,7 @@ def train(
         closing.append(run.rollouts.close)
         run.metrics = MetricsWriter(layout.metrics)
         closing.append(run.metrics.close)
-        run.rollout = RolloutFunc(
+        run.rollout = rollout = RolloutFunc(
             train_env,
             examples,
             base_url=base_url,
@@ -444,7 +453,7 @@ def train(
             on_group=run.group_done,
             calls_done=_calls_done(layout, start) if start else 0,
         )
-        closing.append(run.rollout.close)  # it closes train_env too
+        closing.append(rollout.close)  # it closes train_env too
         env_closed = True
         with bind_model_auth(providers):
             if not start:
@@ -475,7 +484,7 @@ def _close_env(env: Environment[Any, Any]) -> None:
     asyncio.run(env.aclose())
 
 
-def _training_definition(config: TrainConfig) -> dict[str, Any]:
+def _training_definition(config: TrainConfig) -> dict[str, object]:
     """What the rollouts header records about training (the settings a resume keeps)."""
     return {
         "model": config.model,

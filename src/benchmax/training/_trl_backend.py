@@ -38,7 +38,7 @@ class TrainingHooks(Protocol):
 
     def tracker_logs(self, step: int) -> Mapping[str, float]: ...
 
-    def logged(self, step: int, logs: Mapping[str, Any]) -> None: ...
+    def logged(self, step: int, logs: Mapping[str, object]) -> None: ...
 
     def saved(self, step: int, checkpoint: Path) -> None: ...
 
@@ -46,7 +46,7 @@ class TrainingHooks(Protocol):
 def grpo_config(config: TrainConfig, checkpoints: Path) -> GRPOConfig:
     """TRL's configuration for ``config`` (checkpoints are written under ``checkpoints``)."""
     on_gpu = torch.cuda.is_available()
-    server: dict[str, Any] = {}
+    server: dict[str, object] = {}
     if config.base_url is not None:
         root = config.base_url.rstrip("/")
         server = {
@@ -131,7 +131,7 @@ def make_trainer(
     *,
     model: Any,
     tokenizer: Any,
-    dataset_rows: list[dict[str, Any]],
+    dataset_rows: list[dict[str, object]],
     reward: Callable[..., Any],
     rollout_func: Callable[..., Any],
     hooks: TrainingHooks,

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import cast
 
 from benchmax._mock_url import MOCK_URL_MARKER
 from benchmax._url_credentials import repr_masking_urls
@@ -45,7 +45,7 @@ class ValidationConfig:
     """
 
     base_dir: Path = Path(".")
-    constructor_args: Mapping[str, Any] = field(default_factory=dict)
+    constructor_args: Mapping[str, object] = field(default_factory=dict)
     model: str = "mock-model"
     base_url: str | None = None
     model_auth: ModelAuth = field(default_factory=NoModelAuth, repr=False)

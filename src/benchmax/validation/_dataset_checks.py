@@ -17,7 +17,7 @@ __all__ = ["check_split"]
 
 async def _load(
     validation: Validation, env: Environment[Any, Any], split: DatasetSplit
-) -> list[Example[Any]]:
+) -> list[Example[object]]:
     dataset = await env.create_dataset(split, validation.config.base_dir)
     examples = list(dataset)
     for index, example in enumerate(examples):
@@ -95,7 +95,9 @@ async def _check_stable(
     )
 
 
-def _check_json(validation: Validation, split: DatasetSplit, examples: list[Example[Any]]) -> None:
+def _check_json(
+    validation: Validation, split: DatasetSplit, examples: list[Example[object]]
+) -> None:
     bad: list[str] = []
     for index, example in enumerate(examples):
         try:
@@ -114,7 +116,7 @@ def _check_json(validation: Validation, split: DatasetSplit, examples: list[Exam
 
 
 def _check_prompts(
-    validation: Validation, split: DatasetSplit, examples: list[Example[Any]]
+    validation: Validation, split: DatasetSplit, examples: list[Example[object]]
 ) -> None:
     bad: list[str] = []
     for index, example in enumerate(examples):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from benchmax._value_checks import is_non_empty_str
 
@@ -73,7 +73,7 @@ class ValidationReport:
                 return check
         raise KeyError(name)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "target": self.target,
             "ok": self.ok,

@@ -75,8 +75,8 @@ def _providers(validation: Validation) -> dict[str, ModelAuth]:
 
 
 def _request(
-    validation: Validation, rollout_id: str, example: Example[Any], split: DatasetSplit
-) -> RolloutRequest[Any]:
+    validation: Validation, rollout_id: str, example: Example[object], split: DatasetSplit
+) -> RolloutRequest[object]:
     config = validation.config
     if config.uses_mock:
         base_url = validation.mock.session_url(rollout_id)

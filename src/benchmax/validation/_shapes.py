@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 __all__ = ["prompt_message_problems", "tool_problems"]
 
@@ -39,7 +38,7 @@ def prompt_message_problems(payload: object) -> list[str]:
     return problems
 
 
-def _content_problems(where: str, role: str, message: Mapping[str, Any]) -> list[str]:
+def _content_problems(where: str, role: str, message: Mapping[str, object]) -> list[str]:
     content = message.get("content")
     tool_calls = message.get("tool_calls")
     problems: list[str] = []

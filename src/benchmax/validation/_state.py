@@ -73,7 +73,7 @@ def capturing_logs() -> Iterator[Records]:
 @dataclass
 class Split:
     name: DatasetSplit
-    examples: list[Example[Any]]
+    examples: list[Example[object]]
 
 
 @dataclass
@@ -100,7 +100,7 @@ class Validation:
         )
 
     @property
-    def constructor_args(self) -> dict[str, Any]:
+    def constructor_args(self) -> dict[str, object]:
         url = self.mock.base_url
         return {
             name: substitute_mock(value, url)

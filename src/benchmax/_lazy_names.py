@@ -1,0 +1,25 @@
+"""Package attributes imported on first use (PEP 562), so importing a package stays cheap.
+
+A package's module ``__getattr__`` hands the name to :func:`lazy_attribute` with the map of
+which module defines each lazy name; the value is then cached in the package's namespace.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, MutableMapping
+
+__all__ = ["lazy_attribute"]
+
+
+def lazy_attribute(
+    namespace: MutableMapping[str, object], modules: Mapping[str, str], name: str
+) -> object:
+    """``name`` from the module ``modules[name]`` names, stored in ``namespace`` (a
+    package's ``globals()``); ``AttributeError`` for a name the map does not hold."""
+    module = modules.get(name)
+    if module is None:
+        raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    namespace[name] = value
+    return value
