@@ -1,9 +1,11 @@
 """The fenced code blocks of the documentation, with the directives written before them.
 
 A block is run as written. The line right before its opening fence may say how:
-``<!-- docs: skip (reason) -->`` (not run, the reason shown as the skip reason) or
+``<!-- docs: skip (reason) -->`` (not run, the reason shown as the skip reason),
 ``<!-- docs: continue -->`` (a python block run after the page's previous python blocks, in
-their namespace, as a notebook cell is).
+their namespace, as a notebook cell is) or ``<!-- docs: continue (page.md) -->`` (run after
+the first python block of another page, named relative to this one: the example that page
+opens with, which this block builds on).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Block:
     code: str
     skip: str | None  # the reason, when the block is not run
     continues: bool
+    after_page: Path | None = None  # continue (page.md): after that page's first python block
 
     @property
     def where(self) -> str:
@@ -61,8 +64,11 @@ def read_blocks(path: Path) -> list[Block]:
         previous = next((lines[i] for i in range(index - 1, -1, -1) if lines[i].strip()), "")
         directive = _DIRECTIVE.match(previous)
         skip = None
+        after_page = None
         if directive and directive["word"] == "skip":
             skip = directive["reason"] or "marked skip"
+        elif directive and directive["reason"]:
+            after_page = (path.parent / directive["reason"].strip()).resolve()
         blocks.append(
             Block(
                 path=path,
@@ -71,6 +77,7 @@ def read_blocks(path: Path) -> list[Block]:
                 code=textwrap.dedent("\n".join(body)) + "\n" if body else "",
                 skip=skip,
                 continues=bool(directive and directive["word"] == "continue"),
+                after_page=after_page,
             )
         )
         index = end + 1
@@ -85,6 +92,14 @@ def python_chain(block: Block) -> list[Block]:
     """The python blocks that run before ``block`` in its namespace, then ``block``."""
     if not block.continues:
         return [block]
+    if block.after_page is not None:
+        opening = next(
+            (other for other in read_blocks(block.after_page) if other.language == "python"),
+            None,
+        )
+        if opening is None:
+            raise ValueError(f"{block.where}: no python block in {block.after_page}")
+        return [*python_chain(opening), block]
     earlier = [
         other
         for other in read_blocks(block.path)
