@@ -36,6 +36,7 @@ ORDER = [
     "serve_scale",
     "sources_openenv",
     "real_vllm",
+    "sampler",
     "learning",
 ]
 
