@@ -15,10 +15,8 @@ import html
 import re
 
 import click
-import markdown
 import pytest
 from click.testing import CliRunner
-from mkdocs.config import load_config
 from tests.docs._blocks import REPO
 
 from benchmax.cli import cli
@@ -32,6 +30,10 @@ _CODE_AFTER = r'<p><strong>{label}:</strong></p>\s*<div class="highlight"><pre>(
 @pytest.fixture(scope="module")
 def page() -> dict[str, str]:
     """The rendered reference page, cut into one piece of HTML per command section."""
+    # Imported here: the default suite collects this module without the docs group.
+    import markdown
+    from mkdocs.config import load_config
+
     config = load_config(str(REPO / "mkdocs.yml"))
     source = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     rendered = markdown.markdown(
