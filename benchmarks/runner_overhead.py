@@ -7,6 +7,10 @@ direct path is a bare worker pool around ``env.run_group``; the runner path adds
 ids, the JSONL results file written and flushed per group, and the summary.
 
     uv run python benchmarks/runner_overhead.py [--examples 500] [--group-size 8]
+        [--json benchmarks/results/runner_overhead.json]
+
+``--json PATH`` adds the figures to a results file (benchmarks/_results.py), from which
+benchmarks/render_performance.py renders docs/performance.md.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from _results import record, table
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseEnv, BaseRollout, Dataset, DatasetSplit, Example, RolloutRequest
@@ -112,7 +118,9 @@ async def measure(path: str, examples: int, group_size: int, concurrency: int) -
         await env.aclose()
 
 
-def main(examples: int, group_size: int, concurrency: int, repeats: int) -> None:
+def main(
+    examples: int, group_size: int, concurrency: int, repeats: int, json_path: Path | None
+) -> None:
     best = {"direct": 0.0, "runner": 0.0}
     for attempt in range(repeats):
         order = ("direct", "runner") if attempt % 2 == 0 else ("runner", "direct")
@@ -124,6 +132,34 @@ def main(examples: int, group_size: int, concurrency: int, repeats: int) -> None
     print(f"run_group directly:  {best['direct']:8.1f} rollouts/s")
     print(f"run_environment:     {best['runner']:8.1f} rollouts/s")
     print(f"runner throughput:   {best['runner'] / best['direct']:8.1%} of direct")
+    if json_path is not None:
+        record(
+            json_path,
+            title="Runner overhead",
+            about=ABOUT,
+            tables=[
+                table(
+                    ["path", "rollouts/s"],
+                    [
+                        ["`run_group` directly", round(best["direct"], 1)],
+                        ["`run_environment`", round(best["runner"], 1)],
+                    ],
+                    caption=f"{examples} examples x {group_size} rollouts, "
+                    f"{concurrency} groups in flight, best of {repeats}:",
+                )
+            ],
+            notes=f"`run_environment` ran at {best['runner'] / best['direct']:.0%} "
+            "of the direct path's rate.",
+        )
+
+
+ABOUT = (
+    "A single-turn `BaseEnv` against an in-process `MockModelServer` (echo policy), two ways: "
+    "a bare worker pool calling `env.run_group` directly, and `benchmax.runner.run_environment` "
+    "(rollout observer with transcripts and timings, log capture, rollout ids, JSONL results "
+    "written and flushed per group, summary). Each measurement runs on a fresh event loop (its "
+    "own server and connection pool); the order alternates; best of the repeats."
+)
 
 
 if __name__ == "__main__":
@@ -132,5 +168,8 @@ if __name__ == "__main__":
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2, help="best of N runs of each path")
+    parser.add_argument(
+        "--json", type=Path, metavar="PATH", help="add the figures to this results file"
+    )
     options = parser.parse_args()
-    main(options.examples, options.group_size, options.concurrency, options.repeats)
+    main(options.examples, options.group_size, options.concurrency, options.repeats, options.json)

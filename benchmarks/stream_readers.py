@@ -10,6 +10,8 @@ process that only imports the CLI (the floor).
 
 ``--baseline-src DIR`` also runs every command with ``DIR`` (a ``src`` directory, e.g.
 ``git archive`` of the commit before streaming) first on ``PYTHONPATH``: before/after.
+``--json PATH`` adds the figures to a results file (benchmarks/_results.py), from which
+benchmarks/render_performance.py renders docs/performance.md.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _results import record, table
 
 GROUP_SIZE = 4
 BIG_RECORD_CHARACTERS = 200_000
@@ -115,6 +119,9 @@ def main() -> None:
         default="show5,reason,trajectories,compare",
         help="comma-separated: show5, reason, trajectories, compare, view",
     )
+    parser.add_argument(
+        "--json", type=Path, metavar="PATH", help="add the figures to this results file"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         results = Path(folder) / "results.jsonl"
@@ -134,12 +141,41 @@ def main() -> None:
             f"{'command':<14}"
             + "".join(f"{label + ' MB':>12}{label + ' s':>10}" for label, _ in sources)
         )
+        rows: list[list[object]] = []
         for name in wanted:
             cells = []
+            row: list[object] = [f"`{name}`"]
             for _label, src in sources:
-                rss, seconds, _status = measure(commands[name], src)
+                rss, seconds, status = measure(commands[name], src)
                 cells.append(f"{rss:>12.0f}{seconds:>10.2f}")
+                row += [round(rss), round(seconds, 2)] if status == 0 else ["failed", "failed"]
             print(f"{name:<14}" + "".join(cells), flush=True)
+            rows.append(row)
+    if args.json is not None:
+        columns = ["command"]
+        for label, _src in sources:
+            columns += [f"{label}: peak RSS (MB)", f"{label}: wall (s)"]
+        record(
+            args.json,
+            title="Streaming results readers",
+            about=ABOUT,
+            tables=[
+                table(
+                    columns,
+                    rows,
+                    caption=f"A results file of {args.rollouts:,} rollouts ({size / 2**20:.0f} "
+                    f"MB, largest record {largest / 2**20:.2f} MB); `floor` only imports the CLI:",
+                )
+            ],
+        )
+
+
+ABOUT = (
+    "Peak memory (`ru_maxrss` of the child) and wall time of each results reader, in its own "
+    "process, on a generated results file (groups of 4, about 1.3 KB a rollout, one 200 KB "
+    "rollout as the largest record), beside a process that only imports the CLI "
+    "(docs/results-streaming.md)."
+)
 
 
 if __name__ == "__main__":

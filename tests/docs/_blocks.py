@@ -1,9 +1,14 @@
 """The fenced code blocks of the documentation, with the directives written before them.
 
 A block is run as written. The line right before its opening fence may say how:
-``<!-- docs: skip (reason) -->`` (not run, the reason shown as the skip reason) or
+``<!-- docs: skip (reason) -->`` (not run, the reason shown as the skip reason),
 ``<!-- docs: continue -->`` (a python block run after the page's previous python blocks, in
-their namespace, as a notebook cell is).
+their namespace, as a notebook cell is) or ``<!-- docs: continue (page.md) -->`` (run after
+the first python block of another page, named relative to this one: the example that page
+opens with, which this block builds on). ``<!-- docs: env (NAME=value) -->`` runs the block
+with that environment variable set: a setting the block's command honors that makes a long
+command short without retyping it (``PYTEST_ADDOPTS=FILE -k NAME`` runs one test of a block's
+``uv run pytest``).
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 _FENCE = re.compile(r"^[ \t]*```(?P<language>[\w+-]*)[^\n]*$")
-_DIRECTIVE = re.compile(
-    r"^\s*<!--\s*docs:\s*(?P<word>skip|continue)\s*(?:\((?P<reason>.*)\))?\s*-->\s*$"
+DIRECTIVE = re.compile(
+    r"^\s*<!--\s*docs:\s*(?P<word>skip|continue|env)\s*(?:\((?P<reason>.*)\))?\s*-->\s*$"
 )
 
 
@@ -30,6 +35,8 @@ class Block:
     code: str
     skip: str | None  # the reason, when the block is not run
     continues: bool
+    after_page: Path | None = None  # continue (page.md): after that page's first python block
+    environment: tuple[tuple[str, str], ...] = ()  # env (NAME=value): set while it runs
 
     @property
     def where(self) -> str:
@@ -59,10 +66,19 @@ def read_blocks(path: Path) -> list[Block]:
         if end == len(lines):
             raise ValueError(f"{path}:{index + 1}: the code block is never closed")
         previous = next((lines[i] for i in range(index - 1, -1, -1) if lines[i].strip()), "")
-        directive = _DIRECTIVE.match(previous)
+        directive = DIRECTIVE.match(previous)
         skip = None
+        after_page = None
+        environment: tuple[tuple[str, str], ...] = ()
         if directive and directive["word"] == "skip":
             skip = directive["reason"] or "marked skip"
+        elif directive and directive["word"] == "env":
+            name, equals, value = (directive["reason"] or "").partition("=")
+            if not equals or not name.strip().isidentifier():
+                raise ValueError(f"{path}:{index}: 'docs: env' needs (NAME=value)")
+            environment = ((name.strip(), value.strip()),)
+        elif directive and directive["reason"]:
+            after_page = (path.parent / directive["reason"].strip()).resolve()
         blocks.append(
             Block(
                 path=path,
@@ -71,6 +87,8 @@ def read_blocks(path: Path) -> list[Block]:
                 code=textwrap.dedent("\n".join(body)) + "\n" if body else "",
                 skip=skip,
                 continues=bool(directive and directive["word"] == "continue"),
+                after_page=after_page,
+                environment=environment,
             )
         )
         index = end + 1
@@ -85,6 +103,14 @@ def python_chain(block: Block) -> list[Block]:
     """The python blocks that run before ``block`` in its namespace, then ``block``."""
     if not block.continues:
         return [block]
+    if block.after_page is not None:
+        opening = next(
+            (other for other in read_blocks(block.after_page) if other.language == "python"),
+            None,
+        )
+        if opening is None:
+            raise ValueError(f"{block.where}: no python block in {block.after_page}")
+        return [*python_chain(opening), block]
     earlier = [
         other
         for other in read_blocks(block.path)
