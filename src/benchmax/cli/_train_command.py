@@ -24,10 +24,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from benchmax.cli._compare_command import render_comparison
 from benchmax.cli._credentials import auth_variables, bearer_from_variable
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import json_option
-from benchmax.cli._results_commands import render_comparison
 from benchmax.cli._run_command import _bundle_definition
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError, load_target, parse_env_args, uses_mock
