@@ -24,10 +24,11 @@ from benchmax.cli._compare_command import compare_command
 from benchmax.cli._exit_codes import exit_code_of
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._init_command import init_command
+from benchmax.cli._mock_policy import load_mock_policy
 from benchmax.cli._options import mock_policy_option
 from benchmax.cli._rescore_command import rescore_command
 from benchmax.cli._results_commands import view_command
-from benchmax.cli._run_command import load_mock_policy, run_command
+from benchmax.cli._run_command import run_command
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._serve_command import serve_command
 from benchmax.cli._serve_model_command import serve_model_command

@@ -23,8 +23,8 @@ from benchmax.cli._options import (
     mock_policy_option,
     output_option,
 )
+from benchmax.cli._output_paths import free_path
 from benchmax.cli._results_reading import reading
-from benchmax.cli._run_command import free_path
 from benchmax.cli._scoring_env import scoring_env, target_definition
 from benchmax.cli._tables import add_columns, print_whole
 from benchmax.cli._targets import (

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.cli._credentials import MOCK_KEY, injected_auth_names
-from benchmax.cli._run_command import load_mock_policy
+from benchmax.cli._mock_policy import load_mock_policy
 from benchmax.cli._targets import (
     USER_CODE_ERRORS,
     EnvTarget,
