@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from typing import Any
 
 from benchmax._modelhttp import ModelsUnreachable, get_models
 from benchmax.auth import ModelAuth, ModelRequestContext
@@ -64,7 +63,7 @@ def check_endpoint(
     return None
 
 
-def _served_models(data: Any) -> list[str] | None:
+def _served_models(data: object) -> list[str] | None:
     """The ``id`` of every model in an OpenAI ``/models`` answer; ``None`` for another shape."""
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         return None

@@ -3,16 +3,19 @@ answers, and the policy a ``--mock-policy`` spec names."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from benchmax.cli._targets import TargetError, import_object
+
+if TYPE_CHECKING:  # benchmax.testing is imported on first use
+    from benchmax.testing import Policy
 
 __all__ = ["MOCK_MODEL", "load_mock_policy"]
 
 MOCK_MODEL = "mock-model"
 
 
-def load_mock_policy(spec: str) -> Any:
+def load_mock_policy(spec: str) -> Policy:
     """``echo``, ``tool_exerciser``, ``package.module:function`` or ``file.py:function``."""
     from benchmax.testing import load_policy
 
@@ -20,7 +23,7 @@ def load_mock_policy(spec: str) -> Any:
         policy, _module = import_object(spec, "mock policy")
         if not callable(policy):
             raise TargetError(f"mock policy {spec!r} is not callable")
-        return policy
+        return cast("Policy", policy)  # a user's function: the server checks its replies
     try:
         return load_policy(spec)
     except (ValueError, TypeError) as error:

@@ -7,7 +7,6 @@ import json
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console, Group
@@ -59,7 +58,7 @@ def _shown(text: str, limit: int | None) -> str:
     return f"{visible(text[:limit])}\n… [{more:,} more characters; --full shows everything]"
 
 
-def _plain(value: Any, limit: int | None) -> Text:
+def _plain(value: object, limit: int | None) -> Text:
     text = value if isinstance(value, str) else json.dumps(value, indent=2)
     return Text(_shown(text, limit))
 
@@ -73,7 +72,7 @@ _ROLE_STYLES = {
 }
 
 
-def _message(message: Any, limit: int | None) -> Group:
+def _message(message: object, limit: int | None) -> Group:
     if not isinstance(message, Mapping):
         return Group(_plain(message, limit))
     role = str(message.get("role", "?"))
@@ -82,7 +81,7 @@ def _message(message: Any, limit: int | None) -> Group:
         label.append(" (simulated)", style="dim")
     if message.get("tool_call_id"):
         label.append(f" {visible(str(message['tool_call_id']))}", style="dim")
-    parts: list[Any] = [label]
+    parts: list[Text | Group] = [label]
     for field in ("reasoning_content", "reasoning"):
         if isinstance(message.get(field), str) and message[field]:
             parts.append(Text(f"[reasoning] {_shown(message[field], limit)}", style="dim italic"))
@@ -112,7 +111,7 @@ def _message(message: Any, limit: int | None) -> Group:
     return Group(*parts)
 
 
-def _arguments(arguments: Any, limit: int | None) -> str:
+def _arguments(arguments: object, limit: int | None) -> str:
     """Tool-call arguments: compact JSON on one line when short, else indented."""
     try:
         value = json.loads(arguments) if isinstance(arguments, str) else arguments
@@ -124,7 +123,7 @@ def _arguments(arguments: Any, limit: int | None) -> str:
     return "\n" + _shown(json.dumps(value, ensure_ascii=False, indent=2), limit)
 
 
-def _annotation(key: str, value: Any, limit: int | None) -> list[Text]:
+def _annotation(key: str, value: object, limit: int | None) -> list[Text]:
     """One annotation: a judge's explanations (``{reward_key: {"title", "score", "reward",
     "reasoning", "remarks"}}``, from ``score_rubrics(explain=...)``) one line per rubric,
     anything else as JSON."""
@@ -165,7 +164,7 @@ def _rollout_panel(record: Trajectory, limit: int | None) -> Panel:
     )
     # The rewards open the body, not the title: a title is cut to one line, a body line
     # wraps between rewards, so every number stays whole on a narrow terminal.
-    body: list[Any] = [Text(f"rewards: {visible(rewards) or '(none)'}", style="bold")]
+    body: list[Text | Group] = [Text(f"rewards: {visible(rewards) or '(none)'}", style="bold")]
     timings = record.timings
     facts = " · ".join(f"{k.removesuffix('_seconds')} {v:.3f} s" for k, v in timings.items())
     usage = record.usage
