@@ -92,7 +92,7 @@ async def run_in_context(
                     timeout=settings.limits.model_timeout,
                     retries=settings.limits.model_retries,
                 )
-                reason = await _chat_loop(env, request, settings, tools, transcript, session, meter)
+                reason = await _turn_loop(env, request, settings, tools, transcript, session, meter)
         except TimeoutError as error:
             if not deadline.expired():
                 raise
@@ -112,7 +112,7 @@ async def run_in_context(
             await session.aclose()
 
 
-async def _chat_loop(
+async def _turn_loop(
     env: BaseEnv,
     request: RolloutRequest[JsonRow],
     settings: Settings,
