@@ -96,7 +96,7 @@ async def run_tool_calls(
         arguments = call.arguments
         spent_before = 0.0 if meter is None else meter.tool
         if name not in advertised:
-            content: Any = f"Unknown tool: {name}"
+            content: str | list[Any] = f"Unknown tool: {name}"
         elif isinstance(arguments, str):
             content = arguments
         elif (reserved := reserved_argument_message(arguments)) is not None:
@@ -128,7 +128,7 @@ async def run_tool_calls(
 
 async def _call_tool(
     env: BaseEnv, rollout_id: str, name: str, arguments: dict[str, Any], timeout: HookDeadline
-) -> Any:
+) -> object:
     if timeout.seconds is None:
         return await env.run_tool(rollout_id, name, **arguments)
     deadline = asyncio.timeout(timeout.seconds)
