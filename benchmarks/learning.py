@@ -29,7 +29,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from benchmax.cli._results_commands import render_comparison
+from benchmax.cli._compare_command import render_comparison
 from benchmax.runner import bootstrap_interval, read_results
 from benchmax.training import TrainConfig, read_metrics, train
 from benchmax.training._page import write_training_page

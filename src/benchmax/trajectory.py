@@ -12,7 +12,8 @@ this one record around.
 
 This module sits low (it imports only benchmax's leaf modules), so environments can use
 :func:`annotate`. Records are frozen and validated: a constructor raises ``TypeError`` or
-``ValueError`` naming the field that is wrong.
+``ValueError`` naming the field that is wrong (the checks live in ``_trajectory_checks``,
+the results-line reading and writing in ``_trajectory_json``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
 from benchmax import _context
-from benchmax._value_checks import TOKEN_ID_BOUND, is_int_at_least, is_non_empty_str, is_numeric
-from benchmax._vocabulary import TOKEN_USAGE_KEYS, TRAINABLE_REASONS, TokenUsage
+from benchmax._trajectory_checks import check_model_call, check_tool_call, check_trajectory
+from benchmax._trajectory_json import read_trajectory, rollout_record
+from benchmax._value_checks import is_non_empty_str
+from benchmax._vocabulary import TRAINABLE_REASONS, TokenUsage
 
 __all__ = [
     "LOGPROB_DECIMALS",
@@ -131,82 +134,6 @@ class RolloutRecord(TypedDict):
     weights_version: NotRequired[int]
 
 
-def _seconds(value: object, name: str) -> float:
-    if not is_numeric(value) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-    return float(value)
-
-
-def _optional_index(value: object, name: str) -> int | None:
-    if value is not None and not is_int_at_least(value, 0):
-        raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
-    return value
-
-
-def _token_ids(value: object, name: str) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    if not isinstance(value, tuple | list):
-        raise TypeError(f"{name} must be a sequence of token ids or None")
-    ids = tuple(value)
-    # One pass in C for the common case (bool is its own type, so it is refused too).
-    if ids and (set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) >= TOKEN_ID_BOUND):
-        index, bad = next(
-            (i, t) for i, t in enumerate(ids) if type(t) is not int or not 0 <= t < TOKEN_ID_BOUND
-        )
-        raise ValueError(
-            f"{name} must hold integers in [0, 2**63), got {_shown(bad)} at index {index}"
-        )
-    return ids
-
-
-def _logprobs(value: object, name: str) -> tuple[float, ...] | None:
-    if value is None:
-        return None
-    if not isinstance(value, tuple | list):
-        raise TypeError(f"{name} must be a sequence of floats or None")
-    logprobs = tuple(value)
-    if logprobs and set(map(type, logprobs)) != {float}:
-        for index, logprob in enumerate(logprobs):
-            if not is_numeric(logprob):
-                raise ValueError(
-                    f"{name} must hold numbers, got {_shown(logprob)} at index {index}"
-                )
-        logprobs = tuple(map(_as_float, logprobs))
-    # C-speed checks for the common case; a log-probability is finite and never positive.
-    if logprobs and (not all(map(math.isfinite, logprobs)) or max(logprobs) > 0.0):
-        index, bad = next((i, x) for i, x in enumerate(logprobs) if not math.isfinite(x) or x > 0.0)
-        raise ValueError(
-            f"{name} must hold finite log-probabilities <= 0, got {bad!r} at index {index}"
-        )
-    return logprobs
-
-
-def _as_float(number: float) -> float:
-    try:
-        return float(number)
-    except OverflowError:  # an integer too large for a float: not a log-probability
-        return math.inf if number > 0 else -math.inf
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _usage(value: object, name: str) -> TokenUsage | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a mapping of token counts or None")
-    for key, count in value.items():
-        if key not in TOKEN_USAGE_KEYS:
-            raise ValueError(f"{name} has unknown key {key!r} (known: {TOKEN_USAGE_KEYS})")
-        if not is_int_at_least(count, 0):
-            raise ValueError(f"{name}[{key!r}] must be a non-negative integer, got {count!r}")
-    return cast(TokenUsage, dict(value))
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCall:
     """One chat-completions call of a rollout.
@@ -243,23 +170,7 @@ class ModelCall:
     the first :meth:`continues` with that previous call; dropped by ``replace``."""
 
     def __post_init__(self) -> None:
-        if self.finish_reason is not None and not isinstance(self.finish_reason, str):
-            raise TypeError("finish_reason must be a string or None")
-        set_ = object.__setattr__
-        set_(self, "usage", _usage(self.usage, "usage"))
-        set_(self, "seconds", _seconds(self.seconds, "seconds"))
-        _optional_index(self.message_index, "message_index")
-        set_(self, "prompt_token_ids", _token_ids(self.prompt_token_ids, "prompt_token_ids"))
-        completion = _token_ids(self.completion_token_ids, "completion_token_ids")
-        set_(self, "completion_token_ids", completion)
-        logprobs = _logprobs(self.completion_logprobs, "completion_logprobs")
-        set_(self, "completion_logprobs", logprobs)
-        if logprobs is not None and (completion is None or len(logprobs) != len(completion)):
-            raise ValueError(
-                "completion_logprobs must be aligned with completion_token_ids "
-                f"({len(logprobs)} logprobs for "
-                f"{'no' if completion is None else len(completion)} completion tokens)"
-            )
+        check_model_call(self)
 
     @property
     def has_tokens(self) -> bool:
@@ -361,11 +272,7 @@ class ToolCallTiming:
     message_index: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str):
-            raise TypeError("tool call name must be a string")
-        object.__setattr__(self, "seconds", _seconds(self.seconds, "seconds"))
-        if not is_int_at_least(self.message_index, 0):
-            raise ValueError("message_index must be a non-negative integer")
+        check_tool_call(self)
 
     def to_json(self) -> ToolCallRecord:
         return {"name": self.name, "seconds": self.seconds, "message_index": self.message_index}
@@ -426,50 +333,7 @@ class Trajectory:
     weights_version: int | None = None
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        for name in ("rollout_id", "example_id", "termination_reason"):
-            if not isinstance(getattr(self, name), str):
-                raise TypeError(f"{name} must be a string")
-        if not self.termination_reason:
-            raise ValueError("termination_reason must be a non-empty string")
-        if not isinstance(self.rewards, Mapping):
-            raise TypeError("rewards must be a mapping of reward keys to numbers")
-        for key, value in self.rewards.items():
-            if not isinstance(key, str) or not is_numeric(value):
-                raise ValueError(f"reward {key!r} must be a number, got {value!r}")
-        if not is_int_at_least(self.attempt, 0):
-            raise ValueError("attempt must be a non-negative integer")
-        if self.run_id is not None and not isinstance(self.run_id, str):
-            raise TypeError("run_id must be a string or None")
-        if not isinstance(self.split, str):
-            raise TypeError("split must be a string")
-        _optional_index(self.example_index, "example_index")
-        if not is_int_at_least(self.group_index, 0):
-            raise ValueError("group_index must be a non-negative integer")
-        if self.messages is not None:
-            if not isinstance(self.messages, tuple | list):
-                raise TypeError("messages must be a sequence of message objects or None")
-            set_(self, "messages", tuple(self.messages))
-        set_(self, "model_calls", _items(self.model_calls, ModelCall, "model_calls"))
-        set_(self, "tool_calls", _items(self.tool_calls, ToolCallTiming, "tool_calls"))
-        if not isinstance(self.timings, Mapping) or not all(
-            isinstance(k, str) and is_numeric(v) for k, v in self.timings.items()
-        ):
-            raise ValueError("timings must map names to seconds")
-        set_(self, "usage", _usage(self.usage, "usage"))
-        if not isinstance(self.logs, tuple | list) or not all(
-            isinstance(entry, Mapping) for entry in self.logs
-        ):
-            raise TypeError("logs must be a sequence of log entries")
-        set_(self, "logs", tuple(self.logs))
-        if not isinstance(self.annotations, Mapping) or not all(
-            isinstance(key, str) for key in self.annotations
-        ):
-            raise TypeError("annotations must be a mapping with string keys")
-        for name in ("step", "weights_version"):
-            value = getattr(self, name)
-            if value is not None and not is_int_at_least(value, 0):
-                raise ValueError(f"{name} must be a non-negative integer or None")
+        check_trajectory(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping views (the empty defaults, a caller's MappingProxyType) do not
@@ -513,31 +377,7 @@ class Trajectory:
 
     def to_json(self) -> RolloutRecord:
         """This trajectory as one results-file line (a JSON object, before encoding)."""
-        record: RolloutRecord = {
-            "type": "rollout",
-            "run_id": self.run_id,
-            "split": self.split,
-            "example_id": self.example_id,
-            "example_index": self.example_index,
-            "group_index": self.group_index,
-            "rollout_id": self.rollout_id,
-            "attempt": self.attempt,
-            "termination_reason": self.termination_reason,
-            "rewards": dict(self.rewards),
-            "timings": cast(RolloutTimings, dict(self.timings)),
-            "usage": None if self.usage is None else cast(TokenUsage, dict(self.usage)),
-            "transcript": None if self.messages is None else [dict(m) for m in self.messages],
-            "logs": list(self.logs),
-            "model_calls": _calls_json(self.model_calls),
-            "tool_calls": [call.to_json() for call in self.tool_calls],
-        }
-        if self.annotations:
-            record["annotations"] = dict(self.annotations)
-        if self.step is not None:
-            record["step"] = self.step
-        if self.weights_version is not None:
-            record["weights_version"] = self.weights_version
-        return record
+        return rollout_record(self)
 
     @classmethod
     def from_json(cls, data: object) -> Trajectory:
@@ -550,32 +390,7 @@ class Trajectory:
         ``TypeError``/``ValueError`` naming the field when an identity or outcome field
         is missing or malformed.
         """
-        if not isinstance(data, Mapping):
-            raise TypeError("a rollout record must be a JSON object")
-        for name in ("rollout_id", "example_id", "termination_reason"):
-            if not isinstance(data.get(name), str):
-                raise TypeError(f"{name} is not a string")
-        transcript = data.get("transcript")
-        return cls(
-            rollout_id=data["rollout_id"],
-            example_id=data["example_id"],
-            termination_reason=data["termination_reason"],
-            rewards=_json_rewards(data.get("rewards")),
-            attempt=data.get("attempt", 1),
-            run_id=data.get("run_id"),
-            split=str(data.get("split", "train")),
-            example_index=data.get("example_index"),
-            group_index=data.get("group_index", 0),
-            messages=tuple(transcript) if isinstance(transcript, list) else None,
-            model_calls=_calls_from_json(data.get("model_calls")),
-            tool_calls=tuple(ToolCallTiming.from_json(c) for c in data.get("tool_calls") or ()),
-            timings=_json_timings(data.get("timings")),
-            usage=_json_usage(data.get("usage")),
-            logs=tuple(cast(LogEntry, e) for e in data.get("logs") or () if isinstance(e, Mapping)),
-            annotations=_json_object(data.get("annotations")),
-            step=_json_count(data.get("step")),
-            weights_version=_json_count(data.get("weights_version")),
-        )
+        return read_trajectory(cls, data)
 
 
 def _rounded_logprobs(values: tuple[float, ...]) -> list[float]:
@@ -586,72 +401,6 @@ def _rounded_logprobs(values: tuple[float, ...]) -> list[float]:
         return list(map(truediv, scaled, repeat(_LOGPROB_SCALE)))
     except (ValueError, OverflowError):  # NaN or infinity: kept as they are
         return [round(x, LOGPROB_DECIMALS) if math.isfinite(x) else x for x in values]
-
-
-def _calls_json(calls: tuple[ModelCall, ...]) -> list[ModelCallRecord]:
-    lines = []
-    previous: ModelCall | None = None
-    for call in calls:
-        lines.append(call.to_json(previous))
-        if call.has_tokens:
-            previous = call
-    return lines
-
-
-def _calls_from_json(data: object) -> tuple[ModelCall, ...]:
-    if not data:
-        return ()
-    if not isinstance(data, list):
-        raise TypeError("model_calls must be a list")
-    calls = []
-    previous: ModelCall | None = None
-    for index, line in enumerate(data):
-        try:
-            call = ModelCall.from_json(line, previous)
-        except (TypeError, ValueError) as error:
-            raise type(error)(f"model_calls[{index}]: {error}") from None
-        calls.append(call)
-        if call.has_tokens:
-            previous = call
-    return tuple(calls)
-
-
-def _items[T](values: object, kind: type[T], name: str) -> tuple[T, ...]:
-    if not isinstance(values, tuple | list):
-        raise TypeError(f"{name} must be a sequence of {kind.__name__}")
-    for value in values:
-        if not isinstance(value, kind):
-            raise TypeError(f"{name} must hold {kind.__name__} objects, got {value!r}")
-    return tuple(values)
-
-
-def _json_rewards(value: object) -> dict[str, float]:
-    if not isinstance(value, Mapping):
-        raise TypeError("rewards is not an object")
-    return dict(value)
-
-
-def _json_timings(value: object) -> dict[str, float]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {k: v for k, v in value.items() if isinstance(k, str) and is_numeric(v)}
-
-
-def _json_usage(value: object) -> TokenUsage | None:
-    if not isinstance(value, Mapping):
-        return None
-    kept = {k: v for k, v in value.items() if k in TOKEN_USAGE_KEYS and is_int_at_least(v, 0)}
-    return cast(TokenUsage, kept) if kept else None
-
-
-def _json_count(value: object) -> int | None:
-    return value if is_int_at_least(value, 0) else None
-
-
-def _json_object(value: object) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): v for k, v in value.items()}
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import pytest
 from click.testing import Result
 from tests.cli.conftest import SAMPLE_ENVS, sample_envs_importable
 
-from benchmax.cli._run_command import free_path
+from benchmax.cli._output_paths import free_path
 from benchmax.testing import Fault
 
 ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"

@@ -20,20 +20,19 @@ import click
 import benchmax
 from benchmax._secret_masking import mask_standard_streams, masked_output
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
+from benchmax.cli._compare_command import compare_command
 from benchmax.cli._exit_codes import ChecksFailed, exit_code_of
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._init_command import init_command
+from benchmax.cli._mock_policy import load_mock_policy
 from benchmax.cli._options import mock_policy_option
-from benchmax.cli._results_commands import (
-    compare_command,
-    rescore_command,
-    show_command,
-    view_command,
-)
-from benchmax.cli._run_command import load_mock_policy, run_command
+from benchmax.cli._rescore_command import rescore_command
+from benchmax.cli._results_commands import view_command
+from benchmax.cli._run_command import run_command
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._serve_command import serve_command
 from benchmax.cli._serve_model_command import serve_model_command
+from benchmax.cli._show_command import show_command
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError
 from benchmax.cli._traces_command import traces_command

@@ -19,6 +19,7 @@ from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.cli._credentials import MOCK_KEY, bearer_from_variable
 from benchmax.cli._exit_codes import ChecksFailed
 from benchmax.cli._json_output import echo_json
+from benchmax.cli._mock_policy import MOCK_MODEL, load_mock_policy
 from benchmax.cli._options import (
     api_key_env_option,
     base_url_option,
@@ -28,7 +29,6 @@ from benchmax.cli._options import (
     model_option,
     output_option,
 )
-from benchmax.cli._run_command import MOCK_MODEL, load_mock_policy
 from benchmax.cli._targets import TargetError
 
 __all__ = ["generate_qa_command"]

@@ -18,7 +18,7 @@ from benchmax.cli._credentials import (
     injected_auth_names,
 )
 from benchmax.cli._options import auth_option, data_option, env_arg_option, mock_policy_option
-from benchmax.cli._results_commands import embedded_mock_url
+from benchmax.cli._scoring_env import embedded_mock_url
 from benchmax.cli._targets import (
     USER_CODE_ERRORS,
     EnvTarget,

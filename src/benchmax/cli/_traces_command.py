@@ -37,7 +37,7 @@ from benchmax.cli._options import (
     output_option,
     renamed_option,
 )
-from benchmax.cli._results_commands import scoring_env, target_definition
+from benchmax.cli._scoring_env import scoring_env, target_definition
 from benchmax.cli._targets import (
     MOCK_URL_MARKER,
     EnvTarget,

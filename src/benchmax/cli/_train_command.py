@@ -24,11 +24,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from benchmax.cli._compare_command import render_comparison
 from benchmax.cli._credentials import auth_variables, bearer_from_variable
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import json_option
-from benchmax.cli._results_commands import render_comparison
-from benchmax.cli._run_command import _bundle_definition
+from benchmax.cli._run_plan import bundle_definition
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError, load_target, parse_env_args, uses_mock
 from benchmax.training._config import (
@@ -236,7 +236,7 @@ def train_command(
     except TargetError as error:
         raise click.ClickException(str(error)) from None
     env_factory = functools.partial(env_target.env_class, **env_target.constructor_args)
-    definition = _bundle_definition(env_target, dict(config.env_args))
+    definition = bundle_definition(env_target, dict(config.env_args))
     _run(config, env_factory, providers, definition, as_json=as_json)
 
 

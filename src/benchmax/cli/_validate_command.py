@@ -22,6 +22,7 @@ from benchmax.cli._credentials import (
 )
 from benchmax.cli._exit_codes import ChecksFailed
 from benchmax.cli._json_output import echo_json
+from benchmax.cli._mock_policy import load_mock_policy
 from benchmax.cli._options import (
     api_key_env_option,
     auth_option,
@@ -34,7 +35,6 @@ from benchmax.cli._options import (
     mock_policy_option,
     model_option,
 )
-from benchmax.cli._run_command import load_mock_policy
 from benchmax.cli._targets import (
     EnvTarget,
     TargetError,

@@ -24,6 +24,7 @@ from benchmax._group_pipeline import Group, GroupPipeline, run_pool
 from benchmax.auth import ModelAuth
 from benchmax.envs import BaseEnv, BaseRollout
 from benchmax.envs._observer import report_rollout
+from benchmax.envs.base._scoring import score_rollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
@@ -114,7 +115,8 @@ class _Replay(Environment[Any, BaseRollout]):
         example_args = {k: v for k, v in payload.items() if k != "prompt_messages"}
         started = time.perf_counter()
         with recording_annotations() as annotations:
-            rollout = await self.inner._score(
+            rollout = await score_rollout(
+                self.inner,
                 request,
                 self.inner.reward_timeout,
                 FINISHED if reason in RESCORED_REASONS else reason,

@@ -1,100 +1,60 @@
-"""``BaseEnv``: a reusable OpenAI-compatible chat loop with optional function tools."""
+"""``BaseEnv``: a reusable OpenAI-compatible chat loop with optional function tools.
+
+The loop's machinery lives in private modules beside this one (they log on this
+module's logger): ``_rollout_start`` (settings and transcript), ``_rollout_context``
+(entering and leaving ``rollout_context``), ``_chat_loop`` (the turn loop),
+``_tool_turns`` (listing, opening and running tools), ``_scoring`` (``compute_reward``)
+and ``_meter`` (what an observing runner is told).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
-import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import (
-    AbstractAsyncContextManager,
-    AbstractContextManager,
-    asynccontextmanager,
-    contextmanager,
-    nullcontext,
-)
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
-from benchmax._cancellation import stray_cancellation_as_error
-from benchmax._modelhttp import (
-    TOKEN_REQUEST_FIELDS,
-    CallTokens,
-    Reply,
-    ReplyFailure,
-    TokenDeficiency,
-    ToolCall,
-    add_usage,
-    finish_reason_table,
-    read_call_tokens,
-    read_reply,
-)
+from benchmax._modelhttp import finish_reason_table
 from benchmax._vocabulary import TokenUsage
-from benchmax.auth import ModelRequestContext
-from benchmax.envs._hook_deadlines import HookDeadline, deadline_for
-from benchmax.envs._hook_errors import NotAsyncHook, exits_as_errors, hook_errors, must_await
+from benchmax.envs._hook_deadlines import deadline_for
+from benchmax.envs._hook_errors import hook_errors
 from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
+from benchmax.envs.base._chat_loop import run_in_context
 from benchmax.envs.base._limits import LIMIT_NAMES, Limits
-from benchmax.envs.base._sent_messages import messages_as_sent
-from benchmax.envs.base._tool_calls import (
-    ArgumentChecks,
-    ToolTimedOut,
-    advertised_tool_names,
-    call_problem,
-    reserved_argument_message,
-    tool_content,
-)
+from benchmax.envs.base._meter import Meter
+from benchmax.envs.base._rollout_context import entered, leaving
+from benchmax.envs.base._rollout_start import Settings, prepare_example
+from benchmax.envs.base._scoring import score_rollout
+from benchmax.envs.base._tool_turns import declared_tools, declares_tools
 from benchmax.envs.base.dataset import JsonRow
 from benchmax.envs.base.openai_types import Messages, Tool
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
-    FINISHED,
-    MAX_TURNS_EXCEEDED,
-    MODEL_ERROR,
-    REWARD_ERROR,
-    REWARD_TIMEOUT,
-    ROLLOUT_TIMEOUT,
     SETUP_ERROR,
-    SIMULATED_USER_ERROR,
-    TOOL_BUDGET_EXCEEDED,
-    TOOL_ERROR,
-    TOOL_TIMEOUT,
     DatasetSplit,
     Example,
     RewardMap,
     RolloutAttempt,
-    RolloutFailure,
     RolloutRequest,
 )
-from benchmax.tools import ToolError
-from benchmax.trajectory import (
-    SIMULATED_USER_KEY,
-    ModelCall,
-    ToolCallTiming,
-    Trajectory,
-    recording_annotations,
-)
+from benchmax.trajectory import Trajectory, recording_annotations
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
-    from benchmax._modelhttp import ChatSession, PoolLease
+    from benchmax._modelhttp import PoolLease
 
 __all__ = ["BaseEnv", "BaseRollout"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)  # also the private modules beside this one log on it
 
 _POOL_LEASE_ATTRIBUTE = "_benchmax_model_pool_lease"
 _OTHER_SETTINGS = ("send_reasoning", "sampling_args", "record_tokens")
 """The constructor's other overriding settings (``tools`` is checked apart)."""
-
-_Transcript = list[dict[str, Any]]
-"""A rollout's messages while it runs: decoded JSON objects. They become
-``BaseRollout.messages`` (typed as the SDK's message params) only when it settles."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,102 +64,6 @@ class BaseRollout(RolloutAttempt):
     messages: Messages
     example_args: Mapping[str, Any]
     split: DatasetSplit = "train"
-
-
-@dataclass(frozen=True, slots=True)
-class _Settings:
-    """The limits and settings in effect for one rollout, read once when it starts."""
-
-    limits: Limits
-    max_turns: int  # limits.max_turns, checked to be set
-    tools: HookDeadline  # limits.tool_timeout, else the runner's default
-    setup: HookDeadline  # rollout_context: the runner's default only
-    user_turn: HookDeadline
-    send_reasoning: bool
-    sampling_args: Mapping[str, Any]
-    finish_reasons: Mapping[str, str]
-    record_tokens: bool
-
-
-class _Meter:
-    """What a runner is told about a rollout: time spent waiting on the model, in tools
-    and in ``compute_reward``, the token usage the model's replies reported, one
-    ``ModelCall`` per model call and one ``ToolCallTiming`` per tool message."""
-
-    __slots__ = ("calls", "model", "reward", "tool", "tool_calls", "tools_pending", "usage")
-
-    def __init__(self) -> None:
-        self.model = 0.0
-        self.tool = 0.0
-        self.reward = 0.0
-        self.usage: dict[str, int] | None = None
-        self.calls: list[ModelCall] = []
-        self.tool_calls: list[ToolCallTiming] = []
-        self.tools_pending: list[tuple[str, float]] = []
-
-    def describe_call(
-        self,
-        reply: Reply | ReplyFailure,
-        message_index: int | None,
-        tokens: CallTokens | TokenDeficiency | None = None,
-    ) -> None:
-        """Fill in the last model call from its reply (``message_index``: where its
-        assistant message went in the transcript, ``None`` when it added none) and, when
-        recorded, its exact tokens."""
-        finish_reason = reply.finish_reason if isinstance(reply, Reply) else None
-        fields: dict[str, Any] = {
-            "finish_reason": finish_reason if isinstance(finish_reason, str) else None,
-            "usage": reply.usage,
-            "message_index": message_index,
-        }
-        if isinstance(tokens, CallTokens):
-            fields["prompt_token_ids"] = tokens.prompt_token_ids
-            fields["completion_token_ids"] = tokens.completion_token_ids
-            fields["completion_logprobs"] = tokens.completion_logprobs
-        call = self.calls[-1] = replace(self.calls[-1], **fields)
-        if call.has_tokens:
-            # Settle once, while the ids are fresh, whether this call continues the last
-            # one with tokens: the call keeps the answer, so writing the record and
-            # building training samples later take time linear in this turn only.
-            previous = next((c for c in reversed(self.calls[:-1]) if c.has_tokens), None)
-            if previous is not None:
-                call.continues(previous)
-
-    def tools_answered(self, first_index: int) -> None:
-        """The pending tool calls' messages went into the transcript from ``first_index``."""
-        self.tool_calls.extend(
-            ToolCallTiming(name=name, seconds=round(seconds, 6), message_index=first_index + offset)
-            for offset, (name, seconds) in enumerate(self.tools_pending)
-        )
-        self.tools_pending.clear()
-
-    @contextmanager
-    def timing(self, part: str) -> Iterator[None]:
-        """Add the time spent in the ``with`` block to ``part``."""
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            setattr(self, part, getattr(self, part) + time.perf_counter() - started)
-
-
-def _timed(meter: _Meter | None, part: str) -> AbstractContextManager[None]:
-    """Time ``part`` when a runner observes rollouts; nothing otherwise."""
-    return nullcontext() if meter is None else meter.timing(part)
-
-
-async def _call_model(session: ChatSession, body: dict[str, Any], meter: _Meter | None) -> Any:
-    """``session.complete(body)``; when observed, its time joins ``model_seconds`` and a
-    ``ModelCall`` is started for it (also when the call is cancelled)."""
-    if meter is None:
-        return await session.complete(body)
-    started = time.perf_counter()
-    try:
-        return await session.complete(body)
-    finally:
-        seconds = time.perf_counter() - started
-        meter.model += seconds
-        meter.calls.append(ModelCall(seconds=round(seconds, 6)))
 
 
 class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
@@ -311,7 +175,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
     async def list_tools(self) -> list[Tool]:
         """Tools advertised to the model (OpenAI function-tool dicts): those of ``tools``
         (outside a rollout, providers' sessions are opened and closed to list them)."""
-        if not _declares_tools(self.tools):
+        if not declares_tools(self.tools):
             return []
         from benchmax.envs.base._tool_table import listed_tools
 
@@ -327,7 +191,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         'x'``, for an ``x`` the model passed that the advertised schema does not declare,
         is answered the same way (the model's mistake); any other exception, a
         ``TypeError`` naming a declared argument included, is a bug (``tool_error``)."""
-        if not _declares_tools(self.tools):
+        if not declares_tools(self.tools):
             raise ValueError(f"Unknown tool: {tool_name}")
         from benchmax.envs.base._tool_table import run_declared_tool
 
@@ -398,7 +262,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         limits, sampling_args, finish_reasons = self._validate_limits()
         if limits.max_turns is None:
             raise ValueError(f"{type(self).__name__} must configure max_turns before rollout")
-        settings = _Settings(
+        settings = Settings(
             limits=limits,
             max_turns=limits.max_turns,
             tools=deadline_for("tools", limits.tool_timeout),
@@ -409,25 +273,26 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             finish_reasons=finish_reasons,
             record_tokens=self.record_tokens or request.record_tokens,
         )
-        transcript, example_args = _prepare_example(request.example.payload)
-        meter = _Meter() if observing() else None
+        transcript, example_args = prepare_example(request.example.payload)
+        meter = Meter() if observing() else None
         recording: AbstractContextManager[dict[str, Any]] = (
             nullcontext({}) if meter is None else recording_annotations()
         )
         with recording as annotations:
             with hook_errors(self, "rollout_context"):
                 context = self.rollout_context(request.rollout_id, request.example)
-            if await _entered(self, context, request.rollout_id, settings.setup):
+            if await entered(self, context, request.rollout_id, settings.setup):
                 async with (
-                    _leaving(self, context, request.rollout_id, settings.setup),
-                    _declared_tools(self, request, settings) as failed,
+                    leaving(self, context, request.rollout_id, settings.setup),
+                    declared_tools(self, request, settings) as failed,
                 ):
                     if failed is None:
-                        rollout = await self._run_in_context(
-                            request, settings, transcript, example_args, meter
+                        rollout = await run_in_context(
+                            self, request, settings, transcript, example_args, meter
                         )
                     else:  # a declared tool (toolset, provider session) did not open
-                        rollout = await self._score(
+                        rollout = await score_rollout(
+                            self,
                             request,
                             settings.limits.reward_timeout,
                             failed,
@@ -465,582 +330,3 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
                 )
             )
         return rollout
-
-    async def _run_in_context(
-        self,
-        request: RolloutRequest[JsonRow],
-        settings: _Settings,
-        transcript: _Transcript,
-        example_args: dict[str, Any],
-        meter: _Meter | None,
-    ) -> BaseRollout:
-        from benchmax._modelhttp import ChatSession
-
-        session: ChatSession | None = None
-        try:
-            deadline = asyncio.timeout(settings.limits.rollout_timeout)
-            try:
-                async with deadline:
-                    tools = await self._listed_tools(request.rollout_id)
-                    if isinstance(tools, str):  # the reason listing failed with
-                        return await self._score(
-                            request,
-                            settings.limits.reward_timeout,
-                            tools,
-                            transcript,
-                            example_args,
-                            meter,
-                        )
-                    session = ChatSession(
-                        self._model_pool().hold(),
-                        base_url=request.base_url,
-                        auth=request.model_auth,
-                        context=ModelRequestContext(
-                            base_url=request.base_url,
-                            model=request.model,
-                            rollout_id=request.rollout_id,
-                        ),
-                        timeout=settings.limits.model_timeout,
-                        retries=settings.limits.model_retries,
-                    )
-                    reason = await self._chat_loop(
-                        request, settings, tools, transcript, session, meter
-                    )
-            except TimeoutError as error:
-                if not deadline.expired():
-                    raise
-                logger.error(
-                    "base.rollout.timed_out rollout_id=%s termination_reason=rollout_timeout: "
-                    "rollout exceeded rollout_timeout of %gs",
-                    request.rollout_id,
-                    settings.limits.rollout_timeout,
-                    exc_info=error,
-                )
-                reason = ROLLOUT_TIMEOUT
-            return await self._score(
-                request, settings.limits.reward_timeout, reason, transcript, example_args, meter
-            )
-        finally:
-            if session is not None:
-                await session.aclose()
-
-    async def _listed_tools(self, rollout_id: str) -> list[Tool] | str:
-        """``list_tools()``, or ``tool_timeout`` (logged) when it outlived the runner's
-        default deadline for tools (the environment's own limits do not bound it)."""
-        listing = deadline_for("tools")
-        timer = asyncio.timeout(listing.seconds)
-        try:
-            async with timer:
-                with hook_errors(self, "list_tools"):
-                    return await self.list_tools()
-        except TimeoutError as error:
-            if not timer.expired():
-                raise
-            logger.error(
-                "base.rollout.tool_failed rollout_id=%s termination_reason=tool_timeout: %s",
-                rollout_id,
-                listing.expired_message("list_tools", error, type(self).list_tools),
-            )
-            return TOOL_TIMEOUT
-
-    async def _chat_loop(
-        self,
-        request: RolloutRequest[JsonRow],
-        settings: _Settings,
-        tools: list[Tool],
-        transcript: _Transcript,
-        session: ChatSession,
-        meter: _Meter | None,
-    ) -> str:
-        from benchmax._modelhttp import CallFailure
-
-        rollout_id = request.rollout_id
-        advertised = advertised_tool_names(tools)
-        checks = ArgumentChecks(tools)
-        tool_calls_used = 0
-        call_ids: set[str] = set()
-        # What the model is sent: the transcript without reasoning fields, unless
-        # send_reasoning (then the transcript itself).
-        sent = transcript if settings.send_reasoning else list(transcript)
-        for _ in range(settings.max_turns):
-            body: dict[str, Any] = {"model": request.model, "messages": messages_as_sent(sent)}
-            if tools:
-                body["tools"] = tools
-            if settings.record_tokens:
-                body.update(TOKEN_REQUEST_FIELDS)
-            body.update(settings.sampling_args)
-            body.update(request.sampling_args)
-            decoded = await _call_model(session, body, meter)
-            if isinstance(decoded, CallFailure):
-                logger.log(
-                    decoded.level,
-                    "base.rollout.model_failed rollout_id=%s termination_reason=%s",
-                    rollout_id,
-                    decoded.termination_reason,
-                    exc_info=decoded.error,
-                )
-                return decoded.termination_reason
-            reply = read_reply(decoded, taken_ids=call_ids, finish_reasons=settings.finish_reasons)
-            tokens = (
-                read_call_tokens(decoded)
-                if settings.record_tokens and not isinstance(reply, ReplyFailure)
-                else None
-            )
-            if meter is not None:
-                meter.usage = add_usage(meter.usage, reply.usage)
-                kept = isinstance(reply, Reply) and not isinstance(tokens, TokenDeficiency)
-                meter.describe_call(reply, len(transcript) if kept else None, tokens)
-            if isinstance(reply, ReplyFailure):
-                logger.error(
-                    "base.rollout.model_failed rollout_id=%s termination_reason=%s: %s",
-                    rollout_id,
-                    reply.termination_reason,
-                    reply.message,
-                )
-                return reply.termination_reason
-            if isinstance(tokens, TokenDeficiency):
-                logger.error(
-                    "base.rollout.model_failed rollout_id=%s termination_reason=%s:"
-                    " record_tokens is on but %s",
-                    rollout_id,
-                    MODEL_ERROR,
-                    tokens.message,
-                )
-                return MODEL_ERROR
-            transcript.append(reply.message)
-            if sent is not transcript:
-                sent.append(
-                    reply.message if settings.send_reasoning else reply.message_without_reasoning
-                )
-            calls = reply.tool_calls
-            if reply.termination_reason is not None:  # no calls, or cut while writing them
-                if reply.finish_note is not None:
-                    logger.warning(
-                        "base.rollout.finish_reason rollout_id=%s termination_reason=%s: %s",
-                        rollout_id,
-                        reply.termination_reason,
-                        reply.finish_note,
-                    )
-                if reply.termination_reason != FINISHED:
-                    return reply.termination_reason
-                answer = await self._user_answer(request, transcript, settings.user_turn)
-                if answer is None:
-                    return FINISHED
-                if not isinstance(answer, dict):  # the reason the user turn failed with
-                    return answer
-                if sent is transcript:  # send_reasoning: from now on, a copy without markers
-                    sent = list(transcript)
-                transcript.append(answer)
-                sent.append({"role": "user", "content": answer["content"]})
-                continue
-            call_ids.update(call.id for call in calls)
-            if (
-                settings.limits.max_tool_calls is not None
-                and tool_calls_used + len(calls) > settings.limits.max_tool_calls
-            ):
-                return TOOL_BUDGET_EXCEEDED
-            tool_calls_used += len(calls)
-            try:
-                tool_messages = await self._run_tool_calls(
-                    rollout_id, calls, advertised, checks, settings.tools, meter
-                )
-            except ToolTimedOut as timeout:
-                logger.error(
-                    "base.rollout.tool_failed rollout_id=%s termination_reason=tool_timeout: %s",
-                    rollout_id,
-                    timeout,
-                    exc_info=timeout,
-                )
-                return TOOL_TIMEOUT
-            except RolloutFailure as failure:
-                logger.error(
-                    "base.rollout.tool_failed rollout_id=%s termination_reason=%s: %s",
-                    rollout_id,
-                    failure.termination_reason,
-                    failure,
-                    exc_info=failure,
-                )
-                return failure.termination_reason
-            except Exception as error:
-                logger.error(
-                    "base.rollout.tool_failed rollout_id=%s termination_reason=tool_error",
-                    rollout_id,
-                    exc_info=error,
-                )
-                return TOOL_ERROR
-            if meter is not None:
-                meter.tools_answered(len(transcript))
-            transcript.extend(tool_messages)
-            if sent is not transcript:
-                sent.extend(tool_messages)
-        return MAX_TURNS_EXCEEDED
-
-    async def _user_answer(
-        self, request: RolloutRequest[JsonRow], transcript: _Transcript, deadline: HookDeadline
-    ) -> dict[str, Any] | str | None:
-        """Ask ``user_turn`` for the next message: the marked user message, ``None`` (the
-        rollout ends) or the termination reason it failed with (logged)."""
-        rollout_id = request.rollout_id
-        timer = asyncio.timeout(deadline.seconds)
-        try:
-            with (
-                hook_errors(self, "user_turn"),
-                stray_cancellation_as_error(self._hook("user_turn")),
-            ):
-                async with timer:
-                    answer: object = await self.user_turn(
-                        rollout_id, [dict(message) for message in transcript], request.example
-                    )
-        except RolloutFailure as failure:
-            logger.error(
-                "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
-                rollout_id,
-                failure.termination_reason,
-                failure,
-                exc_info=failure,
-            )
-            return failure.termination_reason
-        except Exception as error:
-            if isinstance(error, TimeoutError) and timer.expired():
-                logger.error(
-                    "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
-                    rollout_id,
-                    SIMULATED_USER_ERROR,
-                    deadline.expired_message("user_turn", error, type(self).user_turn),
-                )
-                return SIMULATED_USER_ERROR
-            logger.error(
-                "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
-                rollout_id,
-                SIMULATED_USER_ERROR,
-                error,
-                exc_info=error,
-            )
-            return SIMULATED_USER_ERROR
-        if answer is None:
-            return None
-        if not isinstance(answer, str):
-            with hook_errors(self, "user_turn"):
-                raise TypeError(
-                    f"user_turn must return a string or None, not {type(answer).__name__}"
-                )
-        if not answer.strip():
-            logger.error(
-                "base.rollout.user_failed rollout_id=%s termination_reason=%s: "
-                "user_turn returned an empty message",
-                rollout_id,
-                SIMULATED_USER_ERROR,
-            )
-            return SIMULATED_USER_ERROR
-        return {"role": "user", "content": answer, SIMULATED_USER_KEY: True}
-
-    async def _run_tool_calls(
-        self,
-        rollout_id: str,
-        calls: Sequence[ToolCall],
-        advertised: frozenset[str],
-        checks: ArgumentChecks,
-        timeout: HookDeadline,
-        meter: _Meter | None,
-    ) -> _Transcript:
-        messages: _Transcript = []
-        for call in calls:
-            name = call.name
-            arguments = call.arguments
-            spent_before = 0.0 if meter is None else meter.tool
-            if name not in advertised:
-                content: Any = f"Unknown tool: {name}"
-            elif isinstance(arguments, str):
-                content = arguments
-            elif (reserved := reserved_argument_message(arguments)) is not None:
-                content = reserved
-            elif (invalid := checks.problem(name, arguments)) is not None:
-                content = invalid
-            elif (refused := call_problem(self.run_tool, rollout_id, arguments)) is not None:
-                content = refused
-            else:
-                try:
-                    with (
-                        _timed(meter, "tool"),
-                        stray_cancellation_as_error(self._hook("run_tool")),
-                    ):
-                        result = await self._call_tool(rollout_id, name, arguments, timeout)
-                except ToolError as error:  # meant for the model: the rollout goes on
-                    content = str(error)
-                except TypeError as error:  # an argument the tool does not take, or a bug
-                    if (refused := checks.refused_argument(name, arguments, error)) is None:
-                        raise
-                    content = refused
-                else:
-                    content = tool_content(result)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            if meter is not None:
-                meter.tools_pending.append((name, meter.tool - spent_before))
-        return messages
-
-    async def _call_tool(
-        self, rollout_id: str, name: str, arguments: dict[str, Any], timeout: HookDeadline
-    ) -> Any:
-        if timeout.seconds is None:
-            return await self.run_tool(rollout_id, name, **arguments)
-        deadline = asyncio.timeout(timeout.seconds)
-        try:
-            async with deadline:
-                return await self.run_tool(rollout_id, name, **arguments)
-        except TimeoutError as error:
-            if not deadline.expired():
-                raise
-            if timeout.default:
-                message = timeout.expired_message(
-                    f"tool {name!r}", error, type(self).run_tool, "tool_timeout"
-                )
-                raise ToolTimedOut(name, timeout.seconds, message=message) from error
-            raise ToolTimedOut(name, timeout.seconds) from error
-
-    async def _score(
-        self,
-        request: RolloutRequest[JsonRow],
-        reward_timeout: float | None,
-        reason: str,
-        transcript: _Transcript,
-        example_args: dict[str, Any],
-        meter: _Meter | None,
-    ) -> BaseRollout:
-        rollout_id = request.rollout_id
-
-        def settle(termination_reason: str, rewards: RewardMap | None) -> BaseRollout:
-            return BaseRollout(
-                rollout_id=rollout_id,
-                termination_reason=termination_reason,
-                rewards=rewards,
-                # The transcript holds prompt messages, decoded replies and tool
-                # messages: plain dicts shaped as the SDK's message params.
-                messages=cast(Messages, transcript),
-                example_args=example_args,
-                split=request.split,
-            )
-
-        def zero(termination_reason: str) -> BaseRollout:
-            return settle(termination_reason, dict.fromkeys(self.reward_keys, 0.0))
-
-        if reason != FINISHED:
-            return zero(reason)
-        limit = deadline_for("compute_reward", reward_timeout)
-        deadline = asyncio.timeout(limit.seconds)
-        try:
-            with _timed(meter, "reward"):
-                async with deadline:
-                    with (
-                        exits_as_errors(self, "compute_reward"),
-                        stray_cancellation_as_error(self._hook("compute_reward")),
-                    ):
-                        rewards = await must_await(
-                            self, "compute_reward", self.compute_reward(settle(reason, None))
-                        )
-        except NotAsyncHook:
-            raise  # a contract error: every rollout would fail the same way
-        except RolloutFailure as failure:
-            logger.error(
-                "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
-                rollout_id,
-                failure.termination_reason,
-                failure,
-                exc_info=failure,
-            )
-            return zero(failure.termination_reason)
-        except Exception as error:
-            if isinstance(error, TimeoutError) and deadline.expired():
-                if limit.default:
-                    logger.error(
-                        "base.rollout.reward_failed rollout_id=%s termination_reason=%s: %s",
-                        rollout_id,
-                        REWARD_TIMEOUT,
-                        limit.expired_message(
-                            "compute_reward", error, type(self).compute_reward, "reward_timeout"
-                        ),
-                    )
-                    return zero(REWARD_TIMEOUT)
-                logger.error(
-                    "base.rollout.reward_failed rollout_id=%s termination_reason=reward_timeout: "
-                    "compute_reward exceeded reward_timeout of %gs",
-                    rollout_id,
-                    reward_timeout,
-                    exc_info=error,
-                )
-                return zero(REWARD_TIMEOUT)
-            logger.error(
-                "base.rollout.reward_failed rollout_id=%s termination_reason=reward_error: %s",
-                rollout_id,
-                error,
-                exc_info=error,
-            )
-            return zero(REWARD_ERROR)
-        non_finite = _non_finite_reward(rewards, self.reward_keys)
-        if non_finite is not None:
-            logger.error(
-                "base.rollout.reward_failed rollout_id=%s termination_reason=reward_error: "
-                "compute_reward returned a non-finite value for reward %r: %r",
-                rollout_id,
-                *non_finite,
-            )
-            return zero(REWARD_ERROR)
-        with hook_errors(self, "compute_reward"):
-            return settle(reason, rewards)
-
-
-async def _entered(
-    env: BaseEnv,
-    context: AbstractAsyncContextManager[object],
-    rollout_id: str,
-    deadline: HookDeadline,
-) -> bool:
-    """Enter ``rollout_context``; ``False`` (logged) when its setup raised.
-
-    A context that cannot be entered at all (no ``__aenter__``) is a contract error naming
-    the hook; a ``RolloutFailure`` keeps its own reason (it propagates); any other
-    exception, or a stray ``CancelledError``, is a setup failure (``setup_error``).
-    """
-    with hook_errors(env, "rollout_context"):
-        enter = context.__aenter__
-    timer = asyncio.timeout(deadline.seconds)
-    try:
-        with (
-            exits_as_errors(env, "rollout_context"),
-            stray_cancellation_as_error(env._hook("rollout_context")),
-        ):
-            async with timer:
-                await enter()
-    except RolloutFailure:
-        raise
-    except Exception as error:
-        if isinstance(error, TimeoutError) and timer.expired():
-            logger.error(
-                "base.rollout.setup_failed rollout_id=%s termination_reason=setup_error: %s",
-                rollout_id,
-                deadline.expired_message(
-                    "rollout_context (entering)", error, type(env).rollout_context
-                ),
-            )
-            return False
-        logger.error(
-            "base.rollout.setup_failed rollout_id=%s termination_reason=setup_error: "
-            "rollout_context could not be entered: %s",
-            rollout_id,
-            error,
-            exc_info=error,
-        )
-        return False
-    return True
-
-
-@asynccontextmanager
-async def _leaving(
-    env: BaseEnv,
-    context: AbstractAsyncContextManager[object],
-    rollout_id: str,
-    deadline: HookDeadline,
-) -> AsyncIterator[None]:
-    """Exit an entered ``rollout_context`` like ``async with`` (it sees the body's error),
-    but an exception raised while exiting is logged, never raised over the outcome or
-    the body's own error; the body's error is never suppressed."""
-    try:
-        yield
-    except BaseException as error:
-        await _exit_logged(env, context, rollout_id, error, deadline)
-        raise
-    else:
-        await _exit_logged(env, context, rollout_id, None, deadline)
-
-
-async def _exit_logged(
-    env: BaseEnv,
-    context: AbstractAsyncContextManager[object],
-    rollout_id: str,
-    error: BaseException | None,
-    deadline: HookDeadline,
-) -> None:
-    timer = asyncio.timeout(deadline.seconds)
-    try:
-        with stray_cancellation_as_error(env._hook("rollout_context")):
-            async with timer:
-                if error is None:
-                    await context.__aexit__(None, None, None)
-                else:
-                    await context.__aexit__(type(error), error, error.__traceback__)
-    except Exception as exit_error:
-        if exit_error is error:
-            return
-        if isinstance(exit_error, TimeoutError) and timer.expired():
-            logger.error(
-                "base.rollout.teardown_failed rollout_id=%s: %s",
-                rollout_id,
-                deadline.expired_message(
-                    "rollout_context (leaving)", exit_error, type(env).rollout_context
-                ),
-            )
-            return
-        logger.error(
-            "base.rollout.teardown_failed rollout_id=%s: rollout_context raised on exit: %s",
-            rollout_id,
-            exit_error,
-            exc_info=exit_error,
-        )
-
-
-@asynccontextmanager
-async def _declared_tools(
-    env: BaseEnv, request: RolloutRequest[JsonRow], settings: _Settings
-) -> AsyncIterator[str | None]:
-    """Open ``env.tools`` for the rollout (inside its ``rollout_context``) and close them
-    when it ends; yields ``None``, or the termination reason when they did not open."""
-    if not _declares_tools(env.tools):
-        yield None
-        return
-    from benchmax.envs.base._tool_table import open_declared_tools
-
-    declared, failed = await open_declared_tools(env, request, settings.tools.seconds)
-    try:
-        yield failed
-    finally:
-        if declared is not None:
-            await declared.aclose(settings.tools.seconds)
-
-
-def _declares_tools(tools: object) -> bool:
-    """Whether ``tools`` declares tools for the default ``list_tools``/``run_tool``: a
-    list or tuple holding something other than dicts and strings (a hand-written
-    environment's own tool specs, which its own ``list_tools`` serves, are left alone)."""
-    return isinstance(tools, list | tuple) and any(not isinstance(t, Mapping | str) for t in tools)
-
-
-def _non_finite_reward(rewards: object, declared: Sequence[str]) -> tuple[str, float] | None:
-    """The first non-finite value of a reward map that is otherwise valid for ``declared``
-    keys (other defects stay contract errors), or ``None``."""
-    if not isinstance(rewards, Mapping) or not rewards:
-        return None
-    keys = set(declared)
-    found: tuple[str, float] | None = None
-    for key, value in rewards.items():
-        if key not in keys or isinstance(value, bool) or not isinstance(value, int | float):
-            return None
-        if found is None and isinstance(value, float) and not math.isfinite(value):
-            found = (key, value)
-    return found
-
-
-def _prepare_example(payload: object) -> tuple[_Transcript, dict[str, Any]]:
-    """A new transcript of shallow prompt copies, and every other payload field."""
-    if not isinstance(payload, Mapping):
-        raise TypeError("BaseEnv example payload must be a JSON object")
-    prompt = payload.get("prompt_messages")
-    if not isinstance(prompt, list) or not prompt:
-        raise ValueError("BaseEnv example payload requires a non-empty prompt_messages list")
-    transcript: _Transcript = []
-    for index, message in enumerate(prompt):
-        if not isinstance(message, Mapping):
-            raise TypeError(f"prompt_messages[{index}] must be a JSON object")
-        if not isinstance(message.get("role"), str):
-            raise TypeError(f"prompt_messages[{index}].role must be a string")
-        transcript.append(dict(message))
-    example_args = {key: value for key, value in payload.items() if key != "prompt_messages"}
-    return transcript, example_args
