@@ -281,7 +281,9 @@ def test_sampling_options_arrive_in_the_request_bodies(
 def test_bad_request_options_are_one_line_errors(
     invoke: Callable[..., Result], tmp_path: Path, args: list[str], expected: str
 ) -> None:
-    assert expected in one_line_error(invoke("run", ANSWER_ENV, *args, "-o", tmp_path / "o.jsonl"))
+    result = invoke("run", ANSWER_ENV, *args, "-o", tmp_path / "o.jsonl")
+    assert expected in one_line_error(result)
+    assert result.exit_code == 2  # the command line is wrong: a usage error
 
 
 def test_a_nan_sampling_value_stays_a_string(

@@ -449,3 +449,19 @@ def test_the_reference_page_is_the_commands_help() -> None:
     for name, command in cli.commands.items():
         assert command.help, name  # what the page shows under each command
     assert SERVERS <= set(cli.commands)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--min-reward", "1", "--max-reward", "0"], "--min-reward 1.0 is greater than"),
+        (["--min-reward", "nan"], "--min-reward must be a finite number"),
+    ],
+)
+def test_show_filters_that_contradict_each_other_are_usage_errors(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    results = tmp_path / "absent.jsonl"  # the options are refused before the file is read
+    result = CliRunner().invoke(cli, ["show", str(results), *args])
+    assert result.exit_code == ExitCode.USAGE_ERROR, result.output
+    assert message in result.output

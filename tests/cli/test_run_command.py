@@ -601,3 +601,17 @@ def test_a_key_in_an_error_message_is_masked(
     message = one_line_error(result)
     assert "cannot construct KeyedEnv: ValueError: rejected key ***" in message
     assert "sk-live-0123456789abcdef" not in message
+
+
+def test_a_run_refused_before_it_starts_prints_only_its_error(
+    invoke: Callable[..., Result], tmp_path: Path
+) -> None:
+    """No progress bar (nor the blank line it leaves) before the one ``Error:`` line."""
+    (tmp_path / "eval.jsonl").write_text('{"prompt": "2+2?", "ground_truth": "4"}\n{bad\n')
+    result = invoke(
+        "run", "examples/quickstart/env.py:QuickStartEnv", "--data", tmp_path,
+        "--mock-policy", "examples/quickstart/policy.py:reply", "-o", tmp_path / "o.jsonl",
+    )  # fmt: skip
+    assert result.exit_code == 3
+    assert result.output.startswith("Error: cannot load the eval split"), repr(result.output)
+    assert "eval.jsonl:2" in result.output

@@ -35,7 +35,7 @@ from benchmax.cli._run_execution import execute, masked, report_interruption
 from benchmax.cli._run_plan import given, plan_run, ray_options
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError
-from benchmax.envs._sampling_args import RESERVED_BODY_KEYS
+from benchmax.envs._sampling_args import RESERVED_BODY_KEYS, validated_sampling_args
 from benchmax.envs.base._limits import LIMIT_OPTIONS
 from benchmax.runner import RunError
 from benchmax.runner._failure_share import DEFAULT_MAX_FAILURE_SHARE, MIN_ROLLOUTS, is_failure
@@ -319,36 +319,39 @@ def parse_sampling_args(
     pairs: tuple[str, ...], named: dict[str, Any], *, seed_given: bool = False
 ) -> dict[str, Any]:
     """``--temperature``-style values plus ``--sampling-arg KEY=VALUE`` pairs (each value
-    parsed as JSON, else kept as a string); raises ``TargetError`` for a malformed pair, a
-    key given twice (``seed`` counts ``--seed`` when ``seed_given``), or a key the chat
-    loop sets itself (model, messages, tools)."""
+    parsed as JSON, else kept as a string); raises ``click.UsageError`` (exit 2) for a
+    malformed pair, a key given twice (``seed`` counts ``--seed`` when ``seed_given``), or
+    a key the chat loop sets itself (model, messages, tools)."""
     args = dict(named)
     for pair in pairs:
         key, equals, raw = pair.partition("=")
         key = key.strip()
         if not equals or not key or any(c.isspace() for c in key):
-            raise TargetError(f"invalid --sampling-arg {pair!r}: expected KEY=VALUE")
+            raise click.UsageError(f"invalid --sampling-arg {pair!r}: expected KEY=VALUE")
         if key in RESERVED_BODY_KEYS:
-            raise TargetError(
+            raise click.UsageError(
                 f"--sampling-arg cannot set {key!r}: the chat loop sets it "
                 "(use --model for the model)"
             )
         if key == "seed" and seed_given:
-            raise TargetError(
+            raise click.UsageError(
                 "--seed and --sampling-arg seed both set the seed: --seed N gives every "
                 "rollout its own seed, --sampling-arg seed=N sends N with every request; "
                 "use one"
             )
         if key in named:
             option = "--" + key.replace("_", "-")
-            raise TargetError(f"{option} and --sampling-arg {key} both set {key!r}: use one")
+            raise click.UsageError(f"{option} and --sampling-arg {key} both set {key!r}: use one")
         if key in args:
-            raise TargetError(f"--sampling-arg {key!r} is given twice")
+            raise click.UsageError(f"--sampling-arg {key!r} is given twice")
         try:
             args[key] = json.loads(raw, parse_constant=_refuse_constant)
         except ValueError:
             args[key] = raw
-    return args
+    try:  # the rules every run's sampling args follow (stream, n, JSON values)
+        return validated_sampling_args(args)
+    except (TypeError, ValueError) as error:
+        raise click.UsageError(str(error)) from None
 
 
 def _refuse_constant(constant: str) -> Any:

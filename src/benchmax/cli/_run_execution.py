@@ -126,6 +126,7 @@ async def execute(plan: Plan, console: Console) -> RunReport:
                                 "127.0.0.1 here: workers on other machines cannot reach it",
                                 soft_wrap=True,
                             )
+                    bar.start()  # only now: a run refused before it starts prints no bar
                 update(progress)
 
             executor = None
@@ -135,10 +136,13 @@ async def execute(plan: Plan, console: Console) -> RunReport:
                     constructor_args=_constructor_args(plan, endpoint),
                     env_attributes=dict(plan.limits),
                 )
-            with bar:
+            try:
                 return await run_environment(
                     env, config, on_progress=on_progress, executor=executor
                 )
+            finally:
+                if started:
+                    bar.stop()
         finally:
             await env.aclose()
 

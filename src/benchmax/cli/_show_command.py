@@ -246,6 +246,10 @@ def show_command(
             min_reward=min_reward,
             max_reward=max_reward,
         )
+    except ValueError as error:  # the filter options contradict each other or are not numbers
+        message = str(error).replace("min_reward", "--min-reward")
+        raise click.UsageError(message.replace("max_reward", "--max-reward")) from None
+    try:
         with reading(results):
             count_all = not results.is_file() or results.stat().st_size <= COUNTED_BYTES
             found = select_from_file(results, selection, limit=limit, count_all=count_all)
