@@ -25,6 +25,7 @@ __all__ = [
     "data_option",
     "env_arg_option",
     "group_size_option",
+    "listen_options",
     "json_option",
     "max_examples_option",
     "mock_policy_option",
@@ -70,6 +71,25 @@ def api_key_env_option() -> _Decorator:
     return click.option(
         "--api-key-env", metavar="VAR", help="Environment variable holding the bearer key."
     )
+
+
+def listen_options() -> _Decorator:
+    """``--host`` (default 127.0.0.1) and ``--port`` (default 8000; 0 picks a free one):
+    where a server command listens."""
+
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = click.option(
+            "--port",
+            type=click.IntRange(0, 65535),
+            default=8000,
+            show_default=True,
+            help="Port (0 picks a free one).",
+        )(command)
+        return click.option(
+            "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
+        )(command)
+
+    return apply
 
 
 MOCK_POLICY_HELP = (

@@ -17,7 +17,13 @@ from benchmax.cli._credentials import (
     bearer_from_variable,
     injected_auth_names,
 )
-from benchmax.cli._options import auth_option, data_option, env_arg_option, mock_policy_option
+from benchmax.cli._options import (
+    auth_option,
+    data_option,
+    env_arg_option,
+    listen_options,
+    mock_policy_option,
+)
 from benchmax.cli._scoring_env import embedded_mock_url
 from benchmax.cli._targets import (
     USER_CODE_ERRORS,
@@ -77,14 +83,7 @@ class _Timeout(click.ParamType):  # type: ignore[type-arg]
     show_default=True,
     help="Dataset split whose examples the episodes use.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=8000,
-    show_default=True,
-    help="Port (0 picks a free one).",
-)
+@listen_options()
 @click.option(
     "--max-sessions",
     type=click.IntRange(min=1),

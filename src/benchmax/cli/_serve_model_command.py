@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from benchmax.cli._options import listen_options
 from benchmax.cli._signals import terminate_like_interrupt
 
 __all__ = ["serve_model_command"]
@@ -23,14 +24,7 @@ __all__ = ["serve_model_command"]
 
 @click.command("serve-model")
 @click.argument("checkpoint")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=8000,
-    show_default=True,
-    help="Port (0 picks a free one).",
-)
+@listen_options()
 @click.option(
     "--model-name",
     default=None,

@@ -23,6 +23,14 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from benchmax._tracebacks import exception_line
+from benchmax._vocabulary import (
+    CONTENT_FILTER,
+    CONTEXT_EXCEEDED,
+    FINISHED,
+    MAX_TURNS_EXCEEDED,
+    OUTPUT_EXCEEDED,
+    TOOL_BUDGET_EXCEEDED,
+)
 from benchmax.runner._errors import RunError
 from benchmax.trajectory import Trajectory
 
@@ -42,12 +50,12 @@ MIN_ROLLOUTS: Final = 20
 
 NOT_FAILURES: Final = frozenset(
     {
-        "finished",
-        "max_turns_exceeded",
-        "tool_budget_exceeded",
-        "output_exceeded",
-        "context_exceeded",
-        "content_filter",
+        FINISHED,
+        MAX_TURNS_EXCEEDED,
+        TOOL_BUDGET_EXCEEDED,
+        OUTPUT_EXCEEDED,
+        CONTEXT_EXCEEDED,
+        CONTENT_FILTER,
     }
 )
 """Termination reasons that are outcomes of the task, not failures of the run."""
