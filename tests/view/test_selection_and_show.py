@@ -189,7 +189,7 @@ def test_show_clips_long_texts_at_the_pages_limit_and_full_prints_them(tmp_path:
     ("args", "message"),
     [
         (["--key", "nope"], "reward key 'nope' is not in the results"),
-        (["--min-reward", "1", "--max-reward", "0"], "greater than max_reward"),
+        (["--min-reward", "1", "--max-reward", "0"], "greater than --max-reward"),
         (["--limit", "0"], "0 is not in the range x>=1"),
     ],
 )
