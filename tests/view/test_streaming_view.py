@@ -131,21 +131,17 @@ def test_memory_holds_the_summary_not_the_transcripts(tmp_path: Path) -> None:
     assert peak < size / 4, (peak, size)
 
 
-def test_view_says_how_many_groups_lost_their_transcripts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import functools
-
-    import benchmax.cli._results_commands as commands
-
+def test_view_says_how_many_groups_lost_their_transcripts(tmp_path: Path) -> None:
     results = mixed_run(tmp_path / "mixed run.jsonl")
-    tiny = functools.partial(write_html_report, transcript_budget=0)
-    monkeypatch.setattr(commands, "write_html_report", tiny)
-    result = CliRunner().invoke(cli, ["view", str(results)])
+    result = CliRunner().invoke(cli, ["view", str(results), "--transcript-budget", "0"])
     assert result.exit_code == 0, result.output
     assert "5 groups, 15 rollouts" in result.output
     assert "transcripts of 5 groups read after the page's transcript budget" in result.output
     assert f"benchmax show '{results}' --example ID" in result.output
+    whole = CliRunner().invoke(cli, ["view", str(results), "-o", str(tmp_path / "all.html")])
+    assert whole.exit_code == 0 and "transcript budget" not in whole.output  # 64 MB fits
+    refused = CliRunner().invoke(cli, ["view", str(results), "--transcript-budget", "-1"])
+    assert refused.exit_code == 2 and "--transcript-budget" in refused.output
 
 
 def test_the_pages_summary_is_the_runs_report(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import click
 from benchmax.cli._options import output_option
 from benchmax.cli._results_reading import reading as _reading
 from benchmax.runner import write_html_report
+from benchmax.runner._view_spool import TRANSCRIPT_BUDGET
 
 __all__ = ["view_command"]
 
@@ -39,7 +40,19 @@ def _size(count: int) -> str:
     help="Embed the recorded token ids and logprobs, shown per assistant turn "
     "(every turn shows its token count and mean logprob without it).",
 )
-def view_command(results: Path, output: Path | None, open_page: bool, tokens: bool) -> None:
+@click.option(
+    "--transcript-budget",
+    "budget_mb",
+    type=click.FloatRange(min=0),
+    default=TRANSCRIPT_BUDGET / 2**20,
+    show_default=True,
+    metavar="MB",
+    help="Embed the transcripts of the groups read first, up to this many MB of them; "
+    "later groups show their rewards and the show command that prints them (0: none).",
+)
+def view_command(
+    results: Path, output: Path | None, open_page: bool, tokens: bool, budget_mb: float
+) -> None:
     """Write a self-contained HTML report of RESULTS (no server, works offline).
 
     RESULTS may be a benchmax train output directory: its training page (reward curves,
@@ -49,8 +62,8 @@ def view_command(results: Path, output: Path | None, open_page: bool, tokens: bo
     The page shows the run, its summary and reward charts, a sortable and filterable table
     of examples, and every group's transcripts side by side. A file still being written
     shows its complete groups. The file is read as a stream; the page embeds the
-    transcripts of the groups read first, up to 64 MB, and names the show command that
-    prints any later group's.
+    transcripts of the groups read first, up to --transcript-budget MB of them, and names
+    the show command that prints any later group's.
     """
     from benchmax.training._page import is_training_run, write_training_page
 
@@ -60,7 +73,9 @@ def view_command(results: Path, output: Path | None, open_page: bool, tokens: bo
             if training:
                 report = write_training_page(results, output, tokens=tokens)
             else:
-                report = write_html_report(results, output, tokens=tokens)
+                report = write_html_report(
+                    results, output, tokens=tokens, transcript_budget=int(budget_mb * 2**20)
+                )
         except OSError as error:  # reading errors are ResultsFileError: this is the page
             default = results / "training.html" if training else results.with_suffix(".html")
             page = output if output is not None else default
