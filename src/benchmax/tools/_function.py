@@ -332,16 +332,17 @@ class FunctionTool[**P, R]:
         return compiled
 
     @property
-    def parameters(self) -> dict[str, object]:
+    def parameters(self) -> dict[str, Any]:
         """The JSON Schema of the arguments (an object schema); raises ``TypeError``
-        when a parameter's type has no JSON Schema."""
+        when a parameter's type has no JSON Schema. Typed ``Any`` inside: callers index
+        into it (``spec["function"]["parameters"]["required"]``)."""
         return self._compile().schema
 
     @property
-    def spec(self) -> dict[str, object]:
+    def spec(self) -> dict[str, Any]:
         """``{"type": "function", "function": {"name", "description", "parameters"}}``
         (``description`` left out when empty); a new dict each time."""
-        function: dict[str, object] = {"name": self.name}
+        function: dict[str, Any] = {"name": self.name}
         if self.description:
             function["description"] = self.description
         function["parameters"] = self.parameters
