@@ -292,6 +292,20 @@ def _catches(pid: int, stop: signal.Signals) -> bool:
     return False
 
 
+def _show_waiting_on_a_fifo(fifo: Path) -> subprocess.Popen[str]:
+    """``benchmax show FIFO`` through the console script, in a child that Ctrl-C and SIGTERM
+    reach; opening the new FIFO blocks until a writer comes, so the command waits there."""
+    os.mkfifo(fifo)
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.argv[0] = 'benchmax';"
+         " from benchmax._console_script import main; main()", "show", str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    )  # fmt: skip
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
 @pytest.mark.parametrize(("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_command_stopped_at_any_moment_exits_130_or_143_quietly(
@@ -301,15 +315,7 @@ def test_a_command_stopped_at_any_moment_exits_130_or_143_quietly(
     (it used to print a KeyboardInterrupt traceback from inside an import, or die by
     SIGTERM) or while ``show`` waits to read ends with the status, and no traceback."""
     fifo = tmp_path / "results.jsonl"
-    os.mkfifo(fifo)  # opening it blocks until a writer comes: the command waits there
-    process = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.argv[0] = 'benchmax';"
-         " from benchmax._console_script import main; main()", "show", str(fifo)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=interruptible,
-    )  # fmt: skip
+    process = _show_waiting_on_a_fifo(fifo)
     try:
         # Python's own startup (before the script's first line) is the only moment left
         # that the signal would end differently: wait until the script's handler is in.
@@ -339,15 +345,7 @@ def test_a_command_stopped_while_it_reads_exits_130_or_143_quietly(
     """The command's own handling: the signal comes once ``show`` has opened its input (so
     the CLI is imported and the command runs) and waits in read()."""
     fifo = tmp_path / "results.jsonl"
-    os.mkfifo(fifo)
-    process = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.argv[0] = 'benchmax';"
-         " from benchmax._console_script import main; main()", "show", str(fifo)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=interruptible,
-    )  # fmt: skip
+    process = _show_waiting_on_a_fifo(fifo)
     try:
         writer = _writer_once_reading(fifo, process)
         try:
