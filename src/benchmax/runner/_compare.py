@@ -275,11 +275,8 @@ def _tallies_in(path: str | Path) -> list[_ExampleTally]:
     """The tallies of a file's complete groups in example order, as ``read_results`` would
     choose them (per example, the complete group of the highest attempt)."""
     scan = GroupScan(path, build=False)
-    kept = {
-        key: _tally(group[0]["example_id"], [r["rewards"] for r in group]) for key, group in scan
-    }
-    chosen = scan.latest(kept)
-    return [chosen[index] for index in sorted(chosen)]
+    tallies = [_tally(group[0]["example_id"], [r["rewards"] for r in group]) for _k, group in scan]
+    return [tallies[n] for n in scan.chosen()]
 
 
 def _compare_tallies(

@@ -10,10 +10,11 @@ as JSON escapes). ``ResultsStore`` (``_results_store``) writes the file.
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import benchmax
 from benchmax.runner._errors import ResultsFileError
@@ -83,12 +84,9 @@ def read_results(path: str | Path) -> Results:
     The whole file is held in memory; ``iter_results`` streams it instead.
     """
     scan = GroupScan(path, build=True)
-    chosen = scan.latest(dict(scan))
-    rollouts = tuple(r for index in sorted(chosen) for r in chosen[index])
+    groups = [group for _key, group in scan]
+    rollouts = tuple(r for n in scan.chosen() for r in groups[n])
     return Results(header=scan.header, rollouts=cast(tuple[Trajectory, ...], rollouts))
-
-
-_T = TypeVar("_T")
 
 
 class GroupScan:
@@ -99,30 +97,40 @@ class GroupScan:
     ``None``.
 
     A group that gets another line after it completed is, as ``read_results`` sees it, not
-    complete: ``overfull`` collects such keys during the pass, and ``latest`` drops them. So
-    a reader can reduce each group to what it keeps the moment it completes (memory: the
-    groups still missing lines plus the reductions). Raises ``ResultsFileError`` as
-    ``iter_results`` does (the header's at construction)."""
+    complete: ``overfull`` collects such keys during the pass, and ``chosen`` leaves them
+    out. So a reader can reduce each group to what it keeps the moment it completes
+    (memory: the groups still missing lines, 16 bytes per group yielded, plus the
+    reductions). Raises ``ResultsFileError`` as ``iter_results`` does (the header's at
+    construction)."""
 
     def __init__(self, path: str | Path, *, build: bool | None) -> None:
         self.path = Path(path)
         self.overfull: set[tuple[int, int]] = set()
         self.header, self._groups = _stream(self.path, build=build, overfull=self.overfull)
+        self._indexes: array[int] = array("q")
+        self._attempts: array[int] = array("q")
 
     def __iter__(self) -> Iterator[tuple[tuple[int, int], list[Any]]]:
         for group in self._groups:
-            yield _key_of(group[0]), group
+            index, attempt = _key_of(group[0])
+            self._indexes.append(index)
+            self._attempts.append(attempt)
+            yield (index, attempt), group
 
-    def latest(self, kept: Mapping[tuple[int, int], _T]) -> dict[int, _T]:
-        """Per example index, what was kept of its complete group of the highest attempt
-        (call after the pass; overfull groups are not complete)."""
-        chosen: dict[int, tuple[int, _T]] = {}
-        for (index, attempt), value in kept.items():
-            if (index, attempt) in self.overfull:
+    def chosen(self) -> list[int]:
+        """The positions (0-based, in the order the pass yielded them) of the groups
+        ``read_results`` keeps, in example order: per example index, its complete group of
+        the highest attempt that is not overfull. Call after the pass."""
+        indexes, attempts = self._indexes, self._attempts
+        order = sorted(range(len(indexes)), key=lambda n: (indexes[n], -attempts[n]))
+        kept: list[int] = []
+        last: int | None = None
+        for n in order:
+            if indexes[n] == last or (indexes[n], attempts[n]) in self.overfull:
                 continue
-            if index not in chosen or chosen[index][0] < attempt:
-                chosen[index] = (attempt, value)
-        return {index: value for index, (_attempt, value) in chosen.items()}
+            kept.append(n)
+            last = indexes[n]
+        return kept
 
 
 def _key_of(record: Trajectory | LazyRollout | Mapping[str, Any]) -> tuple[int, int]:
@@ -157,29 +165,28 @@ def read_results_summary(path: str | Path) -> Results:
     stream, so memory holds the rewards of the file, not its text. Raises
     ``ResultsFileError`` as ``read_results`` does."""
     scan = GroupScan(path, build=False)
-    kept: dict[tuple[int, int], list[Trajectory]] = {}
+    kept: list[list[Trajectory]] = []
     for (index, attempt), group in scan:
         try:
-            kept[index, attempt] = [
-                Trajectory(
-                    rollout_id=str(r.get("rollout_id") or ""),
-                    example_id=r["example_id"],
-                    termination_reason=r["termination_reason"],
-                    rewards=r["rewards"],
-                    attempt=attempt,
-                    example_index=index,
-                    group_index=r["group_index"],
-                )
-                for r in group
-            ]
+            kept.append(
+                [
+                    Trajectory(
+                        rollout_id=str(r.get("rollout_id") or ""),
+                        example_id=r["example_id"],
+                        termination_reason=r["termination_reason"],
+                        rewards=r["rewards"],
+                        attempt=attempt,
+                        example_index=index,
+                        group_index=r["group_index"],
+                    )
+                    for r in group
+                ]
+            )
         except (TypeError, ValueError) as error:
             raise ResultsFileError(
                 f"{scan.path}: example {index} has a damaged record: {error}"
             ) from None
-    chosen = scan.latest(kept)
-    return Results(
-        header=scan.header, rollouts=tuple(r for index in sorted(chosen) for r in chosen[index])
-    )
+    return Results(header=scan.header, rollouts=tuple(r for n in scan.chosen() for r in kept[n]))
 
 
 def iter_group_summaries(path: str | Path) -> tuple[ResultsHeader, Iterator[CompletedGroup]]:

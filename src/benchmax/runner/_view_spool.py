@@ -55,9 +55,9 @@ class SpooledGroups:
         directory.mkdir(parents=True, exist_ok=True)
         self._spool = cast(BinaryIO, tempfile.TemporaryFile(dir=directory))
         try:
-            indexes, attempts, offsets = array("q"), array("q"), array("q")
+            offsets = array("q")
             spent, embedding = 0, budget > 0
-            for (index, attempt), records in scan:
+            for _key, records in scan:
                 group = cast(list[Trajectory], records)
                 data = b""
                 if embedding:
@@ -68,11 +68,9 @@ class SpooledGroups:
                 if not embedding:
                     entry = group_entry(group, weights=weights, transcripts=False)
                     data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
-                indexes.append(index)
-                attempts.append(attempt)
                 offsets.append(self._spool.tell())
                 self._spool.write(data)
-            self._offsets = _chosen(indexes, attempts, offsets, scan.overfull)
+            self._offsets = array("q", (offsets[n] for n in scan.chosen()))
         except BaseException:
             self._spool.close()
             raise
@@ -100,23 +98,3 @@ class SpooledGroups:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _chosen(
-    indexes: array[int],
-    attempts: array[int],
-    offsets: array[int],
-    overfull: set[tuple[int, int]],
-) -> array[int]:
-    """The spool offsets of the groups ``GroupScan.latest`` keeps, in example order: per
-    example index, the complete group of the highest attempt that is not overfull."""
-    order = sorted(range(len(indexes)), key=attempts.__getitem__, reverse=True)
-    order.sort(key=indexes.__getitem__)  # stable: by index, then highest attempt first
-    chosen: array[int] = array("q")
-    last: int | None = None
-    for n in order:
-        if indexes[n] == last or (indexes[n], attempts[n]) in overfull:
-            continue
-        chosen.append(offsets[n])
-        last = indexes[n]
-    return chosen
