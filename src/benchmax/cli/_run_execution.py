@@ -27,7 +27,7 @@ from benchmax.cli._targets import (
 )
 from benchmax.envs.base._limits import apply_limits
 from benchmax.envs.environment import Environment
-from benchmax.runner import Progress, RunError, RunReport, read_results, run_environment
+from benchmax.runner import Progress, RunError, RunReport, read_results_summary, run_environment
 from benchmax.runner._config import mask_secrets
 
 __all__ = ["execute", "masked", "report_interruption"]
@@ -164,7 +164,7 @@ def report_interruption(console: Console, output: Path) -> None:
         console.print("[bold red]interrupted[/] before the run started; nothing was saved")
         return
     try:
-        saved = len({r.example_index for r in read_results(output).rollouts})
+        saved = len({r.example_index for r in read_results_summary(output).rollouts})
     except (OSError, RunError):
         saved = 0
     console.print(
