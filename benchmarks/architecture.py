@@ -30,7 +30,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
-OLD_GROUP_NAMES = {"FinishedGroup", "GroupResult", "CompletedGroup", "CollectedGroup", "ResultGroup"}
+OLD_GROUP_NAMES = {
+    "FinishedGroup",
+    "GroupResult",
+    "CompletedGroup",
+    "CollectedGroup",
+    "ResultGroup",
+}
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
@@ -207,11 +213,16 @@ def exceptions(verbose: bool) -> dict[str, int]:
                 and value.__module__ == info.name
             ):
                 classes[f"{info.name}.{name}"] = value
-    without = sorted(name for name, cls in classes.items() if root is None or not issubclass(cls, root))
+    without = sorted(
+        name for name, cls in classes.items() if root is None or not issubclass(cls, root)
+    )
     if verbose:
         for name in without:
             print("  no benchmax base:", name)
-    return {"exception classes": len(classes), "exception classes without a benchmax base": len(without)}
+    return {
+        "exception classes": len(classes),
+        "exception classes without a benchmax base": len(without),
+    }
 
 
 def main() -> None:
