@@ -30,10 +30,10 @@ from pathlib import Path
 from rich.console import Console
 
 from benchmax.cli._compare_command import render_comparison
-from benchmax.runner import bootstrap_interval, read_results
+from benchmax.results import bootstrap_interval, read_results
+from benchmax.results._run_directory import RunDirectory
+from benchmax.results._training_page import write_training_page
 from benchmax.training import TrainConfig, read_metrics, train
-from benchmax.training._page import write_training_page
-from benchmax.training._run_files import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # examples.arithmetic

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 from tests.view.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.view.synthetic import large_run  # noqa: E402
 
-from benchmax.runner import write_html_report  # noqa: E402
+from benchmax.results import write_html_report  # noqa: E402
 
 
 def build(results: Path, html: Path, repeats: int) -> tuple[float, float, int]:

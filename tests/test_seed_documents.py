@@ -54,6 +54,7 @@ from benchmax.envs import (
     RolloutRequest,
     canonical_example_id,
 )
+from benchmax.results import read_results
 from benchmax.rewards import (
     Judge,
     JudgeError,
@@ -61,7 +62,7 @@ from benchmax.rewards import (
     extract_completion_text,
     score_rubrics,
 )
-from benchmax.runner import RunConfig, read_results, run_environment
+from benchmax.runner import RunConfig, run_environment
 from benchmax.testing import Fault, MockModelServer, RecordedRequest, message_text
 
 # --------------------------------------------------------------------------------------------

@@ -7,9 +7,10 @@ which module defines each lazy name; the value is then cached in the package's n
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Mapping, MutableMapping
 
-__all__ = ["lazy_attribute"]
+__all__ = ["lazy_attribute", "moved_attribute"]
 
 
 def lazy_attribute(
@@ -23,3 +24,22 @@ def lazy_attribute(
     value = getattr(importlib.import_module(module), name)
     namespace[name] = value
     return value
+
+
+def moved_attribute(
+    namespace: Mapping[str, object], moved: Mapping[str, tuple[str, str]], name: str
+) -> object:
+    """A name that moved: ``moved[name]`` is ``(module, new name)``. Returns it with a
+    ``DeprecationWarning`` naming where to import it from (the alias lasts one release);
+    ``AttributeError`` for a name the map does not hold. Not cached: each use warns."""
+    target = moved.get(name)
+    if target is None:
+        raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+    module, new_name = target
+    warnings.warn(
+        f"{namespace['__name__']}.{name} is deprecated: use {module}.{new_name} "
+        "(the old name goes in benchmax 0.3)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return getattr(importlib.import_module(module), new_name)

@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import Result
 from tests.cli.conftest import sample_envs_importable
 
-from benchmax.runner import read_results
+from benchmax.results import read_results
 
 JUDGED_ENV = """
 from benchmax.auth import StaticBearerAuth

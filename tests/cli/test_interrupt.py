@@ -17,7 +17,7 @@ from click.testing import Result
 from tests.cli.conftest import REPO, SAMPLE_ENVS, interruptible
 from tests.runner.sample_envs import write_answer_data
 
-from benchmax.runner import read_results
+from benchmax.results import read_results
 
 POLICY = Path(__file__).with_name("paced_policy.py")
 EXAMPLES = 40

@@ -17,8 +17,8 @@ from click.testing import CliRunner, Result
 from tests.cli.conftest import REPO
 
 from benchmax.cli import cli
-from benchmax.runner import read_results
-from benchmax.runner._html_report import report_data
+from benchmax.results import read_results
+from benchmax.results._html_report import report_data
 
 QUICKSTART = REPO / "examples" / "quickstart"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from rich.console import Console
 
 from benchmax.cli._render import render_report
-from benchmax.runner import PassAtK, RewardStats, RunReport
+from benchmax.results import PassAtK, RewardStats
+from benchmax.runner import RunReport
 
 
 def test_report_names_and_paths_are_printed_literally() -> None:

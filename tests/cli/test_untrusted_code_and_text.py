@@ -19,7 +19,7 @@ from tests.cli.conftest import REPO, SAMPLE_ENVS, sample_envs_importable
 from benchmax.bundle import dump_bundle, save_bundle
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.cli._targets import load_class_target
-from benchmax.runner import read_results
+from benchmax.results import read_results
 
 ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 from tests.cli.conftest import ThreadedServer
 
 from benchmax.cli import cli
-from benchmax.runner import read_results
+from benchmax.results import read_results
 from benchmax.testing import RecordedRequest
 
 SAMPLES = Path(__file__).parent / "trace_samples"

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from tests.cli.conftest import ThreadedServer
 
 from benchmax.cli import cli
-from benchmax.runner import read_results
+from benchmax.results import read_results
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -20,8 +20,9 @@ from tests.runner.sample_envs import AnswerEnv, write_answer_data
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseRollout, Example, JsonRow, RewardMap, RolloutRequest
 from benchmax.envs._hook_deadlines import DEFAULT_HOOK_SECONDS, deadline_for
+from benchmax.results import read_results
 from benchmax.rewards import Judge
-from benchmax.runner import HookDeadlines, RunConfig, read_results, run_environment
+from benchmax.runner import HookDeadlines, RunConfig, run_environment
 from benchmax.testing import MockModelServer, ToolExerciser
 from benchmax.tools import tool
 from benchmax.training import collect_group

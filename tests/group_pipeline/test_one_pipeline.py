@@ -15,7 +15,8 @@ from tests.runner.sample_envs import AnswerEnv, write_answer_data
 from benchmax._group_pipeline import Group, GroupPipeline, Placement, run_pool
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseRollout, Example, JsonRow, RolloutRequest
-from benchmax.runner import RunConfig, read_results, rescore_results, run_environment
+from benchmax.results import read_results
+from benchmax.runner import RunConfig, rescore_results, run_environment
 from benchmax.testing import MockModelServer
 from benchmax.training import collect_group
 from benchmax.trajectory import Trajectory, annotate

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from benchmax.cli import cli
-from benchmax.runner import read_results
+from benchmax.results import read_results
 
 pytestmark = pytest.mark.litellm
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tests.runner.sample_envs import write_answer_data
 
 from benchmax.cli import cli
-from benchmax.runner import read_results
+from benchmax.results import read_results
 
 pytestmark = pytest.mark.ray
 

@@ -14,7 +14,8 @@ from tests.runner.sample_envs import number_config
 from benchmax.auth import StaticBearerAuth
 from benchmax.bundle import dump_bundle
 from benchmax.cli import cli
-from benchmax.runner import RayExecutor, read_results, run_environment
+from benchmax.results import read_results
+from benchmax.runner import RayExecutor, run_environment
 
 pytestmark = pytest.mark.ray
 

@@ -16,12 +16,12 @@ from tests.runner.sample_envs import NumberEnv, number_config
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.bundle import Bundle, dump_bundle
+from benchmax.results import read_results
 from benchmax.runner import (
     ExecutorError,
     GroupContractError,
     Progress,
     RayExecutor,
-    read_results,
     run_environment,
 )
 

@@ -17,7 +17,7 @@ from tests.cli.conftest import REPO, SAMPLE_ENVS, interruptible
 from tests.runner.sample_envs import write_answer_data
 
 from benchmax.cli import cli
-from benchmax.runner import read_results
+from benchmax.results import read_results
 
 pytestmark = pytest.mark.ray
 

@@ -9,7 +9,8 @@ from types import ModuleType
 import pytest
 from tests.runner.sample_envs import NumberEnv, number_config
 
-from benchmax.runner import RayExecutor, RunConfig, read_results, run_environment
+from benchmax.results import read_results
+from benchmax.runner import RayExecutor, RunConfig, run_environment
 
 pytestmark = pytest.mark.ray
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from tests.view.synthetic import header, rollout, write
 
 from benchmax.cli import cli
-from benchmax.runner import ResultsFileError, compare_files, iter_results, read_results
+from benchmax.results import ResultsFileError, compare_files, iter_results, read_results
 
 READERS: dict[str, Callable[[Path], object]] = {
     "read_results": read_results,

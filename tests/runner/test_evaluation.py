@@ -23,14 +23,8 @@ from benchmax.envs import (
     RolloutRequest,
 )
 from benchmax.envs._observer import RolloutReport, report_rollout
-from benchmax.runner import (
-    PassAtK,
-    ResumeMismatchError,
-    RunConfig,
-    UsageStats,
-    read_results,
-    run_environment,
-)
+from benchmax.results import PassAtK, UsageStats, read_results
+from benchmax.runner import ResumeMismatchError, RunConfig, run_environment
 from benchmax.runner._definition import env_source_digests
 from benchmax.testing import MockModelServer
 
@@ -581,7 +575,7 @@ async def test_environments_without_limits_record_none(tmp_path: Path) -> None:
 
 
 def test_definition_differences_name_modules_and_tolerate_older_headers() -> None:
-    from benchmax.runner._definition_changes import definition_differences
+    from benchmax.results._definition_changes import definition_differences
 
     old = {"env": {"class": "m:E", "constructor_args": {}}, "env_source": {"a": "1", "b": "2"}}
     new = {"env": {"class": "m:E"}, "env_source": {"a": "1", "c": "3"}, "limits": {"x": 1}}

@@ -21,13 +21,13 @@ from tests.runner.sample_envs import NumberEnv, number_config
 
 from benchmax.auth import InjectedAuth, StaticBearerAuth
 from benchmax.envs.shared_types import RolloutAttempt, RolloutRequest
+from benchmax.results import read_results
 from benchmax.rewards import Judge, JudgeError
 from benchmax.runner import (
     FailureShareExceeded,
     JudgeCheckError,
     RunConfig,
     RunError,
-    read_results,
     run_environment,
 )
 from benchmax.testing import MockModelServer
@@ -233,10 +233,10 @@ def test_max_failure_share_is_validated(share: Any) -> None:
 
 
 def test_the_checks_stay_out_of_the_run_definition(tmp_path: Path) -> None:
-    from benchmax.runner._definition import run_definition
+    from benchmax.runner import run_definition
 
     plain = run_definition(NumberEnv(1), number_config(tmp_path))
     changed = run_definition(
         NumberEnv(1), number_config(tmp_path, judge_check=False, max_failure_share=1)
     )
-    assert json.dumps(plain, sort_keys=True) == json.dumps(changed, sort_keys=True)
+    assert json.dumps(plain.fields, sort_keys=True) == json.dumps(changed.fields, sort_keys=True)

@@ -20,17 +20,10 @@ from tests.runner.sample_envs import AnswerEnv, NumberEnv, number_config, write_
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseRollout, Environment
 from benchmax.envs.base._sent_messages import messages_as_sent
-from benchmax.runner import (
-    GroupContractError,
-    ResultsFileError,
-    ResultsWriteError,
-    RunConfig,
-    RunError,
-    read_results,
-    run_environment,
-)
-from benchmax.runner._line_encoding import encoded_line
-from benchmax.runner._results_store import ResultsStore
+from benchmax.results import ResultsFileError, ResultsWriteError, RunDefinition, read_results
+from benchmax.results._line_encoding import encoded_line
+from benchmax.results._store import ResultsStore
+from benchmax.runner import GroupContractError, RunConfig, RunError, run_environment
 from benchmax.testing import MockModelServer, RecordedRequest, scripted
 from benchmax.trajectory import Trajectory
 
@@ -229,24 +222,23 @@ async def test_a_header_that_cannot_be_written_leaves_no_file_content(
 def test_after_a_failed_write_the_store_refuses_more_groups(
     tmp_path: Path, file_size_limit: Any
 ) -> None:
-    from benchmax.runner._records import CompletedGroup
+    from benchmax.results import RunDefinition, TrajectoryGroup
 
     path = tmp_path / "results.jsonl"
-    store = ResultsStore.open(path, {"group_size": 1}, group_size=1, force=False)
+    store = ResultsStore.open(path, RunDefinition({"group_size": 1}))
     size = path.stat().st_size
-    group = CompletedGroup(0, "ex-0", ("finished",), ({"r": 1.0},))
     record = Trajectory(
         rollout_id="r0", example_id="ex-0", termination_reason="finished", rewards={"r": 1.0}
     )
     file_size_limit(size + 5)
     try:
         with pytest.raises(ResultsWriteError):
-            store.append_group(group, [replace(record, annotations={"pad": "x" * 100})])
+            store.append(TrajectoryGroup((replace(record, annotations={"pad": "x" * 100}),)))
     finally:
         file_size_limit(resource.RLIM_INFINITY)
     assert path.stat().st_size == size
     with pytest.raises(ResultsWriteError):  # space is back, but this run has stopped
-        store.append_group(group, [record])
+        store.append(TrajectoryGroup((record,)))
     store.close()
     assert path.stat().st_size == size and 0 not in store.groups
 
@@ -617,7 +609,7 @@ def test_the_pinned_v1_file_reads_as_it_always_has() -> None:
 def test_the_pinned_v1_file_resumes(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     path.write_bytes(PINNED.read_bytes())
-    store = ResultsStore.open(path, PINNED_DEFINITION, group_size=2, force=False)
+    store = ResultsStore.open(path, RunDefinition(PINNED_DEFINITION))
     try:
         assert sorted(store.groups) == [0, 2]
         assert store.is_complete(0, "ex-0") and not store.is_complete(1, "ex-1")
@@ -670,7 +662,7 @@ def test_the_next_attempt_follows_the_highest_attempt_in_any_order(tmp_path: Pat
     header, rollouts = lines[0], [line for line in lines[1:-1] if line.strip()]
     path = tmp_path / "results.jsonl"
     path.write_bytes(header + b"".join(reversed(rollouts)))  # attempt 2 before attempt 1
-    store = ResultsStore.open(path, PINNED_DEFINITION, group_size=2, force=False)
+    store = ResultsStore.open(path, RunDefinition(PINNED_DEFINITION))
     store.close()
     assert store.next_attempt(2) == 3 and sorted(store.groups) == [0, 2]
 
@@ -691,11 +683,11 @@ def test_runner_errors_survive_pickling(tmp_path: Path) -> None:
 
 
 def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: Path) -> None:
-    from benchmax.runner._records import CompletedGroup
+    from benchmax.results import RunDefinition, TrajectoryGroup
 
     path = tmp_path / "results.jsonl"
     secrets = ['pa"ss\\wörd\n', "12345678"]
-    store = ResultsStore.open(path, {"group_size": 1}, group_size=1, force=False, secrets=secrets)
+    store = ResultsStore.open(path, RunDefinition({"group_size": 1}, secrets=tuple(secrets)))
     record = Trajectory(
         rollout_id="ex-0.r0",
         example_id="ex-0",
@@ -707,8 +699,7 @@ def test_secrets_are_masked_in_every_string_however_json_writes_them(tmp_path: P
         annotations={f"odd key {secrets[0]}": [("tuple", "12345678")]},
     )
     clean = replace(record, example_index=1, messages=None, logs=(), annotations={})
-    group = CompletedGroup(0, "ex-0", ("finished",), ({"r": 123.0},))
-    store.append_group(group, [record, clean])
+    store.append(TrajectoryGroup((record, clean)))
     store.close()
     raw = path.read_bytes()
     assert b"ss\\\\w" not in raw and "wörd".encode() not in raw

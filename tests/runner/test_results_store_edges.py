@@ -25,12 +25,18 @@ from typing import Any
 import pytest
 
 import benchmax
-from benchmax.runner import ResultsFileError, ResultsWriteError, ResumeMismatchError, read_results
-from benchmax.runner._definition_changes import definition_differences
-from benchmax.runner._line_encoding import encoded_line
-from benchmax.runner._records import CompletedGroup, completed_group
-from benchmax.runner._results import RESULTS_FORMAT
-from benchmax.runner._results_store import ResultsStore, new_run_id, results_header
+from benchmax.results import (
+    ResultsFileError,
+    ResultsWriteError,
+    RunDefinition,
+    TrajectoryGroup,
+    read_results,
+)
+from benchmax.results._definition_changes import definition_differences
+from benchmax.results._line_encoding import encoded_line
+from benchmax.results._reading import RESULTS_FORMAT
+from benchmax.results._store import ResultsStore, new_run_id, results_header
+from benchmax.runner import ResumeMismatchError
 from benchmax.trajectory import Trajectory
 
 DEFINITION: dict[str, Any] = {"env": {"name": "NumberEnv"}, "group_size": 2, "model": "m"}
@@ -69,10 +75,17 @@ def write_results(
     return data
 
 
-def opened(path: Path, definition: dict[str, Any] = DEFINITION, **options: Any) -> ResultsStore:
-    options.setdefault("group_size", definition["group_size"])
-    options.setdefault("force", False)
-    return ResultsStore.open(path, definition, **options)
+def opened(
+    path: Path,
+    definition: dict[str, Any] = DEFINITION,
+    *,
+    force: bool = False,
+    secrets: Sequence[str] = (),
+    **recorded: Any,
+) -> ResultsStore:
+    return ResultsStore.open(
+        path, RunDefinition(definition, secrets=tuple(secrets), **recorded), force=force
+    )
 
 
 def header_of(path: Path) -> dict[str, Any]:
@@ -98,7 +111,7 @@ def test_an_empty_file_becomes_a_new_results_file(tmp_path: Path) -> None:
 def test_a_new_file_is_created_with_its_missing_directories(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "results.jsonl"
     store = opened(path)
-    store.append_group(completed_group(0, group(0)), group(0))
+    store.append(TrajectoryGroup(tuple(group(0))))
     store.close()
     assert [r.example_index for r in read_results(path).rollouts] == [0, 0]
 
@@ -148,7 +161,7 @@ def test_a_torn_last_line_is_cut_and_its_group_run_again(tmp_path: Path) -> None
         assert not store.is_complete(1, "ex-1") and store.next_attempt(1) == 2
         assert path.read_bytes() == kept
         retry = group(1, attempt=2, reward=5.0)
-        store.append_group(completed_group(1, retry), retry)
+        store.append(TrajectoryGroup(tuple(retry)))
     finally:
         store.close()
     rollouts = read_results(path).rollouts
@@ -162,17 +175,17 @@ def test_a_resumed_group_is_summarised_as_it_was_written(tmp_path: Path) -> None
     write_results(path, *reversed(rollouts))  # lines in any order within the group
     store = opened(path)
     store.close()
-    assert store.groups == {0: completed_group(0, rollouts)}
-    assert store.groups[0] == CompletedGroup(
-        example_index=0,
-        example_id="ex-0",
-        termination_reasons=("finished", "max_turns"),
-        rewards=({"r": 1.0}, {"r": 2.0}),
-        usage=(
-            {"prompt_tokens": 3, "completion_tokens": 0},
-            {"prompt_tokens": 3, "completion_tokens": 1},
-        ),
+    assert list(store.groups) == [0]
+    summary = store.groups[0]
+    assert (summary.example_index, summary.example_id) == (0, "ex-0")
+    assert summary.termination_reasons == ("finished", "max_turns")
+    assert summary.rewards == ({"r": 1.0}, {"r": 2.0})
+    assert summary.usage == (
+        {"prompt_tokens": 3, "completion_tokens": 0},
+        {"prompt_tokens": 3, "completion_tokens": 1},
     )
+    assert [t.rollout_id for t in summary.trajectories] == [t.rollout_id for t in rollouts]
+    assert all(t.messages is None for t in summary.trajectories)  # never a transcript
     assert read_results(path).rollouts == tuple(rollouts)
 
 
@@ -186,7 +199,7 @@ def test_usage_a_line_lacks_or_holds_as_garbage_is_no_usage(tmp_path: Path) -> N
     store = opened(path)
     store.close()
     assert store.groups[0].usage == ({"prompt_tokens": 3, "completion_tokens": 0}, None)
-    assert store.groups[1].usage is None
+    assert store.groups[1].usage == (None, {"prompt_tokens": 3, "completion_tokens": 1})
 
 
 def test_a_later_complete_attempt_wins_wherever_its_lines_are(tmp_path: Path) -> None:
@@ -201,11 +214,12 @@ def test_a_later_complete_attempt_wins_wherever_its_lines_are(tmp_path: Path) ->
 
 def test_the_run_group_size_decides_completeness(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
-    write_results(path, *group(0), *group(1, size=3))
-    store = opened(path, group_size=3)  # the same definition: the caller's size rules
+    three = {**DEFINITION, "group_size": 3}
+    write_results(path, *group(0), *group(1, size=3), definition=three)
+    store = opened(path, three)
     store.close()
     assert sorted(store.groups) == [1]
-    assert [r.example_index for r in read_results(path).rollouts] == [0, 0]  # header's size
+    assert [r.example_index for r in read_results(path).rollouts] == [1, 1, 1]
 
 
 def test_another_group_size_needs_force_and_then_no_old_group_is_complete(
@@ -236,7 +250,7 @@ def test_a_forced_resume_rewrites_only_the_header(tmp_path: Path) -> None:
         assert path.read_bytes().endswith(body) and path.read_bytes().count(b"\n") == 4
         assert sorted(store.groups) == [0] and store.next_attempt(1) == 2
         assert store.path == path and store.run_id == "run"
-        store.append_group(completed_group(1, group(1, attempt=2)), group(1, attempt=2))
+        store.append(TrajectoryGroup(tuple(group(1, attempt=2))))
     finally:
         store.close()
     header = header_of(path)
@@ -387,7 +401,7 @@ def test_run_ids_are_utc_timestamps_with_six_hex_digits(far_time_zone: None) -> 
     assert RUN_ID_SHAPE.fullmatch(run_id)
     stamp = datetime.strptime(run_id[:15], "%Y%m%dT%H%M%S").replace(tzinfo=UTC)
     assert abs(datetime.now(UTC) - stamp) < timedelta(minutes=5)
-    store = ResultsStore.open(None, DEFINITION, group_size=2, force=False)
+    store = ResultsStore.open(None, RunDefinition(DEFINITION))
     assert RUN_ID_SHAPE.fullmatch(store.run_id) and store.path is None
 
 
@@ -490,8 +504,8 @@ def test_non_finite_floats_and_surrogates_round_trip(tmp_path: Path) -> None:
         annotations={"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "s": "a\ud800b"},
         timings={"group_seconds": math.inf},
     )
-    store = opened(path, {**DEFINITION, "group_size": 1}, group_size=1)
-    store.append_group(completed_group(0, [odd]), [odd])
+    store = opened(path, {**DEFINITION, "group_size": 1})
+    store.append(TrajectoryGroup((odd,)))
     store.close()
     (back,) = read_results(path).rollouts
     assert math.isnan(back.annotations["nan"]) and back.annotations["s"] == "a\ud800b"
@@ -505,9 +519,9 @@ def test_non_finite_floats_and_surrogates_round_trip(tmp_path: Path) -> None:
 
 
 def _appended(path: Path, secrets: Sequence[str], text: str) -> dict[str, Any]:
-    store = opened(path, {**DEFINITION, "group_size": 1}, group_size=1, secrets=secrets)
+    store = opened(path, {**DEFINITION, "group_size": 1}, secrets=secrets)
     record = replace(rollout(0, 0), messages=({"role": "user", "content": text},))
-    store.append_group(completed_group(0, [record]), [record])
+    store.append(TrajectoryGroup((record,)))
     store.close()
     line: dict[str, Any] = json.loads(path.read_bytes().splitlines()[-1])
     return line
@@ -524,14 +538,14 @@ def test_each_secret_alone_is_masked(tmp_path: Path, secret: str) -> None:
 
 def test_a_resumed_store_masks_as_a_new_one(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
-    opened(path, {**DEFINITION, "group_size": 1}, group_size=1).close()
+    opened(path, {**DEFINITION, "group_size": 1}).close()
     line = _appended(path, ["plain-secret-1"], "x plain-secret-1")
     assert line["transcript"][0]["content"] == "x ***"
 
 
 def test_a_store_without_a_file_remembers_groups(tmp_path: Path) -> None:
-    store = ResultsStore.open(None, DEFINITION, group_size=2, force=False, secrets=["s" * 8])
-    store.append_group(completed_group(3, group(3)), group(3))
+    store = ResultsStore.open(None, RunDefinition(DEFINITION, secrets=("s" * 8,)))
+    store.append(TrajectoryGroup(tuple(group(3))))
     store.close()
     assert store.is_complete(3, "ex-3") and not store.is_complete(3, "ex-4")
     assert list(tmp_path.iterdir()) == []
@@ -566,7 +580,7 @@ def test_a_write_that_cannot_finish_is_a_write_error(tmp_path: Path, fail: bool,
     path = tmp_path / "results.jsonl"
     store = ResultsStore(path, StubbornFile(fail=fail), "run", {}, {})  # type: ignore[arg-type]
     with pytest.raises(ResultsWriteError) as caught:
-        store.append_group(completed_group(0, group(0)), group(0))
+        store.append(TrajectoryGroup(tuple(group(0))))
     assert caught.value.errno == code and caught.value.path == str(path)
     assert len(getattr(caught.value, "__notes__", [])) == 1  # the cut back failed too
     assert store.groups == {}

@@ -11,13 +11,9 @@ import pytest
 from tests.runner.sample_envs import NumberEnv, number_config
 
 from benchmax.envs import Dataset, Example
-from benchmax.runner import (
-    ResultsFileError,
-    ResumeMismatchError,
-    read_results,
-    run_environment,
-)
-from benchmax.runner._results_store import ResultsStore, _write_all
+from benchmax.results import ResultsFileError, RunDefinition, read_results
+from benchmax.results._store import ResultsStore, _write_all
+from benchmax.runner import ResumeMismatchError, run_environment
 
 
 def outcome_table(path: Path) -> dict[tuple[int, int], tuple[str, dict]]:
@@ -218,15 +214,15 @@ async def test_read_results_leaves_out_partial_groups(tmp_path: Path) -> None:
 
 async def test_a_results_file_is_locked_while_a_run_writes_it(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
-    first = ResultsStore.open(path, {"a": 1}, group_size=1, force=False)
+    first = ResultsStore.open(path, RunDefinition({"a": 1, "group_size": 1}))
     try:
         with pytest.raises(ResultsFileError, match="is in use by another run"):
-            ResultsStore.open(path, {"a": 1}, group_size=1, force=False)
+            ResultsStore.open(path, RunDefinition({"a": 1, "group_size": 1}))
         with pytest.raises(ResultsFileError, match="is in use by another run"):
             await run_environment(NumberEnv(1), number_config(tmp_path))
     finally:
         first.close()
-    second = ResultsStore.open(path, {"a": 1}, group_size=1, force=False)  # free again
+    second = ResultsStore.open(path, RunDefinition({"a": 1, "group_size": 1}))  # free again
     second.close()
 
 

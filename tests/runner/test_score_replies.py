@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from tests.runner.sample_envs import AnswerEnv, write_answer_data
 
-from benchmax.runner import FixedReply, RunError, compare_results, read_results, score_replies
+from benchmax.results import compare_results, read_results
+from benchmax.runner import FixedReply, RunError, score_replies
 
 
 def replies(texts: list[str]) -> list[FixedReply]:

@@ -16,7 +16,8 @@ import pytest
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import Environment
-from benchmax.runner import RunConfig, read_results, run_environment
+from benchmax.results import read_results
+from benchmax.runner import RunConfig, run_environment
 from benchmax.serving import RunningServer, ServeOptions, serving
 from benchmax.testing import MockModelServer
 

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from tests.trl_training.tiny_policy import build_model, build_tokenizer
 
 from benchmax.cli import cli
-from benchmax.runner import read_results
+from benchmax.results import read_results
 from benchmax.training import read_metrics, read_trajectories
 
 pytestmark = pytest.mark.train

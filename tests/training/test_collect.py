@@ -12,7 +12,8 @@ from tests.runner.sample_envs import AnswerEnv, NumberEnv, number_config, write_
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseRollout, Example, RolloutOutcome, RolloutRequest
-from benchmax.runner import RunConfig, RunError, read_results, rollout_seed, run_environment
+from benchmax.results import read_results
+from benchmax.runner import RunConfig, RunError, rollout_seed, run_environment
 from benchmax.testing import Fault, MockModelServer
 from benchmax.training import collect_group, read_trajectories
 from benchmax.trajectory import Trajectory, annotate

@@ -11,7 +11,8 @@ import pytest
 from tests.envs.base.support import MULTIPLY_TOOL
 
 from benchmax.envs import BaseEnv, BaseRollout, Dataset, DatasetSplit, Example, JsonRow
-from benchmax.runner import ResultsFileError, RunConfig, read_results, run_environment
+from benchmax.results import ResultsFileError, read_results
+from benchmax.runner import RunConfig, run_environment
 from benchmax.testing import MockModelServer, ToyChatTemplate, scripted
 from benchmax.training import read_trajectories, to_training_samples
 from benchmax.trajectory import LOGPROB_DECIMALS, ModelCall, Trajectory

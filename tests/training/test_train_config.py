@@ -14,6 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from benchmax.cli import cli
+from benchmax.results._run_directory import RunDirectory
+from benchmax.results._step_metrics import step_metrics, tracker_metrics
 from benchmax.training import ConfigError, TrainConfig, read_metrics
 from benchmax.training._config import (
     config_differences,
@@ -21,8 +23,6 @@ from benchmax.training._config import (
     config_toml,
     read_config_file,
 )
-from benchmax.training._run_files import RunDirectory
-from benchmax.training._step_metrics import step_metrics, tracker_metrics
 from benchmax.trajectory import ModelCall, Trajectory
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ from benchmax.envs import (
     JsonRow,
     shared_types,
 )
-from benchmax.runner import RunConfig, read_results, run_environment
+from benchmax.results import read_results
+from benchmax.runner import RunConfig, run_environment
 from benchmax.testing import MockModelServer, scripted
 from benchmax.trajectory import ModelCall, ToolCallTiming, Trajectory, annotate
 

@@ -13,7 +13,7 @@ import pytest
 from tests.view.conftest import ARTIFACTS, BROWSER_PATIENCE_MS, EXAMPLE_RUNS, REPO, invoke
 from tests.view.synthetic import header, large_run, rollout, write
 
-from benchmax.runner import read_results
+from benchmax.results import read_results
 
 pytestmark = pytest.mark.browser
 
@@ -398,7 +398,7 @@ def test_a_group_beyond_the_transcript_budget_names_the_show_command(
 ) -> None:
     from tests.view.synthetic import mixed_run
 
-    from benchmax.runner import write_html_report
+    from benchmax.results import write_html_report
 
     results = mixed_run(tmp_path / "mixed.jsonl")
     html = write_html_report(results, tmp_path / "mixed.html", transcript_budget=1500).path

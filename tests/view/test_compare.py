@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from tests.view.synthetic import header, rollout, write
 
 from benchmax.cli import cli
-from benchmax.runner import (
+from benchmax.results import (
     PassAtK,
     ResultsFileError,
     bootstrap_interval,

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tests.view.synthetic import header, rollout, write
 
 from benchmax.cli import cli
-from benchmax.runner import read_results, render_html_report, report_data, write_html_report
+from benchmax.results import read_results, render_html_report, report_data, write_html_report
 
 DATA = re.compile(r'<script type="application/json" id="benchmax-data">(.*?)</script>', re.S)
 
@@ -179,7 +179,7 @@ def test_view_open_hands_the_file_to_the_web_browser(
 
 def test_bidirectional_overrides_are_embedded_as_visible_escapes() -> None:
     # "Trojan Source": a raw U+202E would reverse the text after it on the page.
-    from benchmax.runner._page_data import embedded_json
+    from benchmax.results._page_data import embedded_json
 
     text = embedded_json({"content": "pay \u202egnirts\u2066 x\u200f</script>"})
     assert not any(ch in text for ch in "\u202e\u2066\u200f")

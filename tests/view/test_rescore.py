@@ -22,13 +22,8 @@ from tests.view.synthetic import header, rollout, write
 
 from benchmax.auth import StaticBearerAuth
 from benchmax.cli import cli
-from benchmax.runner import (
-    RESCORED_REASONS,
-    GroupContractError,
-    RunError,
-    read_results,
-    rescore_results,
-)
+from benchmax.results import read_results
+from benchmax.runner import RESCORED_REASONS, GroupContractError, RunError, rescore_results
 
 QUESTIONS = [("2+2", "4"), ("3+3", "6"), ("4+4", "8")]
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tests.view.synthetic import header, rollout, write
 
 from benchmax.cli import cli
-from benchmax.runner import (
+from benchmax.results import (
     ResultsFileError,
     RolloutFilter,
     iter_results,

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tests.view.synthetic import header, large_run, mixed_run, rollout, write
 
 from benchmax.cli import cli
-from benchmax.runner import ResultsFileError, read_results, render_html_report, write_html_report
+from benchmax.results import ResultsFileError, read_results, render_html_report, write_html_report
 
 DATA = re.compile(r'<script type="application/json" id="benchmax-data">(.*?)</script>', re.S)
 
@@ -147,10 +147,9 @@ def test_view_says_how_many_groups_lost_their_transcripts(tmp_path: Path) -> Non
 def test_the_pages_summary_is_the_runs_report(tmp_path: Path) -> None:
     """The page counts each group with the scalars and advantages its entry carries; the
     run's report computes them: the numbers agree."""
-    from benchmax.runner import report_data
-    from benchmax.runner._records import completed_group
-    from benchmax.runner._report import summarize
-    from benchmax.runner._selection import groups_of
+    from benchmax.results import report_data
+    from benchmax.results._report import summarize
+    from benchmax.results._selection import groups_of
 
     results = read_results(mixed_run(tmp_path / "mixed.jsonl"))
     groups = groups_of(results)
@@ -158,7 +157,7 @@ def test_the_pages_summary_is_the_runs_report(tmp_path: Path) -> None:
         run_id="",
         results_path=None,
         examples=len(groups),
-        groups=[completed_group(g.example_index, g.rollouts) for g in groups],
+        groups=groups,
         groups_resumed=0,
         rollouts_run=0,
         wall_seconds=0.0,

@@ -10,8 +10,8 @@ import pytest
 from tests.view.conftest import invoke
 from tests.view.synthetic import header, rollout, write
 
-from benchmax.runner import read_results
-from benchmax.runner._html_report import report_data
+from benchmax.results import read_results
+from benchmax.results._html_report import report_data
 
 TRANSCRIPT = [
     {"role": "user", "content": "6*7?"},

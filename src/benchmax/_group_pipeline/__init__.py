@@ -21,8 +21,8 @@ the ``Placement`` (run id, example index, attempt) and what happens to a finishe
 
     async def one(example_index: int) -> None:
         group = Group(requests_for(example_index), Placement("run-1", example_index))
-        finished = await pipeline.run(group)        # FinishedGroup
-        save(finished.outcomes, finished.trajectories)
+        finished = await pipeline.run(group)        # a TrajectoryGroup
+        save(finished.trajectories)
 
     with pipeline.attached():                       # one log handler for the whole run
         await run_pool(range(len(examples)), one, concurrency=8)
@@ -32,13 +32,12 @@ group logged are then ``pipeline.take_failed_logs(group.rollout_ids)``.
 """
 
 from benchmax._group_pipeline.log_capture import RolloutLogCapture
-from benchmax._group_pipeline.pipeline import FinishedGroup, Group, GroupPipeline, Placement
+from benchmax._group_pipeline.pipeline import Group, GroupPipeline, Placement
 from benchmax._group_pipeline.pool import run_pool
 from benchmax.envs._hook_deadlines import DEFAULT_HOOK_SECONDS, HookDeadlines
 
 __all__ = [
     "DEFAULT_HOOK_SECONDS",
-    "FinishedGroup",
     "Group",
     "GroupPipeline",
     "HookDeadlines",

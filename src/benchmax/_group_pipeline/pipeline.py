@@ -17,9 +17,10 @@ from benchmax.envs._hook_deadlines import HookDeadlines, with_hook_deadlines
 from benchmax.envs._observer import observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import RolloutOutcome, RolloutRequest
+from benchmax.results import TrajectoryGroup
 from benchmax.trajectory import LogEntry, Trajectory
 
-__all__ = ["FinishedGroup", "Group", "GroupPipeline", "Placement"]
+__all__ = ["Group", "GroupPipeline", "Placement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,17 +51,6 @@ class Group:
     @property
     def rollout_ids(self) -> tuple[str, ...]:
         return tuple(request.rollout_id for request in self.requests)
-
-
-@dataclass(frozen=True, slots=True)
-class FinishedGroup:
-    """What a group produced: ``outcomes`` exactly as ``run_group`` returned them (rollout
-    id -> outcome) and one ``Trajectory`` per request, in request order, with the final
-    outcome (group rewards merged), the log records filed under it (secrets masked) and
-    its placement."""
-
-    outcomes: Mapping[str, RolloutOutcome]
-    trajectories: tuple[Trajectory, ...]
 
 
 _DEFAULT_DEADLINES = HookDeadlines()
@@ -130,7 +120,7 @@ class GroupPipeline:
             if self._attached == 0:
                 self._detach.close()
 
-    async def run(self, group: Group) -> FinishedGroup:
+    async def run(self, group: Group) -> TrajectoryGroup:
         """Run ``group`` through ``run_group`` and record it.
 
         Rollout failures settle as outcomes; what ``run_group`` raises (a contract error,
@@ -168,7 +158,11 @@ class GroupPipeline:
             )
             for k, request in enumerate(group.requests)
         )
-        return FinishedGroup(outcomes=outcomes, trajectories=trajectories)
+        weights = getattr(self.env, "reward_weights", None)
+        try:
+            return TrajectoryGroup(trajectories, weights if isinstance(weights, Mapping) else None)
+        except TypeError:  # weights that weigh nothing: the group is kept all the same
+            return TrajectoryGroup(trajectories)
 
     def take_failed_logs(self, rollout_ids: Sequence[str]) -> list[LogEntry]:
         """The records the group of ``rollout_ids`` logged before ``run`` raised (each

@@ -15,7 +15,7 @@ from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import json_option
 from benchmax.cli._results_reading import reading
 from benchmax.cli._tables import add_columns, print_whole
-from benchmax.runner import Comparison, compare_files
+from benchmax.results import Comparison, compare_files
 
 __all__ = ["compare_command", "render_comparison"]
 

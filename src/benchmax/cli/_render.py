@@ -20,8 +20,9 @@ from rich.table import Table
 from benchmax._tracebacks import exception_line
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.envs.shared_types import FINISHED
+from benchmax.results import RewardStats, read_results
 from benchmax.runner import Progress as RunProgress
-from benchmax.runner import RewardStats, RunReport, read_results
+from benchmax.runner import RunReport
 from benchmax.trajectory import LogEntry
 
 __all__ = ["failure_examples", "progress_bar", "render_report"]

@@ -35,7 +35,8 @@ from benchmax.cli._targets import (
     load_target,
     parse_env_args,
 )
-from benchmax.runner import RescoreReport, Results, RunError, read_results, rescore_results
+from benchmax.results import Results, read_results
+from benchmax.runner import RescoreReport, RunError, rescore_results
 
 __all__ = ["rescore_command"]
 

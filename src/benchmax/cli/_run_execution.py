@@ -27,7 +27,8 @@ from benchmax.cli._targets import (
 )
 from benchmax.envs.base._limits import apply_limits
 from benchmax.envs.environment import Environment
-from benchmax.runner import Progress, RunError, RunReport, read_results_summary, run_environment
+from benchmax.results import read_results_summary
+from benchmax.runner import Progress, RunError, RunReport, run_environment
 from benchmax.runner._config import mask_secrets
 
 __all__ = ["execute", "masked", "report_interruption"]

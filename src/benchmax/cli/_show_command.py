@@ -18,7 +18,7 @@ from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import json_option
 from benchmax.cli._results_reading import reading
 from benchmax.envs.shared_types import FINISHED
-from benchmax.runner import RolloutFilter, select_from_file
+from benchmax.results import RolloutFilter, select_from_file
 from benchmax.trajectory import Trajectory, is_simulated_user
 
 __all__ = ["show_command", "visible"]

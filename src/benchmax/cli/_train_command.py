@@ -31,6 +31,7 @@ from benchmax.cli._options import json_option
 from benchmax.cli._run_plan import bundle_definition
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError, load_target, parse_env_args, uses_mock
+from benchmax.results._run_directory import RunDirectory
 from benchmax.training._config import (
     ConfigError,
     Setting,
@@ -38,7 +39,6 @@ from benchmax.training._config import (
     config_settings,
     read_config_file,
 )
-from benchmax.training._run_files import RunDirectory
 
 __all__ = ["train_command"]
 

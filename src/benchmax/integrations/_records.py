@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from benchmax.integrations._sequence import RolloutSequence, rollout_sequence
-from benchmax.training import scalar_reward
+from benchmax.training import RolloutSequence, rollout_sequence, scalar_reward
 from benchmax.trajectory import Trajectory
 
 __all__ = ["required_sequence", "scalar_rewards", "turns_after_prompt"]

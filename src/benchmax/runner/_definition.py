@@ -16,6 +16,7 @@ from typing import Any
 from benchmax.envs._sampling_args import merged_sampling_args, validated_sampling_args
 from benchmax.envs.base._limits import recorded_limits
 from benchmax.envs.environment import Environment
+from benchmax.results import RunDefinition
 from benchmax.runner._config import RunConfig
 
 __all__ = [
@@ -29,10 +30,12 @@ ENV_SOURCE_KEY = "env_source"
 """Definition key of the per-module source digests (``{module name: "sha256:<16 hex>"}``)."""
 
 
-def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, Any]:
-    """The run definition for ``env`` run with ``config``.
+def run_definition(env: Environment[Any, Any], config: RunConfig) -> RunDefinition:
+    """The run definition for ``env`` run with ``config``: what its results file's header
+    records (with the config's data directory and secrets, and the environment's
+    ``reward_weights`` when it sets a mapping of them).
 
-    Keys: ``env`` (``config.env_definition``, else the class path and, when any,
+    Keys of ``fields``: ``env`` (``config.env_definition``, else the class path and, when any,
     ``constructor_args``), ``env_source`` (unless the environment comes from a bundle),
     ``split``, ``model``, ``base_url``, ``group_size``, ``max_examples``, ``limits`` (only
     for environments with BaseEnv limits), ``sampling_args`` (only when some are set: the
@@ -67,7 +70,13 @@ def run_definition(env: Environment[Any, Any], config: RunConfig) -> dict[str, A
     if config.tokens:
         definition["tokens"] = True
     definition.update(config.definition_extras)
-    return definition
+    weights = getattr(env, "reward_weights", None)
+    return RunDefinition(
+        definition,
+        data_dir=config.base_dir,
+        reward_weights=weights if isinstance(weights, Mapping) else None,
+        secrets=config.secrets(),
+    )
 
 
 def env_source_digests(env_class: type) -> dict[str, str] | None:

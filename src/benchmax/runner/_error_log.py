@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmax.runner._config import mask_secrets
 from benchmax.runner._errors import GroupContractError
-from benchmax.runner._records import LogEntry
+from benchmax.trajectory import LogEntry
 
 __all__ = ["error_log_path", "group_contract_error", "hook_that_raised"]
 

@@ -31,7 +31,7 @@ from benchmax._vocabulary import (
     OUTPUT_EXCEEDED,
     TOOL_BUDGET_EXCEEDED,
 )
-from benchmax.runner._errors import RunError
+from benchmax.results import RunError
 from benchmax.trajectory import Trajectory
 
 __all__ = [

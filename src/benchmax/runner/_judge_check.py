@@ -24,9 +24,9 @@ from benchmax._url_credentials import (
     with_url_credential,
 )
 from benchmax.auth import ModelAuth, ModelRequestContext, bind_model_auth
+from benchmax.results import RunError
 from benchmax.rewards import Judge
 from benchmax.runner._config import credential_secrets, mask_secrets
-from benchmax.runner._errors import RunError
 from benchmax.runner._reachable import reachable_values
 from benchmax.tools import SimulatedUser
 

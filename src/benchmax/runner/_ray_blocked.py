@@ -20,11 +20,11 @@ from typing import Any
 
 from benchmax._vocabulary import ROLLOUT_TIMEOUT
 from benchmax.envs.environment import Environment
+from benchmax.results import TrajectoryGroup
 from benchmax.runner._config import mask_secrets
 from benchmax.runner._loop_watch import blocking_hook
-from benchmax.runner._records import LogEntry, completed_group
-from benchmax.runner._run import GroupJob, GroupResult
-from benchmax.trajectory import Trajectory
+from benchmax.runner._run import GroupJob
+from benchmax.trajectory import LogEntry, Trajectory
 
 __all__ = [
     "BEAT_SECONDS",
@@ -121,7 +121,7 @@ def settled_group(
     reward_keys: Sequence[str],
     split: str,
     secrets: Sequence[str],
-) -> GroupResult:
+) -> TrajectoryGroup:
     """``job``'s group after its code blocked its worker's loop past ``deadline``: every
     rollout ``rollout_timeout`` with zero rewards and one log entry saying why."""
     hook = state.hook or "code that could not be located"
@@ -155,4 +155,4 @@ def settled_group(
         )
         for k, rollout_id in enumerate(job.rollout_ids)
     )
-    return GroupResult(completed_group(job.example_index, trajectories), trajectories)
+    return TrajectoryGroup(trajectories)

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from benchmax.bundle import Bundle
+from benchmax.results import TrajectoryGroup
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._errors import ExecutorError
 from benchmax.runner._ray_blocked import BEAT_SECONDS, LoopState, settled_group
 from benchmax.runner._ray_worker import GroupFailed, Ready, _GroupWorker
-from benchmax.runner._records import LogEntry
-from benchmax.runner._run import GroupJob, GroupResult, _providers
+from benchmax.runner._run import GroupJob, _providers
+from benchmax.trajectory import LogEntry
 
 if TYPE_CHECKING:
     from benchmax.runner._ray import RayExecutor
@@ -146,7 +147,7 @@ class WorkerPool:
             self._changed.clear()
             await self._changed.wait()
 
-    async def run(self, job: GroupJob) -> GroupResult:
+    async def run(self, job: GroupJob) -> TrajectoryGroup:
         exceptions = self._ray.exceptions
         while True:
             worker = await self._pick()
@@ -188,12 +189,14 @@ class WorkerPool:
                 raise reply.error
             return reply
 
-    async def _reply(self, worker: _Worker, job: GroupJob) -> GroupResult | GroupFailed | LoopState:
+    async def _reply(
+        self, worker: _Worker, job: GroupJob
+    ) -> TrajectoryGroup | GroupFailed | LoopState:
         """The worker's reply for ``job``; past the deadline, the state of the loop that
         ``job``'s code blocked (the worker then replaced) instead."""
         ref = worker.handle.run.remote(job)
         if self._deadline is None:
-            reply: GroupResult | GroupFailed = await ref
+            reply: TrajectoryGroup | GroupFailed = await ref
             return reply
         waiting = asyncio.ensure_future(_awaited(ref))
         waiting.add_done_callback(_retrieved)
@@ -204,7 +207,7 @@ class WorkerPool:
                 if blocked is not None:
                     return blocked
                 timeout = BEAT_SECONDS * 4
-            result: GroupResult | GroupFailed = waiting.result()
+            result: TrajectoryGroup | GroupFailed = waiting.result()
             return result
         finally:
             waiting.cancel()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -17,11 +18,11 @@ from benchmax._secret_masking import mask_standard_streams, remember
 from benchmax.bundle import Bundle, load_bundle, validate_bundle_compatibility
 from benchmax.envs.base._limits import LIMIT_NAMES, apply_limits
 from benchmax.envs.environment import Environment
+from benchmax.results import TrajectoryGroup
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._ray_blocked import LoopHeartbeat, LoopState, group_context
-from benchmax.runner._records import LogEntry
-from benchmax.runner._run import GroupCollector, GroupJob, GroupResult
-from benchmax.trajectory import Trajectory
+from benchmax.runner._run import GroupCollector, GroupJob
+from benchmax.trajectory import LogEntry, Trajectory
 
 # ``_GroupWorker`` keeps its name: Ray titles a worker's process ``ray::_GroupWorker``.
 __all__ = ["GroupFailed", "Ready", "_GroupWorker"]
@@ -102,19 +103,19 @@ class _GroupWorker:
             setattr(env, name, value)
         return env
 
-    async def run(self, job: GroupJob) -> GroupResult | GroupFailed:
+    async def run(self, job: GroupJob) -> TrajectoryGroup | GroupFailed:
         # In a context of its own that names the group, which every task it starts inherits:
         # loop_state finds the group whose code blocks the loop.
         context = group_context(job.example_index)
         return await asyncio.create_task(self._run(job), context=context)
 
-    async def _run(self, job: GroupJob) -> GroupResult | GroupFailed:
+    async def _run(self, job: GroupJob) -> TrajectoryGroup | GroupFailed:
         assert self._collector is not None, "start() must succeed first"
         try:
             result = await self._collector.collect(job)
         except Exception as error:
             return GroupFailed(_portable(error), self._collector.failed_logs(job))
-        return GroupResult(group=result.group, trajectories=_as_json(result.trajectories))
+        return dataclasses.replace(result, trajectories=_as_json(result.trajectories))
 
     async def close(self) -> None:
         self._stack.close()

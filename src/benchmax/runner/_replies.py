@@ -16,10 +16,8 @@ from typing import Any
 from benchmax.auth import ModelAuth
 from benchmax.envs import BaseEnv
 from benchmax.envs.shared_types import FINISHED, DatasetSplit
-from benchmax.runner._errors import RunError
-from benchmax.runner._records import CompletedGroup
+from benchmax.results import ResultsStore, RunDefinition, RunError, TrajectoryGroup
 from benchmax.runner._rescore import RescoreReport, rescore_results
-from benchmax.runner._results_store import ResultsStore
 from benchmax.trajectory import Trajectory
 
 __all__ = ["FixedReply", "score_replies"]
@@ -87,12 +85,12 @@ async def score_replies(
         "group_size": 1,
         "replies": "fixed",
     }
-    store = ResultsStore.open(source, definition, group_size=1, force=True)
+    store = ResultsStore.open(source, RunDefinition(definition), force=True)
     count = 0
     try:
         for reply in replies:
             if count < len(examples):
-                store.append_group(*_group(store.run_id, split, env, count, examples[count], reply))
+                store.append(_group(store.run_id, split, env, count, examples[count], reply))
             count += 1
     finally:
         store.close()
@@ -114,7 +112,7 @@ async def score_replies(
 
 def _group(
     run_id: str, split: str, env: BaseEnv, index: int, example: Any, reply: FixedReply
-) -> tuple[CompletedGroup, list[Trajectory]]:
+) -> TrajectoryGroup:
     payload = example.payload
     if isinstance(payload, Mapping) and isinstance(payload.get("prompt_messages"), list):
         history = list(payload["prompt_messages"])
@@ -132,11 +130,4 @@ def _group(
         group_index=0,
         messages=(*history, dict(reply.message)),
     )
-    group = CompletedGroup(
-        example_index=index,
-        example_id=example.id,
-        termination_reasons=(FINISHED,),
-        rewards=(rewards,),
-        usage=(None,),
-    )
-    return group, [record]
+    return TrajectoryGroup((record,))

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmax._file_replace import replace_file
 from benchmax._group_pipeline import Group, GroupPipeline, run_pool
 from benchmax.auth import ModelAuth
 from benchmax.envs import BaseEnv, BaseRollout
@@ -38,14 +37,19 @@ from benchmax.envs.shared_types import (
     RewardMap,
     RolloutRequest,
 )
+from benchmax.results import (
+    Results,
+    RewardStats,
+    RunDefinition,
+    RunError,
+    TrajectoryGroup,
+    groups_of,
+    new_run_id,
+    read_results,
+    write_results,
+)
 from benchmax.runner._config import NoModelAuth, credential_secrets
-from benchmax.runner._errors import GroupContractError, RunError
-from benchmax.runner._line_encoding import encoded_line
-from benchmax.runner._records import ResultsHeader
-from benchmax.runner._report import RewardStats
-from benchmax.runner._results import Results, read_results
-from benchmax.runner._results_store import new_run_id, results_header
-from benchmax.runner._selection import ResultGroup, groups_of
+from benchmax.runner._errors import GroupContractError
 from benchmax.trajectory import Trajectory, recording_annotations
 
 __all__ = ["RESCORED_REASONS", "RescoreReport", "rescore_results"]
@@ -187,14 +191,19 @@ async def rescore_results(
         env, groups, payloads, definition, run_id, dict(auth_providers or {}), max_concurrent_groups
     )
     rescored_from = {"path": str(source), "run_id": results.header.get("run_id")}
-    header = results_header(
-        run_id,
+    new_definition = RunDefinition(
         {**definition, "env": dict(env_definition or definition.get("env") or {})},
-        rescored_from={**rescored_from, "env": definition.get("env")},
         data_dir=Path(base_dir),
     )
-    _write(target, header, rescored)
-    return _report(source, target, run_id, groups, rescored, missing)
+    write_results(
+        target,
+        new_definition,
+        rescored,
+        run_id=run_id,
+        rescored_from={**rescored_from, "env": definition.get("env")},
+    )
+    new_records = [t for group in rescored for t in group.trajectories]
+    return _report(source, target, run_id, groups, new_records, missing)
 
 
 def _checked_paths(
@@ -218,7 +227,7 @@ def _checked_paths(
 
 async def _groups_to_rescore(
     env: BaseEnv, results: Results, source: Path, base_dir: Path, allow_missing: bool
-) -> tuple[list[ResultGroup], dict[str, Any], tuple[str, ...]]:
+) -> tuple[list[TrajectoryGroup], dict[str, Any], tuple[str, ...]]:
     """The groups of ``results`` whose examples the split has, the payloads by example id
     and the example ids missing from it (a ``RunError`` unless ``allow_missing``)."""
     split = results.definition.get("split", "eval")
@@ -234,7 +243,7 @@ async def _groups_to_rescore(
         )
     groups = [g for g in groups if g.example_id in payloads]
     for group in groups:
-        for record in group.rollouts:
+        for record in group.trajectories:
             if record.messages is None and record.termination_reason in RESCORED_REASONS:
                 raise RunError(
                     f"rollout {record.rollout_id} of {source} has no transcript to score "
@@ -245,15 +254,15 @@ async def _groups_to_rescore(
 
 async def _rescored(
     env: BaseEnv,
-    groups: Sequence[ResultGroup],
+    groups: Sequence[TrajectoryGroup],
     payloads: Mapping[str, Any],
     definition: Mapping[str, Any],
     run_id: str,
     providers: dict[str, ModelAuth],
     max_concurrent_groups: int,
-) -> list[Trajectory]:
-    """Every group's records scored again through the group pipeline, in example order."""
-    records = {r.rollout_id: r for group in groups for r in group.rollouts}
+) -> list[TrajectoryGroup]:
+    """Every group scored again through the group pipeline, in example order."""
+    records = {r.rollout_id: r for group in groups for r in group.trajectories}
     pipeline = GroupPipeline(
         _Replay(env, records, run_id),
         auth_providers=providers,
@@ -262,9 +271,9 @@ async def _rescored(
     )
     split = definition.get("split", "eval")
     model = str(definition.get("model") or "rescore")
-    rewritten: dict[int, tuple[Trajectory, ...]] = {}
+    rewritten: dict[int, TrajectoryGroup] = {}
 
-    async def rescore(group: ResultGroup) -> None:
+    async def rescore(group: TrajectoryGroup) -> None:
         example = Example(id=group.example_id, payload=payloads[group.example_id])
         requests = tuple(
             RolloutRequest(
@@ -275,29 +284,28 @@ async def _rescored(
                 model_auth=NoModelAuth(),
                 split=split,
             )
-            for record in group.rollouts
+            for record in group.trajectories
         )
-        finished = await pipeline.run(Group(requests, placement=None))
-        rewritten[group.example_index] = finished.trajectories
+        rewritten[group.example_index or 0] = await pipeline.run(Group(requests, placement=None))
 
-    def contract_error(group: ResultGroup, error: Exception) -> BaseException:
-        pipeline.take_failed_logs([r.rollout_id for r in group.rollouts])
-        return GroupContractError(group.example_index, group.example_id, error)
+    def contract_error(group: TrajectoryGroup, error: Exception) -> BaseException:
+        pipeline.take_failed_logs([r.rollout_id for r in group.trajectories])
+        return GroupContractError(group.example_index or 0, group.example_id, error)
 
     with pipeline.attached():
         await run_pool(groups, rescore, concurrency=max_concurrent_groups, on_error=contract_error)
-    return [r for index in sorted(rewritten) for r in rewritten[index]]
+    return [rewritten[index] for index in sorted(rewritten)]
 
 
 def _report(
     source: Path,
     target: Path,
     run_id: str,
-    groups: Sequence[ResultGroup],
+    groups: Sequence[TrajectoryGroup],
     new_records: Sequence[Trajectory],
     missing: tuple[str, ...],
 ) -> RescoreReport:
-    old_records = [r for g in groups for r in g.rollouts]
+    old_records = [r for g in groups for r in g.trajectories]
     return RescoreReport(
         source=source,
         output=target,
@@ -343,11 +351,3 @@ def _stats(records: Sequence[Trajectory]) -> dict[str, RewardStats]:
             if math.isfinite(value):
                 values.setdefault(key, []).append(float(value))
     return {key: RewardStats.of(vals) for key, vals in values.items()}
-
-
-def _write(path: Path, header: ResultsHeader, records: Sequence[Trajectory]) -> None:
-    """Write the whole file next to ``path`` first, then move it into place."""
-    # The results file's own line encoder: text a model wrote (a lone surrogate) never
-    # makes the write fail.
-    lines = [encoded_line(header), *(encoded_line(record.to_json()) for record in records)]
-    replace_file(path, lines)

@@ -19,24 +19,21 @@ from benchmax.auth import bind_model_auth
 from benchmax.envs._sampling_args import merged_sampling_args
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutRequest
+from benchmax.results import ResultsStore, RunError, RunReport, TrajectoryGroup, summarize
 from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._definition import env_sampling_args, run_definition
 from benchmax.runner._error_log import group_contract_error
-from benchmax.runner._errors import GroupContractError, RunError
+from benchmax.runner._errors import GroupContractError
 from benchmax.runner._failure_share import FailureTally
 from benchmax.runner._judge_check import check_judges, distinct_judges
 from benchmax.runner._loop_watch import watching_the_loop
-from benchmax.runner._records import CompletedGroup, LogEntry, completed_group
-from benchmax.runner._report import RunReport, summarize
-from benchmax.runner._results_store import ResultsStore
-from benchmax.trajectory import Trajectory
+from benchmax.trajectory import LogEntry, Trajectory
 
 __all__ = [
     "GroupCollector",
     "GroupDispatch",
     "GroupExecutor",
     "GroupJob",
-    "GroupResult",
     "Progress",
     "run_environment",
 ]
@@ -129,20 +126,12 @@ class GroupJob:
         return dataclasses.replace(self, attempt=self.attempt + 1)
 
 
-@dataclass(frozen=True, slots=True)
-class GroupResult:
-    """A finished group: its summary and its rollouts' records, in group order."""
-
-    group: CompletedGroup
-    trajectories: tuple[Trajectory, ...]
-
-
 class GroupDispatch(Protocol):
     """Runs groups for one run; ``capacity`` bounds the groups in flight."""
 
     capacity: int
 
-    async def run(self, job: GroupJob) -> GroupResult: ...
+    async def run(self, job: GroupJob) -> TrajectoryGroup: ...
 
     def failed_group_logs(self, example_index: int) -> list[LogEntry]:
         """What the group of ``example_index`` logged before it raised (for the error log)."""
@@ -170,7 +159,7 @@ class _Run:
         config: RunConfig,
         store: ResultsStore,
         examples: Sequence[Example[Any]],
-        resumed: Sequence[CompletedGroup],
+        resumed: Sequence[TrajectoryGroup],
         on_progress: Callable[[Progress], None] | None,
         on_group: Callable[[tuple[Trajectory, ...]], None] | None = None,
     ) -> None:
@@ -191,7 +180,7 @@ class _Run:
         for group in resumed:
             self._tally(group)
 
-    def _tally(self, group: CompletedGroup) -> None:
+    def _tally(self, group: TrajectoryGroup) -> None:
         for rewards in group.rewards:
             if self.first_key is None and rewards:
                 self.first_key = next(iter(rewards))
@@ -251,10 +240,10 @@ class _Run:
             group_size=self.config.group_size,
         )
         result = await dispatch.run(job)
-        self.store.append_group(result.group, result.trajectories)
+        self.store.append(result)
         self.rollouts_run += len(result.trajectories)
         self.done += 1
-        self._tally(result.group)
+        self._tally(result)
         if self.on_group is not None:
             try:
                 self.on_group(result.trajectories)
@@ -310,14 +299,10 @@ class GroupCollector:
         )
         return Group(requests, Placement(self.run_id, job.example_index, job.attempt))
 
-    async def collect(self, job: GroupJob) -> GroupResult:
+    async def collect(self, job: GroupJob) -> TrajectoryGroup:
         """Run ``job``'s group; a ``run_group`` contract error propagates (its records are
         then ``failed_logs(job)``)."""
-        finished = await self.pipeline.run(self.group(job))
-        trajectories = finished.trajectories
-        return GroupResult(
-            group=completed_group(job.example_index, trajectories), trajectories=trajectories
-        )
+        return await self.pipeline.run(self.group(job))
 
     def failed_logs(self, job: GroupJob) -> list[LogEntry]:
         """What ``job``'s group logged before it raised."""
@@ -332,7 +317,7 @@ class _LocalDispatch:
         self.capacity = capacity
         self.unsaved_logs: dict[int, list[LogEntry]] = {}
 
-    async def run(self, job: GroupJob) -> GroupResult:
+    async def run(self, job: GroupJob) -> TrajectoryGroup:
         try:
             return await self.collector.collect(job)
         except BaseException:
@@ -438,18 +423,11 @@ async def run_environment(
         judges = distinct_judges(env, config.judges)
         if judges:
             await check_judges(judges, _providers(config), config.secrets())
-    store = ResultsStore.open(
-        config.output,
-        run_definition(env, config),
-        group_size=config.group_size,
-        force=config.force,
-        secrets=config.secrets(),
-        data_dir=config.base_dir,
-        reward_weights=_reward_weights(env),
-    )
+    definition = run_definition(env, config)
+    store = ResultsStore.open(config.output, definition, force=config.force)
     try:
         pending: list[tuple[int, Example[Any]]] = []
-        resumed: list[CompletedGroup] = []
+        resumed: list[TrajectoryGroup] = []
         for i, ex in enumerate(examples):
             if store.is_complete(i, ex.id):
                 resumed.append(store.groups[i])
@@ -471,13 +449,7 @@ async def run_environment(
         groups_resumed=len(resumed),
         rollouts_run=run.rollouts_run,
         wall_seconds=time.monotonic() - started,
-        reward_weights=_reward_weights(env),
+        reward_weights=definition.reward_weights,
     )
     report.write_json()
     return report
-
-
-def _reward_weights(env: Environment[Any, Any]) -> Mapping[str, float] | None:
-    """The environment's ``reward_weights`` when it sets a mapping of them."""
-    weights = getattr(env, "reward_weights", None)
-    return weights if isinstance(weights, Mapping) else None

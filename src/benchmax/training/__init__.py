@@ -1,7 +1,9 @@
 """What a trainer needs from benchmax: trajectories, training samples and advantages.
 
-- ``collect_group(env, requests)`` runs one group and returns its outcomes with the
-  trajectories (``benchmax.trajectory.Trajectory``), no file involved;
+- ``collect_group(env, requests)`` runs one group and returns it as a
+  ``benchmax.results.TrajectoryGroup`` (its ``Trajectory`` records, outcomes, scalars
+  and advantages), no file involved (``CollectedGroup``, its old name, is a deprecated
+  alias until 0.3);
   ``run_environment(..., on_group=...)`` does the same for a whole split, and
   ``read_trajectories(path)`` reads them back from a results file.
 - ``to_training_samples(trajectory)`` stitches a trajectory's recorded token ids and
@@ -9,7 +11,9 @@
   completion_logprobs}``.
 - ``scalar_reward`` turns a reward map into one number by the environment's
   ``reward_weights``; ``group_advantages`` turns a group's scalars into advantages
-  (GRPO, Dr. GRPO, RLOO).
+  (GRPO, Dr. GRPO, RLOO); both are ``benchmax.results``' own, re-exported here.
+  ``rollout_sequence`` gives a trajectory's one training sequence (``RolloutSequence``),
+  the rule every trainer adapter shares.
 - ``train(TrainConfig(...), EnvClass)`` runs GRPO with TRL (the ``trl`` extra) into a
   run directory that ``benchmax show``/``view``/``compare`` read (``benchmax train`` is
   the same from the command line; ``docs/training.md``).
@@ -24,13 +28,19 @@
 
 from typing import TYPE_CHECKING, Any
 
-from benchmax._lazy_names import lazy_attribute
+from benchmax._lazy_names import lazy_attribute, moved_attribute
 from benchmax._vocabulary import TRAINABLE_REASONS
+from benchmax.results import (
+    AdvantageMethod,
+    group_advantages,
+    read_metrics,
+    read_trajectories,
+    scalar_reward,
+)
 from benchmax.runner import rollout_seed
-from benchmax.training._advantages import AdvantageMethod, group_advantages, scalar_reward
-from benchmax.training._collect import CollectedGroup, collect_group, read_trajectories
+from benchmax.training._collect import collect_group
 from benchmax.training._config import ConfigError, TrainConfig
-from benchmax.training._run_files import read_metrics
+from benchmax.training._rollout_sequence import RolloutSequence, rollout_sequence
 from benchmax.training._samples import TrainingSample, to_training_samples
 from benchmax.training._trainer import StopRequest, TrainError, TrainEvent, TrainResult, train
 
@@ -42,9 +52,9 @@ __all__ = [
     "BUILTIN_MODELS",
     "TRAINABLE_REASONS",
     "AdvantageMethod",
-    "CollectedGroup",
     "ConfigError",
     "PolicySampler",
+    "RolloutSequence",
     "StopRequest",
     "TrainConfig",
     "TrainError",
@@ -58,6 +68,7 @@ __all__ = [
     "read_trajectories",
     "resolve_model",
     "rollout_seed",
+    "rollout_sequence",
     "scalar_reward",
     "to_training_samples",
     "train",
@@ -71,6 +82,12 @@ _LAZY = {
 }
 
 
+_MOVED = {"CollectedGroup": ("benchmax.results", "TrajectoryGroup")}
+
+
 def __getattr__(name: str) -> Any:
-    """The names that need the ``trl`` extra, imported on first use."""
+    """The names that need the ``trl`` extra, imported on first use; ``CollectedGroup``,
+    the old name of ``benchmax.results.TrajectoryGroup`` (deprecated, gone in 0.3)."""
+    if name in _MOVED:
+        return moved_attribute(globals(), _MOVED, name)
     return lazy_attribute(globals(), _LAZY, name)

@@ -3,29 +3,27 @@
 Each evaluation is an ordinary ``run_environment`` run into ``eval/step-N.jsonl`` (so
 ``show``, ``view`` and ``compare`` read it); the definition records the step and a fixed
 base URL marker, so re-running an evaluation that is already complete (a resumed run)
-makes no model call. ``compare_base`` pairs the base evaluation with the last one.
+makes no model call. ``benchmax.results.compare_base`` pairs the base evaluation with the
+last one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from benchmax.auth import ModelAuth
 from benchmax.envs import Environment
-from benchmax.runner import Comparison, RunConfig, RunReport, compare_results, read_results
+from benchmax.results._run_directory import RunDirectory
+from benchmax.runner import RunConfig, RunReport
 from benchmax.runner import run_environment as _run_environment
 from benchmax.training._config import TrainConfig
-from benchmax.training._run_files import RunDirectory
 
 __all__ = [
     "EMBEDDED_SAMPLER_URL",
-    "compare_base",
     "evaluate",
     "sampling_args",
-    "saved_comparison",
 ]
 
 EMBEDDED_SAMPLER_URL = "benchmax-embedded-sampler"
@@ -81,26 +79,3 @@ def evaluate(
             await instance.aclose()
 
     return asyncio.run(go())
-
-
-def compare_base(layout: RunDirectory) -> Comparison | None:
-    """Base (``eval/step-0``) against the last evaluation, saved as ``eval/compare.json``
-    (``benchmax compare --json``'s document); ``None`` with fewer than two evaluations.
-    Raises ``ValueError`` when the two share no example or reward key."""
-    steps = layout.eval_steps()
-    if len(steps) < 2 or steps[0] != 0:
-        return None
-    base, final = layout.eval_file(0), layout.eval_file(steps[-1])
-    comparison = compare_results(read_results(base), read_results(final))
-    document = {"a": str(base), "b": str(final), **comparison.to_json()}
-    layout.compare.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
-    return comparison
-
-
-def saved_comparison(layout: RunDirectory) -> dict[str, Any] | None:
-    """``eval/compare.json`` as written by :func:`compare_base`, or ``None``."""
-    try:
-        data = json.loads(layout.compare.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

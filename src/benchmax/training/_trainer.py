@@ -23,11 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from benchmax._secret_masking import credential_secrets
 from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
 from benchmax.envs import Environment
-from benchmax.runner import Comparison, RunConfig
-from benchmax.runner._config import credential_secrets
-from benchmax.runner._definition import run_definition
+from benchmax.results import (
+    Comparison,
+    MetricsLine,
+    MetricsWriter,
+    RolloutsWriter,
+    RunDirectory,
+    compare_base,
+    step_metrics,
+    tracker_metrics,
+    trainer_metrics,
+)
+from benchmax.runner import RunConfig, run_definition
 from benchmax.training._config import (
     ConfigError,
     TrainConfig,
@@ -35,23 +45,11 @@ from benchmax.training._config import (
     config_toml,
     read_config_file,
 )
-from benchmax.training._evaluation import (
-    EMBEDDED_SAMPLER_URL,
-    compare_base,
-    evaluate,
-    sampling_args,
-)
-from benchmax.training._run_files import MetricsWriter, RolloutsWriter, RunDirectory
-from benchmax.training._step_metrics import (
-    MetricsLine,
-    step_metrics,
-    tracker_metrics,
-    trainer_metrics,
-)
+from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
 from benchmax.trajectory import Trajectory
 
 if TYPE_CHECKING:
-    from benchmax.integrations.trl import RolloutFunc
+    from benchmax.training._trl_rollouts import RolloutFunc
 
 __all__ = ["StopRequest", "TrainError", "TrainEvent", "TrainResult", "train"]
 
@@ -340,9 +338,14 @@ def train(
     backend = _backend()
     import torch
 
-    from benchmax.integrations.trl import RolloutFunc, benchmax_reward, dataset_rows, load_examples
     from benchmax.training._models import load_model
     from benchmax.training._sampler import PolicySampler
+    from benchmax.training._trl_rollouts import (
+        RolloutFunc,
+        benchmax_reward,
+        dataset_rows,
+        load_examples,
+    )
 
     torch.set_num_threads(config.torch_threads)
     train_env = env(**config.env_args)
@@ -432,13 +435,15 @@ def train(
             run.on_weights = sampler.weights_updated
         else:
             base_url = config.base_url
-        run.rollouts = RolloutsWriter(
-            layout.rollouts,
+        # The header records no reward_weights here (as before the definition held them).
+        definition = dataclasses.replace(
             run_definition(train_env, definition_config),
-            group_size=config.group_size,
-            prompts_per_step=config.prompts_per_step,
-            secrets=credential_secrets(providers.values(), config.base_url),
             data_dir=config.data,
+            reward_weights=None,
+            secrets=credential_secrets(providers.values(), config.base_url),
+        )
+        run.rollouts = RolloutsWriter(
+            layout.rollouts, definition, prompts_per_step=config.prompts_per_step
         )
         closing.append(run.rollouts.close)
         run.metrics = MetricsWriter(layout.metrics)

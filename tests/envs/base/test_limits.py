@@ -20,8 +20,7 @@ from benchmax.envs.base._limits import (
     apply_limits,
     recorded_limits,
 )
-from benchmax.runner import RunConfig
-from benchmax.runner._definition import run_definition
+from benchmax.runner import RunConfig, run_definition
 
 
 class Env(BaseEnv):
@@ -112,7 +111,7 @@ def test_the_run_definition_records_the_limits_in_record_order(tmp_path: Path) -
         "reward_timeout": 9.5,
     }
     config = RunConfig(model="m", base_url="http://x.invalid/v1", base_dir=tmp_path)
-    assert run_definition(env, config)["limits"] == recorded_limits(env)
+    assert run_definition(env, config).fields["limits"] == recorded_limits(env)
     assert recorded_limits(object()) == {}
 
 

@@ -11,13 +11,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from benchmax.runner._errors import ResultsFileError
+from benchmax._vocabulary import TOKEN_USAGE_KEYS, TokenUsage
+from benchmax.results._errors import ResultsFileError
+from benchmax.results._group import TrajectoryGroup
 from benchmax.trajectory import Trajectory
 
-__all__ = ["SUMMARY_FIELDS", "LazyRollout", "checked_record", "usage_of"]
+__all__ = ["SUMMARY_FIELDS", "LazyRollout", "checked_record", "summary_group"]
 
-SUMMARY_FIELDS = ("example_id", "group_index", "termination_reason", "rewards", "usage")
-"""The fields of a rollout line a summary keeps (a resume, ``CompletedGroup``,
+SUMMARY_FIELDS = (
+    "rollout_id",
+    "example_id",
+    "group_index",
+    "termination_reason",
+    "rewards",
+    "usage",
+)
+"""The fields of a rollout line a summary keeps (a resume, ``summary_group``,
 ``LazyRollout.fields``): never the transcript."""
 
 _FLOAT_MAX = sys.float_info.max
@@ -61,12 +70,58 @@ def _record_problem(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def usage_of(
+def summary_group(
+    path: Path,
     records: Sequence[Mapping[str, Any]],
-) -> tuple[Mapping[str, object] | None, ...] | None:
-    if not all("usage" in record for record in records):
+    example_index: int,
+    attempt: int,
+    reward_weights: Mapping[str, float] | None = None,
+) -> TrajectoryGroup:
+    """A complete group from its lines' summary fields (checked by ``checked_record``), in
+    group order: each ``Trajectory`` keeps its identity, outcome and usage, no transcript.
+
+    Usage counts a line holds that a ``Trajectory`` cannot (unknown keys, negative or
+    non-integer counts: files are data) are left out; so are weights that are not a
+    mapping of finite numbers. Raises ``ResultsFileError`` naming the example when a
+    record cannot be a ``Trajectory``.
+    """
+    try:
+        trajectories = tuple(
+            Trajectory(
+                rollout_id=str(r.get("rollout_id") or ""),
+                example_id=r["example_id"],
+                termination_reason=r["termination_reason"],
+                rewards=r["rewards"],
+                attempt=attempt,
+                example_index=example_index,
+                group_index=r["group_index"],
+                usage=_usage(r.get("usage")),
+            )
+            for r in records
+        )
+    except (TypeError, ValueError) as error:
+        raise ResultsFileError(
+            f"{path}: example {example_index} has a damaged record: {error}"
+        ) from None
+    try:
+        return TrajectoryGroup(trajectories, reward_weights)
+    except TypeError:
+        return TrajectoryGroup(trajectories)
+
+
+def _usage(value: object) -> TokenUsage | None:
+    """The token counts of a line's ``usage`` a ``Trajectory`` accepts (``None``: none)."""
+    if not isinstance(value, Mapping):
         return None
-    return tuple(r["usage"] if isinstance(r["usage"], Mapping) else None for r in records)
+    kept = {
+        key: count
+        for key, count in value.items()
+        if key in TOKEN_USAGE_KEYS
+        and isinstance(count, int)
+        and not isinstance(count, bool)
+        and count >= 0
+    }
+    return cast(TokenUsage, kept)
 
 
 def checked_record(path: Path, number: int, raw: bytes) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from typing import Any, overload
 
 from benchmax._file_replace import replace_file
 from benchmax._vocabulary import OUTPUT_EXCEEDED, TOKEN_USAGE_KEYS
-from benchmax.runner._learning_signal import group_signal, is_scored, scalar_of
-from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_of_counts
-from benchmax.runner._records import CompletedGroup
+from benchmax.results._group import TrajectoryGroup
+from benchmax.results._learning_signal import group_signal, is_scored, scalar_of
+from benchmax.results._metrics import PassAtK, is_binary, pass_at_k_of_counts
 
 __all__ = ["ReportTally", "RewardStats", "RunReport", "UsageStats", "summarize"]
 
@@ -208,7 +208,7 @@ def summarize(
     run_id: str,
     results_path: Path | None,
     examples: int,
-    groups: Iterable[CompletedGroup],
+    groups: Iterable[TrajectoryGroup],
     groups_resumed: int,
     rollouts_run: int,
     wall_seconds: float,
@@ -276,35 +276,39 @@ class ReportTally:
         termination reason (an index into ``reasons``)."""
         return self._values[key]
 
-    def add(
+    def add(self, group: TrajectoryGroup) -> None:
+        """Count one complete group."""
+        self.add_outcomes(group.termination_reasons, group.rewards, group.usage)
+
+    def add_outcomes(
         self,
-        group: CompletedGroup,
+        reasons: Sequence[str],
+        rewards: Sequence[Mapping[str, float]],
+        usage: Sequence[Mapping[str, object] | None],
         *,
         signal: tuple[Sequence[float | None], Sequence[float | None]] | None = None,
     ) -> None:
-        """Count one complete group. ``signal``: its rollouts' weighted scalars and GRPO
-        advantages when the caller has them already (as ``scalar_of`` and ``group_signal``
-        give them), else they are computed here."""
-        reasons = group.termination_reasons
-        for usage in group.usage or ():
-            if usage:
-                self._usage.add(usage)
+        """Count one complete group given as its rollouts' termination reasons, rewards and
+        usage, in group order. ``signal``: their weighted scalars and GRPO advantages when
+        the caller has them already (as ``scalar_of`` and ``group_signal`` give them), else
+        they are computed here."""
+        for used in usage:
+            if used:
+                self._usage.add(used)
         self._rollout_reasons.update(reasons)
         self._group_reasons.update(set(reasons))
         numbers = [self._reason_numbers.setdefault(r, len(self._reason_numbers)) for r in reasons]
         if signal is None:
-            computed = [scalar_of(rewards, self.reward_weights) for rewards in group.rewards]
+            computed = [scalar_of(each, self.reward_weights) for each in rewards]
             signal = computed, group_signal(computed, reasons)
         scalars, group_advantages = signal
-        for rewards, reason, number, scalar in zip(
-            group.rewards, reasons, numbers, scalars, strict=True
-        ):
-            for key, value in rewards.items():
+        for each, reason, number, scalar in zip(rewards, reasons, numbers, scalars, strict=True):
+            for key, value in each.items():
                 values, of_reason = self._values.setdefault(key, (array("d"), array("I")))
                 values.append(float(value))
                 of_reason.append(number)
             if is_scored(reason):
-                self._scored_keys.update(dict.fromkeys(rewards))
+                self._scored_keys.update(dict.fromkeys(each))
             if scalar is not None:
                 self._scalars[0].append(scalar)
                 self._scalars[1].append(number)
@@ -315,11 +319,11 @@ class ReportTally:
         ]
         self._advantages.extend(advantages)
         self._signal_groups += any(a != 0.0 for a in advantages)
-        self.flat_groups += all(rewards == group.rewards[0] for rewards in group.rewards[1:])
+        self.flat_groups += all(each == rewards[0] for each in rewards[1:])
         for key in self._values:
             _start, successes = self._successes.setdefault(key, (self.groups, array("I")))
             # A rollout without the key (e.g. one that failed before scoring) did not pass.
-            successes.append(sum(1 for rewards in group.rewards if rewards.get(key, 0.0) == 1))
+            successes.append(sum(1 for each in rewards if each.get(key, 0.0) == 1))
         self._sizes.append(len(reasons))
         self.groups += 1
 

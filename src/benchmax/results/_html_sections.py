@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmax.runner._html_charts import reason_class
+from benchmax.results._html_charts import reason_class
 
 __all__ = ["definition_section", "summary_section"]
 

@@ -17,9 +17,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import benchmax
-from benchmax.runner._errors import ResultsFileError
-from benchmax.runner._records import CompletedGroup, ResultsHeader
-from benchmax.runner._rollout_lines import SUMMARY_FIELDS, LazyRollout, checked_record, usage_of
+from benchmax.results._errors import ResultsFileError
+from benchmax.results._group import TrajectoryGroup
+from benchmax.results._records import ResultsHeader
+from benchmax.results._rollout_lines import (
+    SUMMARY_FIELDS,
+    LazyRollout,
+    checked_record,
+    summary_group,
+)
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "iter_results",
     "read_results",
     "read_results_summary",
+    "read_trajectories",
 ]
 
 RESULTS_FORMAT = "benchmax.results/1"
@@ -165,45 +172,27 @@ def read_results_summary(path: str | Path) -> Results:
     stream, so memory holds the rewards of the file, not its text. Raises
     ``ResultsFileError`` as ``read_results`` does."""
     scan = GroupScan(path, build=False)
-    kept: list[list[Trajectory]] = []
-    for (index, attempt), group in scan:
-        try:
-            kept.append(
-                [
-                    Trajectory(
-                        rollout_id=str(r.get("rollout_id") or ""),
-                        example_id=r["example_id"],
-                        termination_reason=r["termination_reason"],
-                        rewards=r["rewards"],
-                        attempt=attempt,
-                        example_index=index,
-                        group_index=r["group_index"],
-                    )
-                    for r in group
-                ]
-            )
-        except (TypeError, ValueError) as error:
-            raise ResultsFileError(
-                f"{scan.path}: example {index} has a damaged record: {error}"
-            ) from None
+    kept = [
+        summary_group(scan.path, group, index, attempt).trajectories
+        for (index, attempt), group in scan
+    ]
     return Results(header=scan.header, rollouts=tuple(r for n in scan.chosen() for r in kept[n]))
 
 
-def iter_group_summaries(path: str | Path) -> tuple[ResultsHeader, Iterator[CompletedGroup]]:
-    """The header, and a stream of each complete group's ``CompletedGroup`` (rewards,
-    termination reasons, usage: no transcripts), in file order, for aggregating a file
-    too large to hold. Raises ``ResultsFileError`` as ``iter_results`` does."""
-    header, groups = _stream(Path(path), build=False)
+def iter_group_summaries(
+    path: str | Path, reward_weights: Mapping[str, float] | None = None
+) -> tuple[ResultsHeader, Iterator[TrajectoryGroup]]:
+    """The header, and a stream of each complete group as a ``TrajectoryGroup`` of
+    summaries (identity, rewards, termination reasons, usage: no transcripts), in file
+    order, for aggregating a file too large to hold. Raises ``ResultsFileError`` as
+    ``iter_results`` does."""
+    checked = Path(path)
+    header, groups = _stream(checked, build=False)
 
-    def summaries() -> Iterator[CompletedGroup]:
+    def summaries() -> Iterator[TrajectoryGroup]:
         for group in cast(Iterator[list[dict[str, Any]]], groups):
-            yield CompletedGroup(
-                example_index=int(group[0]["example_index"]),
-                example_id=group[0]["example_id"],
-                termination_reasons=tuple(r["termination_reason"] for r in group),
-                rewards=tuple(r["rewards"] for r in group),
-                usage=usage_of(group),
-            )
+            index, attempt = int(group[0]["example_index"]), int(group[0]["attempt"])
+            yield summary_group(checked, group, index, attempt, reward_weights)
 
     return header, summaries()
 
@@ -300,3 +289,17 @@ def _complete(records: Sequence[tuple[Any, Any, Any]], size: object) -> bool:
         and {r[0] for r in records} == set(range(size))
         and len({r[1] for r in records}) == 1
     )
+
+
+def read_trajectories(path: str | Path) -> Iterator[Trajectory]:
+    """The trajectories of a results file's complete groups, with everything recorded
+    (token ids and logprobs included), for building samples offline.
+
+    The file is streamed (memory holds one group, whatever its size): groups come in the
+    order they were written, each in group order. Raises ``ResultsFileError`` for a file
+    that is not a readable results file, or (when the stream reaches it) a damaged line.
+    """
+    stream = iter_results(path)
+    next(stream)  # the header
+    for record in stream:
+        yield cast(Trajectory, record)

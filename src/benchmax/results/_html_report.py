@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmax._file_replace import replace_file
-from benchmax.runner._html_charts import charts_section
-from benchmax.runner._html_sections import definition_section, summary_section
-from benchmax.runner._page_data import (
+from benchmax.results._html_charts import charts_section
+from benchmax.results._html_sections import definition_section, summary_section
+from benchmax.results._page_data import (
     GroupEntry,
     add_to,
     compacted,
@@ -36,10 +36,10 @@ from benchmax.runner._page_data import (
     group_entry,
     reward_weights_of,
 )
-from benchmax.runner._report import ReportTally
-from benchmax.runner._results import Results
-from benchmax.runner._selection import groups_of
-from benchmax.runner._view_spool import TRANSCRIPT_BUDGET, SpooledGroups
+from benchmax.results._reading import Results
+from benchmax.results._report import ReportTally
+from benchmax.results._selection import groups_of
+from benchmax.results._view_spool import TRANSCRIPT_BUDGET, SpooledGroups
 
 __all__ = ["HtmlReport", "render_html_report", "report_data", "write_html_report"]
 
@@ -127,7 +127,7 @@ def report_data(
 
     Compact on purpose: a rollout's rewards are a list in ``keys`` order, its termination
     reason an index into ``reasons``, and the messages every rollout of a group starts with
-    (the prompt) are stored once per group as ``p`` (see ``benchmax.runner._page_data``).
+    (the prompt) are stored once per group as ``p`` (see ``benchmax.results._page_data``).
     """
     entries, tally = _entries_of(results, tokens)
     data = data_head(results.header, source, tally)
@@ -158,7 +158,8 @@ def _entries_of(results: Results, tokens: bool) -> tuple[list[GroupEntry], Repor
     """Every group's entry in example order, and the tally of them."""
     weights = reward_weights_of(results.header)
     entries = [
-        group_entry(group.rollouts, weights=weights, tokens=tokens) for group in groups_of(results)
+        group_entry(group.trajectories, weights=weights, tokens=tokens)
+        for group in groups_of(results)
     ]
     tally = ReportTally(weights)
     for entry in entries:
@@ -192,7 +193,7 @@ def _page(
             charts_section(tally),
         ]
     )
-    template = resources.files("benchmax.runner").joinpath("_html_report_page.html")
+    template = resources.files("benchmax.results").joinpath("_html_report_page.html")
     page = template.read_text(encoding="utf-8")
     values = {"TITLE": _escaped(title), "STATIC": body}
     start = 0

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmax.runner._metrics import PassAtK, is_binary, pass_at_k_of_counts
-from benchmax.runner._results import GroupScan, Results
-from benchmax.runner._selection import groups_of
+from benchmax.results._metrics import PassAtK, is_binary, pass_at_k_of_counts
+from benchmax.results._reading import GroupScan, Results
+from benchmax.results._selection import groups_of
 
 __all__ = [
     "Comparison",
@@ -266,7 +266,7 @@ def compare_files(
 
 def _tallies_of(results: Results) -> list[_ExampleTally]:
     return [
-        _tally(group.example_id, [r.rewards for r in group.rollouts])
+        _tally(group.example_id, [r.rewards for r in group.trajectories])
         for group in groups_of(results)
     ]
 

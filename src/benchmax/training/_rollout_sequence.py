@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchmax.training import to_training_samples
+from benchmax.training._samples import to_training_samples
 from benchmax.trajectory import Trajectory
 
 __all__ = ["RolloutSequence", "rollout_sequence"]

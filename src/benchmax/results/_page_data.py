@@ -23,9 +23,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
 from benchmax._vocabulary import TOKEN_USAGE_KEYS
-from benchmax.runner._learning_signal import group_signal, scalar_of
-from benchmax.runner._records import CompletedGroup
-from benchmax.runner._report import ReportTally, UsageStats
+from benchmax.results._learning_signal import group_signal, scalar_of
+from benchmax.results._records import reward_weights_of
+from benchmax.results._report import ReportTally, UsageStats
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -77,16 +77,6 @@ class GroupEntry(TypedDict):
     s: NotRequired[int]
     x: NotRequired[bool]
     """Set when the group's transcripts were left out of the page."""
-
-
-def reward_weights_of(header: Mapping[str, object]) -> dict[str, float] | None:
-    """The header's ``reward_weights`` when they are a mapping of numbers (else the sum)."""
-    value = header.get("reward_weights")
-    if not isinstance(value, Mapping):
-        return None
-    weights = {str(k): v for k, v in value.items()}
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in weights.values())
-    return {k: float(v) for k, v in weights.items()} if numbers else None
 
 
 def group_entry(
@@ -192,14 +182,12 @@ def _shared_prefix(transcripts: Sequence[Sequence[Mapping[str, Any]]]) -> list[M
 def add_to(tally: ReportTally, entry: GroupEntry) -> None:
     """Count an entry in the run's summary (its scalars and advantages as computed)."""
     rollouts = entry["r"]
-    group = CompletedGroup(
-        example_index=entry["i"],
-        example_id=entry["id"],
-        termination_reasons=tuple(r["t"] for r in rollouts),
-        rewards=tuple(r["w"] for r in rollouts),
-        usage=tuple(r["u"] for r in rollouts),
+    tally.add_outcomes(
+        [r["t"] for r in rollouts],
+        [r["w"] for r in rollouts],
+        [r["u"] for r in rollouts],
+        signal=([r["s"] for r in rollouts], [r["v"] for r in rollouts]),
     )
-    tally.add(group, signal=([r["s"] for r in rollouts], [r["v"] for r in rollouts]))
 
 
 def compacted(

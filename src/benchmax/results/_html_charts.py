@@ -9,7 +9,7 @@ from array import array
 from collections.abc import Mapping, Sequence
 
 from benchmax._vocabulary import FINISHED
-from benchmax.runner._report import ReportTally
+from benchmax.results._report import ReportTally
 
 __all__ = ["charts_section", "reason_class"]
 

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from benchmax.runner._results import Results, iter_lazy_groups
+from benchmax.results._group import TrajectoryGroup
+from benchmax.results._reading import Results, iter_lazy_groups
+from benchmax.results._records import reward_weights_of
 from benchmax.trajectory import Trajectory
 
 __all__ = [
     "FileSelection",
-    "ResultGroup",
     "RolloutFilter",
     "groups_of",
     "reward_keys_of",
@@ -35,35 +36,16 @@ class _Selectable(Protocol):
     def rewards(self) -> Mapping[str, float]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ResultGroup:
-    """The rollouts of one complete group of a results file, in ``group_index`` order."""
-
-    example_index: int
-    example_id: str
-    rollouts: tuple[Trajectory, ...]
-
-    @property
-    def termination_reasons(self) -> tuple[str, ...]:
-        return tuple(r.termination_reason for r in self.rollouts)
-
-    def values(self, key: str) -> list[float]:
-        """The group's values of reward ``key`` (rollouts without it are skipped)."""
-        return [float(r.rewards[key]) for r in self.rollouts if key in r.rewards]
-
-
-def groups_of(results: Results) -> list[ResultGroup]:
-    """The complete groups of ``results``, in example order."""
+def groups_of(results: Results) -> list[TrajectoryGroup]:
+    """The complete groups of ``results`` as ``TrajectoryGroup`` records (with the header's
+    ``reward_weights``), in example order, each in ``group_index`` order."""
     by_index: dict[int, list[Trajectory]] = {}
     for record in results.rollouts:
         by_index.setdefault(record.example_index or 0, []).append(record)
+    weights = reward_weights_of(results.header)
     return [
-        ResultGroup(
-            example_index=index,
-            example_id=records[0].example_id,
-            rollouts=tuple(sorted(records, key=lambda r: r.group_index)),
-        )
-        for index, records in sorted(by_index.items())
+        TrajectoryGroup(tuple(sorted(records, key=lambda r: r.group_index)), weights)
+        for _index, records in sorted(by_index.items())
     ]
 
 

@@ -23,13 +23,16 @@ import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from benchmax._file_replace import replace_file
-from benchmax.runner._line_encoding import encoded_line
-from benchmax.runner._records import completed_group
-from benchmax.runner._results_store import ResultsStore
-from benchmax.training._step_metrics import MetricsLine
+from benchmax.results._compare import Comparison, compare_results
+from benchmax.results._group import TrajectoryGroup
+from benchmax.results._line_encoding import encoded_line
+from benchmax.results._reading import read_results
+from benchmax.results._records import RunDefinition
+from benchmax.results._step_metrics import MetricsLine
+from benchmax.results._store import ResultsStore
 from benchmax.trajectory import Trajectory
 
 __all__ = ["MetricsWriter", "RolloutsWriter", "RunDirectory", "read_metrics"]
@@ -143,24 +146,8 @@ class RolloutsWriter:
     plus the order in which the step's groups completed).
     """
 
-    def __init__(
-        self,
-        path: Path,
-        definition: Mapping[str, object],
-        *,
-        group_size: int,
-        prompts_per_step: int,
-        secrets: Sequence[str] = (),
-        data_dir: Path | None = None,
-    ) -> None:
-        self._store = ResultsStore.open(
-            path,
-            definition,
-            group_size=group_size,
-            force=False,
-            secrets=secrets,
-            data_dir=data_dir,
-        )
+    def __init__(self, path: Path, definition: RunDefinition, *, prompts_per_step: int) -> None:
+        self._store = ResultsStore.open(path, definition)
         self._per_step = prompts_per_step
         self._lock = threading.Lock()
         self._done: dict[int, int] = {}
@@ -187,7 +174,7 @@ class RolloutsWriter:
                 )
                 for t in trajectories
             )
-            self._store.append_group(completed_group(index, records), records)
+            self._store.append(TrajectoryGroup(records))
             return records
 
     def close(self) -> None:
@@ -219,3 +206,26 @@ def read_metrics(path: Path) -> Iterator[MetricsLine]:
             continue
         if isinstance(record, dict) and isinstance(record.get("step"), int):
             yield cast(MetricsLine, record)  # a line MetricsWriter wrote
+
+
+def compare_base(layout: RunDirectory) -> Comparison | None:
+    """Base (``eval/step-0``) against the last evaluation, saved as ``eval/compare.json``
+    (``benchmax compare --json``'s document); ``None`` with fewer than two evaluations.
+    Raises ``ValueError`` when the two share no example or reward key."""
+    steps = layout.eval_steps()
+    if len(steps) < 2 or steps[0] != 0:
+        return None
+    base, final = layout.eval_file(0), layout.eval_file(steps[-1])
+    comparison = compare_results(read_results(base), read_results(final))
+    document = {"a": str(base), "b": str(final), **comparison.to_json()}
+    layout.compare.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
+    return comparison
+
+
+def saved_comparison(layout: RunDirectory) -> dict[str, Any] | None:
+    """``eval/compare.json`` as written by :func:`compare_base`, or ``None``."""
+    try:
+        data = json.loads(layout.compare.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,15 +24,15 @@ from typing import Any, BinaryIO, cast
 
 import benchmax
 from benchmax._file_replace import replace_file
-from benchmax.runner._definition_changes import definition_differences, normalized, only_extends
-from benchmax.runner._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
-from benchmax.runner._line_encoding import encoded_line, mask_strings
-from benchmax.runner._records import CompletedGroup, ResultsHeader, RolloutRecord
-from benchmax.runner._results import RESULTS_FORMAT, checked_header
-from benchmax.runner._rollout_lines import SUMMARY_FIELDS, checked_record, usage_of
-from benchmax.trajectory import Trajectory
+from benchmax.results._definition_changes import definition_differences, normalized, only_extends
+from benchmax.results._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
+from benchmax.results._group import TrajectoryGroup
+from benchmax.results._line_encoding import encoded_line, mask_strings
+from benchmax.results._reading import RESULTS_FORMAT, checked_header
+from benchmax.results._records import ResultsHeader, RolloutRecord, RunDefinition
+from benchmax.results._rollout_lines import SUMMARY_FIELDS, checked_record, summary_group
 
-__all__ = ["ResultsStore", "new_run_id", "results_header"]
+__all__ = ["ResultsStore", "new_run_id", "results_header", "write_results"]
 
 try:
     import fcntl
@@ -52,11 +52,11 @@ class _Scan:
 
     header: ResultsHeader
     valid_length: int
-    groups: dict[int, CompletedGroup] = field(default_factory=dict)
+    groups: dict[int, TrajectoryGroup] = field(default_factory=dict)
     attempts: dict[int, int] = field(default_factory=dict)
 
 
-def _scan(path: Path, group_size: int | None) -> _Scan:
+def _scan(path: Path, group_size: int, reward_weights: Mapping[str, float] | None) -> _Scan:
     """The resume scan of ``path``: only the summary fields of each line are kept, never
     transcripts."""
     try:
@@ -68,7 +68,7 @@ def _scan(path: Path, group_size: int | None) -> _Scan:
     if not lines:
         raise ResultsFileError(f"{path} has no complete header line")
     header = checked_header(path, lines[0])
-    size = group_size if group_size is not None else header["definition"].get("group_size")
+    size = group_size
     by_attempt: dict[tuple[int, int], list[RolloutRecord]] = {}
     scan = _Scan(header=header, valid_length=valid_length)
     for number, raw in enumerate(lines[1:], start=2):
@@ -82,13 +82,7 @@ def _scan(path: Path, group_size: int | None) -> _Scan:
     for (index, _attempt), records in sorted(by_attempt.items()):
         if _is_complete(records, size):
             records.sort(key=lambda r: r["group_index"])
-            scan.groups[index] = CompletedGroup(
-                example_index=index,
-                example_id=records[0]["example_id"],
-                termination_reasons=tuple(r["termination_reason"] for r in records),
-                rewards=tuple(r["rewards"] for r in records),
-                usage=usage_of(records),
-            )
+            scan.groups[index] = summary_group(path, records, index, _attempt, reward_weights)
     return scan
 
 
@@ -113,7 +107,7 @@ class ResultsStore:
         path: Path | None,
         handle: BinaryIO | None,
         run_id: str,
-        groups: dict[int, CompletedGroup],
+        groups: dict[int, TrajectoryGroup],
         attempts: dict[int, int],
         secrets: Sequence[str] = (),
     ) -> None:
@@ -131,31 +125,25 @@ class ResultsStore:
 
     @classmethod
     def open(
-        cls,
-        path: Path | None,
-        definition: Mapping[str, Any],
-        *,
-        group_size: int,
-        force: bool,
-        secrets: Sequence[str] = (),
-        data_dir: Path | None = None,
-        reward_weights: Mapping[str, float] | None = None,
+        cls, path: Path | None, definition: RunDefinition, *, force: bool = False
     ) -> ResultsStore:
-        """Start a new results file at ``path``, or resume the one already there.
+        """Start a new results file at ``path``, or resume the one already there
+        (``None``: keep nothing on disk, only the groups appended).
 
-        Known ``secrets`` are masked in the header's definition as in every line. A new
-        file's header records ``data_dir`` (made absolute) and ``reward_weights`` when
-        given. A definition that
-        differs only by a larger ``max_examples`` (or none) resumes without ``force``; the
-        header then takes the new definition, the old one joining ``previous_definitions``.
+        The definition's ``secrets`` are masked in the header as in every line. A new
+        file's header records the definition's ``data_dir`` (made absolute) and
+        ``reward_weights`` when given. A definition that differs only by a larger
+        ``max_examples`` (or none) resumes without ``force``; the header then takes the new
+        definition, the old one joining ``previous_definitions``.
         Raises ``ResumeMismatchError`` (definition differs, no ``force``),
         ``ResultsFileError`` (not a readable results file, or in use by another run) and
         ``ResultsWriteError`` (the file cannot be created or written).
         """
+        secrets, data_dir = definition.secrets, definition.data_dir
         # The definition is masked before it is compared or written: a secret passed as a
         # sampling argument never reaches the header, and resuming compares masked forms.
-        masked = tuple(s for s in secrets if s)
-        definition = mask_strings(normalized(dict(definition)), masked)
+        masked = secrets
+        fields = mask_strings(normalized(dict(definition.fields)), masked)
         if path is None:
             return cls(None, None, new_run_id(), {}, {}, secrets)
         try:
@@ -167,19 +155,19 @@ class ResultsStore:
             if handle.seek(0, os.SEEK_END) == 0:
                 run_id = new_run_id()
                 header = results_header(
-                    run_id, definition, data_dir=data_dir, reward_weights=reward_weights
+                    run_id, fields, data_dir=data_dir, reward_weights=definition.reward_weights
                 )
                 if "data_dir" in header:
                     header["data_dir"] = mask_strings(header["data_dir"], masked)
                 _append_or_cut(handle, path, encoded_line(header))
                 return cls(path, handle, run_id, {}, {}, secrets)
-            scan = _scan(path, group_size)
+            scan = _scan(path, definition.group_size, definition.reward_weights)
             recorded = scan.header["definition"]
-            differences = definition_differences(recorded, definition)
-            if differences and not force and not only_extends(recorded, definition):
+            differences = definition_differences(recorded, fields)
+            if differences and not force and not only_extends(recorded, fields):
                 raise ResumeMismatchError(str(path), differences)
             if differences:
-                _rewrite_header(path, scan, definition)
+                _rewrite_header(path, scan, fields)
                 handle.close()
                 handle = _open_locked(path)
             elif scan.valid_length != handle.tell():
@@ -200,8 +188,9 @@ class ResultsStore:
     def next_attempt(self, example_index: int) -> int:
         return self._attempts.get(example_index, 0) + 1
 
-    def append_group(self, group: CompletedGroup, trajectories: Iterable[Trajectory]) -> None:
-        """Write one complete group's lines at once (unbuffered), then remember it.
+    def append(self, group: TrajectoryGroup) -> None:
+        """Write one complete group's lines at once (unbuffered), then remember it under
+        its ``example_index``.
 
         A failed write is cut back to where the group started and raises
         ``ResultsWriteError``; so does every later call (the run has to stop).
@@ -209,13 +198,13 @@ class ResultsStore:
         if self._file is not None:
             if self._failure is not None:
                 raise self._failure
-            data = b"".join(self._masked_line(t.to_json()) for t in trajectories)
+            data = b"".join(self._masked_line(t.to_json()) for t in group.trajectories)
             try:
                 _append_or_cut(self._file, self.path, data)
             except ResultsWriteError as failure:
                 self._failure = failure
                 raise
-        self.groups[group.example_index] = group
+        self.groups[group.example_index or 0] = group
 
     def _masked_line(self, record: Mapping[str, Any]) -> bytes:
         """The record's line with every secret masked; the record is only walked when a
@@ -308,3 +297,40 @@ def _rewrite_header(path: Path, scan: _Scan, definition: Mapping[str, Any]) -> N
     ]
     header["definition"] = dict(definition)
     replace_file(path, (encoded_line(header), body))
+
+
+def write_results(
+    path: str | Path,
+    definition: RunDefinition,
+    groups: Iterable[TrajectoryGroup],
+    *,
+    run_id: str | None = None,
+    rescored_from: Mapping[str, Any] | None = None,
+) -> str:
+    """Write a whole results file at once: its header from ``definition`` (with
+    ``rescored_from`` when given), then every group's lines in the order given.
+
+    The file is written beside ``path`` first and moved into place, so ``path`` holds the
+    old file or the new one, never a part. Strings are written as ``ResultsStore`` writes
+    them (text JSON cannot encode escaped, the definition's secrets masked). Returns the
+    run id (``run_id``, or a new one). Raises ``OSError`` when the file cannot be written.
+    """
+    run_id = run_id or new_run_id()
+    secrets = definition.secrets
+    header = results_header(
+        run_id,
+        mask_strings(dict(definition.fields), secrets),
+        rescored_from=rescored_from,
+        data_dir=definition.data_dir,
+        reward_weights=definition.reward_weights,
+    )
+
+    def lines() -> Iterator[bytes]:
+        yield encoded_line(header)
+        for group in groups:
+            for trajectory in group.trajectories:
+                record = trajectory.to_json()
+                yield encoded_line(mask_strings(record, secrets) if secrets else record)
+
+    replace_file(Path(path), lines())
+    return run_id

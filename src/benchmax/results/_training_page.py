@@ -16,11 +16,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmax.runner import HtmlReport, read_results, render_html_report
-from benchmax.runner._selection import groups_of, reward_keys_of
-from benchmax.training._evaluation import saved_comparison
-from benchmax.training._run_files import RunDirectory, read_metrics
-from benchmax.training._step_metrics import MetricsLine
+from benchmax.results._html_report import HtmlReport, render_html_report
+from benchmax.results._reading import read_results
+from benchmax.results._run_directory import RunDirectory, read_metrics, saved_comparison
+from benchmax.results._selection import groups_of, reward_keys_of
+from benchmax.results._step_metrics import MetricsLine
 
 __all__ = ["is_training_run", "write_training_page"]
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from benchmax.runner._config import mask_secrets
+from benchmax._secret_masking import mask_secrets
 
 __all__ = ["encoded_line", "mask_strings"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, cast
 
-from benchmax.runner._page_data import GroupEntry, group_entry, reward_weights_of
-from benchmax.runner._records import ResultsHeader
-from benchmax.runner._results import GroupScan
+from benchmax.results._page_data import GroupEntry, group_entry, reward_weights_of
+from benchmax.results._reading import GroupScan
+from benchmax.results._records import ResultsHeader
 from benchmax.trajectory import Trajectory
 
 __all__ = ["TRANSCRIPT_BUDGET", "SpooledGroups"]

@@ -1,10 +1,10 @@
 """What a trainer would see of a group: each rollout's weighted scalar reward and its
-group-relative advantage, as ``benchmax.training`` computes them.
+group-relative advantage, as a trainer computes them.
 
-The scalar is ``benchmax.training.scalar_reward(rewards, reward_weights)`` (the sum when
+The scalar is ``scalar_reward(rewards, reward_weights)`` (the sum when
 the environment sets no weights); a rollout whose rewards miss a weighted key has none.
 Advantages are GRPO's ``(r - mean) / std`` over the group's *scored* rollouts (those with a
-trainable termination reason, ``TRAINABLE_REASONS``), as ``CollectedGroup.advantages``
+trainable termination reason, ``TRAINABLE_REASONS``), as ``TrajectoryGroup.advantages``
 does: an operational failure gets 0 and does not move the baseline.
 """
 
@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from benchmax._vocabulary import TRAINABLE_REASONS
+from benchmax.results._advantages import group_advantages, scalar_reward
 
 __all__ = ["group_signal", "is_scored", "scalar_of"]
 
@@ -27,8 +28,6 @@ def is_scored(termination_reason: str) -> bool:
 def scalar_of(rewards: Mapping[str, float], weights: Mapping[str, float] | None) -> float | None:
     """The weighted scalar of one reward map, ``None`` when it has none (a weighted key
     missing, a value that is not a finite number)."""
-    from benchmax.training import scalar_reward  # the same layer; imported on use
-
     try:
         return scalar_reward(rewards, weights)
     except (ValueError, TypeError):
@@ -38,8 +37,6 @@ def scalar_of(rewards: Mapping[str, float], weights: Mapping[str, float] | None)
 def group_signal(scalars: Sequence[float | None], reasons: Sequence[str]) -> list[float | None]:
     """One GRPO advantage per rollout of a group (``None`` for a rollout without a
     scalar), over the scored rollouts; 0.0 for the others."""
-    from benchmax.training import group_advantages
-
     kept: list[tuple[int, float]] = [
         (i, scalar)
         for i, (scalar, reason) in enumerate(zip(scalars, reasons, strict=True))

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Required, TypedDict
 
-from benchmax.training._advantages import group_advantages, scalar_reward
+from benchmax.results._advantages import group_advantages, scalar_reward
 from benchmax.trajectory import Trajectory
 
 __all__ = [

@@ -1,0 +1,54 @@
+"""Errors of a run and of its record: the results file cannot be read, written or resumed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["ResultsFileError", "ResultsWriteError", "ResumeMismatchError", "RunError"]
+
+
+class RunError(Exception):
+    """A local run could not start or had to stop."""
+
+
+class ResultsFileError(RunError):
+    """The results file cannot be read as a benchmax results file."""
+
+
+class ResultsWriteError(RunError):
+    """The results file could not be written (disk full, permissions, ...).
+
+    A failed group write is cut back first, so the file ends at its last complete group
+    and the same run resumes once the problem is fixed.
+    """
+
+    def __init__(self, path: Path | str | None, error: OSError, action: str = "write") -> None:
+        self.path = None if path is None else str(path)
+        self.action = action
+        self.errno = error.errno
+        self.reason = error.strerror or str(error) or type(error).__name__
+        message = f"cannot {action} the results file {path}: {self.reason}"
+        if action == "write":
+            message += (
+                "; the file ends at its last complete group: run the same command again to "
+                "resume once the problem is fixed"
+            )
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[ResultsWriteError], tuple[str | None, OSError, str]]:
+        return (type(self), (self.path, OSError(self.errno, self.reason), self.action))
+
+
+class ResumeMismatchError(RunError):
+    """An existing results file was written for a different run definition."""
+
+    def __init__(self, path: str, differences: list[str]) -> None:
+        self.path = path
+        self.differences = tuple(differences)
+        super().__init__(
+            f"{path} holds a different run ({'; '.join(differences)}); "
+            "use another output file, or resume it anyway with --force (force=True)"
+        )
+
+    def __reduce__(self) -> tuple[type[ResumeMismatchError], tuple[str, list[str]]]:
+        return (type(self), (self.path, list(self.differences)))
