@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmax.errors import BenchmaxError
+
 __all__ = [
     "ExecutorError",
     "GroupContractError",
@@ -15,7 +17,7 @@ __all__ = [
 ]
 
 
-class RunError(Exception):
+class RunError(BenchmaxError):
     """A local run could not start or had to stop."""
 
 

@@ -22,6 +22,7 @@ from benchmax.envs import Environment, Example, RolloutRequest
 from benchmax.runner import NoModelAuth
 from benchmax.serving._actions import PolicyAction, completion_reply
 from benchmax.serving._bridge import ModelCall, PolicyBridge
+from benchmax.serving._errors import ServingError
 from benchmax.training import CollectedGroup, collect_group
 
 __all__ = ["Episode", "EpisodeError", "Turn"]
@@ -34,7 +35,7 @@ POLICY_MODEL = "policy"
 _BODY_KEYS = frozenset({"model", "messages", "tools"})
 
 
-class EpisodeError(Exception):
+class EpisodeError(ServingError):
     """An action the episode cannot take now (it is over, or not awaiting one); with
     ``broken``, the environment raised a contract error and the episode is over."""
 

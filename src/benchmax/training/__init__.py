@@ -30,6 +30,7 @@ from benchmax.runner import rollout_seed
 from benchmax.training._advantages import AdvantageMethod, group_advantages, scalar_reward
 from benchmax.training._collect import CollectedGroup, collect_group, read_trajectories
 from benchmax.training._config import ConfigError, TrainConfig
+from benchmax.training._errors import TrainingError
 from benchmax.training._run_files import read_metrics
 from benchmax.training._samples import TrainingSample, to_training_samples
 from benchmax.training._trainer import StopRequest, TrainError, TrainEvent, TrainResult, train
@@ -50,6 +51,7 @@ __all__ = [
     "TrainError",
     "TrainEvent",
     "TrainResult",
+    "TrainingError",
     "TrainingSample",
     "collect_group",
     "group_advantages",
