@@ -49,6 +49,9 @@ class ConfigError(TrainingError, ValueError):
         self.key = key
         self.reason = message
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.key, self.reason), self.__dict__ or None)
+
 
 def _setting(
     kind: Kind,
