@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["__version__"]
+from benchmax.errors import BenchmaxError
+
+__all__ = ["BenchmaxError", "__version__"]
 
 
 def __getattr__(name: str) -> str:

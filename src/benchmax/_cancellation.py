@@ -13,10 +13,12 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from benchmax.errors import BenchmaxError
+
 __all__ = ["StrayCancellation", "stray_cancellation_as_error"]
 
 
-class StrayCancellation(RuntimeError):
+class StrayCancellation(BenchmaxError, RuntimeError):
     """User code raised ``asyncio.CancelledError`` while its task was not being cancelled."""
 
 

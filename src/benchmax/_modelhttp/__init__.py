@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmax._lazy_names import lazy_attribute
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
+from benchmax._modelhttp.errors import ModelHTTPError
 from benchmax._modelhttp.headers import sendable_auth_headers, wire_headers
 from benchmax._modelhttp.in_process import Handler as InProcessHandler
 from benchmax._modelhttp.in_process import register as register_in_process
@@ -85,6 +86,7 @@ __all__ = [
     "CallTokens",
     "ChatSession",
     "InProcessHandler",
+    "ModelHTTPError",
     "ModelReplyError",
     "ModelStatusError",
     "ModelsAnswer",

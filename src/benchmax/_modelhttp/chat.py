@@ -23,6 +23,7 @@ from benchmax._json_types import JSONValue
 from benchmax._modelhttp import in_process, json_codec, retries
 from benchmax._modelhttp.connections import LoopPool, loop_pool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
+from benchmax._modelhttp.errors import ModelHTTPError
 from benchmax._modelhttp.headers import wire_headers
 from benchmax._modelhttp.overflow import is_context_overflow
 from benchmax._url_credentials import split_url_credential, with_url_credential
@@ -63,7 +64,7 @@ class CallFailure:
     level: int
 
 
-class ModelStatusError(Exception):
+class ModelStatusError(ModelHTTPError):
     """The server refused the call: an HTTP error status, or a 200 reply whose body
     is an error object (``{"error": {...}}`` without choices, as gateways send).
 
@@ -103,7 +104,7 @@ def _rebuild_status_error(
     return ModelStatusError(message, status=status, code=code, context_overflow=context_overflow)
 
 
-class ModelReplyError(Exception):
+class ModelReplyError(ModelHTTPError):
     """A successful status whose body is not a JSON reply (empty, an event stream, or
     not JSON), or a chain of redirects too long to follow."""
 

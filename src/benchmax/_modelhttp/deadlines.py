@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
+from benchmax._modelhttp.errors import ModelHTTPError
+
 __all__ = ["AttemptTimedOut", "within_deadline"]
 
 
-class AttemptTimedOut(Exception):
+class AttemptTimedOut(ModelHTTPError):
     """One HTTP attempt outlived its deadline."""
 
     def __init__(self, message: str, seconds: float) -> None:

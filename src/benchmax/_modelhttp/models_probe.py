@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from benchmax._modelhttp.errors import ModelHTTPError
+
 __all__ = ["ModelsAnswer", "ModelsUnreachable", "get_models"]
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -35,7 +37,7 @@ class ModelsAnswer:
         return text[:limit] + ("..." if len(text) > limit else "") if text else "(no body)"
 
 
-class ModelsUnreachable(Exception):
+class ModelsUnreachable(ModelHTTPError):
     """The endpoint could not be asked (connection refused, timeout, invalid URL or
     header); ``error`` is what the HTTP client raised."""
 

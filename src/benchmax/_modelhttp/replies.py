@@ -43,6 +43,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from benchmax._message_content import content_text
+from benchmax._modelhttp.errors import ModelHTTPError
 from benchmax._value_checks import is_non_empty_str
 from benchmax._vocabulary import (
     CONTENT_FILTER,
@@ -183,7 +184,7 @@ class ReplyFailure:
     termination_reason: str = MODEL_ERROR
 
 
-class _Unusable(Exception):
+class _Unusable(ModelHTTPError):
     """A field of the reply has no usable meaning (internal: becomes a ``ReplyFailure``)."""
 
     def __init__(self, field: str, expected: str, value: object) -> None:

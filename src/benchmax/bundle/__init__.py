@@ -22,6 +22,7 @@ from benchmax.bundle._classification import (
 from benchmax.bundle._compatibility import validate_bundle_compatibility
 from benchmax.bundle._dump import dump_bundle
 from benchmax.bundle._errors import (
+    BundleError,
     BundlingError,
     IncompatibleBenchmaxError,
     IncompatiblePythonError,
@@ -34,6 +35,7 @@ from benchmax.bundle._source_capture import unregistered_local_refs
 
 __all__ = [
     "Bundle",
+    "BundleError",
     "BundleMetadata",
     "BundlingError",
     "IncompatibleBenchmaxError",

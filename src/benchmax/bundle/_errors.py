@@ -1,7 +1,14 @@
-"""The exception hierarchy of ``benchmax.bundle``.
+"""The exception hierarchy of ``benchmax.bundle``::
 
-``BundlingError`` (building or reading an artifact) and ``IncompatibleRuntimeError`` (an
-artifact that does not fit this runtime) are deliberately unrelated.
+    BenchmaxError
+    └── BundleError                    any error of this package
+        ├── BundlingError              building or reading an artifact failed
+        └── IncompatibleRuntimeError   an artifact that does not fit this runtime
+            ├── IncompatiblePythonError
+            └── IncompatibleBenchmaxError
+
+``BundlingError`` and ``IncompatibleRuntimeError`` are deliberately unrelated (neither
+subclasses the other); they share only the package base.
 """
 
 from __future__ import annotations
@@ -10,7 +17,10 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
+from benchmax.errors import BenchmaxError
+
 __all__ = [
+    "BundleError",
     "BundlingError",
     "IncompatibleBenchmaxError",
     "IncompatiblePythonError",
@@ -39,11 +49,16 @@ def worded(api: str, cli: str) -> str:
     return cli if _CLI_WORDING.get() else api
 
 
-class BundlingError(Exception):
+class BundleError(BenchmaxError):
+    """Any error of ``benchmax.bundle``: a ``BundlingError`` or an
+    ``IncompatibleRuntimeError``."""
+
+
+class BundlingError(BundleError):
     """Serializing, capturing source for, or reading back a bundle failed."""
 
 
-class IncompatibleRuntimeError(Exception):
+class IncompatibleRuntimeError(BundleError):
     """Bundle metadata does not fit the running runtime."""
 
 

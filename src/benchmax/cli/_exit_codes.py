@@ -23,6 +23,8 @@ from collections.abc import Mapping
 
 import click
 
+from benchmax.cli._errors import CLIError
+
 __all__ = ["COMMAND_EXIT_CODES", "SERVERS", "ChecksFailed", "ExitCode", "exit_code_of"]
 
 
@@ -37,7 +39,7 @@ class ExitCode(enum.IntEnum):
     TERMINATED = 143
 
 
-class ChecksFailed(click.ClickException):
+class ChecksFailed(click.ClickException, CLIError):
     """The command finished, but what it checked failed: ``Error: MESSAGE``, exit 1.
 
     ``reported=True`` when what the command already printed says why (a ``--json``

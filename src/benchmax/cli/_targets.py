@@ -31,6 +31,7 @@ import click
 
 from benchmax._mock_url import MOCK_URL_MARKER, substitute_mock, uses_mock
 from benchmax._secret_masking import remember, url_passwords
+from benchmax.cli._errors import CLIError
 from benchmax.envs.environment import Environment
 
 __all__ = [
@@ -60,7 +61,7 @@ ENTRY_POINT_GROUP = "benchmax.environments"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
-class TargetError(Exception):
+class TargetError(CLIError):
     """A target, env arg or policy given on the command line cannot be used."""
 
 

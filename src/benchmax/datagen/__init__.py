@@ -23,6 +23,7 @@ from benchmax.datagen._baseline import BASELINE_NAME, score_logged_replies
 from benchmax.datagen._cache import CACHE_NAME
 from benchmax.datagen._chunking import Chunk, ChunkingConfig, chunk_document
 from benchmax.datagen._corpus import CORPUS_SUFFIXES, CorpusError, Document, read_corpus
+from benchmax.datagen._errors import DatagenError
 from benchmax.datagen._filters import (
     DROP_REASONS,
     GroundingVerdict,
@@ -86,6 +87,7 @@ __all__ = [
     "Chunk",
     "ChunkingConfig",
     "CorpusError",
+    "DatagenError",
     "Document",
     "GeneratedRow",
     "GenerationConfig",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmax._value_checks import is_non_empty_str
+from benchmax.datagen._errors import DatagenError
 from benchmax.datagen._logged_calls import json_kind
 
 __all__ = ["CORPUS_SUFFIXES", "CorpusError", "Document", "read_corpus"]
@@ -15,7 +16,7 @@ __all__ = ["CORPUS_SUFFIXES", "CorpusError", "Document", "read_corpus"]
 CORPUS_SUFFIXES = (".txt", ".md", ".jsonl")
 
 
-class CorpusError(ValueError):
+class CorpusError(DatagenError, ValueError):
     """The corpus cannot be read; the message names the file (and line, for JSONL)."""
 
 

@@ -6,6 +6,8 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from benchmax.datagen._errors import DatagenError
+
 __all__ = [
     "LoggedCall",
     "MalformedRecord",
@@ -61,7 +63,7 @@ class MalformedRecord:
         return f"{self.file}:{self.line}: {self.reason}"
 
 
-class RecordShapeError(Exception):
+class RecordShapeError(DatagenError):
     """Raised inside a parser for a record of the right format with a bad shape."""
 
 

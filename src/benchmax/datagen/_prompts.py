@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from benchmax._value_checks import is_non_empty_str
+from benchmax.datagen._errors import DatagenError
 
 __all__ = [
     "PASSAGE_CLOSE",
@@ -135,7 +136,7 @@ def build_feedback_prompt(prompt: str, rejections: Sequence[tuple[QAPair, str]])
 _WRITE_UP_TO = re.compile(r"^Write up to \d+ ", re.MULTILINE)
 
 
-class ReplyShapeError(ValueError):
+class ReplyShapeError(DatagenError, ValueError):
     """A reply that is JSON but not ``{"pairs": [{"question", "answer"}, ...]}``."""
 
 

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from benchmax.datagen._cache import ChunkCache, ChunkResult, KeptPair, chunk_key
 from benchmax.datagen._chunking import Chunk
+from benchmax.datagen._errors import DatagenError
 from benchmax.datagen._filters import (
     DROP_REASONS,
     build_grounding_prompt,
@@ -68,7 +69,7 @@ class TaskSettings:
     max_tokens: int | None
 
 
-class RequestFailed(Exception):
+class RequestFailed(DatagenError):
     """A request failed (transport, auth, status): the task is not cached, a re-run asks again."""
 
 

@@ -30,6 +30,7 @@ from typing import Literal
 
 import orjson
 
+from benchmax.datagen._errors import DatagenError
 from benchmax.datagen._logged_calls import (
     LoggedCall,
     MalformedRecord,
@@ -66,7 +67,7 @@ _WHOLE_DOCUMENT_LIMIT = 64 * 1024 * 1024
 """An OTLP JSON file that is one pretty-printed document is read whole up to this size."""
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(DatagenError, ValueError):
     """A file is in no known trace format (the message names it and what was expected),
     or cannot be read."""
 

@@ -21,6 +21,7 @@ from typing import IO, cast
 
 import orjson
 
+from benchmax.datagen._errors import DatagenError
 from benchmax.datagen._holdout import eval_groups
 from benchmax.datagen._relabel import teacher_reply
 from benchmax.datagen._scratch import remove_stale_scratch
@@ -45,7 +46,7 @@ _BUCKET_LIMIT = 200
 type ProgressCallback = Callable[[str, int, int], None]
 
 
-class TracesError(ValueError):
+class TracesError(DatagenError, ValueError):
     """The traces cannot be processed: a malformed record under ``strict`` (the message
     starts with ``file:line``), no input files, or an unusable output directory."""
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from benchmax.envs.errors import EnvError
 from benchmax.envs.shared_types import RolloutFailure
 
 __all__ = [
@@ -76,7 +77,7 @@ def exits_as_errors(owner: object, hook: str) -> Iterator[None]:
         ) from exit_error
 
 
-class NotAsyncHook(TypeError):
+class NotAsyncHook(EnvError, TypeError):
     """An async hook was written as a plain function (``def`` instead of ``async def``):
     a contract error, raised out of the rollout, never settled as its outcome."""
 

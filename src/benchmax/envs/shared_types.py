@@ -19,6 +19,7 @@ from benchmax._url_credentials import masked_url
 from benchmax._value_checks import is_non_empty_str, is_numeric
 from benchmax.auth import ModelAuth
 from benchmax.envs._sampling_args import validated_sampling_args
+from benchmax.envs.errors import EnvError
 
 # isort: off
 from benchmax._vocabulary import (  # re-exported: importable from here by name
@@ -65,7 +66,7 @@ DatasetSplit = Literal["train", "eval"]
 type RewardMap = Mapping[str, float]
 
 
-class RewardShapeError(ValueError):
+class RewardShapeError(EnvError, ValueError):
     """A reward map's keys differ from the environment's ``reward_keys`` (a
     ``ValueError``, as in 0.2; its own class so validation can name the mismatch)."""
 
@@ -90,7 +91,7 @@ def _validate_termination_reason(reason: object) -> None:
         raise ValueError("termination_reason must be a non-empty string")
 
 
-class RolloutFailure(RuntimeError):
+class RolloutFailure(EnvError, RuntimeError):
     """An operational failure that settles one rollout as a zero-reward outcome."""
 
     termination_reason: str

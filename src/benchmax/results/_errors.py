@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from benchmax.errors import BenchmaxError
+
 __all__ = ["ResultsFileError", "ResultsWriteError", "ResumeMismatchError", "RunError"]
 
 
-class RunError(Exception):
+class RunError(BenchmaxError):
     """A local run could not start or had to stop."""
 
 

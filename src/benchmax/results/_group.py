@@ -36,8 +36,9 @@ class TrajectoryGroup:
     reward_weights: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.trajectories, tuple):
-            kind = type(self.trajectories).__name__
+        given: object = self.trajectories
+        if not isinstance(given, tuple):
+            kind = type(given).__name__
             raise TypeError(f"trajectories must be a tuple of Trajectory, got {kind}")
         if not self.trajectories:
             raise ValueError("a TrajectoryGroup holds at least one trajectory")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Final
 
 import benchmax
+from benchmax.errors import BenchmaxError
 
 __all__ = [
     "TEMPLATES",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-class ScaffoldError(ValueError):
+class ScaffoldError(BenchmaxError, ValueError):
     """The project cannot be created here (the message says why)."""
 
 

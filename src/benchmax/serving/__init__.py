@@ -17,6 +17,7 @@ The web server is aiohttp's (``benchmax[serve]``), imported when a server starts
 
 from benchmax.serving._actions import AssistantMessage, PolicyAction
 from benchmax.serving._episode import Turn
+from benchmax.serving._errors import ServingError
 from benchmax.serving._server import (
     PROTOCOLS,
     Protocol,
@@ -34,6 +35,7 @@ __all__ = [
     "Protocol",
     "RunningServer",
     "ServeOptions",
+    "ServingError",
     "SplitError",
     "Turn",
     "serve",

@@ -22,7 +22,9 @@ from benchmax.envs import Environment, Example, RolloutRequest
 from benchmax.runner import NoModelAuth
 from benchmax.serving._actions import PolicyAction, completion_reply
 from benchmax.serving._bridge import ModelCall, PolicyBridge
-from benchmax.training import CollectedGroup, collect_group
+from benchmax.serving._errors import ServingError
+from benchmax.results import TrajectoryGroup
+from benchmax.training import collect_group
 
 __all__ = ["Episode", "EpisodeError", "Turn"]
 
@@ -34,7 +36,7 @@ POLICY_MODEL = "policy"
 _BODY_KEYS = frozenset({"model", "messages", "tools"})
 
 
-class EpisodeError(Exception):
+class EpisodeError(ServingError):
     """An action the episode cannot take now (it is over, or not awaiting one); with
     ``broken``, the environment raised a contract error and the episode is over."""
 
@@ -98,7 +100,7 @@ class Episode:
         self.tools: list[dict[str, object]] = []
         self._bridge = bridge
         self._context = context
-        self._task: asyncio.Task[CollectedGroup] | None = None
+        self._task: asyncio.Task[TrajectoryGroup] | None = None
         self._event: asyncio.Future[ModelCall | None] | None = None
         self._pending: ModelCall | None = None
         self._seen = 0
@@ -178,7 +180,7 @@ class Episode:
         event.set_result(call)
         return True
 
-    def _settled(self, task: asyncio.Task[CollectedGroup]) -> None:
+    def _settled(self, task: asyncio.Task[TrajectoryGroup]) -> None:
         if self._event is not None and not self._event.done():
             self._event.set_result(None)
 
@@ -228,7 +230,7 @@ class Episode:
             sampling_args={k: v for k, v in body.items() if k not in _BODY_KEYS},
         )
 
-    def _final(self, group: CollectedGroup) -> Turn:
+    def _final(self, group: TrajectoryGroup) -> Turn:
         trajectory = group.trajectories[0]
         messages = list(trajectory.messages or ())
         return Turn(

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from benchmax.envs import BaseEnv
 from benchmax.serving._actions import AssistantMessage, PolicyAction
 from benchmax.serving._episode import EpisodeError
+from benchmax.serving._errors import ServingError
 from benchmax.serving._sessions import (
     CapacityReached,
     ResetOptions,
@@ -54,7 +55,7 @@ def _result(result: object, request_id: object) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-class _RpcError(Exception):
+class _RpcError(ServingError):
     def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(message)
         self.code = code

@@ -36,6 +36,7 @@ from benchmax._vocabulary import TRAINABLE_REASONS
 from benchmax.envs import BaseEnv
 from benchmax.serving._actions import AssistantMessage, PolicyAction, ValidationError
 from benchmax.serving._episode import EpisodeError, Turn
+from benchmax.serving._errors import ServingError
 from benchmax.serving._responses import (
     final_assistant_message,
     responses_input,
@@ -90,7 +91,7 @@ _RESPONSE_FIELDS = frozenset(
 )
 
 
-class _Refused(Exception):
+class _Refused(ServingError):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
         self.status = status

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import benchmax
 from benchmax.serving._actions import PolicyAction, ValidationError, action_schema
 from benchmax.serving._episode import Episode, EpisodeError, Turn
+from benchmax.serving._errors import ServingError
 from benchmax.serving._mcp import PARSE_ERROR, SERVER_ERROR, McpHandler, jsonrpc_error
 from benchmax.serving._sessions import (
     CapacityReached,
@@ -112,7 +113,7 @@ def _state(episode: Episode | None) -> dict[str, object]:
     ).model_dump()
 
 
-class _Refused(Exception):
+class _Refused(ServingError):
     """A request answered with an HTTP error (``status``, ``detail``) or a WS error code."""
 
     def __init__(self, status: int, code: str, detail: object) -> None:

@@ -16,6 +16,7 @@ from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.auth import ModelAuth, bind_model_auth
 from benchmax.envs import Environment
 from benchmax.serving._bridge import PolicyBridge
+from benchmax.serving._errors import ServingError
 from benchmax.serving._sessions import Sessions
 
 __all__ = [
@@ -34,7 +35,7 @@ type Protocol = Literal["openenv", "nemo-gym"]
 PROTOCOLS: tuple[Protocol, ...] = ("openenv", "nemo-gym")
 
 
-class SplitError(Exception):
+class SplitError(ServingError):
     """The split to serve could not be loaded (``create_dataset`` raised) or is empty."""
 
 

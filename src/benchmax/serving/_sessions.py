@@ -23,6 +23,7 @@ from typing import Any
 from benchmax.envs import Environment, Example
 from benchmax.serving._bridge import PolicyBridge
 from benchmax.serving._episode import Episode, Turn
+from benchmax.serving._errors import ServingError
 
 __all__ = ["CapacityReached", "ResetOptions", "Session", "Sessions", "UnknownExample"]
 
@@ -31,7 +32,7 @@ logger = logging.getLogger("benchmax.serving")
 _MAX_ID_LENGTH = 255
 
 
-class CapacityReached(Exception):
+class CapacityReached(ServingError):
     """Every session slot is taken."""
 
     def __init__(self, active: int, maximum: int) -> None:
@@ -42,7 +43,7 @@ class CapacityReached(Exception):
         self.maximum = maximum
 
 
-class UnknownExample(Exception):
+class UnknownExample(ServingError):
     """A reset named an example id the split does not have, or an episode id in use."""
 
 

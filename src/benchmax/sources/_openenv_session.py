@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from benchmax.sources._errors import SourceError
 from benchmax.sources._peers import import_peer
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ _CLOSE_SECONDS = 10.0
 _MAX_MESSAGE_BYTES = 100 * 1024 * 1024  # as openenv-core's client
 
 
-class EpisodeError(Exception):
+class EpisodeError(SourceError):
     """The OpenEnv server could not be reached or refused a request (one line)."""
 
 

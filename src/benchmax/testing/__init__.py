@@ -104,6 +104,7 @@ and serves until interrupted. The same from Python::
         await server.serve_forever()  # until cancelled
 """
 
+from benchmax.testing._errors import MockServerError
 from benchmax.testing._faults import Fault, FaultKind
 from benchmax.testing._policies import (
     Policy,
@@ -126,6 +127,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "Fault",
     "FaultKind",
+    "MockServerError",
     "MockModelServer",
     "Policy",
     "PolicyResult",

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, cast
 
+from benchmax.testing._errors import MockServerError
 from benchmax.testing._faults import Fault
 from benchmax.testing._http import Reply
 from benchmax.testing._tokens import ToyChatTemplate, token_fields
@@ -28,7 +29,7 @@ _ids = itertools.count(1)
 _JSON_HEADERS: Final = ((b"content-type", b"application/json"),)
 
 
-class PolicyResultError(TypeError):
+class PolicyResultError(MockServerError, TypeError):
     """A policy returned something that is not an answer."""
 
 

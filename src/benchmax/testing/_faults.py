@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from benchmax._value_checks import is_finite_number, is_numeric
+from benchmax.testing._errors import MockServerError
 
 __all__ = ["Fault", "FaultKind", "FaultSchedule"]
 
@@ -31,7 +32,7 @@ def _error_type(status_code: int) -> str:
     return "server_error" if status_code >= 500 else "invalid_request_error"
 
 
-class Fault(Exception):
+class Fault(MockServerError):
     """One injected misbehavior of the mock server.
 
     Build faults with the class methods (``Fault.status(429, retry_after=1)``,

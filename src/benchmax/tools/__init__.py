@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from benchmax._lazy_names import lazy_attribute
 
 if TYPE_CHECKING:
-    from benchmax.tools._errors import MCPServerError, ToolError
+    from benchmax.tools._errors import MCPServerError, ToolError, ToolLayerError
     from benchmax.tools._function import FunctionTool, tool
     from benchmax.tools._mcp import MCPServer
     from benchmax.tools._provider import ToolProvider, ToolSession
@@ -27,6 +27,7 @@ __all__ = [
     "MCPServerError",
     "SimulatedUser",
     "ToolError",
+    "ToolLayerError",
     "ToolProvider",
     "ToolSession",
     "Toolset",
@@ -40,6 +41,7 @@ _EXPORTS = {
     "MCPServerError": "benchmax.tools._errors",
     "SimulatedUser": "benchmax.tools._simulated_user",
     "ToolError": "benchmax.tools._errors",
+    "ToolLayerError": "benchmax.tools._errors",
     "ToolProvider": "benchmax.tools._provider",
     "ToolSession": "benchmax.tools._provider",
     "Toolset": "benchmax.tools._toolset",

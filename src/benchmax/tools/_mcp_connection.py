@@ -47,6 +47,7 @@ from mcp.types import (
 from benchmax import __version__, _context
 from benchmax._modelhttp import sendable_auth_headers
 from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.tools._errors import ToolLayerError
 from benchmax.tools._mcp_stdio import CLOSE_DEADLINE, stdio_transport
 
 __all__ = ["Connection", "ConnectTarget", "ConnectionLost", "ProtocolFailure", "StartupTimedOut"]
@@ -70,7 +71,7 @@ _OWNERS: set[asyncio.Task[None]] = set()
 session dropped without ``aclose`` must still end cleanly when its loop does."""
 
 
-class ConnectionLost(Exception):
+class ConnectionLost(ToolLayerError):
     """The connection to the MCP server is gone (the server exited or closed it, or an
     HTTP request failed); calls on it cannot succeed."""
 
@@ -79,7 +80,7 @@ class StartupTimedOut(ConnectionLost):
     """The server did not start (or answer the handshake) within the start-up bound."""
 
 
-class ProtocolFailure(Exception):
+class ProtocolFailure(ToolLayerError):
     """The MCP server answered a request with a JSON-RPC error (``code``); ``retryable``
     when that is an internal error (``-32603``), which a repeated call may not meet;
     ``invalid_params`` when it refused the request's parameters (``-32602``: for a tool

@@ -40,6 +40,7 @@ from benchmax.results import (
 from benchmax.runner import rollout_seed
 from benchmax.training._collect import collect_group
 from benchmax.training._config import ConfigError, TrainConfig
+from benchmax.training._errors import TrainingError
 from benchmax.training._rollout_sequence import RolloutSequence, rollout_sequence
 from benchmax.training._samples import TrainingSample, to_training_samples
 from benchmax.training._trainer import StopRequest, TrainError, TrainEvent, TrainResult, train
@@ -60,6 +61,7 @@ __all__ = [
     "TrainError",
     "TrainEvent",
     "TrainResult",
+    "TrainingError",
     "TrainingSample",
     "collect_group",
     "group_advantages",

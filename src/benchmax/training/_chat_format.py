@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmax.training._decoding import Sampled, SamplingParams
+from benchmax.training._errors import TrainingError
 
 __all__ = ["ChatRequest", "RequestError", "chat_reply", "parse_chat_request", "render_prompt"]
 
@@ -43,7 +44,7 @@ _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _MAX_TOP_LOGPROBS = 20
 
 
-class RequestError(ValueError):
+class RequestError(TrainingError, ValueError):
     """A request the sampler refuses: ``status`` (400, 404) and a message naming the field."""
 
     def __init__(self, message: str, status: int = 400) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmax._value_checks import is_int_at_least
+from benchmax.training._errors import TrainingError
 
 __all__ = [
     "LOSS_TYPES",
@@ -40,13 +41,16 @@ REPORT_TO = ("trackio", "tensorboard", "wandb")
 type Kind = Literal["str", "path", "int", "float", "bool", "choice", "choices", "pairs", "table"]
 
 
-class ConfigError(ValueError):
+class ConfigError(TrainingError, ValueError):
     """A setting that cannot be used: ``key`` names it, the message says why."""
 
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"{key}: {message}")
         self.key = key
         self.reason = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.key, self.reason), self.__dict__ or None)
 
 
 def _setting(

@@ -45,6 +45,7 @@ from benchmax.training._config import (
     config_toml,
     read_config_file,
 )
+from benchmax.training._errors import TrainingError
 from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
 from benchmax.trajectory import Trajectory
 
@@ -57,7 +58,7 @@ _STATE_FILE = "benchmax_state.json"
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class TrainError(Exception):
+class TrainError(TrainingError):
     """The run cannot start or go on: the message says why (one line)."""
 
 

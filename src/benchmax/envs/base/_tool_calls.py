@@ -47,6 +47,8 @@ from functools import lru_cache
 from pathlib import PurePath
 from typing import Any
 
+from benchmax.envs.errors import EnvError
+
 __all__ = [
     "RESERVED_ARGUMENT_NAMES",
     "ArgumentChecks",
@@ -68,7 +70,7 @@ _CONTENT_PART_TYPES = ("text", "image_url")
 _UNEXPECTED_KEYWORD = re.compile(r"got an unexpected keyword argument '([^']+)'")
 
 
-class ToolTimedOut(Exception):
+class ToolTimedOut(EnvError):
     """A ``run_tool`` call outlived ``tool_timeout``."""
 
     def __init__(self, tool_name: str, seconds: float, *, message: str | None = None) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmax.envs._hook_errors import hook_errors
 from benchmax.envs.base._tool_calls import ToolTimedOut
+from benchmax.envs.errors import EnvError
 from benchmax.envs.shared_types import TOOL_ERROR, TOOL_TIMEOUT, RolloutFailure
 from benchmax.tools import FunctionTool, ToolProvider, ToolSession, Toolset, tool
 
@@ -50,7 +51,7 @@ _SESSION_CLOSE_BOUND = 120.0
 provider bounds its own close (``MCPServer``: seconds); this only catches one that hangs."""
 
 
-class DuplicateToolName(ValueError):
+class DuplicateToolName(EnvError, ValueError):
     """Two declared tools advertise the same name."""
 
 
