@@ -123,6 +123,7 @@ class _Replay(Environment[Any, BaseRollout]):
                 [dict(message) for message in record.messages or ()],
                 example_args,
                 None,
+                rollout_type=BaseRollout,
             )
         timings = {**record.timings, "reward_seconds": round(time.perf_counter() - started, 6)}
         annotations = {**record.annotations, **annotations}
