@@ -12,7 +12,7 @@ to a split's examples the way rescore does.
 unbounded, so a hook that never returns settles its rollout and is named.
 """
 
-from benchmax.envs._hook_deadlines import HookDeadlines
+from benchmax._hook_deadlines import HookDeadlines
 from benchmax.runner._compare import (
     Comparison,
     ExampleChange,

@@ -21,9 +21,9 @@ from typing import Any
 
 from benchmax._file_replace import replace_file
 from benchmax._group_pipeline import Group, GroupPipeline, run_pool
+from benchmax._observer import report_rollout
 from benchmax.auth import ModelAuth
 from benchmax.envs import BaseEnv, BaseRollout
-from benchmax.envs._observer import report_rollout
 from benchmax.envs.base._scoring import score_rollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment

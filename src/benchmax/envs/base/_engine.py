@@ -28,10 +28,10 @@ from benchmax._modelhttp import (
     read_call_tokens,
     read_reply,
 )
+from benchmax._observer import observing, report_rollout
 from benchmax._vocabulary import TokenUsage
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._hook_errors import hook_errors
-from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs.base._meter import Meter, call_model
 from benchmax.envs.base._rollout_context import entered, leaving
 from benchmax.envs.base._rollout_hooks import RolloutFactory, RolloutHooks, hook_name

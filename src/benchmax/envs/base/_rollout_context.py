@@ -11,7 +11,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax.envs._hook_deadlines import HookDeadline
+from benchmax._hook_deadlines import HookDeadline
 from benchmax.envs._hook_errors import exits_as_errors, hook_errors
 from benchmax.envs.base._rollout_hooks import RolloutHooks, hook_name
 from benchmax.envs.shared_types import RolloutFailure

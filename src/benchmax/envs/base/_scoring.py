@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax.envs._hook_deadlines import deadline_for
+from benchmax._hook_deadlines import deadline_for
 from benchmax.envs._hook_errors import NotAsyncHook, exits_as_errors, hook_errors, must_await
 from benchmax.envs.base._meter import Meter, timed
 from benchmax.envs.base._rollout_hooks import RewardHooks, RolloutFactory, hook_name

@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
+from benchmax._hook_deadlines import HookDeadline, deadline_for
 from benchmax._modelhttp import ToolCall
-from benchmax.envs._hook_deadlines import HookDeadline, deadline_for
 from benchmax.envs._hook_errors import hook_errors
 from benchmax.envs.base._meter import Meter, timed
 from benchmax.envs.base._rollout_hooks import RolloutHooks, hook_name

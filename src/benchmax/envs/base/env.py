@@ -20,8 +20,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
+from benchmax._hook_deadlines import deadline_for
 from benchmax._modelhttp import finish_reason_table
-from benchmax.envs._hook_deadlines import deadline_for
 from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.base._engine import RolloutEngine
 from benchmax.envs.base._limits import LIMIT_NAMES, Limits
