@@ -31,8 +31,8 @@ from benchmax.datagen import DatagenError
 from benchmax.envs import RolloutFailure
 from benchmax.envs.errors import EnvError
 from benchmax.errors import BenchmaxError
-from benchmax.rewards import JudgeError
 from benchmax.results import ResultsWriteError, ResumeMismatchError, RunError
+from benchmax.rewards import JudgeError
 from benchmax.runner import GroupContractError
 from benchmax.scaffold import ScaffoldError
 from benchmax.serving import ServingError

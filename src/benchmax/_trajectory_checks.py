@@ -5,13 +5,82 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from benchmax._value_checks import TOKEN_ID_BOUND, is_int_at_least, is_numeric
 from benchmax._vocabulary import TOKEN_USAGE_KEYS, TokenUsage
 
-if TYPE_CHECKING:
-    from benchmax.trajectory import ModelCall, ToolCallTiming, Trajectory
+
+class _ModelCallFields(Protocol):
+    """A ``benchmax.trajectory.ModelCall``'s fields as given, before they are checked."""
+
+    @property
+    def finish_reason(self) -> object: ...
+    @property
+    def usage(self) -> object: ...
+    @property
+    def seconds(self) -> object: ...
+    @property
+    def message_index(self) -> object: ...
+    @property
+    def prompt_token_ids(self) -> object: ...
+    @property
+    def completion_token_ids(self) -> object: ...
+    @property
+    def completion_logprobs(self) -> object: ...
+
+
+class _ToolCallFields(Protocol):
+    """A ``benchmax.trajectory.ToolCallTiming``'s fields as given."""
+
+    @property
+    def name(self) -> object: ...
+    @property
+    def seconds(self) -> object: ...
+    @property
+    def message_index(self) -> object: ...
+
+
+class _TrajectoryFields(Protocol):
+    """A ``benchmax.trajectory.Trajectory``'s fields as given."""
+
+    @property
+    def rollout_id(self) -> object: ...
+    @property
+    def example_id(self) -> object: ...
+    @property
+    def termination_reason(self) -> object: ...
+    @property
+    def rewards(self) -> object: ...
+    @property
+    def attempt(self) -> object: ...
+    @property
+    def run_id(self) -> object: ...
+    @property
+    def split(self) -> object: ...
+    @property
+    def example_index(self) -> object: ...
+    @property
+    def group_index(self) -> object: ...
+    @property
+    def messages(self) -> object: ...
+    @property
+    def model_calls(self) -> object: ...
+    @property
+    def tool_calls(self) -> object: ...
+    @property
+    def timings(self) -> object: ...
+    @property
+    def usage(self) -> object: ...
+    @property
+    def logs(self) -> object: ...
+    @property
+    def annotations(self) -> object: ...
+    @property
+    def step(self) -> object: ...
+    @property
+    def weights_version(self) -> object: ...
+
 
 __all__ = ["check_model_call", "check_tool_call", "check_trajectory"]
 
@@ -101,7 +170,7 @@ def _items[T](values: object, kind: type[T], name: str) -> tuple[T, ...]:
     return tuple(values)
 
 
-def check_model_call(call: ModelCall) -> None:
+def check_model_call(call: _ModelCallFields) -> None:
     """Validate (and normalize: lists to tuples, numbers to floats) a new ``ModelCall``."""
     if call.finish_reason is not None and not isinstance(call.finish_reason, str):
         raise TypeError("finish_reason must be a string or None")
@@ -122,7 +191,7 @@ def check_model_call(call: ModelCall) -> None:
         )
 
 
-def check_tool_call(call: ToolCallTiming) -> None:
+def check_tool_call(call: _ToolCallFields) -> None:
     """Validate (and normalize: seconds to a float) a new ``ToolCallTiming``."""
     if not isinstance(call.name, str):
         raise TypeError("tool call name must be a string")
@@ -131,9 +200,12 @@ def check_tool_call(call: ToolCallTiming) -> None:
         raise ValueError("message_index must be a non-negative integer")
 
 
-def check_trajectory(trajectory: Trajectory) -> None:
-    """Validate (and normalize: sequences to tuples) a new ``Trajectory``."""
-    from benchmax.trajectory import ModelCall, ToolCallTiming  # defined there; used here
+def check_trajectory(
+    trajectory: _TrajectoryFields, model_call: type[object], tool_call: type[object]
+) -> None:
+    """Validate (and normalize: sequences to tuples) a new ``Trajectory``, whose
+    ``model_calls`` must hold ``model_call`` objects and ``tool_calls`` ``tool_call`` ones
+    (``ModelCall`` and ``ToolCallTiming``, passed in: this module sits below theirs)."""
 
     set_ = object.__setattr__
     for name in ("rollout_id", "example_id", "termination_reason"):
@@ -159,8 +231,8 @@ def check_trajectory(trajectory: Trajectory) -> None:
         if not isinstance(trajectory.messages, tuple | list):
             raise TypeError("messages must be a sequence of message objects or None")
         set_(trajectory, "messages", tuple(trajectory.messages))
-    set_(trajectory, "model_calls", _items(trajectory.model_calls, ModelCall, "model_calls"))
-    set_(trajectory, "tool_calls", _items(trajectory.tool_calls, ToolCallTiming, "tool_calls"))
+    set_(trajectory, "model_calls", _items(trajectory.model_calls, model_call, "model_calls"))
+    set_(trajectory, "tool_calls", _items(trajectory.tool_calls, tool_call, "tool_calls"))
     if not isinstance(trajectory.timings, Mapping) or not all(
         isinstance(k, str) and is_numeric(v) for k, v in trajectory.timings.items()
     ):

@@ -13,7 +13,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from benchmax import _context
 from benchmax._url_credentials import repr_masking_urls
 from benchmax._value_checks import is_non_empty_str
 
@@ -66,7 +65,9 @@ class StaticBearerAuth:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-_BOUND_MODEL_AUTH: ContextVar[dict[str, ModelAuth] | None] = _context.BOUND_MODEL_AUTH
+_BOUND_MODEL_AUTH: ContextVar[dict[str, ModelAuth] | None] = ContextVar(
+    "benchmax_bound_model_auth", default=None
+)
 
 
 @dataclass(frozen=True, slots=True)

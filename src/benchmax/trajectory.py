@@ -13,7 +13,8 @@ this one record around.
 This module sits low (it imports only benchmax's leaf modules), so environments can use
 :func:`annotate`. Records are frozen and validated: a constructor raises ``TypeError`` or
 ``ValueError`` naming the field that is wrong (the checks live in ``_trajectory_checks``,
-the results-line reading and writing in ``_trajectory_json``).
+the results line's types in ``_trajectory_records``, the lenient reading of its optional
+parts in ``_trajectory_json``; none of them imports this module).
 """
 
 from __future__ import annotations
@@ -26,11 +27,24 @@ from dataclasses import dataclass, field, fields
 from itertools import repeat
 from operator import truediv
 from types import MappingProxyType
-from typing import Any, Final, Literal, NotRequired, TypedDict, cast
+from typing import Any, Final, cast
 
 from benchmax import _context
 from benchmax._trajectory_checks import check_model_call, check_tool_call, check_trajectory
-from benchmax._trajectory_json import read_trajectory, rollout_record
+from benchmax._trajectory_json import (
+    json_count,
+    json_object,
+    json_rewards,
+    json_timings,
+    json_usage,
+)
+from benchmax._trajectory_records import (
+    LogEntry,
+    ModelCallRecord,
+    RolloutRecord,
+    RolloutTimings,
+    ToolCallRecord,
+)
 from benchmax._value_checks import is_non_empty_str
 from benchmax._vocabulary import TRAINABLE_REASONS, TokenUsage
 
@@ -61,77 +75,6 @@ LOGPROB_DECIMALS: Final = 5
 below the usual gap between inference and training engines' logprobs); a 1,000-token
 completion's ids and logprobs then take about 15 KB. In memory they stay as sent."""
 _LOGPROB_SCALE: Final = 10.0**LOGPROB_DECIMALS
-
-
-class RolloutTimings(TypedDict, total=False):
-    """Seconds spent on one rollout; the last three only for ``BaseEnv`` rollouts."""
-
-    group_seconds: float
-    model_seconds: float
-    tool_seconds: float
-    reward_seconds: float
-
-
-class LogEntry(TypedDict):
-    """One log record attributed to a rollout (secrets masked)."""
-
-    time: str
-    level: str
-    logger: str
-    message: str
-    exception: NotRequired[str]
-
-
-class ModelCallRecord(TypedDict):
-    """A model call as a results line holds it (token fields only when recorded)."""
-
-    finish_reason: str | None
-    usage: TokenUsage | None
-    seconds: float
-    message_index: int | None
-    prompt_token_ids: NotRequired[list[int]]
-    prompt_token_ids_added: NotRequired[list[int]]
-    """Instead of ``prompt_token_ids`` when the call continues the previous one: the ids
-    after the previous call's prompt + completion ids."""
-    completion_token_ids: NotRequired[list[int]]
-    completion_logprobs: NotRequired[list[float]]
-
-
-class ToolCallRecord(TypedDict):
-    """A tool call's timing as a results line holds it."""
-
-    name: str
-    seconds: float
-    message_index: int
-
-
-class RolloutRecord(TypedDict):
-    """One results-file line (``benchmax.results/1``): a trajectory as JSON.
-
-    ``model_calls``, ``tool_calls`` and ``annotations`` were added later: lines written
-    before lack them and read back as empty. ``step`` and ``weights_version`` are only on
-    the lines of a training run's rollouts (``benchmax train``).
-    """
-
-    type: Literal["rollout"]
-    run_id: str | None
-    split: str
-    example_id: str
-    example_index: int | None
-    group_index: int
-    rollout_id: str
-    attempt: int
-    termination_reason: str
-    rewards: dict[str, float]
-    timings: RolloutTimings
-    usage: NotRequired[TokenUsage | None]
-    transcript: list[dict[str, Any]] | None
-    logs: list[LogEntry]
-    model_calls: NotRequired[list[ModelCallRecord]]
-    tool_calls: NotRequired[list[ToolCallRecord]]
-    annotations: NotRequired[dict[str, Any]]
-    step: NotRequired[int]
-    weights_version: NotRequired[int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -333,7 +276,7 @@ class Trajectory:
     weights_version: int | None = None
 
     def __post_init__(self) -> None:
-        check_trajectory(self)
+        check_trajectory(self, ModelCall, ToolCallTiming)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Read-only mapping views (the empty defaults, a caller's MappingProxyType) do not
@@ -377,7 +320,31 @@ class Trajectory:
 
     def to_json(self) -> RolloutRecord:
         """This trajectory as one results-file line (a JSON object, before encoding)."""
-        return rollout_record(self)
+        record: RolloutRecord = {
+            "type": "rollout",
+            "run_id": self.run_id,
+            "split": self.split,
+            "example_id": self.example_id,
+            "example_index": self.example_index,
+            "group_index": self.group_index,
+            "rollout_id": self.rollout_id,
+            "attempt": self.attempt,
+            "termination_reason": self.termination_reason,
+            "rewards": dict(self.rewards),
+            "timings": cast(RolloutTimings, dict(self.timings)),
+            "usage": None if self.usage is None else cast(TokenUsage, dict(self.usage)),
+            "transcript": None if self.messages is None else [dict(m) for m in self.messages],
+            "logs": list(self.logs),
+            "model_calls": _calls_json(self.model_calls),
+            "tool_calls": [call.to_json() for call in self.tool_calls],
+        }
+        if self.annotations:
+            record["annotations"] = dict(self.annotations)
+        if self.step is not None:
+            record["step"] = self.step
+        if self.weights_version is not None:
+            record["weights_version"] = self.weights_version
+        return record
 
     @classmethod
     def from_json(cls, data: object) -> Trajectory:
@@ -390,7 +357,60 @@ class Trajectory:
         ``TypeError``/``ValueError`` naming the field when an identity or outcome field
         is missing or malformed.
         """
-        return read_trajectory(cls, data)
+        if not isinstance(data, Mapping):
+            raise TypeError("a rollout record must be a JSON object")
+        for name in ("rollout_id", "example_id", "termination_reason"):
+            if not isinstance(data.get(name), str):
+                raise TypeError(f"{name} is not a string")
+        transcript = data.get("transcript")
+        return cls(
+            rollout_id=data["rollout_id"],
+            example_id=data["example_id"],
+            termination_reason=data["termination_reason"],
+            rewards=json_rewards(data.get("rewards")),
+            attempt=data.get("attempt", 1),
+            run_id=data.get("run_id"),
+            split=str(data.get("split", "train")),
+            example_index=data.get("example_index"),
+            group_index=data.get("group_index", 0),
+            messages=tuple(transcript) if isinstance(transcript, list) else None,
+            model_calls=_calls_from_json(data.get("model_calls")),
+            tool_calls=tuple(ToolCallTiming.from_json(c) for c in data.get("tool_calls") or ()),
+            timings=json_timings(data.get("timings")),
+            usage=json_usage(data.get("usage")),
+            logs=tuple(cast(LogEntry, e) for e in data.get("logs") or () if isinstance(e, Mapping)),
+            annotations=json_object(data.get("annotations")),
+            step=json_count(data.get("step")),
+            weights_version=json_count(data.get("weights_version")),
+        )
+
+
+def _calls_json(calls: tuple[ModelCall, ...]) -> list[ModelCallRecord]:
+    lines = []
+    previous: ModelCall | None = None
+    for call in calls:
+        lines.append(call.to_json(previous))
+        if call.has_tokens:
+            previous = call
+    return lines
+
+
+def _calls_from_json(data: object) -> tuple[ModelCall, ...]:
+    if not data:
+        return ()
+    if not isinstance(data, list):
+        raise TypeError("model_calls must be a list")
+    calls = []
+    previous: ModelCall | None = None
+    for index, line in enumerate(data):
+        try:
+            call = ModelCall.from_json(line, previous)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"model_calls[{index}]: {error}") from None
+        calls.append(call)
+        if call.has_tokens:
+            previous = call
+    return tuple(calls)
 
 
 def _rounded_logprobs(values: tuple[float, ...]) -> list[float]:

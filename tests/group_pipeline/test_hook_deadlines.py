@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from tests.runner.sample_envs import AnswerEnv, write_answer_data
 
+from benchmax._hook_deadlines import DEFAULT_HOOK_SECONDS, deadline_for
 from benchmax.auth import StaticBearerAuth
 from benchmax.envs import BaseRollout, Example, JsonRow, RewardMap, RolloutRequest
-from benchmax.envs._hook_deadlines import DEFAULT_HOOK_SECONDS, deadline_for
 from benchmax.results import read_results
 from benchmax.rewards import Judge
 from benchmax.runner import HookDeadlines, RunConfig, run_environment

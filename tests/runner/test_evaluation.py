@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from tests.runner.sample_envs import AnswerEnv, NumberEnv, number_config, write_answer_data
 
+from benchmax._observer import RolloutReport, report_rollout
 from benchmax.envs import (
     BaseEnv,
     Dataset,
@@ -22,7 +23,6 @@ from benchmax.envs import (
     RolloutAttempt,
     RolloutRequest,
 )
-from benchmax.envs._observer import RolloutReport, report_rollout
 from benchmax.results import PassAtK, UsageStats, read_results
 from benchmax.runner import ResumeMismatchError, RunConfig, run_environment
 from benchmax.runner._definition import env_source_digests

@@ -34,7 +34,7 @@ group logged are then ``pipeline.take_failed_logs(group.rollout_ids)``.
 from benchmax._group_pipeline.log_capture import RolloutLogCapture
 from benchmax._group_pipeline.pipeline import Group, GroupPipeline, Placement
 from benchmax._group_pipeline.pool import run_pool
-from benchmax.envs._hook_deadlines import DEFAULT_HOOK_SECONDS, HookDeadlines
+from benchmax._hook_deadlines import DEFAULT_HOOK_SECONDS, HookDeadlines
 
 __all__ = [
     "DEFAULT_HOOK_SECONDS",

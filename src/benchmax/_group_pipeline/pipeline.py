@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmax._group_pipeline.log_capture import RolloutLogCapture
+from benchmax._hook_deadlines import HookDeadlines, with_hook_deadlines
+from benchmax._observer import observe_rollouts
 from benchmax._secret_masking import credential_secrets
 from benchmax.auth import ModelAuth, bind_model_auth
-from benchmax.envs._hook_deadlines import HookDeadlines, with_hook_deadlines
-from benchmax.envs._observer import observe_rollouts
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import RolloutOutcome, RolloutRequest
 from benchmax.results import TrajectoryGroup
@@ -84,7 +84,7 @@ class GroupPipeline:
     printed as if nothing captured them (when no handler of the caller's sees them).
     ``hook_deadlines`` bound the hooks the environment leaves unbounded (a hook that never
     returns settles its rollout, naming the hook and the line it waited at; see
-    ``benchmax.envs._hook_deadlines``); ``None`` binds none.
+    ``benchmax._hook_deadlines``); ``None`` binds none.
     """
 
     def __init__(

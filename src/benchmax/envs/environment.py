@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax.envs._hook_deadlines import deadline_for
+from benchmax._hook_deadlines import deadline_for
 from benchmax.envs._hook_errors import NotAsyncHook, exits_as_errors, hook_errors, must_await
 from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from benchmax._cancellation import stray_cancellation_as_error
+from benchmax._hook_deadlines import deadline_for
 from benchmax._modelhttp import AttemptTimedOut, sendable_auth_headers, within_deadline
 from benchmax._url_credentials import UrlCredential, repr_masking_urls, with_url_credential
 from benchmax._user_code import caller_location
@@ -34,7 +35,6 @@ from benchmax._value_checks import (
     is_numeric,
 )
 from benchmax.auth import ModelAuth, ModelRequestContext
-from benchmax.envs._hook_deadlines import deadline_for
 from benchmax.envs.shared_types import JUDGE_ERROR, RolloutFailure
 from benchmax.rewards.text import message_text, reasoning_finished, without_reasoning
 

@@ -6,11 +6,8 @@ shape it asks for) is what the parsers in the other reward modules rely on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from benchmax.rewards.rubric import Rubric
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 __all__ = [
     "build_adaptive_rubric_prompt",
@@ -27,7 +24,27 @@ DEFAULT_DIVERSITY_INSTRUCTIONS = (
 )
 
 
-def _criterion_block(rubric: Rubric) -> str:
+class _Criterion(Protocol):
+    """What these prompts read of a rubric (``benchmax.rewards.rubric.Rubric`` has it): a
+    protocol, so this module does not import the module that imports it."""
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def polarity(self) -> str: ...
+
+    @property
+    def score_map(self) -> Mapping[float, str] | None: ...
+
+    @property
+    def allowed_scores(self) -> tuple[float, ...]: ...
+
+
+def _criterion_block(rubric: _Criterion) -> str:
     if rubric.polarity == "positive":
         meaning = "a quality that a good response shows"
     else:
@@ -40,7 +57,7 @@ def _criterion_block(rubric: Rubric) -> str:
 
 
 def build_rubric_evaluation_prompt(
-    rubric: Rubric, *, question: str, response: str, ground_truth: str | None
+    rubric: _Criterion, *, question: str, response: str, ground_truth: str | None
 ) -> str:
     """A prompt asking the judge to score one response against one rubric."""
     sections = [
@@ -66,7 +83,7 @@ def _reference_sections(ground_truth: str | None) -> list[str]:
     ]
 
 
-def _scoring_sections(rubric: Rubric, graded: str) -> list[str]:
+def _scoring_sections(rubric: _Criterion, graded: str) -> list[str]:
     """How to score ``graded`` (``"the response"``, ...) on ``rubric`` and the JSON to reply."""
     if rubric.score_map is None:
         return [
@@ -90,7 +107,7 @@ def _scoring_sections(rubric: Rubric, graded: str) -> list[str]:
 
 
 def build_rubric_trajectory_prompt(
-    rubric: Rubric, *, question: str, transcript: str, ground_truth: str | None
+    rubric: _Criterion, *, question: str, transcript: str, ground_truth: str | None
 ) -> str:
     """A prompt asking the judge to score a whole conversation (a transcript rendered by
     :func:`benchmax.rewards.transcript.render_transcript`) against one rubric."""
@@ -113,7 +130,9 @@ def build_rubric_trajectory_prompt(
     return "\n\n".join(sections)
 
 
-def build_rubric_ranking_prompt(rubric: Rubric, *, question: str, responses: Sequence[str]) -> str:
+def build_rubric_ranking_prompt(
+    rubric: _Criterion, *, question: str, responses: Sequence[str]
+) -> str:
     """A prompt asking the judge to rank responses (ties allowed) on one rubric."""
     last = len(responses) - 1
     if rubric.polarity == "positive":
@@ -141,7 +160,7 @@ def build_rubric_ranking_prompt(rubric: Rubric, *, question: str, responses: Seq
     )
 
 
-def format_rubrics(rubrics: Sequence[Rubric]) -> str | None:
+def format_rubrics(rubrics: Sequence[_Criterion]) -> str | None:
     """Rubrics as ``Positive rubrics:``/``Negative rubrics:`` sections, or ``None``."""
     lines: list[str] = []
     for polarity, heading in (("positive", "Positive rubrics:"), ("negative", "Negative rubrics:")):
@@ -157,7 +176,7 @@ def build_adaptive_rubric_prompt(
     question: str,
     ground_truth: str,
     responses: Sequence[str],
-    existing_rubrics: Sequence[Rubric] = (),
+    existing_rubrics: Sequence[_Criterion] = (),
 ) -> str:
     """A prompt asking the judge for new rubrics that separate the given responses."""
     instructions = (

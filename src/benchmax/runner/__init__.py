@@ -14,8 +14,8 @@ Reading, comparing and viewing results live in ``benchmax.results``; their old n
 ``DeprecationWarning``.
 """
 
+from benchmax._hook_deadlines import HookDeadlines
 from benchmax._lazy_names import moved_attribute
-from benchmax.envs._hook_deadlines import HookDeadlines
 from benchmax.results import ResumeMismatchError, RunError, RunReport
 from benchmax.runner._config import NoModelAuth, RunConfig, rollout_seed
 from benchmax.runner._definition import run_definition

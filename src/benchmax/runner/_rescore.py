@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmax._group_pipeline import Group, GroupPipeline, run_pool
+from benchmax._observer import report_rollout
 from benchmax.auth import ModelAuth
 from benchmax.envs import BaseEnv, BaseRollout
-from benchmax.envs._observer import report_rollout
 from benchmax.envs.base._scoring import score_rollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
@@ -127,6 +127,7 @@ class _Replay(Environment[Any, BaseRollout]):
                 [dict(message) for message in record.messages or ()],
                 example_args,
                 None,
+                rollout_type=BaseRollout,
             )
         timings = {**record.timings, "reward_seconds": round(time.perf_counter() - started, 6)}
         annotations = {**record.annotations, **annotations}

@@ -13,9 +13,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from benchmax._context import BOUND_MODEL_AUTH
 from benchmax._group_pipeline import Group, GroupPipeline, Placement, run_pool
-from benchmax.auth import bind_model_auth
+from benchmax.auth import _BOUND_MODEL_AUTH, bind_model_auth
 from benchmax.envs._sampling_args import merged_sampling_args
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutRequest
@@ -374,7 +373,7 @@ async def _check_token_support(env: Environment[Any, Any], config: RunConfig) ->
 
 
 def _providers(config: RunConfig) -> dict[str, Any]:
-    outer: Mapping[str, Any] = BOUND_MODEL_AUTH.get() or {}
+    outer: Mapping[str, Any] = _BOUND_MODEL_AUTH.get() or {}
     return {**outer, **config.auth_providers}
 
 

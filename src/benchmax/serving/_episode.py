@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from benchmax.envs import Environment, Example, RolloutRequest
+from benchmax.results import TrajectoryGroup
 from benchmax.runner import NoModelAuth
 from benchmax.serving._actions import PolicyAction, completion_reply
 from benchmax.serving._bridge import ModelCall, PolicyBridge
 from benchmax.serving._errors import ServingError
-from benchmax.results import TrajectoryGroup
 from benchmax.training import collect_group
 
 __all__ = ["Episode", "EpisodeError", "Turn"]

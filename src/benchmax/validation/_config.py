@@ -8,12 +8,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import cast
 
+from benchmax._hook_deadlines import HookDeadlines
 from benchmax._mock_url import MOCK_URL_MARKER
 from benchmax._url_credentials import repr_masking_urls
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth
 from benchmax.bundle import BundleMetadata
-from benchmax.envs._hook_deadlines import HookDeadlines
 from benchmax.runner import NoModelAuth
 from benchmax.testing import Policy
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from tests.envs.base.support import ToolEnv, make_request, tool_reply
 
-from benchmax.envs._observer import RolloutReport, observe_rollouts
+from benchmax._observer import RolloutReport, observe_rollouts
 from benchmax.envs.base.env import BaseRollout
 from benchmax.envs.shared_types import RewardMap
 from benchmax.testing import Fault, MockModelServer, scripted

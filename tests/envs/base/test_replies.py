@@ -21,7 +21,7 @@ from tests.envs.base.support import (
     tool_reply,
 )
 
-from benchmax.envs._observer import RolloutReport, observe_rollouts
+from benchmax._observer import RolloutReport, observe_rollouts
 from benchmax.envs.base._sent_messages import messages_as_sent
 from benchmax.envs.base.env import BaseRollout
 from benchmax.envs.shared_types import Example, RewardMap, RolloutRequest

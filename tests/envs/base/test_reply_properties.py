@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.envs.base.support import MULTIPLY_TOOL
 
+from benchmax._observer import RolloutReport, observe_rollouts
 from benchmax.auth import StaticBearerAuth
-from benchmax.envs._observer import RolloutReport, observe_rollouts
 from benchmax.envs.base.env import BaseEnv, BaseRollout
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.shared_types import Example, RewardMap, RolloutRequest

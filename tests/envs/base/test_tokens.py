@@ -11,7 +11,7 @@ import pytest
 from tests.envs.base.support import PAYLOAD as PAYLOAD_42
 from tests.envs.base.support import PROMPT, AnswerEnv, ToolEnv, make_request, tool_reply
 
-from benchmax.envs._observer import RolloutReport, observe_rollouts
+from benchmax._observer import RolloutReport, observe_rollouts
 from benchmax.testing import Fault, MockModelServer, ToyChatTemplate, scripted
 
 

@@ -8,15 +8,13 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax.envs._hook_deadlines import HookDeadline
+from benchmax._hook_deadlines import HookDeadline
 from benchmax.envs._hook_errors import exits_as_errors, hook_errors
+from benchmax.envs.base._rollout_hooks import RolloutHooks, hook_name
 from benchmax.envs.shared_types import RolloutFailure
-
-if TYPE_CHECKING:
-    from benchmax.envs.base.env import BaseEnv
 
 __all__ = ["entered", "leaving"]
 
@@ -24,7 +22,7 @@ logger = logging.getLogger("benchmax.envs.base.env")
 
 
 async def entered(
-    env: BaseEnv,
+    env: RolloutHooks[Any],
     context: AbstractAsyncContextManager[object],
     rollout_id: str,
     deadline: HookDeadline,
@@ -41,7 +39,7 @@ async def entered(
     try:
         with (
             exits_as_errors(env, "rollout_context"),
-            stray_cancellation_as_error(env._hook("rollout_context")),
+            stray_cancellation_as_error(hook_name(env, "rollout_context")),
         ):
             async with timer:
                 await enter()
@@ -70,7 +68,7 @@ async def entered(
 
 @asynccontextmanager
 async def leaving(
-    env: BaseEnv,
+    env: RolloutHooks[Any],
     context: AbstractAsyncContextManager[object],
     rollout_id: str,
     deadline: HookDeadline,
@@ -88,7 +86,7 @@ async def leaving(
 
 
 async def _exit_logged(
-    env: BaseEnv,
+    env: RolloutHooks[Any],
     context: AbstractAsyncContextManager[object],
     rollout_id: str,
     error: BaseException | None,
@@ -96,7 +94,7 @@ async def _exit_logged(
 ) -> None:
     timer = asyncio.timeout(deadline.seconds)
     try:
-        with stray_cancellation_as_error(env._hook("rollout_context")):
+        with stray_cancellation_as_error(hook_name(env, "rollout_context")):
             async with timer:
                 if error is None:
                     await context.__aexit__(None, None, None)

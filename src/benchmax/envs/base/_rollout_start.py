@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchmax.envs._hook_deadlines import HookDeadline
+from benchmax._hook_deadlines import HookDeadline
 from benchmax.envs.base._limits import Limits
 
 __all__ = ["Settings", "Transcript", "prepare_example"]

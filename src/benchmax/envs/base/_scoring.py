@@ -1,5 +1,8 @@
 """Settling a ``BaseEnv`` rollout: ``compute_reward`` within ``reward_timeout`` when it
-finished, zero rewards otherwise or when scoring failed (logged)."""
+finished, zero rewards otherwise or when scoring failed (logged).
+
+``score_rollout`` needs only an environment's reward hooks (``RewardHooks``) and the kind of
+rollout to make, so a rescore settles stored transcripts through it exactly as a run does."""
 
 from __future__ import annotations
 
@@ -7,12 +10,13 @@ import asyncio
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from benchmax._cancellation import stray_cancellation_as_error
-from benchmax.envs._hook_deadlines import deadline_for
+from benchmax._hook_deadlines import deadline_for
 from benchmax.envs._hook_errors import NotAsyncHook, exits_as_errors, hook_errors, must_await
 from benchmax.envs.base._meter import Meter, timed
+from benchmax.envs.base._rollout_hooks import RewardHooks, RolloutFactory, hook_name
 from benchmax.envs.base._rollout_start import Transcript
 from benchmax.envs.base.dataset import JsonRow
 from benchmax.envs.base.openai_types import Messages
@@ -21,36 +25,35 @@ from benchmax.envs.shared_types import (
     REWARD_ERROR,
     REWARD_TIMEOUT,
     RewardMap,
+    RolloutAttempt,
     RolloutFailure,
     RolloutRequest,
 )
-
-if TYPE_CHECKING:
-    from benchmax.envs.base.env import BaseEnv, BaseRollout
 
 __all__ = ["score_rollout"]
 
 logger = logging.getLogger("benchmax.envs.base.env")
 
 
-async def score_rollout(
-    env: BaseEnv,
+async def score_rollout[R: RolloutAttempt](
+    env: RewardHooks[R],
     request: RolloutRequest[JsonRow],
     reward_timeout: float | None,
     reason: str,
     transcript: Transcript,
     example_args: dict[str, Any],
     meter: Meter | None,
-) -> BaseRollout:
-    """Settle a rollout that ended with ``reason``: scored by ``compute_reward`` (within
-    ``reward_timeout``) when it finished, else with zero rewards; a failing, late or
-    non-finite reward is logged and settles it with zero rewards."""
-    from benchmax.envs.base.env import BaseRollout  # defined there; imported when used
-
+    *,
+    rollout_type: RolloutFactory[R],
+) -> R:
+    """Settle a rollout that ended with ``reason`` as a ``rollout_type`` (``BaseRollout``):
+    scored by ``compute_reward`` (within ``reward_timeout``) when it finished, else with
+    zero rewards; a failing, late or non-finite reward is logged and settles it with zero
+    rewards."""
     rollout_id = request.rollout_id
 
-    def settle(termination_reason: str, rewards: RewardMap | None) -> BaseRollout:
-        return BaseRollout(
+    def settle(termination_reason: str, rewards: RewardMap | None) -> R:
+        return rollout_type(
             rollout_id=rollout_id,
             termination_reason=termination_reason,
             rewards=rewards,
@@ -61,7 +64,7 @@ async def score_rollout(
             split=request.split,
         )
 
-    def zero(termination_reason: str) -> BaseRollout:
+    def zero(termination_reason: str) -> R:
         return settle(termination_reason, dict.fromkeys(env.reward_keys, 0.0))
 
     if reason != FINISHED:
@@ -73,7 +76,7 @@ async def score_rollout(
             async with deadline:
                 with (
                     exits_as_errors(env, "compute_reward"),
-                    stray_cancellation_as_error(env._hook("compute_reward")),
+                    stray_cancellation_as_error(hook_name(env, "compute_reward")),
                 ):
                     rewards = await must_await(
                         env, "compute_reward", env.compute_reward(settle(reason, None))

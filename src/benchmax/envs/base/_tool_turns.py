@@ -7,13 +7,14 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmax._cancellation import stray_cancellation_as_error
+from benchmax._hook_deadlines import HookDeadline, deadline_for
 from benchmax._modelhttp import ToolCall
-from benchmax.envs._hook_deadlines import HookDeadline, deadline_for
 from benchmax.envs._hook_errors import hook_errors
 from benchmax.envs.base._meter import Meter, timed
+from benchmax.envs.base._rollout_hooks import RolloutHooks, hook_name
 from benchmax.envs.base._rollout_start import Settings, Transcript
 from benchmax.envs.base._tool_calls import (
     ArgumentChecks,
@@ -27,15 +28,12 @@ from benchmax.envs.base.openai_types import Tool
 from benchmax.envs.shared_types import TOOL_TIMEOUT, RolloutRequest
 from benchmax.tools import ToolError
 
-if TYPE_CHECKING:
-    from benchmax.envs.base.env import BaseEnv
-
 __all__ = ["declared_tools", "declares_tools", "listed_tools", "run_tool_calls"]
 
 logger = logging.getLogger("benchmax.envs.base.env")
 
 
-async def listed_tools(env: BaseEnv, rollout_id: str) -> list[Tool] | str:
+async def listed_tools(env: RolloutHooks[Any], rollout_id: str) -> list[Tool] | str:
     """``list_tools()``, or ``tool_timeout`` (logged) when it outlived the runner's
     default deadline for tools (the environment's own limits do not bound it)."""
     listing = deadline_for("tools")
@@ -57,7 +55,7 @@ async def listed_tools(env: BaseEnv, rollout_id: str) -> list[Tool] | str:
 
 @asynccontextmanager
 async def declared_tools(
-    env: BaseEnv, request: RolloutRequest[JsonRow], settings: Settings
+    env: RolloutHooks[Any], request: RolloutRequest[JsonRow], settings: Settings
 ) -> AsyncIterator[str | None]:
     """Open ``env.tools`` for the rollout (inside its ``rollout_context``) and close them
     when it ends; yields ``None``, or the termination reason when they did not open."""
@@ -82,7 +80,7 @@ def declares_tools(tools: object) -> bool:
 
 
 async def run_tool_calls(
-    env: BaseEnv,
+    env: RolloutHooks[Any],
     rollout_id: str,
     calls: Sequence[ToolCall],
     advertised: frozenset[str],
@@ -109,7 +107,7 @@ async def run_tool_calls(
             try:
                 with (
                     timed(meter, "tool"),
-                    stray_cancellation_as_error(env._hook("run_tool")),
+                    stray_cancellation_as_error(hook_name(env, "run_tool")),
                 ):
                     result = await _call_tool(env, rollout_id, name, arguments, timeout)
             except ToolError as error:  # meant for the model: the rollout goes on
@@ -127,7 +125,11 @@ async def run_tool_calls(
 
 
 async def _call_tool(
-    env: BaseEnv, rollout_id: str, name: str, arguments: dict[str, Any], timeout: HookDeadline
+    env: RolloutHooks[Any],
+    rollout_id: str,
+    name: str,
+    arguments: dict[str, Any],
+    timeout: HookDeadline,
 ) -> object:
     if timeout.seconds is None:
         return await env.run_tool(rollout_id, name, **arguments)

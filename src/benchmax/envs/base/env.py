@@ -1,10 +1,12 @@
 """``BaseEnv``: a reusable OpenAI-compatible chat loop with optional function tools.
 
-The loop's machinery lives in private modules beside this one (they log on this
-module's logger): ``_rollout_start`` (settings and transcript), ``_rollout_context``
-(entering and leaving ``rollout_context``), ``_chat_loop`` (the turn loop),
-``_tool_turns`` (listing, opening and running tools), ``_scoring`` (``compute_reward``)
-and ``_meter`` (what an observing runner is told).
+Each rollout is run by its own ``RolloutEngine`` (``_engine``), made with the settings read
+once here and this environment's public hooks; it owns the rollout's transcript, meter and
+counters. The engine's parts live in private modules below it, which never import this
+one (they log on this module's logger): ``_rollout_start`` (settings and transcript),
+``_rollout_context`` (entering and leaving ``rollout_context``), ``_tool_turns`` (listing,
+opening and running tools), ``_scoring`` (``compute_reward``), ``_meter`` (what an
+observing runner is told) and ``_rollout_hooks`` (what they need of an environment).
 """
 
 from __future__ import annotations
@@ -12,38 +14,30 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
+from benchmax._hook_deadlines import deadline_for
 from benchmax._modelhttp import finish_reason_table
-from benchmax._vocabulary import TokenUsage
-from benchmax.envs._hook_deadlines import deadline_for
-from benchmax.envs._hook_errors import hook_errors
-from benchmax.envs._observer import observing, report_rollout
 from benchmax.envs._sampling_args import validated_sampling_args
-from benchmax.envs.base._chat_loop import run_in_context
+from benchmax.envs.base._engine import RolloutEngine
 from benchmax.envs.base._limits import LIMIT_NAMES, Limits
-from benchmax.envs.base._meter import Meter
-from benchmax.envs.base._rollout_context import entered, leaving
-from benchmax.envs.base._rollout_start import Settings, prepare_example
-from benchmax.envs.base._scoring import score_rollout
-from benchmax.envs.base._tool_turns import declared_tools, declares_tools
+from benchmax.envs.base._rollout_start import Settings
+from benchmax.envs.base._tool_turns import declares_tools
 from benchmax.envs.base.dataset import JsonRow
 from benchmax.envs.base.openai_types import Messages, Tool
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
-    SETUP_ERROR,
     DatasetSplit,
     Example,
     RewardMap,
     RolloutAttempt,
     RolloutRequest,
 )
-from benchmax.trajectory import Trajectory, recording_annotations
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
     from benchmax._modelhttp import PoolLease
@@ -244,9 +238,6 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
         if lease is not None:
             await lease.aclose()
 
-    def _hook(self, name: str) -> str:
-        return f"{type(self).__name__}.{name}"
-
     def _model_pool(self) -> PoolLease:
         # Created lazily: subclasses may skip __init__, and instances are pickled.
         state = vars(self)
@@ -273,60 +264,7 @@ class BaseEnv(Environment[JsonRow, BaseRollout], ABC):
             finish_reasons=finish_reasons,
             record_tokens=self.record_tokens or request.record_tokens,
         )
-        transcript, example_args = prepare_example(request.example.payload)
-        meter = Meter() if observing() else None
-        recording: AbstractContextManager[dict[str, Any]] = (
-            nullcontext({}) if meter is None else recording_annotations()
+        engine = RolloutEngine(
+            self, request, settings, model_pool=self._model_pool, rollout_type=BaseRollout
         )
-        with recording as annotations:
-            with hook_errors(self, "rollout_context"):
-                context = self.rollout_context(request.rollout_id, request.example)
-            if await entered(self, context, request.rollout_id, settings.setup):
-                async with (
-                    leaving(self, context, request.rollout_id, settings.setup),
-                    declared_tools(self, request, settings) as failed,
-                ):
-                    if failed is None:
-                        rollout = await run_in_context(
-                            self, request, settings, transcript, example_args, meter
-                        )
-                    else:  # a declared tool (toolset, provider session) did not open
-                        rollout = await score_rollout(
-                            self,
-                            request,
-                            settings.limits.reward_timeout,
-                            failed,
-                            transcript,
-                            example_args,
-                            meter,
-                        )
-            else:  # setup failed: no model call, no reward hooks
-                rollout = BaseRollout(
-                    rollout_id=request.rollout_id,
-                    termination_reason=SETUP_ERROR,
-                    rewards=dict.fromkeys(self.reward_keys, 0.0),
-                    messages=cast(Messages, transcript),
-                    example_args=example_args,
-                    split=request.split,
-                )
-        if meter is not None:
-            report_rollout(
-                Trajectory(
-                    rollout_id=rollout.rollout_id,
-                    example_id=request.example.id,
-                    termination_reason=rollout.termination_reason,
-                    rewards=rollout.rewards or {},
-                    split=request.split,
-                    messages=tuple(cast(list[dict[str, Any]], rollout.messages)),
-                    model_calls=tuple(meter.calls),
-                    tool_calls=tuple(meter.tool_calls),
-                    timings={
-                        "model_seconds": round(meter.model, 6),
-                        "tool_seconds": round(meter.tool, 6),
-                        "reward_seconds": round(meter.reward, 6),
-                    },
-                    usage=cast(TokenUsage | None, meter.usage),
-                    annotations=annotations,
-                )
-            )
-        return rollout
+        return await engine.run()

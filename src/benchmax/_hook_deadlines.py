@@ -37,10 +37,10 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import Final, Literal
 
-from benchmax import _context
 from benchmax._user_code import stuck_location
 from benchmax._value_checks import is_finite_number
 
@@ -119,6 +119,12 @@ class HookDeadline:
         )
 
 
+_HOOK_DEADLINES: ContextVar[HookDeadlines | None] = ContextVar(
+    "benchmax_hook_deadlines", default=None
+)
+"""The default deadlines bound for the running code (``with_hook_deadlines``)."""
+
+
 def deadline_for(kind: HookKind, own: float | None = None) -> HookDeadline:
     """The deadline of one ``kind`` hook call: the environment's ``own`` limit when set,
     else the bound default (none when no ``HookDeadlines`` is bound)."""
@@ -130,18 +136,18 @@ def deadline_for(kind: HookKind, own: float | None = None) -> HookDeadline:
 
 def bound_hook_deadlines() -> HookDeadlines | None:
     """The ``HookDeadlines`` bound for the running code, if any."""
-    bound = _context.HOOK_DEADLINES.get()
+    bound = _HOOK_DEADLINES.get()
     return bound if isinstance(bound, HookDeadlines) else None
 
 
 @contextlib.contextmanager
 def with_hook_deadlines(deadlines: HookDeadlines | None) -> Iterator[None]:
     """Bind ``deadlines`` for the block (and the tasks it starts); ``None`` binds none."""
-    token = _context.HOOK_DEADLINES.set(deadlines)
+    token = _HOOK_DEADLINES.set(deadlines)
     try:
         yield
     finally:
-        _context.HOOK_DEADLINES.reset(token)
+        _HOOK_DEADLINES.reset(token)
 
 
 def _definition(function: object) -> str:

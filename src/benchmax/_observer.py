@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Protocol
 
-from benchmax import _context
 from benchmax.trajectory import Trajectory
 
 __all__ = ["RolloutObserver", "RolloutReport", "observe_rollouts", "observing", "report_rollout"]
@@ -28,7 +27,9 @@ class RolloutObserver(Protocol):
     def rollout_finished(self, report: Trajectory) -> None: ...
 
 
-_ROLLOUT_OBSERVER: ContextVar[RolloutObserver | None] = _context.ROLLOUT_OBSERVER
+_ROLLOUT_OBSERVER: ContextVar[RolloutObserver | None] = ContextVar(
+    "benchmax_rollout_observer", default=None
+)
 
 
 @contextlib.contextmanager
