@@ -10,11 +10,17 @@ from typing import Any
 import click
 
 from benchmax._secret_masking import remember
-from benchmax.auth import InjectedAuth, StaticBearerAuth
+from benchmax.auth import InjectedAuth, ModelAuth, StaticBearerAuth
 from benchmax.cli._targets import TargetError
 from benchmax.runner._reachable import reachable_values
 
-__all__ = ["MOCK_KEY", "auth_variables", "bearer_from_variable", "injected_auth_names"]
+__all__ = [
+    "MOCK_KEY",
+    "auth_variables",
+    "bearer_from_variable",
+    "bearer_or_no_auth",
+    "injected_auth_names",
+]
 
 MOCK_KEY = "benchmax-mock-key"
 """The dummy bearer key every credential gets when the embedded mock model answers."""
@@ -53,6 +59,16 @@ def bearer_from_variable(variable: str, option: str) -> StaticBearerAuth:
         raise TargetError(f"{option} names environment variable {variable}, which is not set")
     remember(value)  # masked in everything this process prints from now on
     return StaticBearerAuth(value)
+
+
+def bearer_or_no_auth(variable: str | None, option: str) -> ModelAuth:
+    """The bearer key in ``variable`` (:func:`bearer_from_variable`), or no credential
+    when no variable is named."""
+    if variable:
+        return bearer_from_variable(variable, option)
+    from benchmax.runner import NoModelAuth
+
+    return NoModelAuth()
 
 
 def injected_auth_names(*roots: Any) -> set[str]:

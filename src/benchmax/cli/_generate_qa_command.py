@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,11 +10,10 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from benchmax.auth import ModelAuth, StaticBearerAuth
-from benchmax.cli._credentials import MOCK_KEY, bearer_from_variable
+from benchmax.cli._credentials import MOCK_KEY, bearer_or_no_auth
 from benchmax.cli._exit_codes import ChecksFailed
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._mock_policy import MOCK_MODEL, load_mock_policy
@@ -24,10 +21,12 @@ from benchmax.cli._options import (
     api_key_env_option,
     base_url_option,
     concurrency_option,
+    eval_fraction_option,
     json_option,
     mock_policy_option,
     model_option,
     output_option,
+    seed_option,
 )
 from benchmax.cli._targets import TargetError
 
@@ -49,9 +48,8 @@ async def _endpoint(base_url: str | None, policy: Any) -> AsyncIterator[str]:
 
 
 def _summary_table(summary: Any) -> Table:
-    table = Table(title="generate-qa summary", title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("count", justify="right")
+    from benchmax.datagen._command_core import summary_table
+
     rows = [
         ("documents", summary.documents),
         ("  links out of the corpus, skipped", summary.links_skipped),
@@ -74,9 +72,7 @@ def _summary_table(summary: Any) -> Table:
         (f"train rows ({summary.train_documents} documents)", summary.train_rows),
         (f"eval rows ({summary.eval_documents} documents)", summary.eval_rows),
     ]  # fmt: skip
-    for label, value in rows:
-        table.add_row(escape(label), str(value))
-    return table
+    return summary_table("generate-qa summary", rows)
 
 
 def _types_table(summary: Any) -> Table:
@@ -202,14 +198,8 @@ def _weights(
     show_default=True,
     help="Longer answers are dropped (short answers grade reliably).",
 )
-@click.option(
-    "--eval-fraction",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=0.2,
-    show_default=True,
-    help="Share of rows for eval.jsonl (whole documents).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")
+@eval_fraction_option("Share of rows for eval.jsonl (whole documents).")
+@seed_option()
 @concurrency_option(4)
 @click.option(
     "--timeout",
@@ -256,8 +246,13 @@ def generate_qa_command(
     status 1 when model requests failed or no pair was kept.
     """
     from benchmax.datagen import ChunkingConfig, CorpusError, GenerationConfig, generate_qa
+    from benchmax.datagen._command_core import (
+        StageProgress,
+        print_skipped,
+        run_workflow,
+        wrote_splits,
+    )
     from benchmax.rewards import Judge
-    from benchmax.runner import NoModelAuth
     from benchmax.runner._config import credential_secrets, mask_secrets
 
     console = Console(stderr=True)
@@ -267,9 +262,7 @@ def generate_qa_command(
                 raise click.UsageError("--model is required with --base-url")
             if mock_policy is not None:
                 raise click.UsageError("--mock-policy needs the embedded mock (omit --base-url)")
-            auth: ModelAuth = (
-                bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
-            )
+            auth: ModelAuth = bearer_or_no_auth(api_key_env, "--api-key-env")
             policy = None
         else:
             if mock_policy is None:
@@ -303,18 +296,11 @@ def generate_qa_command(
     except (TargetError, ValueError) as error:
         raise click.ClickException(str(error)) from None
 
-    bar = Progress(
-        TextColumn("[bold]generating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("requests"),
-        TimeElapsedColumn(),
-        console=console,
-    )
-    task = bar.add_task("chunks", total=None)
+    progress = StageProgress(console, {"generating": "requests"})
+    progress.start("generating")
 
     def on_progress(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
+        progress("generating", done, total)
 
     # The endpoint's key (and a password in its URL) never reaches a file or the terminal,
     # even when a reply echoes it.
@@ -326,33 +312,27 @@ def generate_qa_command(
     async def generate() -> Any:
         async with _endpoint(base_url, policy) as url:
             judge = Judge(model=model or MOCK_MODEL, base_url=url, auth=auth, timeout=timeout)
-            with bar:
-                return await generate_qa(
-                    corpus, output_dir, judge, config, text_field=text_field,
-                    on_progress=on_progress, mask=mask, links_out=follow_links_out,
-                )  # fmt: skip
+            return await generate_qa(
+                corpus, output_dir, judge, config, text_field=text_field,
+                on_progress=on_progress, mask=mask, links_out=follow_links_out,
+            )  # fmt: skip
 
-    quiet = logging.NullHandler()  # refused replies are counted in the summary instead
-    logging.getLogger().addHandler(quiet)
-    try:
-        summary = asyncio.run(generate())
-    except CorpusError as error:
-        raise click.ClickException(str(error)) from None
-    except OSError as error:
-        raise click.ClickException(f"cannot write to {output_dir}: {error}") from None
-    finally:
-        logging.getLogger().removeHandler(quiet)
+    summary = run_workflow(
+        generate,
+        progress=progress,
+        output_dir=output_dir,
+        refused=(CorpusError,),
+        quiet_logs=True,  # refused replies are counted in the summary instead
+    )
     if as_json:
         echo_json(summary)
     else:
         out = Console()
         out.print(_summary_table(summary))
         out.print(_types_table(summary))
-        out.print(f"wrote {escape(str(summary.train_path))} and {escape(str(summary.eval_path))}")
-    for record in summary.records_skipped[:_SHOWN_SKIPPED]:
-        console.print(f"[yellow]skipped[/] {escape(record)}", soft_wrap=True)
-    if len(summary.records_skipped) > _SHOWN_SKIPPED:
-        console.print(f"... and {len(summary.records_skipped) - _SHOWN_SKIPPED} more")
+        out.print(wrote_splits(summary.train_path, summary.eval_path))
+    skipped = summary.records_skipped
+    print_skipped(console, skipped[:_SHOWN_SKIPPED], len(skipped))
     for failure in summary.failures:
         console.print(f"[red]request failed:[/] {escape(failure)}", soft_wrap=True)
     if base_url is None:

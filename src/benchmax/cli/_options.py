@@ -1,7 +1,8 @@
 """Command-line options several commands share, declared once so they parse, and read in
 ``--help``, the same everywhere: ``--data``, ``--env-arg``, ``--auth``, ``--api-key-env``,
-``--mock-policy``, ``--model``, ``--base-url``, ``--concurrency``, ``--json`` and
-``-o/--output``. One option name means one thing in every command (a test checks it)."""
+``--mock-policy``, ``--model``, ``--base-url``, ``--concurrency``, ``--json``,
+``-o/--output``, and the data commands' ``--eval-fraction`` and ``--seed``. One option
+name means one thing in every command (a test checks it)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ __all__ = [
     "concurrency_option",
     "data_option",
     "env_arg_option",
+    "eval_fraction_option",
     "group_size_option",
     "listen_options",
     "json_option",
@@ -32,6 +34,7 @@ __all__ = [
     "model_option",
     "output_option",
     "renamed_option",
+    "seed_option",
 ]
 
 type _Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -196,3 +199,20 @@ def group_size_option(default: int = 4, *, maximum: int | None = None) -> _Decor
         show_default=True,
         help="Rollouts per example (the group).",
     )
+
+
+def eval_fraction_option(text: str) -> _Decorator:
+    """``--eval-fraction``: the share of a data command's rows for eval.jsonl (``text``
+    says what a split keeps whole)."""
+    return click.option(
+        "--eval-fraction",
+        type=click.FloatRange(0, 1, max_open=True),
+        default=0.2,
+        show_default=True,
+        help=text,
+    )
+
+
+def seed_option() -> _Decorator:
+    """``--seed``: the seed of a data command's train/eval split."""
+    return click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")

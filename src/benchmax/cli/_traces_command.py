@@ -4,8 +4,6 @@ baseline on it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,29 +11,20 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
-from benchmax.auth import InjectedAuth, ModelAuth, bind_model_auth
-from benchmax.cli._credentials import (
-    auth_variables,
-    bearer_from_variable,
-)
+from benchmax.auth import InjectedAuth, ModelAuth
+from benchmax.cli._credentials import auth_variables, bearer_from_variable, bearer_or_no_auth
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import (
     auth_option,
     env_arg_option,
+    eval_fraction_option,
     json_option,
     mock_policy_option,
     output_option,
     renamed_option,
+    seed_option,
 )
 from benchmax.cli._scoring_env import scoring_env, target_definition
 from benchmax.cli._targets import (
@@ -54,9 +43,8 @@ TEACHER_AUTH = "teacher"
 
 
 def _summary_table(summary: Any) -> Table:
-    table = Table(title="traces summary", title_justify="left", show_header=False)
-    table.add_column("what")
-    table.add_column("count", justify="right")
+    from benchmax.datagen._command_core import summary_table
+
     rows: list[tuple[str, object]] = [
         *((f"file {f.name}", f.format) for f in summary.files),
         ("records read", summary.records),
@@ -70,45 +58,7 @@ def _summary_table(summary: Any) -> Table:
     if summary.relabeled or summary.relabel_failed:
         rows.append(("relabeled by the teacher", summary.relabeled))
         rows.append(("  teacher failed (logged reply kept)", summary.relabel_failed))
-    for label, value in rows:
-        table.add_row(escape(label), escape(str(value)))
-    return table
-
-
-class _Bar:
-    """One rich progress bar per stage: bytes read, then rows written."""
-
-    def __init__(self, console: Console) -> None:
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[unit]}"),
-            TimeElapsedColumn(),
-            console=console,
-        )
-        self.tasks: dict[str, TaskID] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage not in self.tasks:
-            unit = "bytes" if stage == "reading" else "rows"
-            self.tasks[stage] = self.progress.add_task(stage, total=total, unit=unit)
-        self.progress.update(self.tasks[stage], completed=done, total=total)
-
-
-@contextlib.contextmanager
-def _teacher_auth(auth: ModelAuth) -> Iterator[None]:
-    with bind_model_auth({TEACHER_AUTH: auth}):
-        yield
-
-
-def _teacher_credential(api_key_env: str | None) -> ModelAuth:
-    """The teacher's credential: the bearer key in ``api_key_env``, else none."""
-    if api_key_env:
-        return bearer_from_variable(api_key_env, "--teacher-api-key-env")
-    from benchmax.runner import NoModelAuth
-
-    return NoModelAuth()
+    return summary_table("traces summary", rows)
 
 
 @dataclass(frozen=True)
@@ -220,14 +170,8 @@ async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
     metavar="CC",
     help="Region of phone numbers written without a country code.",
 )
-@click.option(
-    "--eval-fraction",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=0.2,
-    show_default=True,
-    help="Share of rows for eval.jsonl (whole conversations, or users when logged).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")
+@eval_fraction_option("Share of rows for eval.jsonl (whole conversations, or users when logged).")
+@seed_option()
 @click.option("--strict", is_flag=True, help="Stop at the first malformed record (exit 3).")
 @click.option("--teacher-model", metavar="NAME", help="Relabel ground truths with this model.")
 @click.option("--teacher-base-url", metavar="URL", help="The teacher's OpenAI-compatible endpoint.")
@@ -293,6 +237,12 @@ def traces_command(
     """
     from benchmax._url_credentials import split_url_credential
     from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
+    from benchmax.datagen._command_core import (
+        StageProgress,
+        print_skipped,
+        run_workflow,
+        wrote_splits,
+    )
     from benchmax.rewards import Judge, NgramDiversityConfig
     from benchmax.runner._config import credential_secrets, mask_secrets
 
@@ -333,7 +283,9 @@ def traces_command(
             if teacher_model is not None and teacher_base_url is not None
             else None
         )
-        teacher_auth = _teacher_credential(teacher_api_key_env if teacher else None)
+        teacher_auth = bearer_or_no_auth(
+            teacher_api_key_env if teacher else None, "--teacher-api-key-env"
+        )
         baseline = (
             _baseline_inputs(baseline_target, env_arg_pairs, auth_pairs, mock_policy)
             if baseline_target is not None
@@ -348,27 +300,20 @@ def traces_command(
     def mask(text: str) -> str:
         return mask_secrets(text, secrets)
 
-    bar = _Bar(console)
-
-    async def run() -> Any:
-        with _teacher_auth(teacher_auth), bar.progress:
-            return await traces(
-                inputs, output_dir, config, teacher=teacher, on_progress=bar, mask=mask
-            )
-
-    try:
-        summary = asyncio.run(run())
-    except (TracesError, TraceFormatError, TargetError) as error:
-        raise click.ClickException(str(error)) from None
-    except OSError as error:
-        raise click.ClickException(f"cannot write to {output_dir}: {error}") from None
+    progress = StageProgress(console, {"reading": "bytes"})  # then rows written
+    summary = run_workflow(
+        lambda: traces(
+            inputs, output_dir, config, teacher=teacher, on_progress=progress, mask=mask
+        ),
+        progress=progress,
+        output_dir=output_dir,
+        refused=(TracesError, TraceFormatError, TargetError),
+        credentials={TEACHER_AUTH: teacher_auth},
+    )
     out = Console(quiet=as_json)  # --json: the document below instead
     out.print(_summary_table(summary))
-    for example in summary.malformed_examples:
-        console.print(f"[yellow]skipped[/] {escape(example)}", soft_wrap=True)
-    if summary.malformed > len(summary.malformed_examples):
-        console.print(f"... and {summary.malformed - len(summary.malformed_examples)} more")
-    out.print(f"wrote {escape(str(summary.train_path))} and {escape(str(summary.eval_path))}")
+    print_skipped(console, summary.malformed_examples, summary.malformed)
+    out.print(wrote_splits(summary.train_path, summary.eval_path))
     if summary.rows and not summary.eval_rows and eval_fraction > 0:
         console.print(
             "[yellow]note:[/] eval.jsonl is empty: every row belongs to one conversation, or "

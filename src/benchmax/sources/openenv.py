@@ -49,15 +49,12 @@ import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 from urllib.parse import urlsplit
 
-from benchmax._value_checks import is_finite_number, is_int_at_least
+from benchmax._value_checks import is_finite_number
 from benchmax.envs import (
-    BaseEnv,
     BaseRollout,
-    Dataset,
     DatasetSplit,
     Example,
     JsonRow,
@@ -68,7 +65,8 @@ from benchmax.envs import (
 )
 from benchmax.envs.shared_types import SETUP_ERROR
 from benchmax.rewards.text import message_text, without_reasoning
-from benchmax.sources._arguments import checked_count, checked_object
+from benchmax.sources._arguments import checked_object
+from benchmax.sources._base import EVAL_SEED_OFFSET, SeededSourceEnv
 from benchmax.sources._openenv_session import (
     EpisodeError,
     EpisodeSession,
@@ -82,22 +80,23 @@ logger = logging.getLogger(__name__)
 ENVIRONMENT_ERROR = "environment_error"
 """Termination reason of a rollout whose OpenEnv step failed (an operational failure)."""
 
-EVAL_SEED_OFFSET = 1_000_000_000
-"""Added to ``seed`` for the eval split's episodes."""
-
 REWARD_KEY = "reward"
 """The one reward key: the sum of the episode's action rewards."""
 
-_PAYLOAD_KEY = "openenv"
 _CURRENT: contextvars.ContextVar[EpisodeSession | None] = contextvars.ContextVar(
     "benchmax_openenv_episode", default=None
 )
 
 
-class OpenEnvEnv(BaseEnv):
+class OpenEnvEnv(SeededSourceEnv):
     """An OpenEnv server at ``base_url`` (``http(s)://`` or ``ws(s)://`` root), one
     episode per rollout; see the module docstring for episodes, turns and rewards."""
 
+    source_name = "OpenEnvEnv"
+    payload_key = "openenv"
+    process_local: ClassVar[tuple[str, ...]] = (
+        "_episodes",
+    )  # live connections stay with their process
     reward_keys = (REWARD_KEY,)
     max_turns: int | None = 8
 
@@ -120,15 +119,9 @@ class OpenEnvEnv(BaseEnv):
     ) -> None:
         super().__init__(**settings)
         self.base_url = _checked_url(base_url)
-        self.episodes = _checked_count("episodes", episodes)
-        self.eval_episodes = (
-            self.episodes
-            if eval_episodes is None
-            else _checked_count("eval_episodes", eval_episodes)
+        self.episodes, self.eval_episodes = self._set_seeded_splits(
+            episodes, eval_episodes, seed, names=("episodes", "eval_episodes")
         )
-        if not is_int_at_least(seed, 0):
-            raise ValueError(f"OpenEnvEnv seed must be a non-negative integer, not {seed!r}")
-        self.seed = seed
         self.reset_args = _checked_object("reset_args", reset_args)
         for reserved in ("seed", "episode_id"):
             if reserved in self.reset_args:
@@ -138,63 +131,45 @@ class OpenEnvEnv(BaseEnv):
         self.message_field = _checked_name("message_field", message_field)
         self.action_args = _checked_object("action_args", action_args)
         self.observation_field = _checked_name("observation_field", observation_field)
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise TypeError("OpenEnvEnv system_prompt must be a string or None")
-        self.system_prompt = system_prompt or None
+        self.system_prompt = self._checked_text("system_prompt", system_prompt) or None
         if not isinstance(mcp_tools, bool):
             raise TypeError("OpenEnvEnv mcp_tools must be True or False")
         self.mcp_tools = mcp_tools
         self.connect_timeout = _checked_seconds("connect_timeout", connect_timeout)
         self.step_timeout = _checked_seconds("step_timeout", step_timeout)
-        self._episodes: dict[str, EpisodeSession] = {}
         self._text_field: str | None = self.message_field
+        self._start_process_state()
 
-    def __getstate__(self) -> dict[str, object]:
-        state = dict(vars(self))
-        state["_episodes"] = {}  # live connections stay with their process
-        return state
+    def _start_process_state(self) -> None:
+        self._episodes: dict[str, EpisodeSession] = {}
 
-    def split_seed(self, split: DatasetSplit) -> int:
-        """The seed of the split's first episode: ``seed`` or ``seed + EVAL_SEED_OFFSET``."""
-        return self.seed if split == "train" else self.seed + EVAL_SEED_OFFSET
-
-    async def create_dataset(
-        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
-    ) -> Dataset[JsonRow]:
-        """One example per episode seed (``base_dir`` is not read; no server is reached)."""
-        count = self.episodes if split == "train" else self.eval_episodes
-        if max_examples is not None:
-            count = min(count, max_examples)
+    def _examples(self, split: DatasetSplit, max_examples: int | None) -> list[Example[JsonRow]]:
+        """One example per episode seed (no server is reached)."""
+        _, count = self._split_count(split, max_examples)
         first = self.split_seed(split)
-        return Dataset(self._example(first + index) for index in range(count))
+        return [self._example(first + index) for index in range(count)]
 
     def _example(self, seed: int) -> Example[JsonRow]:
         reset = {"seed": seed, **self.reset_args}
         placeholder = f"(the observation of OpenEnv reset {json.dumps(reset, sort_keys=True)})"
         payload: JsonRow = {
-            "prompt_messages": [*self._system(), {"role": "user", "content": placeholder}],
-            _PAYLOAD_KEY: {"reset": reset},
+            "prompt_messages": self._prompt(self.system_prompt, placeholder),
+            self.payload_key: {"reset": reset},
         }
-        return Example(id=canonical_example_id({_PAYLOAD_KEY: reset}), payload=payload)
-
-    def _system(self) -> list[dict[str, object]]:
-        return (
-            []
-            if self.system_prompt is None
-            else [{"role": "system", "content": self.system_prompt}]
-        )
+        return Example(id=canonical_example_id({self.payload_key: reset}), payload=payload)
 
     async def run_rollout(self, request: RolloutRequest[JsonRow]) -> BaseRollout:
         """Open the episode (connect, reset), run the chat loop on its first
         observation, then end the server session."""
         payload = request.example.payload
-        source = payload.get(_PAYLOAD_KEY) if isinstance(payload, Mapping) else None
-        if not isinstance(source, Mapping) or not isinstance(source.get("reset"), Mapping):
-            raise ValueError(f"OpenEnvEnv example payload needs an {_PAYLOAD_KEY!r} object")
+        source = self._source_record(payload) if isinstance(payload, Mapping) else None
+        reset = None if source is None else source.get("reset")
+        if not isinstance(reset, Mapping):
+            raise ValueError(f"OpenEnvEnv example payload needs an {self.payload_key!r} object")
         episode = EpisodeSession(self.base_url, self.connect_timeout, self.step_timeout)
         try:
             try:
-                first = await self._opened(episode, source["reset"], request.rollout_id)
+                first = await self._opened(episode, reset, request.rollout_id)
             except EpisodeError as error:
                 logger.error(
                     "openenv.setup_failed rollout_id=%s termination_reason=%s: %s at %s",
@@ -211,7 +186,7 @@ class OpenEnvEnv(BaseEnv):
                     example_args={k: v for k, v in payload.items() if k != "prompt_messages"},
                     split=request.split,
                 )
-            prompt = [*self._system(), {"role": "user", "content": first}]
+            prompt = self._prompt(self.system_prompt, first)
             example = Example(id=request.example.id, payload={**payload, "prompt_messages": prompt})
             self._episodes[request.rollout_id] = episode
             token = _CURRENT.set(episode)
@@ -342,10 +317,6 @@ def _checked_url(base_url: object) -> str:
             "http://127.0.0.1:8000"
         )
     return base_url.strip().rstrip("/")
-
-
-def _checked_count(name: str, value: object) -> int:
-    return checked_count("OpenEnvEnv", name, value, below=EVAL_SEED_OFFSET)
 
 
 def _checked_object(name: str, value: object) -> dict[str, object]:

@@ -51,13 +51,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from benchmax.envs import (
-    BaseEnv,
     BaseRollout,
-    Dataset,
     DatasetSplit,
     Example,
     JsonRow,
@@ -67,6 +64,7 @@ from benchmax.envs import (
 )
 from benchmax.envs.shared_types import REWARD_ERROR
 from benchmax.sources._arguments import checked_object
+from benchmax.sources._base import SourceEnv
 from benchmax.sources._verifiers_parts import (
     Loaded,
     loaded_environment,
@@ -79,14 +77,20 @@ __all__ = ["VerifiersEnv"]
 
 logger = logging.getLogger(__name__)
 
-_PAYLOAD_KEY = "verifiers"
 
-
-class VerifiersEnv(BaseEnv):
+class VerifiersEnv(SourceEnv):
     """An installed verifiers 0.4 environment (taskset id ``env_id``, config
     ``env_args``) run by benchmax; see the module docstring for what is supported."""
 
     max_turns: int | None = 1
+    source_name = "VerifiersEnv"
+    payload_key = "verifiers"
+    # verifiers objects, made on first use, are rebuilt where the env runs
+    process_local: ClassVar[tuple[str, ...]] = (
+        "_vf_loaded",
+        "_vf_rollout_tools",
+        "_vf_shared_ready",
+    )
 
     def __init__(
         self,
@@ -120,12 +124,6 @@ class VerifiersEnv(BaseEnv):
         """The task's reward names, then its metric names."""
         return self._reward_keys
 
-    def __getstate__(self) -> dict[str, object]:
-        state = dict(vars(self))
-        for name in ("_vf_loaded", "_vf_rollout_tools", "_vf_shared_ready"):
-            state.pop(name, None)  # verifiers objects are rebuilt where the env runs
-        return state
-
     def _loaded(self, split: DatasetSplit) -> Loaded:
         cache: dict[str, Loaded] = vars(self).setdefault("_vf_loaded", {})
         key = "eval" if split == "eval" and self.eval_env_args is not None else "train"
@@ -136,13 +134,8 @@ class VerifiersEnv(BaseEnv):
             cache[key] = loaded_environment(self.env_id, args)
         return cache[key]
 
-    async def create_dataset(
-        self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
-    ) -> Dataset[JsonRow]:
-        """The taskset's tasks (``base_dir`` is not read)."""
-        return Dataset(await asyncio.to_thread(self._examples, split, max_examples))
-
     def _examples(self, split: DatasetSplit, max_examples: int | None) -> list[Example[JsonRow]]:
+        """The taskset's tasks, in ``load()`` order."""
         loaded = self._loaded(split)
         taskset = loaded.taskset
         if max_examples is not None:
@@ -165,11 +158,12 @@ class VerifiersEnv(BaseEnv):
             seen[key] = task.data.idx
             payload: JsonRow = {
                 "prompt_messages": prompt_messages(task.data),
-                _PAYLOAD_KEY: {"split": split, "task": task.data.model_dump(mode="json")},
+                self.payload_key: {"split": split, "task": task.data.model_dump(mode="json")},
             }
             examples.append(
                 Example(
-                    id=canonical_example_id({_PAYLOAD_KEY: identity, "key": key}), payload=payload
+                    id=canonical_example_id({self.payload_key: identity, "key": key}),
+                    payload=payload,
                 )
             )
         return examples
@@ -192,7 +186,7 @@ class VerifiersEnv(BaseEnv):
         if not self._tool_specs:
             yield
             return
-        source = example.payload[_PAYLOAD_KEY]
+        source = example.payload[self.payload_key]
         task = self._task(source)
         toolsets = type(task).toolsets(task.config)
         for toolset in toolsets:
@@ -239,7 +233,7 @@ class VerifiersEnv(BaseEnv):
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
         """The task's rewards and metrics as verifiers' ``Task.score`` computes them."""
-        source = rollout.example_args[_PAYLOAD_KEY]
+        source = rollout.example_args[self.payload_key]
         task = self._task(source)
         prompt_length = len(prompt_messages(task.data))
         trace = scoring_trace(task, rollout.messages, prompt_length)
@@ -275,7 +269,7 @@ def _specs(functions: Mapping[str, Callable[..., Any]]) -> tuple[dict[str, objec
 
 
 def _checked_args(name: str, value: object) -> dict[str, object]:
-    checked = checked_object("VerifiersEnv", name, value)
+    checked = checked_object(VerifiersEnv.source_name, name, value)
     if "id" in checked:
         raise ValueError(f"VerifiersEnv {name} must not set 'id' (it is env_id)")
     return checked
