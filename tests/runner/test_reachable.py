@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from benchmax._reachable import reachable_values
 from benchmax.auth import InjectedAuth
-from benchmax.runner._reachable import reachable_values
 
 
 class Refusing(Mapping[str, object]):

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from benchmax._cli_wording import worded
 from benchmax.bundle._artifact import Bundle, BundleMetadata
 from benchmax.bundle._classification import ModuleClassifier
 from benchmax.bundle._compatibility import (
@@ -16,7 +17,7 @@ from benchmax.bundle._compatibility import (
     runtime_benchmax_version,
 )
 from benchmax.bundle._dependencies import declared_distributions, normalize_dependencies
-from benchmax.bundle._errors import BundlingError, worded
+from benchmax.bundle._errors import BundlingError
 from benchmax.bundle._seams import seams
 from benchmax.bundle._source_capture import capture_env_class, project_roots
 from benchmax.envs.environment import Environment

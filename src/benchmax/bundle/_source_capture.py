@@ -22,9 +22,10 @@ from typing import Any
 
 import cloudpickle
 
+from benchmax._cli_wording import worded
 from benchmax.bundle._classification import ModuleClassifier, find_module, local_source_paths
 from benchmax.bundle._delayed_imports import delayed_import_names
-from benchmax.bundle._errors import BundlingError, worded
+from benchmax.bundle._errors import BundlingError
 from benchmax.bundle._references import referenced_modules
 from benchmax.bundle._seams import seams
 from benchmax.envs.environment import Environment

@@ -95,8 +95,8 @@ def bundle_command(
     Modules of TARGET's project (the directory of the nearest pyproject.toml above its
     file) are captured automatically; name other local modules with --local-module.
     """
+    from benchmax._cli_wording import cli_wording
     from benchmax.bundle import BundlingError, bundle_digest, save_bundle
-    from benchmax.bundle._errors import cli_wording
 
     try:
         env_target = load_class_target(target)

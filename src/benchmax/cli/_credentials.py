@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
+from benchmax._reachable import reachable_values
 from benchmax._secret_masking import remember
 from benchmax.auth import InjectedAuth, ModelAuth, StaticBearerAuth
 from benchmax.cli._targets import TargetError
-from benchmax.runner._reachable import reachable_values
 
 __all__ = [
     "MOCK_KEY",

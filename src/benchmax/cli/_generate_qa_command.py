@@ -245,6 +245,7 @@ def generate_qa_command(
     Re-running with the same output directory reuses every chunk already answered. Exit
     status 1 when model requests failed or no pair was kept.
     """
+    from benchmax._secret_masking import credential_secrets, mask_secrets
     from benchmax.datagen import ChunkingConfig, CorpusError, GenerationConfig, generate_qa
     from benchmax.datagen._command_core import (
         StageProgress,
@@ -253,7 +254,6 @@ def generate_qa_command(
         wrote_splits,
     )
     from benchmax.rewards import Judge
-    from benchmax.runner._config import credential_secrets, mask_secrets
 
     console = Console(stderr=True)
     try:

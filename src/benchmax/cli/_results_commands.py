@@ -12,8 +12,7 @@ import click
 
 from benchmax.cli._options import output_option
 from benchmax.cli._results_reading import reading as _reading
-from benchmax.results import write_html_report
-from benchmax.results._view_spool import TRANSCRIPT_BUDGET
+from benchmax.results import TRANSCRIPT_BUDGET, write_html_report
 
 __all__ = ["view_command"]
 
@@ -65,7 +64,7 @@ def view_command(
     transcripts of the groups read first, up to --transcript-budget MB of them, and names
     the show command that prints any later group's.
     """
-    from benchmax.results._training_page import is_training_run, write_training_page
+    from benchmax.results import is_training_run, write_training_page
 
     training = is_training_run(results)
     with _reading(results):

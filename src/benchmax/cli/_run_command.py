@@ -13,6 +13,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from benchmax._rollout_limits import LIMIT_OPTIONS
+from benchmax._sampling_args import RESERVED_BODY_KEYS, validated_sampling_args
 from benchmax.cli._exit_codes import ChecksFailed
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import (
@@ -35,8 +37,6 @@ from benchmax.cli._run_execution import execute, masked, report_interruption
 from benchmax.cli._run_plan import given, plan_run, ray_options
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError
-from benchmax.envs._sampling_args import RESERVED_BODY_KEYS, validated_sampling_args
-from benchmax.envs.base._limits import LIMIT_OPTIONS
 from benchmax.runner import RunError
 from benchmax.runner._failure_share import DEFAULT_MAX_FAILURE_SHARE, MIN_ROLLOUTS, is_failure
 

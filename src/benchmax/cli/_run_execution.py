@@ -14,6 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from benchmax._rollout_limits import apply_limits
+from benchmax._secret_masking import mask_secrets
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.cli._credentials import MOCK_KEY, injected_auth_names
 from benchmax.cli._render import progress_bar
@@ -25,11 +27,9 @@ from benchmax.cli._targets import (
     described,
     substitute_mock,
 )
-from benchmax.envs.base._limits import apply_limits
 from benchmax.envs.environment import Environment
 from benchmax.results import read_results_summary
 from benchmax.runner import Progress, RunError, RunReport, run_environment
-from benchmax.runner._config import mask_secrets
 
 __all__ = ["execute", "masked", "report_interruption"]
 

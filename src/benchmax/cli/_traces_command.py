@@ -235,6 +235,7 @@ def traces_command(
     records are skipped and listed; failed calls are dropped. --mock-policy is the
     policy of the mock that --baseline's '@mock' arguments (e.g. a judge) point to.
     """
+    from benchmax._secret_masking import credential_secrets, mask_secrets
     from benchmax._url_credentials import split_url_credential
     from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
     from benchmax.datagen._command_core import (
@@ -244,7 +245,6 @@ def traces_command(
         wrote_splits,
     )
     from benchmax.rewards import Judge, NgramDiversityConfig
-    from benchmax.runner._config import credential_secrets, mask_secrets
 
     console = Console(stderr=True)
     try:

@@ -31,7 +31,7 @@ from benchmax.cli._options import json_option
 from benchmax.cli._run_plan import bundle_definition
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError, load_target, parse_env_args, uses_mock
-from benchmax.results._run_directory import RunDirectory
+from benchmax.results import RunDirectory
 from benchmax.training._config import (
     ConfigError,
     Setting,

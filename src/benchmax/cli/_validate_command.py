@@ -151,7 +151,7 @@ def validate_command(
     Validating imports TARGET and runs its code (constructor, dataset, rollouts, reward
     hooks; a bundle is unpickled): validate only code you trust.
     """
-    from benchmax.bundle._errors import cli_wording
+    from benchmax._cli_wording import cli_wording
     from benchmax.validation import CheckResult, ValidationConfig, ValidationReport
     from benchmax.validation import validate_environment as validate
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmax._sampling_args import validated_sampling_args
 from benchmax._url_credentials import masked_url
 from benchmax._value_checks import is_non_empty_str, is_numeric
 from benchmax.auth import ModelAuth
-from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.errors import EnvError
 
 # isort: off

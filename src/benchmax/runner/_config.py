@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmax._hook_deadlines import HookDeadlines
+from benchmax._sampling_args import validated_sampling_args
 from benchmax._secret_masking import (
     MIN_MASKED_LENGTH,
     credential_secrets,
@@ -20,7 +21,6 @@ from benchmax._secret_masking import (
 from benchmax._url_credentials import masked_url, repr_masking_urls
 from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
 from benchmax.auth import ModelAuth, ModelRequestContext
-from benchmax.envs._sampling_args import validated_sampling_args
 from benchmax.envs.shared_types import DatasetSplit
 
 __all__ = [

@@ -13,8 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchmax.envs._sampling_args import merged_sampling_args, validated_sampling_args
-from benchmax.envs.base._limits import recorded_limits
+from benchmax._rollout_limits import recorded_limits
+from benchmax._sampling_args import merged_sampling_args, validated_sampling_args
 from benchmax.envs.environment import Environment
 from benchmax.results import RunDefinition
 from benchmax.runner._config import RunConfig

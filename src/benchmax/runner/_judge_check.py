@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from benchmax._modelhttp import ModelsUnreachable, get_models
+from benchmax._reachable import reachable_values
 from benchmax._url_credentials import (
     masked_url,
     split_url_credential,
@@ -27,7 +28,6 @@ from benchmax.auth import ModelAuth, ModelRequestContext, bind_model_auth
 from benchmax.results import RunError
 from benchmax.rewards import Judge
 from benchmax.runner._config import credential_secrets, mask_secrets
-from benchmax.runner._reachable import reachable_values
 from benchmax.tools import SimulatedUser
 
 __all__ = ["JudgeCheckError", "check_judges", "distinct_judges"]

@@ -14,9 +14,9 @@ from typing import Any
 
 import cloudpickle
 
+from benchmax._rollout_limits import LIMIT_NAMES, apply_limits
 from benchmax._secret_masking import mask_standard_streams, remember
 from benchmax.bundle import Bundle, load_bundle, validate_bundle_compatibility
-from benchmax.envs.base._limits import LIMIT_NAMES, apply_limits
 from benchmax.envs.environment import Environment
 from benchmax.results import TrajectoryGroup
 from benchmax.runner._config import RunConfig, mask_secrets

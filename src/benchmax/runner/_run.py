@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from benchmax._group_pipeline import Group, GroupPipeline, Placement, run_pool
+from benchmax._sampling_args import merged_sampling_args
 from benchmax.auth import _BOUND_MODEL_AUTH, bind_model_auth
-from benchmax.envs._sampling_args import merged_sampling_args
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutRequest
 from benchmax.results import ResultsStore, RunError, RunReport, TrajectoryGroup, summarize

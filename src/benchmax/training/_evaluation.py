@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmax.auth import ModelAuth
 from benchmax.envs import Environment
-from benchmax.results._run_directory import RunDirectory
+from benchmax.results import RunDirectory
 from benchmax.runner import RunConfig, RunReport
 from benchmax.runner import run_environment as _run_environment
 from benchmax.training._config import TrainConfig

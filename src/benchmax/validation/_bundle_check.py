@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
+from benchmax._cli_wording import worded
 from benchmax.bundle import (
     Bundle,
     BundlingError,
@@ -22,7 +23,6 @@ from benchmax.bundle import (
     save_bundle,
     validate_bundle_compatibility,
 )
-from benchmax.bundle._errors import worded
 from benchmax.envs.shared_types import DatasetSplit
 from benchmax.validation._imports import is_installed
 from benchmax.validation._state import Validation

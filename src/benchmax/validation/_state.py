@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmax._mock_url import substitute_mock
+from benchmax._secret_masking import credential_secrets, mask_secrets
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import DatasetSplit, Example
-from benchmax.runner._config import credential_secrets, mask_secrets
 from benchmax.testing import MockModelServer
 from benchmax.validation._config import ValidationConfig
 from benchmax.validation._report import CheckResult, CheckStatus

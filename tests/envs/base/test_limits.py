@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from benchmax.cli import cli
-from benchmax.envs import BaseEnv, Dataset, DatasetSplit
-from benchmax.envs.base._limits import (
+from benchmax._rollout_limits import (
     LIMIT_NAMES,
     LIMIT_OPTIONS,
     Limits,
     apply_limits,
     recorded_limits,
 )
+from benchmax.cli import cli
+from benchmax.envs import BaseEnv, Dataset, DatasetSplit
 from benchmax.runner import RunConfig, run_definition
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmax._hook_deadlines import HookDeadline
-from benchmax.envs.base._limits import Limits
+from benchmax._rollout_limits import Limits
 
 __all__ = ["Settings", "Transcript", "prepare_example"]
 

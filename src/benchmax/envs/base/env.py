@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from benchmax._hook_deadlines import deadline_for
 from benchmax._modelhttp import finish_reason_table
-from benchmax.envs._sampling_args import validated_sampling_args
+from benchmax._rollout_limits import LIMIT_NAMES, Limits
+from benchmax._sampling_args import validated_sampling_args
 from benchmax.envs.base._engine import RolloutEngine
-from benchmax.envs.base._limits import LIMIT_NAMES, Limits
 from benchmax.envs.base._rollout_start import Settings
 from benchmax.envs.base._tool_turns import declares_tools
 from benchmax.envs.base.dataset import JsonRow
