@@ -48,7 +48,7 @@ async def _endpoint(base_url: str | None, policy: Any) -> AsyncIterator[str]:
 
 
 def _summary_table(summary: Any) -> Table:
-    from benchmax.datagen._command_core import summary_table
+    from benchmax.cli._data_workflow import summary_table
 
     rows = [
         ("documents", summary.documents),
@@ -246,13 +246,13 @@ def generate_qa_command(
     status 1 when model requests failed or no pair was kept.
     """
     from benchmax._secret_masking import credential_secrets, mask_secrets
-    from benchmax.datagen import ChunkingConfig, CorpusError, GenerationConfig, generate_qa
-    from benchmax.datagen._command_core import (
+    from benchmax.cli._data_workflow import (
         StageProgress,
         print_skipped,
         run_workflow,
         wrote_splits,
     )
+    from benchmax.datagen import ChunkingConfig, CorpusError, GenerationConfig, generate_qa
     from benchmax.rewards import Judge
 
     console = Console(stderr=True)

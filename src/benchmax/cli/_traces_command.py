@@ -43,7 +43,7 @@ TEACHER_AUTH = "teacher"
 
 
 def _summary_table(summary: Any) -> Table:
-    from benchmax.datagen._command_core import summary_table
+    from benchmax.cli._data_workflow import summary_table
 
     rows: list[tuple[str, object]] = [
         *((f"file {f.name}", f.format) for f in summary.files),
@@ -237,13 +237,13 @@ def traces_command(
     """
     from benchmax._secret_masking import credential_secrets, mask_secrets
     from benchmax._url_credentials import split_url_credential
-    from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
-    from benchmax.datagen._command_core import (
+    from benchmax.cli._data_workflow import (
         StageProgress,
         print_skipped,
         run_workflow,
         wrote_splits,
     )
+    from benchmax.datagen import TraceFormatError, TracesConfig, TracesError, traces
     from benchmax.rewards import Judge, NgramDiversityConfig
 
     console = Console(stderr=True)

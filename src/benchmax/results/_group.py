@@ -25,8 +25,9 @@ class TrajectoryGroup:
     sets them (``None``: every key weighs 1.0); they decide ``scalar_rewards`` and
     ``advantages``.
 
-    ``collect_group`` returns one, ``run_environment(..., on_group=...)`` hands each to its
-    callback, ``iter_groups``/``groups_of`` read them back from a results file.
+    The group pipeline hands one back for every group it runs (``collect_group`` returns
+    it; ``run_environment`` appends it to the results file through ``ResultsStore.append``),
+    and ``groups_of`` reads them back from a results file.
 
     Raises ``ValueError`` for an empty group, ``TypeError`` when ``trajectories`` is not a
     tuple of ``Trajectory`` or a weight is not a finite number keyed by a reward name.

@@ -4,7 +4,7 @@
 ``GroupScan`` stream them as they complete, so memory holds the groups still missing lines
 plus what a reader keeps. Every line is checked (``ResultsFileError`` naming ``file:line``);
 strings come back as they were written (``encoded_line`` writes text UTF-8 cannot encode
-as JSON escapes). ``ResultsStore`` (``_results_store``) writes the file.
+as JSON escapes). ``ResultsStore`` (``_store``) writes the file.
 """
 
 from __future__ import annotations

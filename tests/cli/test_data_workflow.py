@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from benchmax.auth import InjectedAuth, ModelRequestContext, StaticBearerAuth
-from benchmax.datagen._command_core import (
+from benchmax.cli._data_workflow import (
     StageProgress,
     print_skipped,
     run_workflow,
