@@ -11,7 +11,8 @@ environment (``apply_limits``, the one place a limit is set on an instance).
 Adding a limit (recipe):
 
 1. add its field below, ``name: type = _limit(default, check, "what it means",
-   option=_Option(...))`` (``option`` only if ``benchmax run`` should offer it);
+   option=_Option(...))`` (``option`` only if ``benchmax run`` should offer it; a timeout
+   ``benchmax run`` offers: ``_timeout("what it means", flag, option_help)``);
 2. declare it on ``BaseEnv`` as a class attribute and a keyword-only ``__init__``
    parameter (BaseEnv's public surface is written out there for readers and type
    checkers; ``tests/envs/base/test_limits.py`` fails until both match the record);
@@ -81,6 +82,14 @@ def _limit(
     return field(default=default, metadata={"check": check, "doc": doc, "option": option})
 
 
+def _timeout(doc: str, flag: str, option_help: str) -> Any:
+    """A timeout limit (seconds or ``None``, default ``None``) that ``benchmax run`` offers
+    as ``flag SECONDS``."""
+    return _limit(
+        None, _SECONDS_OR_NONE, doc, option=LimitOption(flag, "SECONDS", option_help, "seconds")
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     """The limits one rollout runs with (seconds, counts; ``None``: no limit).
@@ -96,13 +105,10 @@ class Limits:
     max_tool_calls: int | None = _limit(
         None, _COUNT_OR_NONE, "total tool-call budget per rollout (tool_budget_exceeded)"
     )
-    model_timeout: float | None = _limit(
-        None,
-        _SECONDS_OR_NONE,
+    model_timeout: float | None = _timeout(
         "seconds for one HTTP attempt of a model call (model_timeout); None: 600 s",
-        option=LimitOption(
-            "--model-timeout", "SECONDS", "Seconds for one model call attempt (BaseEnv).", "seconds"
-        ),
+        "--model-timeout",
+        "Seconds for one model call attempt (BaseEnv).",
     )
     model_retries: int = _limit(
         0,
@@ -115,30 +121,21 @@ class Limits:
             "count",
         ),
     )
-    tool_timeout: float | None = _limit(
-        None,
-        _SECONDS_OR_NONE,
+    tool_timeout: float | None = _timeout(
         "seconds for one run_tool call (tool_timeout)",
-        option=LimitOption(
-            "--tool-timeout", "SECONDS", "Seconds for one tool call (BaseEnv).", "seconds"
-        ),
+        "--tool-timeout",
+        "Seconds for one tool call (BaseEnv).",
     )
-    rollout_timeout: float | None = _limit(
-        None,
-        _SECONDS_OR_NONE,
+    rollout_timeout: float | None = _timeout(
         "seconds from entering rollout_context to the end of the chat/tool loop "
         "(rollout_timeout; compute_reward not included)",
-        option=LimitOption(
-            "--rollout-timeout", "SECONDS", "Seconds for a whole rollout (BaseEnv).", "seconds"
-        ),
+        "--rollout-timeout",
+        "Seconds for a whole rollout (BaseEnv).",
     )
-    reward_timeout: float | None = _limit(
-        None,
-        _SECONDS_OR_NONE,
+    reward_timeout: float | None = _timeout(
         "seconds for one compute_reward call (reward_timeout)",
-        option=LimitOption(
-            "--reward-timeout", "SECONDS", "Seconds for scoring one rollout (BaseEnv).", "seconds"
-        ),
+        "--reward-timeout",
+        "Seconds for scoring one rollout (BaseEnv).",
     )
 
     def __post_init__(self) -> None:

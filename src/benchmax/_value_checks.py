@@ -7,6 +7,7 @@ from typing import TypeGuard
 
 __all__ = [
     "TOKEN_ID_BOUND",
+    "check_non_empty_str",
     "is_finite_number",
     "is_int_at_least",
     "is_non_empty_str",
@@ -22,6 +23,12 @@ mistake, and would overflow when samples are built."""
 def is_non_empty_str(value: object) -> TypeGuard[str]:
     """Whether ``value`` is a ``str`` with non-whitespace content."""
     return isinstance(value, str) and bool(value.strip())
+
+
+def check_non_empty_str(value: object, name: str) -> None:
+    """Raise ``ValueError("<name> must be a non-empty string")`` unless ``is_non_empty_str``."""
+    if not is_non_empty_str(value):
+        raise ValueError(f"{name} must be a non-empty string")
 
 
 def is_numeric(value: object) -> TypeGuard[int | float]:

@@ -267,12 +267,7 @@ def _request_response_calls(
     if not failed and reply is None:
         raise RecordShapeError("response has no assistant message (choices[0].message)")
     metadata = object_of(request.get("metadata"))
-    conversation = (
-        text_or_none(record.get("conversation_id"))
-        or text_or_none(record.get("session_id"))
-        or text_or_none(metadata.get("conversation_id"))
-        or text_or_none(metadata.get("session_id"))
-    )
+    conversation = _conversation_id(record, metadata, metadata.get("session_id"))
     model = text_or_none(response.get("model")) if isinstance(response, dict) else None
     tools = request.get("tools")
     yield LoggedCall(
@@ -295,18 +290,26 @@ def _request_response_calls(
     )
 
 
+def _conversation_id(
+    record: Mapping[str, object], metadata: Mapping[str, object], fallback: object
+) -> str | None:
+    """A logged call's conversation: the record's ``conversation_id`` or ``session_id``,
+    else its metadata's ``conversation_id``, else ``fallback`` (as ``text_or_none``)."""
+    return (
+        text_or_none(record.get("conversation_id"))
+        or text_or_none(record.get("session_id"))
+        or text_or_none(metadata.get("conversation_id"))
+        or text_or_none(fallback)
+    )
+
+
 # ---- {"messages": [...]} ---------------------------------------------------------------
 
 
 def _messages_calls(record: Mapping[str, object], file: str, line: int) -> Iterator[LoggedCall]:
     messages = messages_of(record.get("messages"), "messages")
     metadata = object_of(record.get("metadata"))
-    conversation = (
-        text_or_none(record.get("conversation_id"))
-        or text_or_none(record.get("session_id"))
-        or text_or_none(metadata.get("conversation_id"))
-        or text_or_none(record.get("id"))
-    )
+    conversation = _conversation_id(record, metadata, record.get("id"))
     tools = record.get("tools")
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from benchmax._sampling_args import validated_sampling_args
 from benchmax._url_credentials import masked_url
-from benchmax._value_checks import is_non_empty_str, is_numeric
+from benchmax._value_checks import check_non_empty_str, is_non_empty_str, is_numeric
 from benchmax.auth import ModelAuth
 from benchmax.envs.errors import EnvError
 
@@ -166,12 +166,9 @@ class RolloutRequest[Payload]:
         return text + ")"
 
     def __post_init__(self) -> None:
-        if not is_non_empty_str(self.rollout_id):
-            raise ValueError("rollout_id must be a non-empty string")
-        if not is_non_empty_str(self.model):
-            raise ValueError("model must be a non-empty string")
-        if not is_non_empty_str(self.base_url):
-            raise ValueError("base_url must be a non-empty string")
+        check_non_empty_str(self.rollout_id, "rollout_id")
+        check_non_empty_str(self.model, "model")
+        check_non_empty_str(self.base_url, "base_url")
         if not isinstance(self.model_auth, ModelAuth):
             raise TypeError("model_auth must implement ModelAuth")
         if self.split not in ("train", "eval"):
@@ -190,8 +187,7 @@ class RolloutAttempt:
     rewards: RewardMap | None = None
 
     def __post_init__(self) -> None:
-        if not is_non_empty_str(self.rollout_id):
-            raise ValueError("rollout_id must be a non-empty string")
+        check_non_empty_str(self.rollout_id, "rollout_id")
         _validate_termination_reason(self.termination_reason)
         if self.rewards is not None:
             _validate_reward_map(self.rewards)

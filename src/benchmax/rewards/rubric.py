@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -178,15 +179,12 @@ async def evaluate_single_rubric(
         prompt = build_rubric_evaluation_prompt(
             rubric, question=question, response=response, ground_truth=ground_truth
         )
-    try:
+    with _failures_as_judge_error(rubric, "evaluation"):
         payload, raw = await judge.request_json(
             prompt, request_id=f"rubric:{_slug_title(rubric.title)}"
         )
         score = _payload_score(payload, rubric)
         reasoning = _payload_reasoning(payload)
-    except Exception as error:
-        logger.exception("rubric.evaluation_failed title=%r", rubric.title)
-        raise JudgeError(f"rubric {rubric.title!r} evaluation failed: {error}") from error
     if log_result:
         logger.info(
             "rubric.evaluated title=%r polarity=%s score=%s reasoning=%s",
@@ -254,7 +252,7 @@ async def evaluate_rubric_ranking(
     max_position = float(len(judged) - 1)
 
     prompt = build_rubric_ranking_prompt(rubric, question=question, responses=judged)
-    try:
+    with _failures_as_judge_error(rubric, "ranking"):
         payload, raw = await judge.request_json(
             prompt, request_id=f"rubric-ranking:{_slug_title(rubric.title)}"
         )
@@ -281,9 +279,6 @@ async def evaluate_rubric_ranking(
                 value = _ranking.relative_score(position, max_position)
             scores[original_index] = max(0.0, min(1.0, value))
         reasoning = _payload_reasoning(payload)
-    except Exception as error:
-        logger.exception("rubric.ranking_failed title=%r", rubric.title)
-        raise JudgeError(f"rubric {rubric.title!r} ranking failed: {error}") from error
     if log_result:
         logger.info(
             "rubric.ranked title=%r polarity=%s ranking=%s scores=%s anchors=%s reasoning=%s",
@@ -300,3 +295,14 @@ async def evaluate_rubric_ranking(
 def _slug_title(title: str) -> str:
     """A rubric title lower-cased with whitespace runs joined by hyphens (request ids)."""
     return "-".join(title.lower().split())
+
+
+@contextmanager
+def _failures_as_judge_error(rubric: Rubric, action: str) -> Iterator[None]:
+    """Any exception in the block is logged (``rubric.<action>_failed``) and raised as
+    ``JudgeError("rubric <title> <action> failed: <error>")``."""
+    try:
+        yield
+    except Exception as error:
+        logger.exception("rubric.%s_failed title=%r", action, rubric.title)
+        raise JudgeError(f"rubric {rubric.title!r} {action} failed: {error}") from error

@@ -19,7 +19,7 @@ from benchmax._secret_masking import (
     url_passwords,
 )
 from benchmax._url_credentials import masked_url, repr_masking_urls
-from benchmax._value_checks import is_finite_number, is_int_at_least, is_non_empty_str
+from benchmax._value_checks import check_non_empty_str, is_finite_number, is_int_at_least
 from benchmax.auth import ModelAuth, ModelRequestContext
 from benchmax.envs.shared_types import DatasetSplit
 
@@ -113,10 +113,8 @@ class RunConfig:
     hook_deadlines: HookDeadlines = field(default_factory=HookDeadlines)
 
     def __post_init__(self) -> None:
-        if not is_non_empty_str(self.model):
-            raise ValueError("model must be a non-empty string")
-        if not is_non_empty_str(self.base_url):
-            raise ValueError("base_url must be a non-empty string")
+        check_non_empty_str(self.model, "model")
+        check_non_empty_str(self.base_url, "base_url")
         if not isinstance(self.model_auth, ModelAuth):
             raise TypeError("model_auth must implement ModelAuth")
         if not isinstance(self.auth_providers, Mapping):

@@ -40,6 +40,8 @@ from benchmax.serving._sessions import (
 from benchmax.serving._websocket import close_soon, refuse, serve_messages
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from aiohttp import web
 
 __all__ = ["OpenEnvRoutes", "observation_data"]
@@ -186,49 +188,45 @@ class OpenEnvRoutes:
         return _json(_state(session.episode))
 
     async def reset(self, request: web.Request) -> web.StreamResponse:
-        try:
-            data = await _body(request, allow_empty=True)
-            options = _reset_options(data)
-            try:
-                session = self.sessions.open()
-            except CapacityReached as error:
-                raise _Refused(503, "CAPACITY_REACHED", str(error)) from None
-            try:
-                episode, turn = await _reset(session, options)
-            except BaseException:
-                await asyncio.shield(session.release())
-                raise
-            if turn.done:
-                await session.release()
-            return _json(observation_data(episode, turn))
-        except _Refused as refused:
-            return _http_error(refused.status, refused.detail)
+        return await _http_answer(self._reset_turn(request))
 
     async def step(self, request: web.Request) -> web.StreamResponse:
+        return await _http_answer(self._step_turn(request))
+
+    async def _reset_turn(self, request: web.Request) -> tuple[Session, Episode, Turn]:
+        data = await _body(request, allow_empty=True)
+        options = _reset_options(data)
         try:
-            data = await _body(request)
-            action_data, timeout = _step_fields(data)
-            episode_id = data.get("episode_id")
-            if not isinstance(episode_id, str) or not episode_id:
-                raise _Refused(
-                    422,
-                    "VALIDATION_ERROR",
-                    "episode_id is required: the observation of /reset names it",
-                )
-            session = self.sessions.by_episode.get(episode_id)
-            if session is None or session.episode is None:
-                raise _Refused(404, "SESSION_ERROR", f"no live episode {episode_id!r}")
-            episode = session.episode
-            try:
-                turn = await _step(session, episode, action_data, timeout)
-            except asyncio.CancelledError:  # the client went away mid-step
-                await asyncio.shield(session.release())
-                raise
-            if turn.done:
-                await session.release()
-            return _json(observation_data(episode, turn))
-        except _Refused as refused:
-            return _http_error(refused.status, refused.detail)
+            session = self.sessions.open()
+        except CapacityReached as error:
+            raise _Refused(503, "CAPACITY_REACHED", str(error)) from None
+        try:
+            episode, turn = await _reset(session, options)
+        except BaseException:
+            await asyncio.shield(session.release())
+            raise
+        return session, episode, turn
+
+    async def _step_turn(self, request: web.Request) -> tuple[Session, Episode, Turn]:
+        data = await _body(request)
+        action_data, timeout = _step_fields(data)
+        episode_id = data.get("episode_id")
+        if not isinstance(episode_id, str) or not episode_id:
+            raise _Refused(
+                422,
+                "VALIDATION_ERROR",
+                "episode_id is required: the observation of /reset names it",
+            )
+        session = self.sessions.by_episode.get(episode_id)
+        if session is None or session.episode is None:
+            raise _Refused(404, "SESSION_ERROR", f"no live episode {episode_id!r}")
+        episode = session.episode
+        try:
+            turn = await _step(session, episode, action_data, timeout)
+        except asyncio.CancelledError:  # the client went away mid-step
+            await asyncio.shield(session.release())
+            raise
+        return session, episode, turn
 
     async def mcp_http(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -348,6 +346,18 @@ class OpenEnvRoutes:
                     False,
                 )
             return _ws_error(refused.code, str(refused.detail)), False
+
+
+async def _http_answer(pending: Awaitable[tuple[Session, Episode, Turn]]) -> web.StreamResponse:
+    """The HTTP answer of ``/reset`` or ``/step``: the turn's observation (a finished
+    episode frees its session first), or the error of a refusal."""
+    try:
+        session, episode, turn = await pending
+    except _Refused as refused:
+        return _http_error(refused.status, refused.detail)
+    if turn.done:
+        await session.release()
+    return _json(observation_data(episode, turn))
 
 
 async def _reset(session: Session, options: ResetOptions) -> tuple[Episode, Turn]:

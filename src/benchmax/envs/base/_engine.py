@@ -318,13 +318,7 @@ class RolloutEngine[R: RolloutAttempt]:
                 )
                 return TOOL_TIMEOUT
             except RolloutFailure as failure:
-                logger.error(
-                    "base.rollout.tool_failed rollout_id=%s termination_reason=%s: %s",
-                    rollout_id,
-                    failure.termination_reason,
-                    failure,
-                    exc_info=failure,
-                )
+                _log_failure("tool_failed", rollout_id, failure)
                 return failure.termination_reason
             except Exception as error:
                 logger.error(
@@ -357,13 +351,7 @@ class RolloutEngine[R: RolloutAttempt]:
                         rollout_id, [dict(message) for message in transcript], request.example
                     )
         except RolloutFailure as failure:
-            logger.error(
-                "base.rollout.user_failed rollout_id=%s termination_reason=%s: %s",
-                rollout_id,
-                failure.termination_reason,
-                failure,
-                exc_info=failure,
-            )
+            _log_failure("user_failed", rollout_id, failure)
             return failure.termination_reason
         except Exception as error:
             if isinstance(error, TimeoutError) and timer.expired():
@@ -398,3 +386,15 @@ class RolloutEngine[R: RolloutAttempt]:
             )
             return SIMULATED_USER_ERROR
         return {"role": "user", "content": answer, SIMULATED_USER_KEY: True}
+
+
+def _log_failure(event: str, rollout_id: str, failure: RolloutFailure) -> None:
+    """Log ``base.rollout.<event>`` for a hook that failed with ``failure``'s reason."""
+    logger.error(
+        "base.rollout.%s rollout_id=%s termination_reason=%s: %s",
+        event,
+        rollout_id,
+        failure.termination_reason,
+        failure,
+        exc_info=failure,
+    )

@@ -50,9 +50,7 @@ async def entered(
             logger.error(
                 "base.rollout.setup_failed rollout_id=%s termination_reason=setup_error: %s",
                 rollout_id,
-                deadline.expired_message(
-                    "rollout_context (entering)", error, type(env).rollout_context
-                ),
+                _expired_message(env, deadline, "entering", error),
             )
             return False
         logger.error(
@@ -107,9 +105,7 @@ async def _exit_logged(
             logger.error(
                 "base.rollout.teardown_failed rollout_id=%s: %s",
                 rollout_id,
-                deadline.expired_message(
-                    "rollout_context (leaving)", exit_error, type(env).rollout_context
-                ),
+                _expired_message(env, deadline, "leaving", exit_error),
             )
             return
         logger.error(
@@ -118,3 +114,11 @@ async def _exit_logged(
             exit_error,
             exc_info=exit_error,
         )
+
+
+def _expired_message(
+    env: RolloutHooks[Any], deadline: HookDeadline, phase: str, error: BaseException
+) -> str:
+    """The deadline's message for ``rollout_context`` that ran out while ``phase``
+    (``"entering"`` or ``"leaving"``)."""
+    return deadline.expired_message(f"rollout_context ({phase})", error, type(env).rollout_context)
