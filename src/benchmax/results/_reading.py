@@ -18,7 +18,6 @@ from typing import Any, cast
 
 import benchmax
 from benchmax.results._errors import ResultsFileError
-from benchmax.results._group import TrajectoryGroup
 from benchmax.results._records import ResultsHeader
 from benchmax.results._rollout_lines import (
     SUMMARY_FIELDS,
@@ -33,7 +32,6 @@ __all__ = [
     "GroupScan",
     "Results",
     "checked_header",
-    "iter_group_summaries",
     "iter_lazy_groups",
     "iter_results",
     "read_results",
@@ -100,7 +98,7 @@ class GroupScan:
     """One pass over a results file that yields each complete group as soon as its last line
     is read, as ``((example_index, attempt), records)`` with the records in group order:
     ``Trajectory`` records when ``build``, dicts of the summary fields (plus
-    ``example_index``, ``attempt`` and ``rollout_id``) when false, ``LazyRollout`` when
+    ``example_index`` and ``attempt``) when false, ``LazyRollout`` when
     ``None``.
 
     A group that gets another line after it completed is, as ``read_results`` sees it, not
@@ -168,7 +166,7 @@ def iter_results(path: str | Path) -> Iterator[ResultsHeader | Trajectory]:
 
 def read_results_summary(path: str | Path) -> Results:
     """``read_results`` without transcripts: each rollout keeps its identity, termination
-    reason and rewards only (messages, calls, timings, usage and logs left out), read as a
+    reason, rewards and usage only (messages, calls, timings and logs left out), read as a
     stream, so memory holds the rewards of the file, not its text. Raises
     ``ResultsFileError`` as ``read_results`` does."""
     scan = GroupScan(path, build=False)
@@ -177,24 +175,6 @@ def read_results_summary(path: str | Path) -> Results:
         for (index, attempt), group in scan
     ]
     return Results(header=scan.header, rollouts=tuple(r for n in scan.chosen() for r in kept[n]))
-
-
-def iter_group_summaries(
-    path: str | Path, reward_weights: Mapping[str, float] | None = None
-) -> tuple[ResultsHeader, Iterator[TrajectoryGroup]]:
-    """The header, and a stream of each complete group as a ``TrajectoryGroup`` of
-    summaries (identity, rewards, termination reasons, usage: no transcripts), in file
-    order, for aggregating a file too large to hold. Raises ``ResultsFileError`` as
-    ``iter_results`` does."""
-    checked = Path(path)
-    header, groups = _stream(checked, build=False)
-
-    def summaries() -> Iterator[TrajectoryGroup]:
-        for group in cast(Iterator[list[dict[str, Any]]], groups):
-            index, attempt = int(group[0]["example_index"]), int(group[0]["attempt"])
-            yield summary_group(checked, group, index, attempt, reward_weights)
-
-    return header, summaries()
 
 
 def iter_lazy_groups(path: str | Path) -> tuple[ResultsHeader, Iterator[list[LazyRollout]]]:
@@ -271,7 +251,6 @@ def _complete_groups(
         else:
             item = {name: record[name] for name in SUMMARY_FIELDS if name in record}
             item["example_index"], item["attempt"] = key
-            item["rollout_id"] = record.get("rollout_id")
         records = pending.setdefault(key, [])
         records.append((record["group_index"], record["example_id"], item))
         if _complete(records, size):

@@ -75,15 +75,13 @@ def summary_group(
     records: Sequence[Mapping[str, Any]],
     example_index: int,
     attempt: int,
-    reward_weights: Mapping[str, float] | None = None,
 ) -> TrajectoryGroup:
     """A complete group from its lines' summary fields (checked by ``checked_record``), in
     group order: each ``Trajectory`` keeps its identity, outcome and usage, no transcript.
 
     Usage counts a line holds that a ``Trajectory`` cannot (unknown keys, negative or
-    non-integer counts: files are data) are left out; so are weights that are not a
-    mapping of finite numbers. Raises ``ResultsFileError`` naming the example when a
-    record cannot be a ``Trajectory``.
+    non-integer counts: files are data) are left out. Raises ``ResultsFileError`` naming
+    the example when a record cannot be a ``Trajectory``.
     """
     try:
         trajectories = tuple(
@@ -103,10 +101,7 @@ def summary_group(
         raise ResultsFileError(
             f"{path}: example {example_index} has a damaged record: {error}"
         ) from None
-    try:
-        return TrajectoryGroup(trajectories, reward_weights)
-    except TypeError:
-        return TrajectoryGroup(trajectories)
+    return TrajectoryGroup(trajectories)
 
 
 def _usage(value: object) -> TokenUsage | None:

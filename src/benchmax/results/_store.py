@@ -56,7 +56,7 @@ class _Scan:
     attempts: dict[int, int] = field(default_factory=dict)
 
 
-def _scan(path: Path, group_size: int, reward_weights: Mapping[str, float] | None) -> _Scan:
+def _scan(path: Path, group_size: int) -> _Scan:
     """The resume scan of ``path``: only the summary fields of each line are kept, never
     transcripts."""
     try:
@@ -68,7 +68,6 @@ def _scan(path: Path, group_size: int, reward_weights: Mapping[str, float] | Non
     if not lines:
         raise ResultsFileError(f"{path} has no complete header line")
     header = checked_header(path, lines[0])
-    size = group_size
     by_attempt: dict[tuple[int, int], list[RolloutRecord]] = {}
     scan = _Scan(header=header, valid_length=valid_length)
     for number, raw in enumerate(lines[1:], start=2):
@@ -79,10 +78,10 @@ def _scan(path: Path, group_size: int, reward_weights: Mapping[str, float] | Non
         kept = {key: record[key] for key in SUMMARY_FIELDS if key in record}
         by_attempt.setdefault((index, attempt), []).append(cast(RolloutRecord, kept))
         scan.attempts[index] = max(attempt, scan.attempts.get(index, 0))
-    for (index, _attempt), records in sorted(by_attempt.items()):
-        if _is_complete(records, size):
+    for (index, attempt), records in sorted(by_attempt.items()):
+        if _is_complete(records, group_size):
             records.sort(key=lambda r: r["group_index"])
-            scan.groups[index] = summary_group(path, records, index, _attempt, reward_weights)
+            scan.groups[index] = summary_group(path, records, index, attempt)
     return scan
 
 
@@ -116,11 +115,7 @@ class ResultsStore:
         self.groups = groups
         self._attempts = attempts
         self._file = handle
-        self._secrets = tuple(s for s in secrets if s)
-        self._secrets_as_written = tuple(
-            json.dumps(s, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace")
-            for s in self._secrets
-        )
+        self._lines = _MaskedLines(secrets)
         self._failure: ResultsWriteError | None = None
 
     @classmethod
@@ -139,11 +134,10 @@ class ResultsStore:
         ``ResultsFileError`` (not a readable results file, or in use by another run) and
         ``ResultsWriteError`` (the file cannot be created or written).
         """
-        secrets, data_dir = definition.secrets, definition.data_dir
         # The definition is masked before it is compared or written: a secret passed as a
         # sampling argument never reaches the header, and resuming compares masked forms.
-        masked = secrets
-        fields = mask_strings(normalized(dict(definition.fields)), masked)
+        secrets = definition.secrets
+        fields = mask_strings(normalized(dict(definition.fields)), secrets)
         if path is None:
             return cls(None, None, new_run_id(), {}, {}, secrets)
         try:
@@ -155,13 +149,16 @@ class ResultsStore:
             if handle.seek(0, os.SEEK_END) == 0:
                 run_id = new_run_id()
                 header = results_header(
-                    run_id, fields, data_dir=data_dir, reward_weights=definition.reward_weights
+                    run_id,
+                    fields,
+                    data_dir=definition.data_dir,
+                    reward_weights=definition.reward_weights,
                 )
                 if "data_dir" in header:
-                    header["data_dir"] = mask_strings(header["data_dir"], masked)
+                    header["data_dir"] = mask_strings(header["data_dir"], secrets)
                 _append_or_cut(handle, path, encoded_line(header))
                 return cls(path, handle, run_id, {}, {}, secrets)
-            scan = _scan(path, definition.group_size, definition.reward_weights)
+            scan = _scan(path, definition.group_size)
             recorded = scan.header["definition"]
             differences = definition_differences(recorded, fields)
             if differences and not force and not only_extends(recorded, fields):
@@ -198,7 +195,7 @@ class ResultsStore:
         if self._file is not None:
             if self._failure is not None:
                 raise self._failure
-            data = b"".join(self._masked_line(t.to_json()) for t in group.trajectories)
+            data = b"".join(self._lines.of(t.to_json()) for t in group.trajectories)
             try:
                 _append_or_cut(self._file, self.path, data)
             except ResultsWriteError as failure:
@@ -206,17 +203,28 @@ class ResultsStore:
                 raise
         self.groups[group.example_index or 0] = group
 
-    def _masked_line(self, record: Mapping[str, Any]) -> bytes:
-        """The record's line with every secret masked; the record is only walked when a
-        secret occurs in its line (as JSON writes it)."""
-        line = encoded_line(record)
-        if any(secret in line for secret in self._secrets_as_written):
-            line = encoded_line(mask_strings(record, self._secrets))
-        return line
-
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+
+
+class _MaskedLines:
+    """Results lines with the known ``secrets`` masked in every string."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        self._secrets = tuple(s for s in secrets if s)
+        self._as_written = tuple(
+            json.dumps(s, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace")
+            for s in self._secrets
+        )
+
+    def of(self, record: Mapping[str, Any]) -> bytes:
+        """The record's line with every secret masked; the record is only walked when a
+        secret occurs in its line (as JSON writes it)."""
+        line = encoded_line(record)
+        if any(secret in line for secret in self._as_written):
+            line = encoded_line(mask_strings(record, self._secrets))
+        return line
 
 
 def _append_or_cut(handle: BinaryIO, path: Path | None, data: bytes) -> None:
@@ -325,12 +333,13 @@ def write_results(
         reward_weights=definition.reward_weights,
     )
 
+    masked = _MaskedLines(secrets)
+
     def lines() -> Iterator[bytes]:
         yield encoded_line(header)
         for group in groups:
             for trajectory in group.trajectories:
-                record = trajectory.to_json()
-                yield encoded_line(mask_strings(record, secrets) if secrets else record)
+                yield masked.of(trajectory.to_json())
 
     replace_file(Path(path), lines())
     return run_id
