@@ -249,6 +249,7 @@ class RolloutFunc:
             for members in groups.values()
         ]
         results = self._run(self._collect(requests))
+        scalars = [group.scalar_rewards for group in results]  # once per group, not per row
         filler = _placeholder_token(trainer)
         output: dict[str, list[object]] = {
             key: []
@@ -274,7 +275,7 @@ class RolloutFunc:
             output["logprobs"].append(list(sequence.completion_logprobs))
             output["env_mask"].append(list(sequence.completion_mask))
             trainable = trajectory.trainable and sequence.trainable
-            output[REWARD_KEY].append(collected.scalar_rewards[row.index] if trainable else None)
+            output[REWARD_KEY].append(scalars[row.group][row.index] if trainable else None)
             output["benchmax_rewards"].append(dict(trajectory.rewards))
             output["termination_reason"].append(trajectory.termination_reason)
             output["rollout_id"].append(trajectory.rollout_id)
