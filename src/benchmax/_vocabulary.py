@@ -23,9 +23,11 @@ __all__ = [
     "HARNESS_ERROR",
     "HARNESS_TIMEOUT",
     "JUDGE_ERROR",
+    "LEFTOVER_PROCESS",
     "MAX_TURNS_EXCEEDED",
     "MODEL_ERROR",
     "MODEL_TIMEOUT",
+    "NO_MODEL_CALL",
     "OUTPUT_EXCEEDED",
     "REWARD_ERROR",
     "REWARD_TIMEOUT",
@@ -33,6 +35,7 @@ __all__ = [
     "SANDBOX_ERROR",
     "SETUP_ERROR",
     "SIMULATED_USER_ERROR",
+    "STDOUT_EXCEEDED",
     "TOKEN_USAGE_KEYS",
     "TOOL_BUDGET_EXCEEDED",
     "TOOL_ERROR",
@@ -41,6 +44,7 @@ __all__ = [
     "UNKNOWN",
     "VERIFIER_ERROR",
     "VERIFIER_TIMEOUT",
+    "WRONG_MODEL",
     "TerminationReason",
     "TokenUsage",
 ]
@@ -68,6 +72,10 @@ TerminationReason = Literal[
     "sandbox_error",
     "verifier_error",
     "verifier_timeout",
+    "no_model_call",
+    "wrong_model",
+    "stdout_exceeded",
+    "leftover_process",
     "unknown",
 ]
 """The built-in termination reasons; any other non-empty string is also valid.
@@ -104,6 +112,14 @@ HARNESS_TIMEOUT: Final = "harness_timeout"
 SANDBOX_ERROR: Final = "sandbox_error"
 VERIFIER_ERROR: Final = "verifier_error"
 VERIFIER_TIMEOUT: Final = "verifier_timeout"
+# AgentEnv programs (benchmax.agents): the program exited without calling the model; it
+# called a model name other than the rollout's; it wrote more to stdout than allowed; a
+# process it started was still running when it exited (all killed). A crash is
+# harness_error, a hang rollout_timeout, a spent budget max_turns_exceeded/output_exceeded.
+NO_MODEL_CALL: Final = "no_model_call"
+WRONG_MODEL: Final = "wrong_model"
+STDOUT_EXCEEDED: Final = "stdout_exceeded"
+LEFTOVER_PROCESS: Final = "leftover_process"
 UNKNOWN: Final = "unknown"
 
 TRAINABLE_REASONS: Final = frozenset(
