@@ -226,7 +226,9 @@ class CaptureSession:
             return Refusal(400, "invalid_request", "the body must have a 'messages' list")
         n = body.get("n", 1)
         if n not in (1, None):
-            return Refusal(400, "unsupported_parameter", "capture records one choice per call: n must be 1")
+            return Refusal(
+                400, "unsupported_parameter", "capture records one choice per call: n must be 1"
+            )
         if self.model is not None and body.get("model") != self.model:
             message = f"model {body.get('model')!r} is not this rollout's model {self.model!r}"
             self.fail(WRONG_MODEL, message)
