@@ -94,7 +94,9 @@ def _providers(
 
 
 async def execute(plan: Plan, console: Console) -> RunReport:
-    async with _endpoint(plan.base_url, plan.policy, tokens=plan.config.tokens) as endpoint:
+    # An environment that always records tokens (AgentEnv) gets a mock that can give them.
+    tokens = plan.config.tokens or getattr(plan.target.env_class, "record_tokens", False) is True
+    async with _endpoint(plan.base_url, plan.policy, tokens=tokens) as endpoint:
         env = _prepare(plan, endpoint)
         try:
             config = dataclasses.replace(
