@@ -257,16 +257,18 @@ def _prompt_key(prompt: tuple[int, ...]) -> tuple[int, int]:
 
 def _may_extend(prompt: tuple[int, ...], earlier: TokenCall) -> bool:
     """A cheap necessary condition for ``prompt`` to start with ``earlier``'s prompt +
-    completion: it is long enough and has the same id where that context ends."""
+    completion: it is long enough and has the same ids where that context begins and
+    ends and on both sides of where the completion begins (a re-rendered or edited
+    history, or another conversation, almost always differs at one of them)."""
     before, sampled = earlier.prompt_token_ids, earlier.completion_token_ids
     assert before is not None and sampled is not None
-    end = len(before) + len(sampled)
+    split = len(before)
+    end = split + len(sampled)
     if len(prompt) < end:
         return False
-    if not end:
-        return True
-    last = sampled[-1] if sampled else before[-1]
-    return prompt[end - 1] == last
+    if split and (prompt[0] != before[0] or prompt[split - 1] != before[-1]):
+        return False
+    return not sampled or (prompt[split] == sampled[0] and prompt[end - 1] == sampled[-1])
 
 
 def _extends(prompt: tuple[int, ...], earlier: TokenCall) -> bool:
