@@ -31,6 +31,8 @@ logger = logging.getLogger("benchmax.agents")
 TERM_GRACE: Final = 2.0
 """Seconds between SIGTERM and SIGKILL of what is left of a program's session."""
 _CHUNK: Final = 1 << 16
+_POLL: Final = 0.005
+_POLL_MAX: Final = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,7 @@ async def run_program(
             asyncio.ensure_future(_collect(process.stdout, stdout, max_stdout, flooded)),
             asyncio.ensure_future(_collect(process.stderr, stderr, max_stderr, None)),
         ]
-        exited = asyncio.ensure_future(process.wait())
+        exited = asyncio.ensure_future(_exit(process))
         stopped = asyncio.ensure_future(stop.wait())
         overflowed = asyncio.ensure_future(flooded.wait())
         try:
@@ -112,6 +114,15 @@ async def run_program(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _exit(process: asyncio.subprocess.Process) -> None:
+    """Until the program itself exits (``process.wait()`` also waits for its pipes to
+    close, which a child that inherited them may hold open)."""
+    pause = _POLL
+    while process.returncode is None:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, _POLL_MAX)
 
 
 async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:

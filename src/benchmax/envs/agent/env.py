@@ -156,6 +156,8 @@ class AgentEnv(BaseEnv):
     async def run_rollout(self, request: RolloutRequest[JsonRow]) -> AgentRollout:
         """Run the program for one request inside ``rollout_context``, then score it."""
         limits, sampling_args, _ = self._validate_limits()
+        if type(self).run_agent is AgentEnv.run_agent and not self.command:
+            raise TypeError(f"{type(self).__name__} must set command or override run_agent")
         meter = Meter() if observing() else None
         recording: AbstractContextManager[dict[str, Any]] = (
             nullcontext({}) if meter is None else recording_annotations()
