@@ -17,7 +17,9 @@ def policy(body: dict[str, Any]) -> object:
     if last.get("role") == "tool":
         return str(last.get("content"))
     for message in reversed(messages):
-        found = _SUM.search(str(message.get("content") or "")) if message["role"] == "user" else None
+        found = (
+            _SUM.search(str(message.get("content") or "")) if message["role"] == "user" else None
+        )
         if found is None:
             continue
         a, b = int(found.group(1)), int(found.group(2))
