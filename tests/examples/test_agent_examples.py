@@ -12,12 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from benchmax.envs import Example, RolloutRequest, StaticBearerAuth
-from benchmax.stitching import TokenCoverage
-from benchmax.testing import MockModelServer
-from benchmax.training import collect_group, to_training_samples
-from benchmax.trajectory import Trajectory
 from examples.agents.env import (
     CurlAgent,
     FanOutAgent,
@@ -27,6 +21,12 @@ from examples.agents.env import (
     ToolLoopAgent,
 )
 from examples.agents.policy import policy
+
+from benchmax.envs import Example, RolloutRequest, StaticBearerAuth
+from benchmax.stitching import TokenCoverage
+from benchmax.testing import MockModelServer
+from benchmax.training import collect_group, to_training_samples
+from benchmax.trajectory import Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 
