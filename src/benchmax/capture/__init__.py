@@ -13,7 +13,8 @@ and the program gets the reply, as an event stream when it asked to stream. An u
 that cannot give exact tokens is refused in one line (HTTP 502 ``tokens_unavailable``).
 
 ``benchmax.agents.AgentEnv`` runs a program per rollout through it; ``benchmax capture
---upstream URL`` runs it alone. See docs/agents.md.
+--upstream URL`` runs it alone; ``loop_endpoint()`` is the running event loop's shared
+endpoint (started for the first rollout in flight, stopped after the last). See docs/agents.md.
 """
 
 from typing import TYPE_CHECKING
@@ -24,8 +25,16 @@ if TYPE_CHECKING:
     from benchmax.capture._calls import CapturedCall
     from benchmax.capture._endpoint import CaptureEndpoint
     from benchmax.capture._session import CaptureFailure, CaptureSession, Refusal
+    from benchmax.capture._shared import loop_endpoint
 
-__all__ = ["CaptureEndpoint", "CaptureFailure", "CaptureSession", "CapturedCall", "Refusal"]
+__all__ = [
+    "CaptureEndpoint",
+    "CaptureFailure",
+    "CaptureSession",
+    "CapturedCall",
+    "Refusal",
+    "loop_endpoint",
+]
 
 _LAZY = {
     "CaptureEndpoint": "benchmax.capture._endpoint",
@@ -33,6 +42,7 @@ _LAZY = {
     "CaptureSession": "benchmax.capture._session",
     "Refusal": "benchmax.capture._session",
     "CapturedCall": "benchmax.capture._calls",
+    "loop_endpoint": "benchmax.capture._shared",
 }
 
 

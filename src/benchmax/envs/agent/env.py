@@ -19,7 +19,6 @@ import os
 import shutil
 import sys
 import tempfile
-import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -65,7 +64,7 @@ from benchmax.envs.shared_types import (
 from benchmax.trajectory import ModelCall, Trajectory, recording_annotations
 
 if TYPE_CHECKING:
-    from benchmax.capture import CapturedCall, CaptureEndpoint, CaptureSession
+    from benchmax.capture import CapturedCall, CaptureSession
 
 __all__ = ["AgentEnv"]
 
@@ -74,18 +73,6 @@ logger = logging.getLogger("benchmax.agents")
 INHERITED_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "VIRTUAL_ENV")
 """The environment variables a command inherits (everything else, credentials included,
 stays behind); ``AgentEnv.program_env`` adds more."""
-
-
-class _SharedEndpoint:
-    """One capture endpoint on one event loop, started for the first rollout in flight
-    and stopped when the last one ends."""
-
-    __slots__ = ("endpoint", "starting", "users")
-
-    def __init__(self) -> None:
-        self.endpoint: CaptureEndpoint | None = None
-        self.starting: asyncio.Lock = asyncio.Lock()
-        self.users = 0
 
 
 class AgentEnv(BaseEnv):
@@ -192,27 +179,9 @@ class AgentEnv(BaseEnv):
         sampling_args: Mapping[str, Any],
         meter: Meter | None,
     ) -> tuple[AgentRollout, tuple[CapturedCall, ...]]:
-        rollout_id = request.rollout_id
         workdir = Path(tempfile.mkdtemp(prefix="benchmax-agent-"))
-        shared = await self._endpoint_acquire()
         try:
-            assert shared.endpoint is not None
-            session = shared.endpoint.open_session(
-                rollout_id=rollout_id,
-                model=request.model,
-                upstream_url=request.base_url,
-                upstream_auth=request.model_auth,
-                timeout=limits.model_timeout,
-                retries=limits.model_retries,
-                sampling_args={**sampling_args, **request.sampling_args},
-                max_calls=limits.max_turns,
-                max_sampled_tokens=self.max_sampled_tokens,
-            )
-            try:
-                reason, output = await self._in_context(request, limits, session, workdir)
-            finally:
-                await shared.endpoint.close_session(session)
-            calls = session.calls
+            reason, output, calls = await self._captured(request, limits, sampling_args, workdir)
             run = AgentRun(
                 exit_code=output.exit_code,
                 stdout=output.stdout,
@@ -252,9 +221,37 @@ class AgentEnv(BaseEnv):
             )
             return rollout, calls
         finally:
-            await self._endpoint_release(shared)
             if not self.keep_workdirs:
                 shutil.rmtree(workdir, ignore_errors=True)
+
+    async def _captured(
+        self,
+        request: RolloutRequest[JsonRow],
+        limits: Limits,
+        sampling_args: Mapping[str, Any],
+        workdir: Path,
+    ) -> tuple[str, AgentOutput, tuple[CapturedCall, ...]]:
+        """Run the program with a capture session of its own; the termination reason,
+        what the program left and the calls captured."""
+        from benchmax.capture import loop_endpoint
+
+        async with loop_endpoint() as endpoint:
+            session = endpoint.open_session(
+                rollout_id=request.rollout_id,
+                model=request.model,
+                upstream_url=request.base_url,
+                upstream_auth=request.model_auth,
+                timeout=limits.model_timeout,
+                retries=limits.model_retries,
+                sampling_args={**sampling_args, **request.sampling_args},
+                max_calls=limits.max_turns,
+                max_sampled_tokens=self.max_sampled_tokens,
+            )
+            try:
+                reason, output = await self._in_context(request, limits, session, workdir)
+            finally:
+                await endpoint.close_session(session)
+        return reason, output, session.calls
 
     async def _in_context(
         self,
@@ -354,37 +351,6 @@ class AgentEnv(BaseEnv):
                     f"run_agent must return an AgentOutput or None, not {type(output).__name__}"
                 )
         return FINISHED, output
-
-    async def _endpoint_acquire(self) -> _SharedEndpoint:
-        from benchmax.capture import CaptureEndpoint
-
-        loop = asyncio.get_running_loop()
-        shared = _ENDPOINTS.setdefault(loop, _SharedEndpoint())
-        shared.users += 1
-        try:
-            async with shared.starting:
-                if shared.endpoint is None:
-                    shared.endpoint = await CaptureEndpoint().start()
-        except BaseException:
-            shared.users -= 1
-            raise
-        return shared
-
-    async def _endpoint_release(self, shared: _SharedEndpoint) -> None:
-        shared.users -= 1
-        if shared.users == 0:
-            async with shared.starting:
-                endpoint, shared.endpoint = shared.endpoint, None
-                if endpoint is not None and shared.users == 0:
-                    await endpoint.stop()
-                elif endpoint is not None:
-                    shared.endpoint = endpoint
-
-
-_ENDPOINTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedEndpoint] = (
-    weakref.WeakKeyDictionary()
-)
-"""The capture endpoint of each event loop, while rollouts on it are in flight."""
 
 
 def _transcript(calls: tuple[CapturedCall, ...]) -> list[dict[str, Any]]:
