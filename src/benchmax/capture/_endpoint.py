@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 from urllib.parse import quote, unquote
@@ -48,13 +48,21 @@ class CaptureEndpoint:
     """An OpenAI-compatible endpoint that records every call a program makes, per rollout.
 
     Use it as an async context manager (or ``start()``/``stop()``); ``host`` and ``port``
-    say where it listens (``127.0.0.1``, port 0: a free one). ``open_session(...)`` gives
+    say where it listens (``127.0.0.1``, port 0: a free one); ``on_call(session, call)``,
+    when given, is called with each call recorded, before the program gets its reply.
+    ``open_session(...)`` gives
     a rollout its ``CaptureSession`` (base URL, API key, budget, recorded calls);
     ``close_session`` forgets it (its key is refused from then on). Raises ``ValueError``
     for a port outside 0-65535.
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_call: Callable[[CaptureSession, CapturedCall], None] | None = None,
+    ) -> None:
         if not is_int_at_least(port, 0) or port > 65535:
             raise ValueError("capture endpoint port must be an integer from 0 to 65535")
         self._host = host
@@ -62,6 +70,7 @@ class CaptureEndpoint:
         self._bound: int | None = None
         self._runner: web.AppRunner | None = None
         self._by_key: dict[str, CaptureSession] = {}
+        self._on_call = on_call
         self.rejected_requests = 0
         """Requests refused for a missing, unknown or foreign API key (HTTP 401)."""
 
@@ -195,6 +204,8 @@ class CaptureEndpoint:
         answer = await session.complete(body)
         if isinstance(answer, Refusal):
             return _error(answer)
+        if self._on_call is not None:
+            self._on_call(session, answer)
         return await _reply(request, answer)
 
     def _session_for(self, request: web.Request, prefix: str) -> CaptureSession | Refusal:

@@ -20,6 +20,7 @@ import click
 import benchmax
 from benchmax._secret_masking import mask_standard_streams, masked_output
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
+from benchmax.cli._capture_command import capture_command
 from benchmax.cli._compare_command import compare_command
 from benchmax.cli._exit_codes import ChecksFailed, exit_code_of
 from benchmax.cli._generate_qa_command import generate_qa_command
@@ -194,6 +195,7 @@ cli.add_command(compare_command)
 cli.add_command(serve_command)
 cli.add_command(serve_model_command)
 cli.add_command(train_command)
+cli.add_command(capture_command)
 
 
 def main() -> None:
