@@ -11,7 +11,6 @@ program can stop it.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import time
 from collections.abc import Mapping
@@ -202,7 +201,7 @@ class CaptureSession:
             return Refusal(502, "tokens_unavailable", message)
         version = decoded.get("weights_version")
         call = CapturedCall(
-            request=copy.deepcopy(dict(body)),
+            request=body,  # decoded for this call alone: nothing else holds it
             reply=decoded,
             tokens=tokens,
             weights_version=version if isinstance(version, int) and version >= 0 else None,
