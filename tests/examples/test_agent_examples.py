@@ -132,3 +132,15 @@ def test_benchmax_run_with_the_embedded_mock(tmp_path: Path) -> None:
     for line in rollouts:
         assert line["termination_reason"] == "finished"
         assert line["coverage"]["sampled_tokens"] == line["coverage"]["trained_tokens"] > 0
+
+
+def test_benchmax_validate_passes() -> None:
+    finished = subprocess.run(
+        [
+            sys.executable, "-m", "benchmax.cli", "validate", "examples/agents/env.py:CurlAgent",
+            "--mock-policy", "examples/agents/policy.py:policy",
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert "0 failed" in finished.stdout
