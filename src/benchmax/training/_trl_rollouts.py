@@ -4,6 +4,7 @@ re-exports them; its docstring says how TRL uses them). ``benchmax train`` build
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -73,8 +74,9 @@ def dataset_rows(examples: Iterable[Example[object]]) -> list[dict[str, object]]
     """One TRL dataset row per example: ``{"prompt": <its prompt_messages>, "example_id":
     <its id>}`` (``datasets.Dataset.from_list(rows)``), the first message of the prompt
     carrying the id under ``benchmax_example_id`` too (TRL hands ``rollout_func`` only
-    the prompt; see the module docs). ``ValueError`` for a payload without a non-empty
-    ``prompt_messages`` list of messages (objects)."""
+    the prompt; see the module docs). A payload without a ``prompt_messages`` key (an
+    ``AgentEnv`` task) is one user message holding the payload as JSON. ``ValueError`` for
+    a ``prompt_messages`` that is not a non-empty list of messages (objects)."""
     rows: list[dict[str, object]] = []
     for example in examples:
         listed = _prompt_messages(example)
@@ -372,8 +374,14 @@ class RolloutFunc:
 
 
 def _prompt_messages(example: Example[object]) -> list[object]:
+    """The example's ``prompt_messages``; for a payload that has none (an ``AgentEnv``'s
+    task: any JSON, handed to a program), one user message holding the payload as JSON,
+    so TRL has a prompt row to carry its id."""
     payload = example.payload
-    prompt = payload.get("prompt_messages") if isinstance(payload, Mapping) else None
+    if not isinstance(payload, Mapping) or "prompt_messages" not in payload:
+        text = json.dumps(payload, sort_keys=True, default=str)
+        return [{"role": "user", "content": text}]
+    prompt = payload.get("prompt_messages")
     if not isinstance(prompt, list):
         raise ValueError(f"example {example.id!r} has no prompt_messages list")
     return prompt
