@@ -26,6 +26,7 @@ unknown tool, 503 at capacity).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from typing import TYPE_CHECKING
@@ -319,7 +320,12 @@ class NemoGymRoutes:
         try:
             data = orjson.loads(raw) if raw.strip() else {}
         except orjson.JSONDecodeError as error:
-            raise _Refused(400, f"the request body is not JSON: {error}") from None
+            # Python's json writes inf and nan as Infinity and NaN (a NeMo-Gym agent's
+            # reward can be one), and numbers past a double's range: read those too.
+            try:
+                data = json.loads(raw)
+            except (ValueError, RecursionError):
+                raise _Refused(400, f"the request body is not JSON: {error}") from None
         if not isinstance(data, dict):
             raise _Refused(400, "the request body must be a JSON object")
         return data
