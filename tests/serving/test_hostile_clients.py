@@ -386,6 +386,15 @@ async def test_one_http_step_at_a_time_and_a_retried_request_id_answers_the_firs
         assert (await step(FINAL, "r2")).content == done.content  # the episode is gone
         bad = await step(FINAL, "")
         assert bad.status_code == 422
+        named = await client.post(server.base_url + "/reset", json={"episode_id": "mine"})
+        episode_id = named.json()["observation"]["episode_id"]
+        env.release.clear()
+        env.release.set()
+        first_run = await step(call("wait"), "same")
+        assert first_run.status_code == 200 and env.tool_runs == 2
+        await client.post(server.base_url + "/reset", json={"episode_id": "mine"})
+        after_reset = await step(call("wait"), "same")  # a new episode: ids start over
+        assert after_reset.status_code == 200 and env.tool_runs == 3
 
 
 async def test_remembered_replies_are_bounded() -> None:

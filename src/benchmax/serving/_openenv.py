@@ -263,6 +263,7 @@ class OpenEnvRoutes:
             raise
         finally:
             session.stepping = False
+        self.replies.forget_episode(episode.rollout_id)
         return session, episode, turn
 
     async def _step_reply(

@@ -72,6 +72,13 @@ class StepReplies:
         future.set_result(reply)
         return reply
 
+    def forget_episode(self, episode_id: str) -> None:
+        """Forget the replies of ``episode_id`` (it was reset: its request ids start
+        over)."""
+        for key in [key for key in self._done if key[0] == episode_id]:
+            _, body = self._done.pop(key)
+            self._bytes -= len(body)
+
     def _remember(self, key: tuple[str, str], reply: Reply) -> None:
         size = len(reply[1])
         if size > self.max_bytes:

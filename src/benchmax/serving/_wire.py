@@ -103,6 +103,10 @@ def body_refusal(wire: Wire, error: BodyTimeout | BodyTooLarge) -> web.Response:
     return response
 
 
+_MESSAGE_OVERHEAD = 64
+"""Bytes each queued message counts beyond its text (so empty messages are bounded too)."""
+
+
 class Inbox:
     """Incoming WebSocket messages waiting to be handled, at most ``max_bytes`` of them
     (one message of any size is always taken when none waits)."""
@@ -119,7 +123,7 @@ class Inbox:
 
     async def put(self, item: str | bytes | None) -> None:
         """Add ``item`` (``None``: the connection ended), waiting while the inbox is full."""
-        size = 0 if item is None else len(item)
+        size = 0 if item is None else len(item) + _MESSAGE_OVERHEAD
         while item is not None and self._items and self._bytes + size > self._max_bytes:
             self._changed.clear()
             await self._changed.wait()
@@ -137,7 +141,7 @@ class Inbox:
             self._changed.clear()
             await self._changed.wait()
         item = self._items.popleft()
-        self._bytes -= 0 if item is None else len(item)
+        self._bytes -= 0 if item is None else len(item) + _MESSAGE_OVERHEAD
         self._changed.set()
         return item
 
