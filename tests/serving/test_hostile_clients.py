@@ -202,8 +202,25 @@ async def test_the_auth_key_never_leaves_the_server_over_websocket_or_http() -> 
         assert "Bearer ***" in logs
 
 
-async def test_serve_and_run_mask_with_the_same_encoder(tmp_path: Path) -> None:
-    """The results file of a local run and the served trajectory hide the key alike."""
+async def test_the_auth_key_never_leaves_a_nemo_gym_server() -> None:
+    async with (
+        gate_server(GateEnv(fail_reward=True), protocol="nemo-gym") as server,
+        httpx.AsyncClient(timeout=BOUND) as client,
+    ):
+        seeded = await client.post(server.base_url + "/seed_session", json={})
+        cookie = {"Cookie": f"benchmax_session={seeded.cookies['benchmax_session']}"}
+        peeked = await client.post(server.base_url + "/peek", json={}, headers=cookie)
+        assert peeked.text == "the judge key is ***"
+        final = {"type": "message", "role": "assistant", "content": "done"}
+        verify = {"responses_create_params": {"input": []}, "response": {"output": [final]}}
+        verdict = await client.post(server.base_url + "/verify", json=verify, headers=cookie)
+    assert verdict.status_code == 200 and SECRET not in verdict.text
+    assert verdict.json()["termination_reason"] == "reward_error"
+
+
+async def test_a_local_run_masks_the_key_as_serve_does(tmp_path: Path) -> None:
+    """The results file of a local run hides the key as the served trajectory does
+    (`Bearer ***`): both are encoded by MaskedRecords."""
     from benchmax.results import read_results
     from benchmax.runner import RunConfig, run_environment
 
