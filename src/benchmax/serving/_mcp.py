@@ -7,8 +7,9 @@ Methods: ``initialize``, ``ping``, ``tools/list`` (MCP tool specs: ``name``,
 policy's assistant message calling that one tool, run by the environment under its own
 limits (``max_tool_calls``, ``max_turns``), so it needs a session (``session_id``, or
 the WebSocket's). Errors use JSON-RPC's codes (-32700 parse error, -32600 invalid
-request, -32601 method not found, -32602 invalid params, -32603 internal error,
--32000 server error: capacity).
+request, -32601 method not found, -32602 invalid params and, as MCP's spec says, an
+unknown tool, -32603 internal error, -32000 server error: capacity, or a step already
+running in the episode).
 """
 
 from __future__ import annotations

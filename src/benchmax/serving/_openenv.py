@@ -6,7 +6,16 @@ HTTP: ``POST /reset`` (``ResetRequest``: ``seed``, ``episode_id``, and here
 are stateless, a served rollout is not) answer ``{"observation", "reward", "done"}``;
 ``GET /health``, ``/metadata``, ``/schema``, ``/state`` (``?episode_id=``). Errors are
 FastAPI's: ``{"detail": ...}`` with 422 for a request that does not validate, 404 for
-an unknown episode, 409 for an episode that takes no step now, 503 at capacity.
+an unknown episode, 409 for an episode that takes no step now (one step at a time: a
+second concurrent ``/step`` is refused), 503 at capacity. A step repeated with its
+``request_id`` answers the first reply (``StepReplies``); a reset naming a live HTTP
+episode's id resets it in its slot.
+
+A step's action is the policy's message, or one of openenv-core's MCP actions
+(``{"type": "list_tools"}``, ``{"type": "call_tool", "tool_name", "arguments"}``, what
+its ``MCPToolClient`` sends in its default mode): their observations are openenv-core's
+``ListToolsObservation`` and ``CallToolObservation`` (``error.error_type``
+``tool_not_found`` for a tool the episode was not offered).
 
 WebSocket ``/ws``: one session per connection (``CAPACITY_REACHED`` past
 ``max_sessions``); messages ``reset``, ``step``, ``state``, ``close`` and ``mcp``;
