@@ -17,8 +17,11 @@ rollout. When TRL splits a generation batch into ``steps_per_generation`` micro-
 is 0.
 
 Imports torch and TRL: reached only through ``benchmax train`` or, lazily, as
-``benchmax.training.BranchingGRPOTrainer``. Untested with vision inputs (their per-row
-image fields are not expanded; a batch carrying them is refused).
+``benchmax.training.BranchingGRPOTrainer``. Not for vision inputs (their per-row image
+fields are not expanded; a batch carrying them is refused) nor for ``log_completions``
+(TRL's completions table would pair the extra rows with no prompt). Written against TRL
+1.16's ``GRPOTrainer`` (the method it extends is TRL's own, not a public hook); the
+``train``-marker test pins what TRL computes the loss on.
 """
 
 from __future__ import annotations
