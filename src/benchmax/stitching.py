@@ -222,10 +222,13 @@ def _continued_branch[C: TokenCall](
     tips, the latest begun first; ``None`` when it continues none."""
     if latest is None:
         return None
-    if call.continues(calls[tips[latest]]):
-        return latest
     prompt = call.prompt_token_ids
     assert prompt is not None
+    # The O(1) filter first, also for the previous call: ``continues`` keeps one answer per
+    # call, so asking it about a tip that cannot match would evict the answer it keeps.
+    previous = calls[tips[latest]]
+    if _may_extend(prompt, previous) and call.continues(previous):
+        return latest
     for branch in range(len(chains) - 1, -1, -1):
         if branch == latest:
             continue

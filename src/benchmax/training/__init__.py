@@ -53,12 +53,14 @@ from benchmax.training._samples import TrainingSample, to_training_samples
 from benchmax.training._trainer import StopRequest, TrainError, TrainEvent, TrainResult, train
 
 if TYPE_CHECKING:
+    from benchmax.training._branching_trainer import BranchingGRPOTrainer
     from benchmax.training._models import BUILTIN_MODELS, load_model, resolve_model
     from benchmax.training._sampler import PolicySampler
 
 __all__ = [
     "BUILTIN_MODELS",
     "TRAINABLE_REASONS",
+    "BranchingGRPOTrainer",
     "AdvantageMethod",
     "Branch",
     "BranchCoverage",
@@ -90,6 +92,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "BranchingGRPOTrainer": "benchmax.training._branching_trainer",
     "PolicySampler": "benchmax.training._sampler",
     "BUILTIN_MODELS": "benchmax.training._models",
     "load_model": "benchmax.training._models",
