@@ -278,3 +278,29 @@ async def test_session_repr_masks_the_key(
 ) -> None:
     session = _session(endpoint, token_mock)
     assert session.api_key not in repr(session) and UPSTREAM_KEY not in repr(session)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{not json",
+        bytes(range(256)),
+        b"[" * 100_000 + b"]" * 100_000,  # nesting deeper than the JSON decoder recurses
+        b'{"model":"policy","messages":[{"role":"user","content":"x"}],"temperature":NaN}',
+    ],
+    ids=["malformed", "binary", "deeply_nested", "nan"],
+)
+async def test_body_that_is_not_strict_json_is_400(
+    endpoint: CaptureEndpoint, token_mock: MockModelServer, raw: bytes
+) -> None:
+    session = _session(endpoint, token_mock)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(
+            session.base_url + "/chat/completions",
+            data=raw,
+            headers={"Authorization": f"Bearer {session.api_key}"},
+        ) as reply:
+            assert reply.status == 400
+            body = await reply.json()
+    assert body["error"]["code"] == "invalid_json"
+    assert not session.calls and not token_mock.requests and session.failure is None
