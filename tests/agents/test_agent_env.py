@@ -149,6 +149,15 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
 """
 )
 
+DAEMON = (
+    CALL_ONCE
+    + """
+import subprocess
+child = subprocess.Popen(["sleep", "600"], start_new_session=True)  # a session of its own
+open(os.environ["PID_FILE"], "w").write(str(child.pid))
+"""
+)
+
 
 @pytest.mark.parametrize(
     ("source", "settings", "reason"),
@@ -170,6 +179,7 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
             "stdout_exceeded",
         ),
         (CHILD, {}, "leftover_process"),
+        (DAEMON, {}, "leftover_process"),
     ],
     ids=[
         "crash",
@@ -181,6 +191,7 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
         "token-budget",
         "flood",
         "children",
+        "daemon-holding-the-pipes",
     ],
 )
 async def test_misbehaving_programs_settle(
