@@ -82,6 +82,7 @@ class CaptureSession:
         "_chat",
         "_closed",
         "_failure",
+        "_in_flight",
         "_sampled",
         "api_key",
         "base_url",
@@ -122,6 +123,7 @@ class CaptureSession:
         self._failure: CaptureFailure | None = None
         self._sampled = 0
         self._closed = False
+        self._in_flight: set[asyncio.Future[Any]] = set()
         self._chat = ChatSession(
             loop_pool(),
             base_url=upstream_url,
@@ -165,8 +167,12 @@ class CaptureSession:
         self.ended.set()
 
     async def aclose(self) -> None:
+        """Close the session: upstream calls still in flight are abandoned (their program
+        is gone with its rollout; nothing waits for a slow upstream)."""
         if not self._closed:
             self._closed = True
+            for pending in list(self._in_flight):
+                pending.cancel()
             await self._chat.aclose()
 
     async def complete(self, body: Mapping[str, Any]) -> CapturedCall | Refusal:
@@ -180,7 +186,19 @@ class CaptureSession:
         upstream.update(TOKEN_REQUEST_FIELDS)
         upstream.update(self.sampling_args)
         started = time.perf_counter()
-        decoded = await self._chat.complete(upstream)
+        pending = asyncio.ensure_future(self._chat.complete(upstream))
+        self._in_flight.add(pending)
+        try:
+            decoded = await pending
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the handler itself is cancelled
+            return Refusal(409, "rollout_ended", "the rollout ended during this call")
+        finally:
+            self._in_flight.discard(pending)
+            if not pending.done():
+                pending.cancel()
         seconds = time.perf_counter() - started
         if isinstance(decoded, CallFailure):
             message = _one_line(f"the upstream call failed: {decoded.error}")
