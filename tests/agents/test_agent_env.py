@@ -224,6 +224,29 @@ async def test_env_without_command_is_a_contract_error(upstream: MockModelServer
         await ProgramEnv().run_rollout(request(upstream))
 
 
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        ({"command": "python agent.py"}, TypeError, "command must be a sequence of arguments"),
+        ({"command": ("{python}", 3)}, TypeError, "command must be a sequence of arguments"),
+        ({"max_stdout_bytes": -1}, ValueError, "max_stdout_bytes must be a positive integer"),
+        ({"max_stdout_bytes": "1MB"}, ValueError, "max_stdout_bytes must be a positive integer"),
+        ({"max_stderr_bytes": -1}, ValueError, "max_stderr_bytes must be a non-negative integer"),
+        ({"max_sampled_tokens": 0}, ValueError, "max_sampled_tokens must be a positive integer"),
+        ({"program_env": {"X": 1}}, TypeError, "program_env must map names to strings"),
+        ({"program_env": ["X"]}, TypeError, "program_env must map names to strings"),
+        ({"keep_workdirs": "yes"}, TypeError, "keep_workdirs must be True or False"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_bad_settings_fail_at_construction(
+    settings: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    bad = type("Bad", (ProgramEnv,), {"command": ("{python}", "-c", "pass"), **settings})
+    with pytest.raises(error, match=message):
+        bad()
+
+
 ENVIRONMENT = """
 import json, os, sys
 print(json.dumps(dict(os.environ)))
