@@ -433,9 +433,10 @@ def train(
             sampler.start()
             closing.append(sampler.close)
             base_url = sampler.base_url
+            rollout_url = sampler.rollout_url  # token-in/token-out turns per rollout
             run.on_weights = sampler.weights_updated
         else:
-            base_url = config.base_url
+            base_url = rollout_url = config.base_url
         # The header records no reward_weights here (as before the definition held them).
         definition = dataclasses.replace(
             run_definition(train_env, definition_config),
@@ -452,7 +453,7 @@ def train(
         run.rollout = rollout = RolloutFunc(
             train_env,
             examples,
-            base_url=base_url,
+            base_url=rollout_url,
             model=config.served_model,
             sampling_args=sampling_args(config),
             seed=config.seed,
