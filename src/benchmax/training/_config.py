@@ -192,6 +192,12 @@ class TrainConfig:
     resume: bool = _setting(
         "bool", False, "Continue the run in --output-dir from its last checkpoint."
     )
+    force: bool = _setting(
+        "bool",
+        False,
+        "Train even where a check refuses the run (an environment offering tools to a "
+        "model whose chat template drops them).",
+    )
     report_to: tuple[str, ...] = _setting(
         "choices",
         (),
@@ -451,7 +457,7 @@ def _toml_safe(value: object) -> object:
 
 
 RESUMABLE_CHANGES = frozenset(
-    {"steps", "eval_every", "save_every", "resume", "report_to", "torch_threads", "target"}
+    {"steps", "eval_every", "save_every", "resume", "force", "report_to", "torch_threads", "target"}
 )
 """Settings a resumed run may change (what it trains on, and how, stays the same)."""
 

@@ -335,6 +335,7 @@ def train(
     stop = stop or StopRequest()
     layout = RunDirectory(Path(config.output_dir))
     start = _checked_start(config, layout)
+    _check_model(config.model)
     providers = _providers(config, auth_providers)
     backend = _backend()
     import torch
@@ -359,14 +360,18 @@ def train(
                 f"the train split has {len(examples)} example(s), fewer than "
                 f"--prompts-per-step {config.prompts_per_step}"
             )
-        if start:
-            layout.cut_after(start)
-        layout.root.mkdir(parents=True, exist_ok=True)
-        layout.config.write_text(config_toml(dataclasses.replace(config, resume=False)))
         emit(TrainEvent("loading", start, config.steps, message=f"loading {config.model}"))
         model, tokenizer = load_model(config.model)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
+        if not config.force:
+            _check_tools_rendered(config, train_env, tokenizer)
+        if start:
+            layout.cut_after(start)
+        layout.root.mkdir(parents=True, exist_ok=True)
+        layout.config.write_text(
+            config_toml(dataclasses.replace(config, resume=False, force=False))
+        )
         definition_config = RunConfig(
             model=config.served_model,
             base_url=config.base_url or EMBEDDED_SAMPLER_URL,
@@ -483,6 +488,34 @@ def train(
             close()
         if not env_closed:
             _close_env(train_env)
+
+
+def _check_model(spec: str) -> None:
+    """Refuse a model spec that names nothing (a typo of a built-in name gets "did you
+    mean") before anything is imported, loaded or written."""
+    from benchmax.training._models import BUILTIN_MODELS, resolve_model
+
+    if spec in BUILTIN_MODELS:
+        return  # converted (once, slowly) when loaded
+    try:
+        resolve_model(spec)
+    except ValueError as error:
+        raise TrainError(str(error)) from None
+
+
+def _check_tools_rendered(config: TrainConfig, env: object, tokenizer: Any) -> None:
+    """Refuse an environment offering tools that the model's chat template drops (the
+    model would never see them)."""
+    from benchmax.training._tool_template import dropped_tools, offered_tools
+
+    dropped = dropped_tools(tokenizer, offered_tools(env))
+    if dropped:
+        raise TrainError(
+            f"the environment offers tools ({', '.join(dropped)}) that {config.model}'s chat "
+            "template does not render, so the model would never see them: use a model whose "
+            "template renders tools (smollm2-135m-instruct, Qwen2.5/Qwen3 instruct models) "
+            "or pass --force to train anyway"
+        )
 
 
 def _close_env(env: Environment[Any, Any]) -> None:
