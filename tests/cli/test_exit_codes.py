@@ -227,6 +227,8 @@ def test_every_listed_status_has_a_scenario() -> None:
         reached = set(SCENARIOS[command]) | {ExitCode.USAGE_ERROR}
         if command in SERVER_SUCCESS or command in ("train", "serve-model"):
             reached.add(ExitCode.SUCCESS)
+        if command == "train":  # tests/train_command/test_learning_signal.py
+            reached.add(ExitCode.UNTRUSTWORTHY)
         assert reached == codes, command
 
 

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from benchmax.cli._compare_command import render_comparison
 from benchmax.cli._credentials import auth_variables, bearer_from_variable
+from benchmax.cli._exit_codes import Untrustworthy
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import json_option
 from benchmax.cli._run_plan import bundle_definition
@@ -181,6 +182,8 @@ class _Display:
             )
         elif kind == "checkpoint" and event.path is not None:
             self.console.print(f"checkpoint: {escape(str(event.path))}", soft_wrap=True)
+        elif kind == "note" and event.message:
+            self.console.print(f"[yellow]{escape(event.message)}[/]", soft_wrap=True)
 
     def close(self) -> None:
         self.progress.stop()
@@ -298,6 +301,8 @@ def _run(
     finally:
         display.close()
     assert result is not None
+    if result.failure is not None:  # its checkpoint was reported as it was written
+        raise Untrustworthy(f"untrustworthy: {result.failure}")
     if result.stopped:
         _report_stop(console, config, saved=result.checkpoint)
         raise SystemExit(signals.exit_status)

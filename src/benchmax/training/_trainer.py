@@ -47,6 +47,7 @@ from benchmax.training._config import (
 )
 from benchmax.training._errors import TrainingError
 from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
+from benchmax.training._learning_signal import LearningWatch
 from benchmax.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -101,15 +102,18 @@ class TrainEvent:
 
 @dataclass(frozen=True, slots=True)
 class TrainResult:
-    """How a run ended: the last step trained, whether a :class:`StopRequest` ended it
-    early, the last checkpoint written and base vs final (``None`` when stopped early or
-    with a single evaluation)."""
+    """How a run ended: the last step trained, whether it stopped early (a
+    :class:`StopRequest`, or no step could learn), the last checkpoint written, base vs
+    final (``None`` when stopped early or with a single evaluation) and ``failure``: why no
+    step could learn (every rollout of several steps failed operationally; one line), or
+    ``None``."""
 
     output_dir: Path
     steps_done: int
     stopped: bool
     checkpoint: Path | None
     comparison: Comparison | None
+    failure: str | None = None
 
 
 def _backend() -> Any:
@@ -211,6 +215,10 @@ class _Run:
         self.checkpoint: Path | None = None
         self.calls_done = start
         self.rollout: RolloutFunc | None = None  # set once the trainer exists
+        self.watch = LearningWatch(
+            steps_to_run=config.steps - start, output_dir=str(config.output_dir)
+        )
+        self.failure: str | None = None
         self.on_weights: Callable[[], None] = lambda: None  # the sampler's weights_updated
 
     # -- rollouts ---------------------------------------------------------------------------
@@ -255,9 +263,15 @@ class _Run:
             "step": seconds,
             "generation": self.generation_seconds.get(step),
         }
+        verdict = self.watch.observe(self.line(step))
+        if verdict.warning is not None:
+            self.on_event(TrainEvent("note", step, self.config.steps, message=verdict.warning))
+        if verdict.failure is not None:
+            self.failure = verdict.failure
+            self.stop.request(verdict.failure)
         last = step >= self.config.steps
         every = self.config.eval_every
-        if last or (every and step % every == 0):
+        if self.failure is None and (last or (every and step % every == 0)):
             started = time.perf_counter()
             self.evaluate_at(step)
             self.line(step)["seconds"]["eval"] = time.perf_counter() - started
@@ -474,7 +488,7 @@ def train(
             resume_from = str(layout.checkpoint(start)) if start else None
             trainer.train(resume_from_checkpoint=resume_from)
         steps_done = int(trainer.state.global_step)
-        stopped = steps_done < config.steps
+        stopped = steps_done < config.steps or run.failure is not None
         comparison = None if stopped else compare_base(layout)
         return TrainResult(
             output_dir=layout.root,
@@ -482,6 +496,7 @@ def train(
             stopped=stopped,
             checkpoint=run.checkpoint,
             comparison=comparison,
+            failure=run.failure,
         )
     finally:
         for close in reversed(closing):
