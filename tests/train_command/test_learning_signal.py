@@ -81,3 +81,4 @@ def test_steps_with_every_group_at_zero_variance_are_warned_about(
     message = " ".join(done.stderr.split())
     assert "warning: every group of steps 1-3 gave all its rollouts the same reward" in message
     assert "zero variance" in message
+    assert "eval after step 0: mean correct 0.000" in message  # names the reward key

@@ -28,6 +28,7 @@ from benchmax.cli._compare_command import render_comparison
 from benchmax.cli._credentials import auth_variables, bearer_from_variable
 from benchmax.cli._exit_codes import Untrustworthy
 from benchmax.cli._json_output import echo_json
+from benchmax.cli._launcher import launcher_prefix
 from benchmax.cli._options import json_option
 from benchmax.cli._run_plan import bundle_definition
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
@@ -175,9 +176,10 @@ class _Display:
             reward = "-" if event.reward is None else f"{event.reward:.3f}"
             self.progress.update(self.task, completed=event.step, reward=reward)
         elif kind == "eval" and event.reward is not None:
+            key = event.reward_key or "reward"
             self.console.print(
-                f"[bold]eval[/] after step {event.step}: mean first reward key "
-                f"{event.reward:.3f} ({escape(event.message.split(': ', 1)[-1])})",
+                f"[bold]eval[/] after step {event.step}: mean {escape(key)} "
+                f"{event.reward:.3f} ({escape(str(event.path or ''))})",
                 soft_wrap=True,
             )
         elif kind == "checkpoint" and event.path is not None:
@@ -190,8 +192,10 @@ class _Display:
 
 
 def _resume_command(config: TrainConfig) -> str:
+    """The command resuming this run, launched as this one was (``uv run ...`` under uv)."""
+    config_file = str(Path(config.output_dir) / "config.toml")
     return shlex.join(
-        ["benchmax", "train", "--config", str(Path(config.output_dir) / "config.toml"), "--resume"]
+        [*launcher_prefix(), "benchmax", "train", "--config", config_file, "--resume"]
     )
 
 

@@ -87,8 +87,9 @@ class TrainEvent:
 
     ``kind``: ``loading``, ``started`` (``step`` = the first step to train), ``group``
     (a group of ``step`` finished; ``reward`` its mean scalar reward), ``step`` (``metrics``
-    is its ``metrics.jsonl`` line), ``eval`` (``message`` says which, ``reward`` its mean),
-    ``checkpoint`` (``path``), ``note``.
+    is its ``metrics.jsonl`` line), ``eval`` (``message`` says which, ``reward`` the mean of
+    its reward key ``reward_key``, ``path`` its results file), ``checkpoint`` (``path``),
+    ``note`` (a warning, in ``message``).
     """
 
     kind: Literal["loading", "started", "group", "step", "eval", "checkpoint", "note"]
@@ -98,6 +99,7 @@ class TrainEvent:
     reward: float | None = None
     metrics: Mapping[str, object] | None = None
     path: Path | None = None
+    reward_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,7 +419,7 @@ def train(
                 judge_check=not judged,
             )
             judged.append(True)
-            stats = next(iter(report.reward_stats.values()), None)
+            key, stats = next(iter(report.reward_stats.items()), (None, None))
             emit(
                 TrainEvent(
                     "eval",
@@ -425,6 +427,8 @@ def train(
                     config.steps,
                     message=f"eval step {step}: {layout.eval_file(step)}",
                     reward=None if stats is None else stats.mean,
+                    path=layout.eval_file(step),
+                    reward_key=key,
                 )
             )
 
