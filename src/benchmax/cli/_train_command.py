@@ -264,7 +264,13 @@ def _run(
     display = _Display(console)
     signals = TerminationSignals()
 
+    interrupted_eval: list[int] = []
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.evaluating is not None:  # an evaluation changes no weights: stop it now
+            interrupted_eval.append(stop.evaluating)
+            stop.request("interrupted")
+            raise KeyboardInterrupt
         if stop.requested:
             raise KeyboardInterrupt
         stop.request("interrupted")
@@ -291,7 +297,10 @@ def _run(
                 signal.signal(signal.SIGINT, previous)
     except KeyboardInterrupt:
         display.close()
-        _report_stop(console, config, saved=None)
+        if interrupted_eval:
+            _report_eval_stop(console, config, interrupted_eval[0])
+        else:
+            _report_stop(console, config, saved=None)
         raise SystemExit(signals.exit_status) from None
     except TrainError as error:
         display.close()
@@ -327,6 +336,27 @@ def _run(
         out.print("[bold]base vs final[/] on the eval split (eval/compare.json):")
         render_comparison(result.comparison, base, final, out)
     out.print(f"see it: benchmax view {shlex.quote(str(result.output_dir))}", soft_wrap=True)
+
+
+def _report_eval_stop(console: Console, config: TrainConfig, step: int) -> None:
+    """What an interrupt during the evaluation after ``step`` kept and lost."""
+    layout = RunDirectory(Path(config.output_dir))
+    steps = layout.checkpoint_steps()
+    if step == 0:
+        weights = "nothing was trained yet"
+    elif steps and steps[-1] == step:
+        weights = f"the weights of step {step} are saved in {layout.checkpoint(step)}"
+    else:
+        last = f"the last checkpoint is step-{steps[-1]}" if steps else "no checkpoint was written"
+        weights = f"the weights of step {step} were not saved ({last})"
+    console.print(
+        f"[bold red]stopped[/] during the evaluation after step {step}: "
+        f"{escape(str(layout.eval_file(step)))} keeps the groups that finished, the others "
+        f"were not run; {escape(weights)}",
+        soft_wrap=True,
+    )
+    if steps:
+        console.print(f"resume with: {escape(_resume_command(config))}", soft_wrap=True)
 
 
 def _report_stop(console: Console, config: TrainConfig, *, saved: Path | None) -> None:

@@ -65,11 +65,15 @@ class TrainError(TrainingError):
 
 class StopRequest:
     """Ask a running :func:`train` to stop after its current step (thread- and
-    signal-safe); it saves a checkpoint and returns."""
+    signal-safe); it saves a checkpoint and returns. :attr:`evaluating` is the step whose
+    evaluation is running (``None`` between evaluations): an interrupt then need not wait
+    for a step to end (the CLI stops the evaluation at once; its results file keeps the
+    finished groups)."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self.reason = ""
+        self.evaluating: int | None = None
 
     def request(self, reason: str = "stop requested") -> None:
         if not self._event.is_set():
@@ -408,16 +412,20 @@ def train(
             emit(TrainEvent("eval", step, config.steps, message=f"evaluating step {step}"))
             if hasattr(trainer, "vllm_generation") and step:
                 trainer.vllm_generation.sync_weights()  # server mode: the eval sees step N
-            report = evaluate(
-                config,
-                layout,
-                step,
-                env=env,
-                base_url=base_url,
-                auth_providers=providers,
-                env_definition=env_definition,
-                judge_check=not judged,
-            )
+            stop.evaluating = step
+            try:
+                report = evaluate(
+                    config,
+                    layout,
+                    step,
+                    env=env,
+                    base_url=base_url,
+                    auth_providers=providers,
+                    env_definition=env_definition,
+                    judge_check=not judged,
+                )
+            finally:
+                stop.evaluating = None
             judged.append(True)
             key, stats = next(iter(report.reward_stats.items()), (None, None))
             emit(
