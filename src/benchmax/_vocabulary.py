@@ -25,12 +25,14 @@ __all__ = [
     "JUDGE_ERROR",
     "MAX_TURNS_EXCEEDED",
     "MODEL_ERROR",
+    "MODEL_RETRY_EVENT",
     "MODEL_TIMEOUT",
     "OUTPUT_EXCEEDED",
     "REWARD_ERROR",
     "REWARD_TIMEOUT",
     "ROLLOUT_TIMEOUT",
     "SANDBOX_ERROR",
+    "SCORING_FAILURES",
     "SETUP_ERROR",
     "SIMULATED_USER_ERROR",
     "TOKEN_USAGE_KEYS",
@@ -118,6 +120,15 @@ judge, harness, sandbox and verifier failures, ``unknown`` and any reason an env
 invents through ``RolloutFailure``) is an operational failure: its zero reward says
 nothing about the model, so the rollout is flagged non-trainable.
 """
+
+SCORING_FAILURES: Final = frozenset({REWARD_ERROR, REWARD_TIMEOUT, JUDGE_ERROR, GROUP_REWARD_ERROR})
+"""Failures of scoring: the rollout ran, its reward (or judge) failed. ``benchmax rescore``
+scores such rollouts again from their stored transcripts, so ``run --retry-failed`` leaves
+them alone; every other operational failure is retried by running the group again."""
+
+MODEL_RETRY_EVENT: Final = "base.rollout.model_retry"
+"""The event name that starts the WARNING logged before each retry of a model call (the
+run report counts these in its rollouts' logs)."""
 
 TOKEN_USAGE_KEYS: Final = (
     "prompt_tokens",
