@@ -64,9 +64,7 @@ def _comparable(definition: Mapping[str, Any]) -> dict[str, Any]:
     comparable = dict(definition)
     limits = comparable.get("limits")
     if isinstance(limits, Mapping):
-        comparable["limits"] = {
-            k: v for k, v in limits.items() if k not in _NOT_COMPARED_LIMITS
-        }
+        comparable["limits"] = {k: v for k, v in limits.items() if k not in _NOT_COMPARED_LIMITS}
     env = comparable.get("env")
     if isinstance(env, Mapping) and env.get("constructor_args") == {}:
         comparable["env"] = {k: v for k, v in env.items() if k != "constructor_args"}

@@ -419,8 +419,8 @@ async def run_environment(
     are skipped) unless its run definition differs, which raises ``ResumeMismatchError``
     unless ``config.force``; with ``config.retry_failed`` the resumed groups whose latest
     attempt failed operationally run again under the next attempt. A ``run_group``
-    contract error stops scheduling new groups, lets the groups in flight finish, and raises ``GroupContractError``. The report is also
-    written as JSON beside the results.
+    contract error stops scheduling new groups, lets the groups in flight finish, and
+    raises ``GroupContractError``. The report is also written as JSON beside the results.
 
     Before the first group, each distinct judge the environment will call is reached once
     with its credential (``config.judge_check``; ``JudgeCheckError`` when one refuses it or
