@@ -154,8 +154,9 @@ class FailureTally:
 
 def _first_error(logs: object) -> str:
     """The ERROR (or worse) log line that settled the rollout (its message names the
-    ``termination_reason``), else its first one, with its exception's ``Type: message``
-    line; one line, else ``""``."""
+    ``termination_reason``), else its first one: its exception's ``failure_summary`` (the
+    ``Type: message`` line, the hook and the user's file:line) when it has one, else its
+    message; one line, else ``""``."""
     if not isinstance(logs, list | tuple):
         return ""
     errors = [
@@ -165,9 +166,6 @@ def _first_error(logs: object) -> str:
     ]
     settling = [e for e in errors if "termination_reason=" in str(e.get("message", ""))]
     for entry in (settling or errors)[:1]:
-        message = " ".join(str(entry.get("message", "")).split())
         exception = failure_summary(str(entry.get("exception") or ""))
-        if exception:
-            message += f" ({exception.strip()})"
-        return message
+        return " ".join((exception or str(entry.get("message", ""))).split())
     return ""
