@@ -91,9 +91,10 @@ def _failing_policy(folder: Path) -> str:
 
 def _first_call_failing_policy(folder: Path) -> str:
     path = folder / "first_call_failing_policy.py"
+    quickstart_policy = QUICKSTART_POLICY.rsplit(":", 1)[0]
     path.write_text(
-        f"import importlib.util\n"
-        f"spec = importlib.util.spec_from_file_location('qs_policy', {str(QUICKSTART_POLICY.rsplit(':', 1)[0])!r})\n"
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('qs_policy', {quickstart_policy!r})\n"
         "quickstart = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(quickstart)\n"
         "calls = []\n"

@@ -87,17 +87,28 @@ suggests by spelling alone (``--rollouts`` -> ``--rollout-timeout``); this table
 when the command has the option it names."""
 
 
-def _suggest_meant_option(error: click.NoSuchOption) -> None:
-    """Replace click's spelling-based suggestion with the alias table's, when it has one
-    for ``error``'s option and the command offers it (shown with its short form:
-    ``-k/--group-size``)."""
+class _MeantOption(click.NoSuchOption):
+    """An unknown option, with the option the alias table says was meant."""
+
+    def __init__(self, error: click.NoSuchOption, meant: str) -> None:
+        super().__init__(error.option_name, ctx=error.ctx)
+        self.meant = meant
+
+    def format_message(self) -> str:
+        return f"{self.message} Did you mean '{self.meant}'?"
+
+
+def _suggest_meant_option(error: click.NoSuchOption) -> click.NoSuchOption:
+    """``error`` with the alias table's suggestion instead of click's spelling-based one,
+    when the table has one for its option and the command offers it (shown with its short
+    form: ``-k/--group-size``); else ``error``."""
     meant = _OPTION_ALIASES.get(error.option_name)
     if meant is None or error.ctx is None:
-        return
+        return error
     for param in error.ctx.command.params:
         if isinstance(param, click.Option) and meant in param.opts:
-            error.possibilities = ["/".join(sorted(param.opts, key=len))]
-            return
+            return _MeantOption(error, "/".join(sorted(param.opts, key=len)))
+    return error
 
 
 class _OneLineErrors(click.Group):
@@ -137,7 +148,7 @@ class _OneLineErrors(click.Group):
                 error.show()
                 sys.exit(error.exit_code)
             if isinstance(error, click.NoSuchOption):
-                _suggest_meant_option(error)
+                error = _suggest_meant_option(error)
             if not (isinstance(error, ChecksFailed) and error.reported):
                 click.echo(f"Error: {error_line(error)}", err=True)
             for line in getattr(error, "detail", ()):
