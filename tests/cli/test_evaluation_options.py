@@ -14,6 +14,7 @@ import pytest
 from click.testing import Result
 from tests.cli.conftest import SAMPLE_ENVS, sample_envs_importable
 
+from benchmax.cli._run_execution import DEFAULT_MODEL_RETRIES
 from benchmax.envs import BaseEnv
 from benchmax.runner import ResumeMismatchError, RunConfig, run_environment
 
@@ -396,6 +397,7 @@ def api_run(server_url: str, answer_data: Path, output: Path) -> Any:
 
     env = AnswerEnv(max_tool_calls=3)
     env.model_timeout = 20.0
+    env.model_retries = DEFAULT_MODEL_RETRIES  # what run gives an env that sets none
     config = RunConfig(
         model="m",
         base_url=server_url,
