@@ -22,6 +22,7 @@ import benchmax
 from benchmax._secret_masking import mask_standard_streams, masked_output
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
 from benchmax.cli._compare_command import compare_command
+from benchmax.cli._errors import CLIError
 from benchmax.cli._exit_codes import ChecksFailed, exit_code_of
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._init_command import init_command
@@ -87,7 +88,7 @@ suggests by spelling alone (``--rollouts`` -> ``--rollout-timeout``); this table
 when the command has the option it names."""
 
 
-class _MeantOption(click.NoSuchOption):
+class _MeantOption(click.NoSuchOption, CLIError):
     """An unknown option, with the option the alias table says was meant."""
 
     def __init__(self, error: click.NoSuchOption, meant: str) -> None:
