@@ -13,7 +13,12 @@ from typing import Any
 from click.testing import Result
 from tests.cli.conftest import SAMPLE_ENVS
 
-from benchmax.results import read_results, read_results_summary
+from benchmax.results import (
+    compare_files,
+    read_results,
+    read_results_summary,
+    write_html_report,
+)
 from benchmax.testing import Fault
 
 ANSWER_ENV = f"{SAMPLE_ENVS}:AnswerEnv"
@@ -60,6 +65,8 @@ def test_an_outage_is_retried_with_retry_failed_and_every_reader_takes_the_new_a
 
         # --retry-failed (model_retries back at its default: not a different run) runs
         # exactly the four failed groups again, under attempt 2.
+        before = tmp_path / "before.jsonl"
+        before.write_bytes(output.read_bytes())
         retried = invoke(*run, "--retry-failed")
         assert retried.exit_code == 0, retried.output
         report = report_of(output)
@@ -78,6 +85,12 @@ def test_an_outage_is_retried_with_retry_failed_and_every_reader_takes_the_new_a
         assert len(results.rollouts) == 6
         assert {r.termination_reason for r in results.rollouts} == {"finished"}
     assert report["reward_stats"]["correct"]["mean"] == 0.5  # as a run with no outage
+    # compare (and its pass@k) and view read the same groups
+    [correct] = compare_files(before, output).keys
+    assert correct.examples == 6 and correct.mean_b == 0.5
+    assert correct.pass_b is not None and correct.pass_b.pass_at_1 == 0.5
+    page = write_html_report(output, tmp_path / "page.html")
+    assert page.groups == 6 and page.rollouts == 6
 
 
 def test_transient_failures_are_retried_by_default_and_counted(
