@@ -85,12 +85,14 @@ class FailureShareExceeded(RunError):
     """Most rollouts ended with the same failure: the run stopped early.
 
     ``str()`` is one short line; ``detail`` holds the lines that follow it (an example
-    rollout, what to do next)."""
+    rollout, what to do next), also added as notes so a traceback shows them."""
 
     def __init__(self, summary: str, detail: tuple[str, ...] = ()) -> None:
         super().__init__(summary)
         self.summary = summary
-        self.detail = detail
+        self.detail = tuple(detail)
+        for line in self.detail:
+            self.add_note(line)
 
     def __reduce__(self) -> tuple[type[FailureShareExceeded], tuple[str, tuple[str, ...]]]:
         return (type(self), (self.summary, self.detail))
