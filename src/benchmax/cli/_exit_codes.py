@@ -10,7 +10,9 @@ checked against ``COMMAND_EXIT_CODES`` by a test):
   each other): nothing ran;
 - ``3`` the configuration or an endpoint is wrong (a target that does not import, a missing
   data file or results file, an unreachable or refusing endpoint, an unreadable bundle);
-- ``4`` ``train`` stopped because no step could learn (every rollout of several steps
+- ``4`` ``run`` finished, but more of its rollouts failed operationally than
+  ``--fail-on-error`` tolerates: its rewards are not trustworthy; or
+  ``train`` stopped because no step could learn (every rollout of several steps
   failed operationally): its weights are not trustworthy;
 - ``130`` interrupted by Ctrl-C (SIGINT), ``143`` stopped by SIGTERM; what finished is kept.
 
@@ -31,6 +33,7 @@ __all__ = [
     "COMMAND_EXIT_CODES",
     "SERVERS",
     "ChecksFailed",
+    "DetailedError",
     "ExitCode",
     "Untrustworthy",
     "exit_code_of",
@@ -70,6 +73,15 @@ class Untrustworthy(click.ClickException, CLIError):
     exit_code = ExitCode.UNTRUSTWORTHY.value
 
 
+class DetailedError(click.ClickException, CLIError):
+    """An error whose ``Error:`` line is short, followed by indented ``detail`` lines (an
+    example, what to do); exit 3 like any configuration or endpoint error."""
+
+    def __init__(self, message: str, detail: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
 def exit_code_of(error: click.ClickException) -> ExitCode:
     """The exit status of a command that raised ``error``: 2 for a usage error, 1 for
     ``ChecksFailed``, 4 for ``Untrustworthy``, 3 for every other error (a configuration or
@@ -94,7 +106,7 @@ COMMAND_EXIT_CODES: Mapping[str, frozenset[ExitCode]] = {
     "inspect": _CHECKING,
     "mock-serve": _FINISHING,
     "rescore": _FINISHING,
-    "run": _CHECKING,
+    "run": _CHECKING | {ExitCode.UNTRUSTWORTHY},
     "serve": _FINISHING,
     "serve-model": _FINISHING,
     "show": _FINISHING,
