@@ -16,8 +16,8 @@ checked against ``COMMAND_EXIT_CODES`` by a test):
   failed operationally): its weights are not trustworthy;
 - ``130`` interrupted by Ctrl-C (SIGINT), ``143`` stopped by SIGTERM; what finished is kept.
 
-Servers (``mock-serve``, ``serve``, ``serve-model``) run until stopped: a signal ends them
-with ``0``.
+Servers (``capture``, ``mock-serve``, ``serve``, ``serve-model``) run until stopped: a
+signal ends them with ``0``.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ _CHECKING = _FINISHING | {ExitCode.CHECKS_FAILED}
 
 COMMAND_EXIT_CODES: Mapping[str, frozenset[ExitCode]] = {
     "bundle": _FINISHING,
+    "capture": _FINISHING,
     "compare": _FINISHING,
     "generate-qa": _CHECKING,
     "init": _FINISHING,
@@ -117,6 +118,6 @@ COMMAND_EXIT_CODES: Mapping[str, frozenset[ExitCode]] = {
 }
 """The statuses each command ends with when it is not interrupted."""
 
-SERVERS = frozenset({"mock-serve", "serve", "serve-model"})
+SERVERS = frozenset({"capture", "mock-serve", "serve", "serve-model"})
 """The commands that run until stopped: Ctrl-C or SIGTERM ends them with ``0``. Every
 other command exits ``130`` after Ctrl-C and ``143`` after SIGTERM."""
