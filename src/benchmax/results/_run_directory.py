@@ -9,6 +9,7 @@ Layout (``RunDirectory``)::
     OUTPUT/eval/compare.json      base vs final (benchmax compare --json)
     OUTPUT/checkpoints/step-N/    weights for from_pretrained (LoRA: adapters), trainer state
     OUTPUT/training.html          the page benchmax view OUTPUT writes
+    OUTPUT/.train.lock            held (flock) by the one process training into OUTPUT
 
 Resuming at step ``S`` cuts the lines of later steps out of ``rollouts.jsonl`` and
 ``metrics.jsonl`` (and removes later eval files), so the resumed run appends each step once.
@@ -16,17 +17,21 @@ Resuming at step ``S`` cuts the lines of later steps out of ``rollouts.jsonl`` a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
 import shutil
+import struct
 import threading
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from benchmax._file_replace import replace_file
 from benchmax.results._compare import Comparison, compare_results
+from benchmax.results._errors import RunError
 from benchmax.results._group import TrajectoryGroup
 from benchmax.results._line_encoding import encoded_line
 from benchmax.results._reading import read_results
@@ -34,6 +39,11 @@ from benchmax.results._records import RunDefinition
 from benchmax.results._step_metrics import MetricsLine
 from benchmax.results._store import ResultsStore
 from benchmax.trajectory import Trajectory
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory lock, one run per directory is up to the user
+    fcntl = None  # type: ignore[assignment]  # the module or None, by platform
 
 __all__ = ["MetricsWriter", "RolloutsWriter", "RunDirectory", "read_metrics"]
 
@@ -75,6 +85,10 @@ class RunDirectory:
     def page(self) -> Path:
         return self.root / "training.html"
 
+    @property
+    def lock(self) -> Path:
+        return self.root / ".train.lock"
+
     def eval_file(self, step: int) -> Path:
         return self.eval_dir / f"step-{step}.jsonl"
 
@@ -99,6 +113,39 @@ class RunDirectory:
                 steps.append(int(match.group(1)))
         return sorted(steps)
 
+    @contextlib.contextmanager
+    def claimed(self) -> Iterator[None]:
+        """Hold the directory for one run: checking what it holds, writing its config and
+        training all happen inside, so a second run into it stops before writing anything.
+
+        Creates ``root`` when missing. Raises ``RunError`` when another process holds it.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.lock, "ab") as handle:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    raise RunError(
+                        f"{self.root} is in use by another training run (it holds {self.lock}); "
+                        "wait for it to end or choose another output directory"
+                    ) from None
+            yield  # closing the file releases the lock
+
+    def torn_checkpoint_file(self, step: int) -> tuple[Path, str] | None:
+        """The first file of checkpoint ``step`` that is cut short or empty, with what is
+        wrong with it; ``None`` when every JSON, safetensors and torch file reads whole.
+
+        Checks shapes only (no torch needed): JSON parses, a safetensors file is as long as
+        its header says, a torch file (``.pt``, ``.pth``, ``.bin``) is a complete zip archive.
+        """
+        for path in sorted(self.checkpoint(step).rglob("*")):
+            if path.is_file():
+                problem = _torn_file_problem(path)
+                if problem is not None:
+                    return path, problem
+        return None
+
     def holds_run(self) -> bool:
         """Whether a run was started here (a config, rollouts or checkpoints exist)."""
         return self.config.exists() or self.rollouts.exists() or bool(self.checkpoint_steps())
@@ -117,6 +164,51 @@ class RunDirectory:
         for later in self.checkpoint_steps():
             if later > step:
                 shutil.rmtree(self.checkpoint(later))
+
+
+def _torn_file_problem(path: Path) -> str | None:
+    suffix = path.suffix
+    if suffix not in {".json", ".safetensors", ".pt", ".pth", ".bin"}:
+        return None
+    size = path.stat().st_size
+    if size == 0:
+        return "the file is empty"
+    if suffix == ".json":
+        try:
+            json.loads(path.read_bytes())
+        except ValueError as error:
+            return f"not valid JSON ({error}): cut short?"
+        return None
+    if suffix == ".safetensors":
+        return _safetensors_problem(path, size)
+    if not zipfile.is_zipfile(path):
+        return "not a complete torch file (its zip archive has no end): cut short?"
+    return None
+
+
+def _safetensors_problem(path: Path, size: int) -> str | None:
+    """A safetensors file: an 8-byte little-endian header length, the JSON header, then
+    the tensors, the last ending at the largest ``data_offsets`` end."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"{size} bytes, shorter than a safetensors header"
+        (length,) = struct.unpack("<Q", head)
+        if 8 + length > size:
+            return f"{size} bytes, cut inside its header ({8 + length} bytes)"
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError:
+            return "its safetensors header is not valid JSON"
+    ends = [
+        entry["data_offsets"][1]
+        for entry in (header.values() if isinstance(header, dict) else ())
+        if isinstance(entry, dict) and isinstance(entry.get("data_offsets"), list)
+    ]
+    expected = 8 + length + max((e for e in ends if isinstance(e, int)), default=0)
+    if size < expected:
+        return f"{size} bytes of the {expected} its header lists: cut short"
+    return None
 
 
 def _keep_lines(path: Path, step: int, *, header: bool) -> None:
