@@ -25,7 +25,7 @@ import shutil
 import struct
 import threading
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -287,17 +287,84 @@ class MetricsWriter:
         self._file.close()
 
 
-def read_metrics(path: Path) -> Iterator[MetricsLine]:
-    """The step lines of a ``metrics.jsonl`` (a torn or foreign line is skipped), in order."""
+def read_metrics(
+    path: Path, *, skipped: Callable[[int, str], None] | None = None
+) -> Iterator[MetricsLine]:
+    """The step lines of a ``metrics.jsonl``, in order.
+
+    A line that is not a JSON object with an integer ``step``, or whose documented fields
+    (``MetricsLine``) have the wrong type, is skipped and passed to ``skipped`` (its 1-based
+    line number and what is wrong); a torn last line (a run still writing) is skipped quietly.
+    """
     if not path.is_file():
         return
-    for line in path.read_bytes().splitlines():
+    lines = path.read_bytes().splitlines()
+    for number, line in enumerate(lines, start=1):
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
+            if skipped is not None and number < len(lines) and line.strip():
+                skipped(number, "not a JSON line")
             continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int):
-            yield cast(MetricsLine, record)  # a line MetricsWriter wrote
+        problem = _metrics_problem(record)
+        if problem is None:
+            yield cast(MetricsLine, record)  # checked field by field above
+        elif skipped is not None:
+            skipped(number, problem)
+
+
+_STEP_LIMIT = 2**53  # a step beyond this is no count of optimizer steps (nor exact as a float)
+_NUMBER_FIELDS = (
+    "weights_version",
+    "groups",
+    "rollouts",
+    "reward",
+    "reward_std",
+    "zero_variance_group_share",
+    "non_trainable_share",
+    "token_prefix_breaks",
+)
+_NUMBER_MAP_FIELDS = ("rewards", "advantage", "completion_tokens", "seconds", "trainer")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _metrics_problem(record: object) -> str | None:
+    """What makes ``record`` no ``metrics.jsonl`` step line, or ``None``."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < _STEP_LIMIT:
+        return f"step must be an integer from 0 to 2**53, got {_shown(step)}"
+    for name in _NUMBER_FIELDS:
+        value = record.get(name)
+        if value is not None and not _is_number(value):
+            return f"{name} must be a number, got {_shown(value)}"
+    for name in _NUMBER_MAP_FIELDS:
+        value = record.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or not all(
+            item is None or _is_number(item) for item in value.values()
+        ):
+            return f"{name} must be an object of numbers, got {_shown(value)}"
+    reasons = record.get("termination_reasons")
+    if reasons is not None and not (
+        isinstance(reasons, dict)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in reasons.values())
+    ):
+        return f"termination_reasons must be an object of counts, got {_shown(reasons)}"
+    return None
+
+
+def _shown(value: object) -> str:
+    try:
+        text = json.dumps(value)
+    except (ValueError, RecursionError):  # an int of over 4,300 digits
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def compare_base(layout: RunDirectory) -> Comparison | None:
