@@ -256,7 +256,7 @@ class VerifiersEnv(SourceEnv):
             if score is None:
                 raise RolloutFailure(REWARD_ERROR, f"verifiers left {key!r} unscored")
             scores[key] = float(score)
-            if not math.isfinite(scores[key]) and self.reward_weights.get(key) == 0.0:
+            if not math.isfinite(scores[key]) and (self.reward_weights or {}).get(key) == 0.0:
                 # verifiers PR #1546: a zero-weight score never decides the reward.
                 logger.warning(
                     "verifiers.zero_weight_not_finite key=%s: %r scored %s; it has weight 0, "
