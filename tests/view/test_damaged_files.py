@@ -177,3 +177,27 @@ def test_one_missing_or_empty_eval_file_leaves_the_rest_of_the_page(
     page = (root / "training.html").read_text()
     assert 'data-testid="chart-eval"' in page
     assert "eval/step-0.jsonl" in result.output and "skipped" in result.output
+
+
+@pytest.mark.parametrize("depth", [800, 1400])
+def test_a_transcript_nested_too_deep_to_spool_leaves_that_group_without_it(
+    tmp_path: Path, depth: int
+) -> None:
+    """A message nested 800 deep used to fail the page with RecursionError while pickling."""
+    results = tmp_path / "r.jsonl"
+    records = group([{"correct": 0.0}, {"correct": 1.0}])
+    records += [
+        rollout(
+            1, "ex1", k, rewards={"correct": 1.0}, transcript=[{"role": "user", "content": "w"}]
+        )
+        for k in range(2)
+    ]
+    write(results, header(group_size=2), records)
+    lines = results.read_text().splitlines()
+    deep = "[" * depth + "]" * depth
+    lines[1] = lines[1].replace('"content": "q"', f'"content": "q", "extra": {deep}', 1)
+    results.write_text("\n".join(lines) + "\n")
+    result = run_cli("view", results)
+    assert result.exit_code == 0, result.output
+    page = results.with_suffix(".html").read_text()
+    assert "ex0" in page and "ex1" in page
