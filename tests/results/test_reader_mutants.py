@@ -4,6 +4,7 @@ and the readers that stream trajectories (``read_trajectories``, ``iter_lazy_gro
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +170,68 @@ def test_keys_beyond_64_bits_keep_their_order_and_values(tmp_path: Path) -> None
         huge + 1,
         huge + 1,
     ]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"termination_reason": ""}, "termination_reason is empty"),
+        ({"group_index": True}, "group_index is not an integer"),
+        ({"group_index": "1"}, "group_index is not an integer"),
+        ({"rewards": [1.0]}, "rewards is not an object"),
+        ({"rewards": {"correct": True}}, "reward 'correct' is not a number"),
+        ({"rewards": {"correct": "1"}}, "reward 'correct' is not a number"),
+    ],
+)
+def test_each_damaged_field_is_named_with_file_and_line(
+    tmp_path: Path, change: dict[str, Any], problem: str
+) -> None:
+    line = json.dumps({**rollout(0, "ex0", 0, rewards={"correct": 1.0}), **change}).encode()
+    path = tmp_path / "r.jsonl"
+    with pytest.raises(ResultsFileError) as raised:
+        checked_record(path, 4, line)
+    assert str(raised.value) == f"{path}:4 is not a rollout record: {problem}"
+
+
+def test_a_header_that_also_names_an_example_index_is_still_the_header(tmp_path: Path) -> None:
+    head = {**header(group_size=2), "example_index": 0}
+    path = write(
+        tmp_path / "r.jsonl", head, [rollout(0, "ex0", k, rewards={"c": 1.0}) for k in (0, 1)]
+    )
+    assert len(read_results(path).rollouts) == 2
+    first = rollout(0, "ex0", 0, rewards={"c": 1.0})
+    path = write(tmp_path / "headless.jsonl", first, [])
+    with pytest.raises(ResultsFileError) as raised:
+        read_results(path)
+    assert str(raised.value) == (
+        f"{path}:1 is a rollout record, not the results header: a results file starts with "
+        "its header line"
+    )
+
+
+def test_a_newer_format_names_the_way_out(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.jsonl", {**header(), "format": "benchmax.results/9"}, [])
+    with pytest.raises(ResultsFileError) as raised:
+        read_results(path)
+    assert str(raised.value).endswith(
+        "use the benchmax version that wrote it, or write a new results file"
+    )
+
+
+def test_a_file_that_cannot_be_read_names_the_reason_alone(tmp_path: Path) -> None:
+    with pytest.raises(ResultsFileError) as raised:
+        read_results(tmp_path)  # a directory
+    assert str(raised.value) == f"cannot read {tmp_path}: Is a directory"
+    unreadable = Path("/proc/self/mem")  # opens, then every read fails (EIO)
+    with pytest.raises(ResultsFileError) as raised:
+        read_results(unreadable)
+    assert str(raised.value) == f"cannot read {unreadable}: Input/output error"
+
+
+def test_a_scan_of_lazy_lines_keys_each_group(tmp_path: Path) -> None:
+    path = two_attempt_file(tmp_path)
+    scan = GroupScan(path, build=None)
+    groups = list(scan)
+    assert [key for key, _group in groups] == [(0, 1), (5, 1), (0, 2)]
+    assert all(r.path == path for _key, group in groups for r in group)
+    assert scan.chosen() == [2, 1]
