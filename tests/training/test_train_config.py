@@ -78,6 +78,8 @@ def test_defaults_are_documented_and_every_field_is_a_setting(tmp_path: Path) ->
         ({"env_args": {"not a name": 1}}, "env_args"),
         ({"auth": {"judge": ""}}, "auth"),
         ({"eval_examples": 0}, "eval_examples"),
+        ({"min_token_coverage": 1.5}, "min_token_coverage"),
+        ({"min_token_coverage": -0.1}, "min_token_coverage"),
     ],
 )
 def test_a_bad_value_names_its_field(tmp_path: Path, values: dict[str, object], key: str) -> None:
@@ -133,6 +135,8 @@ def test_a_wrongly_typed_value_in_the_file_is_named(tmp_path: Path) -> None:
 def test_a_resume_may_change_only_the_schedule(tmp_path: Path) -> None:
     saved = base(tmp_path)
     assert config_differences(saved, dataclasses.replace(saved, steps=40, resume=True)) == []
+    # a check, not how the run trains: a resume may loosen or tighten it
+    assert config_differences(saved, dataclasses.replace(saved, min_token_coverage=0.5)) == []
     changed = config_differences(saved, dataclasses.replace(saved, learning_rate=1e-3))
     assert changed == ["learning_rate was 1e-05, now 0.001"]
 

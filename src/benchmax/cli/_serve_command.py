@@ -26,10 +26,8 @@ from benchmax.cli._options import (
 )
 from benchmax.cli._scoring_env import embedded_mock_url
 from benchmax.cli._targets import (
-    USER_CODE_ERRORS,
     EnvTarget,
     TargetError,
-    described,
     load_target,
     parse_env_args,
     substitute_mock,
@@ -99,6 +97,29 @@ class _Timeout(click.ParamType):  # type: ignore[type-arg]
     show_default=True,
     help="Seconds a session may stay idle before it is closed ('none': never).",
 )
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds a connection may take to send a request's headers (from when it opened "
+    "or its last reply; an idle keep-alive connection closes then too).",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds between two reads of a request body before it is dropped (HTTP 408).",
+)
+@click.option(
+    "--write-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a WebSocket message may wait for a client that does not read before "
+    "its connection is cut.",
+)
 @mock_policy_option("echo")
 def serve_command(
     target: str,
@@ -111,6 +132,9 @@ def serve_command(
     port: int,
     max_sessions: int,
     session_timeout: float | None,
+    header_timeout: float,
+    body_timeout: float,
+    write_timeout: float,
     mock_policy: str,
 ) -> None:
     """Serve TARGET's examples to a trainer: every episode is a benchmax rollout whose
@@ -138,6 +162,9 @@ def serve_command(
             base_dir=data_dir,
             max_sessions=max_sessions,
             session_timeout=session_timeout,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            write_timeout=write_timeout,
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from None
@@ -175,10 +202,7 @@ async def _serve(
     mock = uses_mock(env_args)
     async with embedded_mock_url(mock, mock_policy) as mock_url:
         args = substitute_mock(env_args, mock_url) if mock_url is not None else env_args
-        try:
-            env = target.env_class(**args)
-        except USER_CODE_ERRORS as error:
-            raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
+        env = target.construct(args)
         try:
             if mock:
                 for name in injected_auth_names(env) | set(providers):

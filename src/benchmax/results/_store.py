@@ -14,7 +14,6 @@ every record.
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,8 @@ from typing import Any, BinaryIO, cast
 
 import benchmax
 from benchmax._file_replace import replace_file
+from benchmax._secret_masking import MaskedRecords
+from benchmax._vocabulary import SCORING_FAILURES
 from benchmax.results._definition_changes import definition_differences, normalized, only_extends
 from benchmax.results._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
 from benchmax.results._group import TrajectoryGroup
@@ -85,6 +86,15 @@ def _scan(path: Path, group_size: int) -> _Scan:
     return scan
 
 
+def _scoring_failures(scan: _Scan) -> int:
+    """How many rollouts of the scan's complete groups ended with a scoring failure."""
+    return sum(
+        t.termination_reason in SCORING_FAILURES
+        for group in scan.groups.values()
+        for t in group.trajectories
+    )
+
+
 def _is_complete(records: Sequence[Mapping[str, Any]], group_size: object) -> bool:
     if not isinstance(group_size, int) or len(records) != group_size:
         return False
@@ -115,7 +125,7 @@ class ResultsStore:
         self.groups = groups
         self._attempts = attempts
         self._file = handle
-        self._lines = _MaskedLines(secrets)
+        self._lines = MaskedRecords(secrets)
         self._failure: ResultsWriteError | None = None
 
     @classmethod
@@ -162,7 +172,7 @@ class ResultsStore:
             recorded = scan.header["definition"]
             differences = definition_differences(recorded, fields)
             if differences and not force and not only_extends(recorded, fields):
-                raise ResumeMismatchError(str(path), differences)
+                raise ResumeMismatchError(str(path), differences, _scoring_failures(scan))
             if differences:
                 _rewrite_header(path, scan, fields)
                 handle.close()
@@ -195,7 +205,9 @@ class ResultsStore:
         if self._file is not None:
             if self._failure is not None:
                 raise self._failure
-            data = b"".join(self._lines.of(t.to_json()) for t in group.trajectories)
+            data = b"".join(
+                self._lines.encoded(t.to_json(), encoded_line) for t in group.trajectories
+            )
             try:
                 _append_or_cut(self._file, self.path, data)
             except ResultsWriteError as failure:
@@ -206,25 +218,6 @@ class ResultsStore:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
-
-
-class _MaskedLines:
-    """Results lines with the known ``secrets`` masked in every string."""
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        self._secrets = tuple(s for s in secrets if s)
-        self._as_written = tuple(
-            json.dumps(s, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace")
-            for s in self._secrets
-        )
-
-    def of(self, record: Mapping[str, Any]) -> bytes:
-        """The record's line with every secret masked; the record is only walked when a
-        secret occurs in its line (as JSON writes it)."""
-        line = encoded_line(record)
-        if any(secret in line for secret in self._as_written):
-            line = encoded_line(mask_strings(record, self._secrets))
-        return line
 
 
 def _append_or_cut(handle: BinaryIO, path: Path | None, data: bytes) -> None:
@@ -333,13 +326,13 @@ def write_results(
         reward_weights=definition.reward_weights,
     )
 
-    masked = _MaskedLines(secrets)
+    masked = MaskedRecords(secrets)
 
     def lines() -> Iterator[bytes]:
         yield encoded_line(header)
         for group in groups:
             for trajectory in group.trajectories:
-                yield masked.of(trajectory.to_json())
+                yield masked.encoded(trajectory.to_json(), encoded_line)
 
     replace_file(Path(path), lines())
     return run_id

@@ -49,6 +49,7 @@ from benchmax.training._config import (
     config_toml,
     read_config_file,
 )
+from benchmax.training._coverage_check import StepCoverage
 from benchmax.training._errors import TrainingError
 from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
 from benchmax.trajectory import Trajectory
@@ -172,7 +173,8 @@ def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
     if differences:
         raise TrainError(
             f"cannot resume {layout.root} with other settings ({'; '.join(differences)}); "
-            "only steps, eval_every, save_every, report_to and torch_threads may change"
+            "only steps, eval_every, save_every, report_to, torch_threads and "
+            "min_token_coverage may change"
         )
     steps = layout.checkpoint_steps()
     if not steps:
@@ -231,6 +233,7 @@ class _Run:
         self.eval_seconds: dict[int, float] = {}
         self.checkpoint: Path | None = None
         self.calls_done = start
+        self.coverage: dict[int, StepCoverage] = {}
         self.rollout: RolloutFunc | None = None  # set once the trainer exists
         self.on_weights: Callable[[], None] = lambda: None  # the sampler's weights_updated
 
@@ -246,6 +249,11 @@ class _Run:
         output = self.rollout(prompts, trainer)
         self.calls_done = self.rollout.calls_done
         self.generation_seconds[step] = time.perf_counter() - started
+        coverage = StepCoverage.of(output)
+        self.coverage[step] = coverage
+        problem = coverage.shortfall(self.config.min_token_coverage, self.groups.get(step, ()))
+        if problem is not None:
+            raise TrainError(f"step {step}: {problem} (rollouts in {self.layout.rollouts})")
         return output
 
     def group_done(self, trajectories: Sequence[Trajectory]) -> None:
@@ -295,6 +303,9 @@ class _Run:
                 self.reward_weights,
                 weights_version=self.version_of_step.get(step, 0),
             )
+            coverage = self.coverage.pop(step, None)
+            if coverage is not None:  # what TRL was handed, not only what stitching allows
+                self.lines[step]["token_coverage"] = coverage.share
         return self.lines[step]
 
     def tracker_logs(self, step: int) -> Mapping[str, float]:
@@ -502,6 +513,7 @@ def _claimed_train(
             seed=config.seed,
             on_group=run.group_done,
             calls_done=_calls_done(layout, start) if start else 0,
+            every_branch=True,  # the trainer (BranchingGRPOTrainer) trains every branch
         )
         closing.append(rollout.close)  # it closes train_env too
         env_closed = True
