@@ -8,6 +8,7 @@ checkpoint; a second one stops at once.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import shlex
@@ -191,6 +192,25 @@ class _Display:
         self.progress.stop()
 
 
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# torch.save on a full disk: "unexpected pos 6400 vs 6292" or "file write failed"
+_DISK_FULL_PHRASES = ("No space left on device", "unexpected pos", "file write failed")
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error`` (or an error it came from) says the disk is full."""
+    seen: BaseException | None = error
+    for _ in range(20):  # a cycle in __context__ cannot loop forever
+        if seen is None:
+            return False
+        if getattr(seen, "errno", None) in _DISK_FULL_ERRNOS:
+            return True
+        if any(phrase in str(seen) for phrase in _DISK_FULL_PHRASES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _resume_command(config: TrainConfig) -> str:
     """The command resuming this run, launched as this one was (``uv run ...`` under uv)."""
     config_file = str(Path(config.output_dir) / "config.toml")
@@ -310,6 +330,12 @@ def _run(
         raise click.ClickException(f"file not found: {error.filename or error}") from None
     except Exception as error:  # the environment, the model loader or TRL failed
         display.close()
+        if _disk_full(error):
+            raise click.ClickException(
+                f"training failed: the disk holding {config.output_dir} is full (a file could "
+                "not be written whole); free space, then resume with: "
+                f"{_resume_command(config)}"
+            ) from None
         raise click.ClickException(f"training failed: {type(error).__name__}: {error}") from None
     finally:
         display.close()

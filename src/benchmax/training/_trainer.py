@@ -12,10 +12,12 @@ step with a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from benchmax._file_replace import replace_file
 from benchmax._secret_masking import credential_secrets
 from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
 from benchmax.envs import Environment
@@ -32,6 +35,7 @@ from benchmax.results import (
     MetricsWriter,
     RolloutsWriter,
     RunDirectory,
+    RunError,
     compare_base,
     step_metrics,
     tracker_metrics,
@@ -154,12 +158,19 @@ def _providers(config: TrainConfig, given: Mapping[str, ModelAuth] | None) -> di
 
 
 def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
-    """The step the run starts after (0, or the checkpoint's step when resuming)."""
+    """The step the run starts after (0, or the checkpoint's step when resuming).
+
+    A resume of a run stopped before its first checkpoint starts it over (step 0); the
+    newest checkpoint must read whole (a torn one is named with the fix)."""
     if not config.resume:
         if layout.holds_run():
+            how = (
+                "pass --resume to continue it"
+                if layout.checkpoint_steps()
+                else "it has no checkpoint yet: pass --resume to start it over with its settings"
+            )
             raise TrainError(
-                f"{layout.root} already holds a training run: pass --resume to continue it "
-                "or choose another --output-dir"
+                f"{layout.root} already holds a training run: {how}, or choose another --output-dir"
             )
         return 0
     if not layout.config.is_file():
@@ -177,9 +188,19 @@ def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
         )
     steps = layout.checkpoint_steps()
     if not steps:
+        return 0
+    torn = layout.torn_checkpoint_file(steps[-1])
+    if torn is not None:
+        path, problem = torn
+        checkpoint = layout.checkpoint(steps[-1])
+        then = (
+            f"it continues from step-{steps[-2]}, the last complete checkpoint"
+            if len(steps) > 1
+            else "it starts over, as no other checkpoint is complete"
+        )
         raise TrainError(
-            f"nothing to resume in {layout.root}: no checkpoint in {layout.checkpoints} "
-            "(one is written every --save-every steps, after the last and when stopped)"
+            f"checkpoint {checkpoint} is torn: {path.name}: {problem}; remove it "
+            f"(rm -r {shlex.quote(str(checkpoint))}) and pass --resume again: {then}"
         )
     if steps[-1] >= config.steps:
         raise TrainError(
@@ -362,11 +383,35 @@ def train(
             "benchmax train runs in one process (its run directory has one writer); for "
             "several GPUs launch a RolloutFunc script with accelerate (docs/training.md)"
         )
-    emit = on_event or (lambda event: None)
-    stop = stop or StopRequest()
+    _check_model(config.model)  # a typo leaves no run directory behind
     layout = RunDirectory(Path(config.output_dir))
+    with contextlib.ExitStack() as held:
+        try:  # check, config and run under one lock: a second run writes nothing
+            held.enter_context(layout.claimed())
+        except RunError as error:
+            raise TrainError(str(error)) from None
+        return _claimed_train(
+            config,
+            env,
+            layout,
+            auth_providers=auth_providers,
+            env_definition=env_definition,
+            stop=stop or StopRequest(),
+            emit=on_event or (lambda event: None),
+        )
+
+
+def _claimed_train(
+    config: TrainConfig,
+    env: Callable[..., Environment[Any, Any]],
+    layout: RunDirectory,
+    *,
+    auth_providers: Mapping[str, ModelAuth] | None,
+    env_definition: Mapping[str, object] | None,
+    stop: StopRequest,
+    emit: Callable[[TrainEvent], None],
+) -> TrainResult:
     start = _checked_start(config, layout)
-    _check_model(config.model)
     providers = _providers(config, auth_providers)
     backend = _backend()
     import torch
@@ -397,11 +442,11 @@ def train(
             tokenizer.pad_token = tokenizer.eos_token
         if not config.force:
             _check_tools_rendered(config, train_env, tokenizer)
-        if start:
-            layout.cut_after(start)
-        layout.root.mkdir(parents=True, exist_ok=True)
-        layout.config.write_text(
-            config_toml(dataclasses.replace(config, resume=False, force=False))
+        if config.resume:
+            layout.cut_after(start)  # start 0: a run killed before its first checkpoint
+        replace_file(
+            layout.config,
+            config_toml(dataclasses.replace(config, resume=False, force=False)).encode(),
         )
         definition_config = RunConfig(
             model=config.served_model,
