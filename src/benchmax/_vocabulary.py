@@ -26,6 +26,7 @@ __all__ = [
     "LEFTOVER_PROCESS",
     "MAX_TURNS_EXCEEDED",
     "MODEL_ERROR",
+    "MODEL_RETRY_EVENT",
     "MODEL_TIMEOUT",
     "NO_MODEL_CALL",
     "OUTPUT_EXCEEDED",
@@ -33,6 +34,7 @@ __all__ = [
     "REWARD_TIMEOUT",
     "ROLLOUT_TIMEOUT",
     "SANDBOX_ERROR",
+    "SCORING_FAILURES",
     "SETUP_ERROR",
     "SIMULATED_USER_ERROR",
     "STDOUT_EXCEEDED",
@@ -134,6 +136,15 @@ judge, harness, sandbox and verifier failures, ``unknown`` and any reason an env
 invents through ``RolloutFailure``) is an operational failure: its zero reward says
 nothing about the model, so the rollout is flagged non-trainable.
 """
+
+SCORING_FAILURES: Final = frozenset({REWARD_ERROR, REWARD_TIMEOUT, JUDGE_ERROR, GROUP_REWARD_ERROR})
+"""Failures of scoring: the rollout ran, its reward (or judge) failed. ``benchmax rescore``
+scores such rollouts again from their stored transcripts, so ``run --retry-failed`` leaves
+them alone; every other operational failure is retried by running the group again."""
+
+MODEL_RETRY_EVENT: Final = "base.rollout.model_retry"
+"""The event name that starts the WARNING logged before each retry of a model call (the
+run report counts these in its rollouts' logs)."""
 
 TOKEN_USAGE_KEYS: Final = (
     "prompt_tokens",

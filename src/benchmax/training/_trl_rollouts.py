@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from benchmax._group_pipeline import run_pool
+from benchmax._vocabulary import MAX_TURNS_EXCEEDED, OUTPUT_EXCEEDED, TOOL_BUDGET_EXCEEDED
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.envs import (
     DatasetSplit,
@@ -57,6 +58,35 @@ rollout that is not trainable (its tokens are left out on purpose)."""
 
 SequenceBuilder = Callable[[Trajectory], Sequence[RolloutSequence]]
 """Builds a rollout's training sequences (``rollout_sequences`` by default)."""
+
+BUDGET_ENDS = frozenset({OUTPUT_EXCEEDED, MAX_TURNS_EXCEEDED, TOOL_BUDGET_EXCEEDED})
+"""Ordinary ends of a training rollout (it reached ``max_tokens``, ``max_turns`` or the
+tool budget): :class:`RolloutFunc` counts them instead of letting the environment's
+WARNING per rollout reach the console."""
+
+_TERMINATED = "benchmax.rollout.terminated"
+
+
+class _CountBudgetEnds(logging.Filter):
+    """Drops the environment's ``benchmax.rollout.terminated`` WARNING for the given
+    rollouts when they ended at a budget (:data:`BUDGET_ENDS`), counting them instead."""
+
+    def __init__(self, rollout_ids: frozenset[str]) -> None:
+        super().__init__()
+        self.rollout_ids = rollout_ids
+        self.counted = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if (
+            record.msg == f"{_TERMINATED} rollout_id=%s termination_reason=%s"
+            and len(args) == 2
+            and args[0] in self.rollout_ids
+            and args[1] in BUDGET_ENDS
+        ):
+            self.counted += 1
+            return False
+        return True
 
 
 def load_examples(
@@ -181,6 +211,10 @@ class RolloutFunc:
     keep them). Rollouts run on a private event loop thread; :meth:`close` (or ``with``)
     stops it and closes the environment. ``calls_done`` (default 0) is the number of
     calls already made by the run being resumed: the call counter starts there.
+
+    A rollout that ends at a budget (``output_exceeded``, ``max_turns_exceeded``,
+    ``tool_budget_exceeded``: an ordinary end in training) logs no WARNING; it is counted
+    in :attr:`budget_ends` (all calls together) and its ``termination_reason`` says so.
     """
 
     def __init__(
@@ -223,6 +257,7 @@ class RolloutFunc:
             self._by_prompt.setdefault(key, []).append(example)
             self._by_id[example.id] = example
         self._calls_done = calls_done
+        self.budget_ends = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="benchmax-trl-rollouts", daemon=True
@@ -276,7 +311,14 @@ class RolloutFunc:
             ]
             for members in groups.values()
         ]
-        results = self._run(self._collect(requests))
+        quiet = _CountBudgetEnds(frozenset(r.rollout_id for group in requests for r in group))
+        environment_log = logging.getLogger("benchmax.envs.environment")
+        environment_log.addFilter(quiet)
+        try:
+            results = self._run(self._collect(requests))
+        finally:
+            environment_log.removeFilter(quiet)
+        self.budget_ends += quiet.counted
         scalars = [group.scalar_rewards for group in results]  # once per group, not per row
         filler = _placeholder_token(trainer)
         output: dict[str, list[object]] = {
