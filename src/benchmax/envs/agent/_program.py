@@ -226,8 +226,8 @@ async def _end_session(
         )
         if signal_all(KILL):
             logger.warning(
-                "agents.program_killed program=%s pid=%d: its session was still running %gs"
-                " after SIGTERM",
+                "agents.program_killed program=%s pid=%d: its session (or a process holding"
+                " its output) was still running %gs after SIGTERM",
                 label,
                 leader,
                 TERM_GRACE,
