@@ -26,6 +26,7 @@ from benchmax._modelhttp import (
     loop_pool,
     read_call_tokens,
 )
+from benchmax._secret_masking import credential_secrets, mask_secrets
 from benchmax._vocabulary import (
     MAX_TURNS_EXCEEDED,
     MODEL_ERROR,
@@ -84,6 +85,7 @@ class CaptureSession:
         "_failure",
         "_in_flight",
         "_sampled",
+        "_secrets",
         "api_key",
         "base_url",
         "ended",
@@ -124,6 +126,8 @@ class CaptureSession:
         self._sampled = 0
         self._closed = False
         self._in_flight: set[asyncio.Future[Any]] = set()
+        # an upstream may echo its credential in an error: masked before anyone sees it
+        self._secrets = credential_secrets([upstream_auth], upstream_url, warn=False)
         self._chat = ChatSession(
             loop_pool(),
             base_url=upstream_url,
@@ -201,7 +205,9 @@ class CaptureSession:
                 pending.cancel()
         seconds = time.perf_counter() - started
         if isinstance(decoded, CallFailure):
-            message = _one_line(f"the upstream call failed: {decoded.error}")
+            message = _one_line(
+                mask_secrets(f"the upstream call failed: {decoded.error}", self._secrets)
+            )
             self.fail(decoded.termination_reason, message)
             return Refusal(502, "upstream_failed", message)
         if not isinstance(decoded, dict):
