@@ -3,13 +3,16 @@
 The options are derived from ``benchmax.training.TrainConfig`` (one per field, with its
 documentation); ``--config FILE.toml`` holds the same keys, and options given on the
 command line override the file. Ctrl-C or SIGTERM stops after the current step with a
-checkpoint; a second one stops at once.
+checkpoint; a second one stops at once. ``--num-processes N`` launches N data-parallel
+processes (``_train_launch``); a process a launcher started (``WORLD_SIZE``) trains as
+one rank of the run, and only rank 0 prints.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import shlex
 import signal
 import warnings
@@ -235,9 +238,32 @@ def train_command(
         }
     except TargetError as error:
         raise click.ClickException(str(error)) from None
+    if config.accelerate_config is not None and not config.accelerate_config.is_file():
+        raise click.ClickException(f"accelerate config file not found: {config.accelerate_config}")
+    if config.num_processes > 1 and "WORLD_SIZE" not in os.environ:
+        from benchmax.cli._train_launch import launch_processes
+
+        try:
+            status = launch_processes(config, as_json=as_json)
+        except ImportError as error:
+            raise click.ClickException(
+                f"benchmax train needs the trl extra ({error.name or error} is missing): "
+                "pip install 'benchmax[trl]'"
+            ) from None
+        if status:
+            raise SystemExit(status)
+        return
     env_factory = functools.partial(env_target.env_class, **env_target.constructor_args)
     definition = bundle_definition(env_target, dict(config.env_args))
     _run(config, env_factory, providers, definition, as_json=as_json)
+
+
+def _rank() -> int:
+    """This process's rank under a launcher (``RANK``), 0 without one."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
 
 
 def _run(
@@ -250,7 +276,8 @@ def _run(
 ) -> None:
     from benchmax.training import StopRequest, TrainError, train
 
-    console = Console(stderr=True)
+    rank = _rank()
+    console = Console(stderr=True, quiet=rank != 0)  # only rank 0 reports
     logging.getLogger("benchmax").addHandler(logging.NullHandler())  # rollout logs: files only
     warnings.filterwarnings("ignore", category=FutureWarning)
     stop = StopRequest()
@@ -288,19 +315,26 @@ def _run(
         raise SystemExit(signals.exit_status) from None
     except TrainError as error:
         display.close()
+        if rank:  # every rank meets the same setting or directory: rank 0 says it
+            raise SystemExit(1) from None
         raise click.ClickException(str(error)) from None
     except FileNotFoundError as error:
         display.close()
         raise click.ClickException(f"file not found: {error.filename or error}") from None
     except Exception as error:  # the environment, the model loader or TRL failed
         display.close()
-        raise click.ClickException(f"training failed: {type(error).__name__}: {error}") from None
+        where = f"rank {rank}: " if rank else ""
+        raise click.ClickException(
+            f"{where}training failed: {type(error).__name__}: {error}"
+        ) from None
     finally:
         display.close()
     assert result is not None
     if result.stopped:
         _report_stop(console, config, saved=result.checkpoint)
         raise SystemExit(signals.exit_status)
+    if rank:
+        return
     if as_json:
         echo_json(
             {

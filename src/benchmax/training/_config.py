@@ -221,9 +221,30 @@ class TrainConfig:
         "on an idle many-core one).",
         metavar="N",
     )
+    num_processes: int = _setting(
+        "int",
+        1,
+        "Data-parallel processes (one per GPU; gloo on CPU): benchmax train launches them with "
+        "accelerate. Each runs whole groups of --prompts-per-step / N prompts; rank 0 writes "
+        "the run directory. Under accelerate launch or torchrun the launcher's count is used.",
+        metavar="N",
+    )
+    accelerate_config: Path | None = _setting(  # noqa: RUF009  # a Path is immutable
+        "path",
+        None,
+        "An accelerate config file (accelerate config) for the --num-processes launch, e.g. "
+        "DeepSpeed ZeRO or FSDP; sharded configs need --base-url (the embedded sampler "
+        "cannot sample a sharded model).",
+        metavar="FILE",
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        if self.accelerate_config is not None:
+            accelerate: object = self.accelerate_config
+            if not isinstance(accelerate, str | Path) or not str(accelerate).strip():
+                raise ConfigError("accelerate_config", "must be a file path")
+            set_(self, "accelerate_config", Path(accelerate))
         for name in ("data", "output_dir"):
             value = getattr(self, name)
             if isinstance(value, str):
@@ -253,11 +274,18 @@ class TrainConfig:
             "eval_group_size": 1,
             "save_every": 0,
             "torch_threads": 1,
+            "num_processes": 1,
         }
         for name, minimum in minimums.items():
             if not is_int_at_least(getattr(self, name), minimum):
                 value = getattr(self, name)
                 raise ConfigError(name, f"must be an integer >= {minimum}, got {value!r}")
+        if self.prompts_per_step % self.num_processes:
+            raise ConfigError(
+                "num_processes",
+                f"must divide prompts_per_step ({self.prompts_per_step}): each process runs "
+                f"whole groups, got {self.num_processes}",
+            )
         for name in ("max_examples", "eval_examples"):
             value = getattr(self, name)
             if value is not None and not is_int_at_least(value, 1):

@@ -8,6 +8,11 @@ to it). Every group is written to ``rollouts.jsonl`` as it completes, every step
 the last; checkpoints are written every ``save_every`` steps and after the last. A
 :class:`StopRequest` (the CLI sets it on Ctrl-C or SIGTERM) ends the run after the current
 step with a checkpoint.
+
+In several processes (``_ranks``: a launcher's ``WORLD_SIZE``) every rank trains its own
+replica on whole groups of the step; rank 0 writes the run directory (the other ranks'
+groups reach it after each step's rollouts), evaluates while the others wait, and every
+rank stops after the step in which any of them was asked to.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from benchmax.training._config import (
 )
 from benchmax.training._errors import TrainingError
 from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
+from benchmax.training._ranks import Ranks, join_ranks
 from benchmax.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -190,8 +196,10 @@ class _Run:
         evaluate_at: Callable[[int], None],
         stop: StopRequest,
         on_event: Callable[[TrainEvent], None],
+        ranks: Ranks,
     ) -> None:
         self.config = config
+        self.ranks = ranks
         self.layout = layout
         self.start = start
         self.reward_weights = reward_weights
@@ -204,6 +212,7 @@ class _Run:
         self.current_step = start + 1
         self.version_of_step: dict[int, int] = {}
         self.groups: dict[int, list[Sequence[Trajectory]]] = {}
+        self.local: dict[int, list[list[Trajectory]]] = {}  # this rank's groups, to share
         self.lines: dict[int, MetricsLine] = {}
         self.began: dict[int, float] = {}
         self.generation_seconds: dict[int, float] = {}
@@ -224,11 +233,30 @@ class _Run:
         assert self.rollout is not None
         output = self.rollout(prompts, trainer)
         self.calls_done = self.rollout.calls_done
+        if self.ranks.count > 1:
+            self._share(step)
         self.generation_seconds[step] = time.perf_counter() - started
         return output
 
+    def _share(self, step: int) -> None:
+        """Every rank's groups of ``step`` to every rank (the metrics line needs them all);
+        rank 0 writes the other ranks' groups after its own."""
+        everyone = self.ranks.gather(self.local.pop(step, []))
+        for rank, groups in enumerate(everyone):
+            for group in groups:
+                if not self.ranks.main:
+                    self.groups.setdefault(step, []).append(group)
+                elif rank:
+                    self._write(step, group)
+
     def group_done(self, trajectories: Sequence[Trajectory]) -> None:
         step = self.current_step
+        if self.ranks.count > 1:
+            self.local.setdefault(step, []).append(list(trajectories))
+        if self.ranks.main:
+            self._write(step, trajectories)
+
+    def _write(self, step: int, trajectories: Sequence[Trajectory]) -> None:
         assert self.rollouts is not None
         records = self.rollouts.append(step, self.version_of_step.get(step, 0), trajectories)
         self.groups.setdefault(step, []).append(records)
@@ -262,7 +290,7 @@ class _Run:
             self.evaluate_at(step)
             self.line(step)["seconds"]["eval"] = time.perf_counter() - started
         every = self.config.save_every
-        stopping = self.stop.requested and not last
+        stopping = self.ranks.any(self.stop.requested) and not last
         save = last or stopping or bool(every and step % every == 0)
         return save, stopping
 
@@ -283,17 +311,50 @@ class _Run:
         line = self.line(step)
         del self.lines[step]
         line["trainer"] = trainer_metrics(logs)
-        assert self.metrics is not None
+        if self.metrics is None:  # a rank other than 0
+            return
         self.metrics.append(line)
         self.on_event(
             TrainEvent("step", step, self.config.steps, reward=line["reward"], metrics=line)
         )
 
     def saved(self, step: int, checkpoint: Path) -> None:
+        self.checkpoint = checkpoint
+        if not self.ranks.main:
+            return
         state = {"step": step, "calls_done": self.calls_done, "weights_version": self.version}
         (checkpoint / _STATE_FILE).write_text(json.dumps(state) + "\n")
-        self.checkpoint = checkpoint
         self.on_event(TrainEvent("checkpoint", step, self.config.steps, path=checkpoint))
+
+
+def _joined(config: TrainConfig) -> Ranks:
+    """This process's place among the launcher's processes, checked against ``config``."""
+    try:
+        ranks = join_ranks()
+    except TrainingError as error:
+        raise TrainError(str(error)) from None
+    wanted = config.num_processes
+    if ranks.count == 1 and wanted > 1:
+        raise TrainError(
+            f"num_processes {wanted} needs a launcher: run benchmax train --num-processes "
+            f"{wanted} (it launches them), accelerate launch or torchrun"
+        )
+    if wanted not in (1, ranks.count):
+        raise TrainError(
+            f"num_processes is {wanted} but the launcher started {ranks.count} processes "
+            "(WORLD_SIZE): give the launcher's count or leave num_processes out"
+        )
+    if config.prompts_per_step % ranks.count:
+        raise TrainError(
+            f"prompts_per_step {config.prompts_per_step} does not divide among "
+            f"{ranks.count} processes: each runs whole groups"
+        )
+    if ranks.sharded and config.base_url is None:
+        raise TrainError(
+            "DeepSpeed and FSDP need --base-url (a vLLM server): the embedded sampler "
+            "samples each process's own copy of the model, which they shard"
+        )
+    return ranks
 
 
 def _calls_done(layout: RunDirectory, step: int) -> int:
@@ -320,21 +381,26 @@ def train(
     for the training rollouts and for each evaluation. ``auth_providers`` bind the
     environment's ``InjectedAuth`` names (default: read from the variables ``config.auth``
     names). ``env_definition`` replaces the class path in the results headers (a bundle's
-    ``{"bundle_digest": ...}``). ``on_event`` receives :class:`TrainEvent` s.
+    ``{"bundle_digest": ...}``). ``on_event`` receives :class:`TrainEvent` s (on rank 0
+    only when the run has several processes).
+
+    Under a launcher (``WORLD_SIZE`` above 1: ``benchmax train --num-processes N``,
+    ``accelerate launch``, ``torchrun``) every process calls ``train`` with the same
+    arguments and they train data-parallel (see the module docstring); the result's
+    ``comparison`` is ``None`` on ranks other than 0.
 
     Raises :class:`TrainError` for a run that cannot start (a directory holding another run,
-    nothing to resume, too few examples, the trl extra missing); what the environment,
-    the model loader or TRL raise propagates.
+    nothing to resume, too few examples, the trl extra missing, ``num_processes`` above 1
+    without a launcher or unlike the launcher's count, DeepSpeed or FSDP without
+    ``base_url``); what the environment, the model loader or TRL raise propagates.
     """
-    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
-        raise TrainError(
-            "benchmax train runs in one process (its run directory has one writer); for "
-            "several GPUs launch a RolloutFunc script with accelerate (docs/training.md)"
-        )
-    emit = on_event or (lambda event: None)
     stop = stop or StopRequest()
     layout = RunDirectory(Path(config.output_dir))
+    ranks = _joined(config)
+    config = dataclasses.replace(config, num_processes=ranks.count)
+    emit = (on_event if ranks.main else None) or (lambda event: None)
     start = _checked_start(config, layout)
+    ranks.barrier()  # every rank has read the directory before rank 0 changes it
     providers = _providers(config, auth_providers)
     backend = _backend()
     import torch
@@ -359,10 +425,11 @@ def train(
                 f"the train split has {len(examples)} example(s), fewer than "
                 f"--prompts-per-step {config.prompts_per_step}"
             )
-        if start:
-            layout.cut_after(start)
-        layout.root.mkdir(parents=True, exist_ok=True)
-        layout.config.write_text(config_toml(dataclasses.replace(config, resume=False)))
+        if ranks.main:
+            if start:
+                layout.cut_after(start)
+            layout.root.mkdir(parents=True, exist_ok=True)
+            layout.config.write_text(config_toml(dataclasses.replace(config, resume=False)))
         emit(TrainEvent("loading", start, config.steps, message=f"loading {config.model}"))
         model, tokenizer = load_model(config.model)
         if tokenizer.pad_token is None:
@@ -384,9 +451,11 @@ def train(
         judged: list[bool] = []
 
         def evaluate_at(step: int) -> None:
-            emit(TrainEvent("eval", step, config.steps, message=f"evaluating step {step}"))
             if hasattr(trainer, "vllm_generation") and step:
                 trainer.vllm_generation.sync_weights()  # server mode: the eval sees step N
+            if not ranks.main:
+                return  # the others wait for rank 0 at the next collective
+            emit(TrainEvent("eval", step, config.steps, message=f"evaluating step {step}"))
             report = evaluate(
                 config,
                 layout,
@@ -417,6 +486,7 @@ def train(
             evaluate_at=evaluate_at,
             stop=stop,
             on_event=emit,
+            ranks=ranks,
         )
         trainer = backend.make_trainer(
             config,
@@ -443,12 +513,13 @@ def train(
             reward_weights=None,
             secrets=credential_secrets(providers.values(), config.base_url),
         )
-        run.rollouts = RolloutsWriter(
-            layout.rollouts, definition, prompts_per_step=config.prompts_per_step
-        )
-        closing.append(run.rollouts.close)
-        run.metrics = MetricsWriter(layout.metrics)
-        closing.append(run.metrics.close)
+        if ranks.main:
+            run.rollouts = RolloutsWriter(
+                layout.rollouts, definition, prompts_per_step=config.prompts_per_step
+            )
+            closing.append(run.rollouts.close)
+            run.metrics = MetricsWriter(layout.metrics)
+            closing.append(run.metrics.close)
         run.rollout = rollout = RolloutFunc(
             train_env,
             examples,
@@ -469,7 +540,7 @@ def train(
             trainer.train(resume_from_checkpoint=resume_from)
         steps_done = int(trainer.state.global_step)
         stopped = steps_done < config.steps
-        comparison = None if stopped else compare_base(layout)
+        comparison = None if stopped or not ranks.main else compare_base(layout)
         return TrainResult(
             output_dir=layout.root,
             steps_done=steps_done,

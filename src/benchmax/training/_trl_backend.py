@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+from accelerate import PartialState
 from transformers import PrinterCallback, TrainerCallback
 from transformers.utils import logging as transformers_logging
 from trl import GRPOConfig, GRPOTrainer
@@ -117,13 +118,18 @@ class _Callback(TrainerCallback):  # type: ignore[misc]  # transformers is untyp
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         step = state.global_step
         written = Path(args.output_dir) / f"checkpoint-{step}"
-        if not written.is_dir():
-            return
         target = Path(args.output_dir) / f"step-{step}"
-        if target.exists():
-            shutil.rmtree(target)
-        written.rename(target)
-        self.hooks.saved(step, target)
+        # Every process has written its part (rank 0 the weights, each its RNG state)
+        # before rank 0 renames the directory; the others wait for the rename.
+        state_of_processes = PartialState()
+        state_of_processes.wait_for_everyone()
+        if state.is_world_process_zero and written.is_dir():
+            if target.exists():
+                shutil.rmtree(target)
+            written.rename(target)
+        state_of_processes.wait_for_everyone()
+        if target.is_dir():
+            self.hooks.saved(step, target)
 
 
 def make_trainer(
