@@ -278,6 +278,8 @@ def _run(
 
     rank = _rank()
     console = Console(stderr=True, quiet=rank != 0)  # only rank 0 reports
+    if rank:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # rank 0 warns once
     logging.getLogger("benchmax").addHandler(logging.NullHandler())  # rollout logs: files only
     warnings.filterwarnings("ignore", category=FutureWarning)
     stop = StopRequest()

@@ -3,7 +3,8 @@
 Imported only by ``train`` (it imports torch, transformers and TRL). One rollout_func call
 per optimizer step: a step's batch is ``prompts_per_step`` distinct rows, each repeated
 ``group_size`` times (TRL's ``RepeatSampler``), ``gradient_accumulation_steps=1`` and
-``num_iterations=1``, so step N trains on exactly the rollouts sampled for it.
+``num_iterations=1``, so step N trains on exactly the rollouts sampled for it. With
+``num_processes`` N each process gets ``prompts_per_step / N`` whole groups of the step.
 """
 
 from __future__ import annotations
@@ -57,7 +58,11 @@ def grpo_config(config: TrainConfig, checkpoints: Path) -> GRPOConfig:
         }
     return GRPOConfig(
         output_dir=str(checkpoints),
-        per_device_train_batch_size=config.prompts_per_step * config.group_size,
+        # Each process trains its share of whole groups (prompts_per_step is per step, not
+        # per process; TRL's RepeatSampler deals the step's groups out in order).
+        per_device_train_batch_size=config.prompts_per_step
+        * config.group_size
+        // config.num_processes,
         num_generations=config.group_size,
         gradient_accumulation_steps=1,
         num_iterations=1,
