@@ -72,6 +72,9 @@ def test_defaults_are_documented_and_every_field_is_a_setting(tmp_path: Path) ->
         ({"env_args": {"not a name": 1}}, "env_args"),
         ({"auth": {"judge": ""}}, "auth"),
         ({"eval_examples": 0}, "eval_examples"),
+        ({"num_processes": 0}, "num_processes"),
+        ({"num_processes": 3}, "num_processes"),  # 4 prompts per step: a group would split
+        ({"accelerate_config": 3}, "accelerate_config"),
     ],
 )
 def test_a_bad_value_names_its_field(tmp_path: Path, values: dict[str, object], key: str) -> None:
@@ -176,6 +179,33 @@ def test_the_config_file_is_read_and_options_override_it(tmp_path: Path) -> None
     assert code == 3 and f"learning_rte: unknown key in {path}" in output
     code, output = train("--config", tmp_path / "missing.toml")
     assert "cannot read config file" in output
+
+
+def test_several_processes_are_checked_before_anything_is_launched(tmp_path: Path) -> None:
+    common = [TARGET, "--data", ARITHMETIC, "--model", "m", "--output-dir", tmp_path / "o"]
+    code, output = train(*common, "--num-processes", "3", "--prompts-per-step", "4")
+    assert code == 3 and "invalid --num-processes: must divide prompts_per_step (4)" in output
+    code, output = train(*common, "--num-processes", "2", "--accelerate-config", tmp_path / "a")
+    assert code == 3 and f"accelerate config file not found: {tmp_path / 'a'}" in output
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_python_api_needs_a_launcher_for_several_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from examples.arithmetic.env import ArithmeticEnv
+
+    from benchmax.training import TrainError
+    from benchmax.training import train as train_run
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    config = base(tmp_path, num_processes=2, prompts_per_step=2)
+    with pytest.raises(TrainError, match="num_processes 2 needs a launcher: run benchmax train"):
+        train_run(config, ArithmeticEnv)
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(TrainError, match="WORLD_SIZE must be a positive integer, got 'two'"):
+        train_run(base(tmp_path), ArithmeticEnv)
+    assert not (tmp_path / "out").exists()
 
 
 def test_resume_without_a_run_says_what_is_missing(tmp_path: Path) -> None:
