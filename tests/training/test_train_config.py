@@ -202,6 +202,10 @@ def test_the_python_api_needs_a_launcher_for_several_processes(
     config = base(tmp_path, num_processes=2, prompts_per_step=2)
     with pytest.raises(TrainError, match="num_processes 2 needs a launcher: run benchmax train"):
         train_run(config, ArithmeticEnv)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")  # what accelerate launch sets for FSDP
+    with pytest.raises(TrainError, match="DeepSpeed and FSDP need --base-url"):
+        train_run(base(tmp_path), ArithmeticEnv)
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
     monkeypatch.setenv("WORLD_SIZE", "two")
     with pytest.raises(TrainError, match="WORLD_SIZE must be a positive integer, got 'two'"):
         train_run(base(tmp_path), ArithmeticEnv)

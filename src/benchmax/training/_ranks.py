@@ -75,14 +75,19 @@ class Ranks:
 
 
 def join_ranks() -> Ranks:
-    """Join the launcher's process group (``WORLD_SIZE`` above 1) or stand alone.
+    """Join the launcher's process group (``WORLD_SIZE`` above 1) or stand alone;
+    ``sharded`` when accelerate's launcher set DeepSpeed or FSDP (one process too).
 
     The group is created by accelerate's ``PartialState`` with the device the run uses
     (gloo when torch sees no GPU) and :data:`COLLECTIVE_TIMEOUT`; the trainer reuses it.
     """
     count = launched_world_size()
+    sharded = any(
+        os.environ.get(name, "").lower() == "true"
+        for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP")
+    )
     if count == 1:
-        return Ranks(index=0, count=1)
+        return Ranks(index=0, count=1, sharded=sharded)
     import torch
     from accelerate import PartialState
 
@@ -91,8 +96,4 @@ def join_ranks() -> Ranks:
         raise TrainingError(
             f"WORLD_SIZE is {count} but the process group has {state.num_processes} processes"
         )
-    sharded = any(
-        os.environ.get(name, "").lower() == "true"
-        for name in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP")
-    )
     return Ranks(index=state.process_index, count=count, sharded=sharded)
