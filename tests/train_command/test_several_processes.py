@@ -156,3 +156,37 @@ def test_two_processes_write_one_run_directory_stop_together_and_resume(
         p.name for p in final.iterdir()
     }
     assert not list((output / "checkpoints").glob("checkpoint-*"))
+
+
+FSDP_CONFIG = """\
+compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+num_machines: 1
+num_processes: 2
+mixed_precision: 'no'
+fsdp_config:
+  fsdp_version: 2
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_state_dict_type: SHARDED_STATE_DICT
+"""
+
+
+def test_an_fsdp_config_without_a_server_is_refused_in_one_line(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "fsdp.yaml"
+    config.write_text(FSDP_CONFIG)
+    output = tmp_path / "run"
+    command = [*settings(tiny_model, output), "--accelerate-config", str(config)]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmax.cli", "train", *command],
+        capture_output=True,
+        text=True,
+        timeout=RUN_SECONDS,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 3, done.stderr[-3000:]
+    refusal = "DeepSpeed and FSDP need --base-url (a vLLM server)"
+    assert done.stderr.count(refusal) == 1, done.stderr[-3000:]
+    assert not output.exists()

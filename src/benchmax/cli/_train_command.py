@@ -15,6 +15,7 @@ import logging
 import os
 import shlex
 import signal
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -46,6 +47,9 @@ from benchmax.training._config import (
 __all__ = ["train_command"]
 
 _SETTINGS = {setting.name: setting for setting in config_settings()}
+_REPORT_SECONDS = 20.0
+"""How long a rank other than 0 waits before it exits on a ``TrainError``: rank 0 meets the
+same error and reports it, and a launcher stops every process once one has failed."""
 
 
 def _shown_default(setting: Setting) -> str:
@@ -317,7 +321,8 @@ def _run(
         raise SystemExit(signals.exit_status) from None
     except TrainError as error:
         display.close()
-        if rank:  # every rank meets the same setting or directory: rank 0 says it
+        if rank:  # every rank meets the same setting or directory: rank 0 says it,
+            time.sleep(_REPORT_SECONDS)  # and the launcher stops the others once it exits
             raise SystemExit(1) from None
         raise click.ClickException(str(error)) from None
     except FileNotFoundError as error:

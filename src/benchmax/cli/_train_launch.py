@@ -37,7 +37,7 @@ _HANDLED_BY_THE_AGENT = "SIGTERM,SIGHUP,SIGQUIT"  # SIGINT: passed on by this la
 
 def launch_processes(config: TrainConfig, *, as_json: bool) -> int:
     """Run ``benchmax train`` in ``config.num_processes`` processes and wait for them;
-    returns their exit status (0, or the first failing process's: 130 after Ctrl-C).
+    returns their exit status (0, or rank 0's when it failed: 130 after Ctrl-C).
     Raises ``ImportError`` without accelerate (the trl extra)."""
     import psutil
     from accelerate.commands.launch import launch_command, launch_command_parser
@@ -84,8 +84,9 @@ def _launcher_arguments(config: TrainConfig, settings: Path, *, as_json: bool) -
 
 
 def _exit_status(error: Any) -> int:
-    """The exit status of the first process that failed (128 + N for signal N)."""
-    _, failure = error.get_first_failure()
+    """Rank 0's exit status when it failed (it reported why), else the first failing
+    process's (128 + N for signal N)."""
+    failure = error.failures.get(0) or error.get_first_failure()[1]
     code = int(failure.exitcode)
     return 128 - code if code < 0 else code or 1
 
