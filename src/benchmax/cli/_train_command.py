@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from click.core import ParameterSource
@@ -48,8 +48,9 @@ __all__ = ["train_command"]
 
 _SETTINGS = {setting.name: setting for setting in config_settings()}
 _REPORT_SECONDS = 20.0
-"""How long a rank other than 0 waits before it exits on a ``TrainError``: rank 0 meets the
-same error and reports it, and a launcher stops every process once one has failed."""
+"""How long a rank other than 0 waits before it leaves a run that stopped or could not
+start: rank 0 ends the same way and reports it, and the launcher stops the other processes
+as soon as one exits with a failure status, so they must not exit before it."""
 
 
 def _shown_default(setting: Setting) -> str:
@@ -318,12 +319,11 @@ def _run(
     except KeyboardInterrupt:
         display.close()
         _report_stop(console, config, saved=None)
-        raise SystemExit(signals.exit_status) from None
+        _leave(rank, signals.exit_status)
     except TrainError as error:
         display.close()
-        if rank:  # every rank meets the same setting or directory: rank 0 says it,
-            time.sleep(_REPORT_SECONDS)  # and the launcher stops the others once it exits
-            raise SystemExit(1) from None
+        if rank:  # every rank meets the same setting or directory: rank 0 says it
+            _leave(rank, 1)
         raise click.ClickException(str(error)) from None
     except FileNotFoundError as error:
         display.close()
@@ -339,7 +339,7 @@ def _run(
     assert result is not None
     if result.stopped:
         _report_stop(console, config, saved=result.checkpoint)
-        raise SystemExit(signals.exit_status)
+        _leave(rank, signals.exit_status)
     if rank:
         return
     if as_json:
@@ -359,6 +359,14 @@ def _run(
         out.print("[bold]base vs final[/] on the eval split (eval/compare.json):")
         render_comparison(result.comparison, base, final, out)
     out.print(f"see it: benchmax view {shlex.quote(str(result.output_dir))}", soft_wrap=True)
+
+
+def _leave(rank: int, status: int) -> NoReturn:
+    """Exit with ``status``; a rank other than 0 first gives rank 0 :data:`_REPORT_SECONDS`
+    to report and exit (the launcher then ends this process)."""
+    if rank:
+        time.sleep(_REPORT_SECONDS)
+    raise SystemExit(status)
 
 
 def _report_stop(console: Console, config: TrainConfig, *, saved: Path | None) -> None:
