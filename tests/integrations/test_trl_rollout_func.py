@@ -40,6 +40,8 @@ KEYS = {
     "rollout_id",
     "trainable",
     "token_prefix_breaks",
+    "benchmax_branch_rows",
+    "benchmax_coverage",
 }
 
 

@@ -147,6 +147,8 @@ def test_metrics_have_one_line_per_step(full_run: tuple[Path, str]) -> None:
         assert sum(line["termination_reasons"].values()) == PROMPTS * GROUP
         assert 0 <= line["zero_variance_group_share"] <= 1
         assert line["token_prefix_breaks"] == 0
+        # every sampled token of a trainable rollout reached TRL with mask 1
+        assert line["token_coverage"] in (1.0, None)  # None: every rollout non-trainable
         assert 1 <= line["completion_tokens"]["max"] <= 6
         assert isinstance(line["trainer"]["loss"], float)
         assert isinstance(line["trainer"]["learning_rate"], float)

@@ -75,6 +75,8 @@ def test_defaults_are_documented_and_every_field_is_a_setting(tmp_path: Path) ->
         ({"num_processes": 0}, "num_processes"),
         ({"num_processes": 3}, "num_processes"),  # 4 prompts per step: a group would split
         ({"accelerate_config": 3}, "accelerate_config"),
+        ({"min_token_coverage": 1.5}, "min_token_coverage"),
+        ({"min_token_coverage": -0.1}, "min_token_coverage"),
     ],
 )
 def test_a_bad_value_names_its_field(tmp_path: Path, values: dict[str, object], key: str) -> None:
@@ -130,6 +132,8 @@ def test_a_wrongly_typed_value_in_the_file_is_named(tmp_path: Path) -> None:
 def test_a_resume_may_change_only_the_schedule(tmp_path: Path) -> None:
     saved = base(tmp_path)
     assert config_differences(saved, dataclasses.replace(saved, steps=40, resume=True)) == []
+    # a check, not how the run trains: a resume may loosen or tighten it
+    assert config_differences(saved, dataclasses.replace(saved, min_token_coverage=0.5)) == []
     changed = config_differences(saved, dataclasses.replace(saved, learning_rate=1e-3))
     assert changed == ["learning_rate was 1e-05, now 0.001"]
 

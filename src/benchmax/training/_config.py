@@ -214,6 +214,13 @@ class TrainConfig:
         "MODEL with --base-url).",
         metavar="NAME",
     )
+    min_token_coverage: float = _setting(
+        "float",
+        0.95,
+        "Stop the run when a step's trainable rollouts put less than this share of their "
+        "sampled tokens into training samples (token_coverage in metrics.jsonl; 0: never).",
+        metavar="SHARE",
+    )
     torch_threads: int = _setting(
         "int",
         1,
@@ -296,6 +303,7 @@ class TrainConfig:
         _check_number(self, "beta", low=0.0)
         _check_number(self, "temperature", low=0.0, low_open=True)
         _check_number(self, "top_p", low=0.0, low_open=True, high=1.0)
+        _check_number(self, "min_token_coverage", low=0.0, high=1.0)
         if self.loss not in LOSS_TYPES:
             raise ConfigError("loss", f"must be one of {', '.join(LOSS_TYPES)}, got {self.loss!r}")
         if not isinstance(self.resume, bool):
@@ -479,7 +487,16 @@ def _toml_safe(value: object) -> object:
 
 
 RESUMABLE_CHANGES = frozenset(
-    {"steps", "eval_every", "save_every", "resume", "report_to", "torch_threads", "target"}
+    {
+        "steps",
+        "eval_every",
+        "save_every",
+        "resume",
+        "report_to",
+        "torch_threads",
+        "target",
+        "min_token_coverage",
+    }
 )
 """Settings a resumed run may change (what it trains on, and how, stays the same)."""
 

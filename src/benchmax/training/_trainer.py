@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from benchmax._secret_masking import credential_secrets
 from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
@@ -50,9 +50,17 @@ from benchmax.training._config import (
     config_toml,
     read_config_file,
 )
+from benchmax.training._coverage_check import StepCoverage
 from benchmax.training._errors import TrainingError
 from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
 from benchmax.training._ranks import Ranks, join_ranks
+from benchmax.training._trl_rollouts import (
+    BRANCH_ROWS_KEY,
+    COVERAGE_KEY,
+    _append_row,
+    _placeholder,
+    _placeholder_token,
+)
 from benchmax.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -167,7 +175,8 @@ def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
     if differences:
         raise TrainError(
             f"cannot resume {layout.root} with other settings ({'; '.join(differences)}); "
-            "only steps, eval_every, save_every, report_to and torch_threads may change"
+            "only steps, eval_every, save_every, report_to, torch_threads and "
+            "min_token_coverage may change"
         )
     steps = layout.checkpoint_steps()
     if not steps:
@@ -219,6 +228,7 @@ class _Run:
         self.eval_seconds: dict[int, float] = {}
         self.checkpoint: Path | None = None
         self.calls_done = start
+        self.coverage: dict[int, StepCoverage] = {}
         self.rollout: RolloutFunc | None = None  # set once the trainer exists
         self.on_weights: Callable[[], None] = lambda: None  # the sampler's weights_updated
 
@@ -233,21 +243,44 @@ class _Run:
         assert self.rollout is not None
         output = self.rollout(prompts, trainer)
         self.calls_done = self.rollout.calls_done
+        counted: Mapping[str, Sequence[object]] = output
         if self.ranks.count > 1:
-            self._share(step)
+            counted = self._share(step, output, trainer)
         self.generation_seconds[step] = time.perf_counter() - started
+        coverage = StepCoverage.of(counted)
+        self.coverage[step] = coverage
+        problem = coverage.shortfall(self.config.min_token_coverage, self.groups.get(step, ()))
+        if problem is not None:
+            raise TrainError(f"step {step}: {problem} (rollouts in {self.layout.rollouts})")
         return output
 
-    def _share(self, step: int) -> None:
-        """Every rank's groups of ``step`` to every rank (the metrics line needs them all);
-        rank 0 writes the other ranks' groups after its own."""
-        everyone = self.ranks.gather(self.local.pop(step, []))
-        for rank, groups in enumerate(everyone):
+    def _share(
+        self, step: int, output: dict[str, list[object]], trainer: Any
+    ) -> Mapping[str, Sequence[object]]:
+        """Every rank's groups of ``step`` to every rank (the metrics line and the coverage
+        check need them all; rank 0 writes the other ranks' groups after its own), and
+        ``output`` given masked extra rows up to the most any rank returned (TRL gathers
+        per-row tensors, which must be as long on every rank; a rollout's extra branches
+        make them differ). Returns every rank's coverage columns."""
+        mine = (self.local.pop(step, []), len(output["prompt_ids"]), output["rollout_id"])
+        everyone = self.ranks.gather((*mine, output[COVERAGE_KEY]))
+        for rank, (groups, _, _, _) in enumerate(everyone):
             for group in groups:
                 if not self.ranks.main:
                     self.groups.setdefault(step, []).append(group)
                 elif rank:
                     self._write(step, group)
+        missing = max(rows for _, rows, _, _ in everyone) - len(output["prompt_ids"])
+        if missing and output[BRANCH_ROWS_KEY]:
+            filler = _placeholder(_placeholder_token(trainer))
+            for _ in range(missing):
+                _append_row(output, filler)
+            counts = output[BRANCH_ROWS_KEY]
+            counts[-1] = cast(int, counts[-1]) + missing  # extra rows of the last rollout
+        return {
+            "rollout_id": [i for _, _, ids, _ in everyone for i in ids],
+            COVERAGE_KEY: [c for _, _, _, counts in everyone for c in counts],
+        }
 
     def group_done(self, trajectories: Sequence[Trajectory]) -> None:
         step = self.current_step
@@ -302,6 +335,9 @@ class _Run:
                 self.reward_weights,
                 weights_version=self.version_of_step.get(step, 0),
             )
+            coverage = self.coverage.pop(step, None)
+            if coverage is not None:  # what TRL was handed, not only what stitching allows
+                self.lines[step]["token_coverage"] = coverage.share
         return self.lines[step]
 
     def tracker_logs(self, step: int) -> Mapping[str, float]:
@@ -529,6 +565,7 @@ def train(
             seed=config.seed,
             on_group=run.group_done,
             calls_done=_calls_done(layout, start) if start else 0,
+            every_branch=True,  # the trainer (BranchingGRPOTrainer) trains every branch
         )
         closing.append(rollout.close)  # it closes train_env too
         env_closed = True

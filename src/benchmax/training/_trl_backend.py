@@ -19,8 +19,9 @@ import torch
 from accelerate import PartialState
 from transformers import PrinterCallback, TrainerCallback
 from transformers.utils import logging as transformers_logging
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOConfig
 
+from benchmax.training._branching_trainer import BranchingGRPOTrainer
 from benchmax.training._config import TrainConfig
 
 __all__ = ["TrainingHooks", "grpo_config", "lora_config", "make_trainer"]
@@ -148,11 +149,13 @@ def make_trainer(
     hooks: TrainingHooks,
     checkpoints: Path,
 ) -> Any:
-    """A ``GRPOTrainer`` wired to ``hooks``: its log records carry ``hooks.tracker_logs``
-    (so ``report_to`` trackers get the per-key rewards and termination reasons)."""
+    """A ``GRPOTrainer`` (a ``BranchingGRPOTrainer``: every branch of a rollout trains,
+    with the rollout's advantage) wired to ``hooks``: its log records carry
+    ``hooks.tracker_logs`` (so ``report_to`` trackers get the per-key rewards and
+    termination reasons)."""
     from datasets import Dataset
 
-    class Trainer(GRPOTrainer):  # type: ignore[misc]  # trl is untyped here
+    class Trainer(BranchingGRPOTrainer):
         def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
             if "loss" in logs:
                 logs.update(hooks.tracker_logs(self.state.global_step))

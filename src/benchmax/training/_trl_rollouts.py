@@ -24,7 +24,7 @@ from benchmax.envs import (
 from benchmax.results import TrajectoryGroup
 from benchmax.runner import rollout_seed
 from benchmax.training._collect import collect_group
-from benchmax.training._rollout_sequence import RolloutSequence, rollout_sequence
+from benchmax.training._rollout_sequence import RolloutSequence, rollout_sequences
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -44,6 +44,18 @@ EXAMPLE_ID_KEY = "benchmax_example_id"
 
 REWARD_KEY = "benchmax_reward"
 """The extra field holding each row's scalar reward (``None``: not trainable)."""
+
+BRANCH_ROWS_KEY = "benchmax_branch_rows"
+"""The extra field holding, per rollout, how many rows (branches) the call returned for it
+(``benchmax.training.BranchingGRPOTrainer`` reads it; the same name is defined there)."""
+
+COVERAGE_KEY = "benchmax_coverage"
+"""The extra field holding, per rollout, ``{"sampled_tokens", "trained_tokens"}``: the
+tokens its model calls sampled and those its returned rows train (mask 1); both 0 for a
+rollout that is not trainable (its tokens are left out on purpose)."""
+
+SequenceBuilder = Callable[[Trajectory], Sequence[RolloutSequence]]
+"""Builds a rollout's training sequences (``rollout_sequences`` by default)."""
 
 
 def load_examples(
@@ -147,12 +159,22 @@ class RolloutFunc:
     non-negative integer.
 
     Per prompt, in TRL's order, the call returns ``prompt_ids``, ``completion_ids``,
-    ``logprobs``, ``env_mask`` (see ``_sequence``: the last training sample of the
-    rollout, all-zero mask when not trainable; a rollout without any tokens becomes a
-    one-token placeholder, the tokenizer's EOS, masked) and the extra fields
+    ``logprobs``, ``env_mask`` (the rollout's last training sequence of
+    ``rollout_sequences``, all-zero mask when not trainable; a rollout without any tokens
+    becomes a one-token placeholder, the tokenizer's EOS, masked) and the extra fields
     ``benchmax_reward`` (the scalar by the environment's ``reward_weights``, ``None`` when
     not trainable), ``benchmax_rewards`` (the reward map),
-    ``termination_reason``, ``rollout_id``, ``trainable`` and ``token_prefix_breaks``.
+    ``termination_reason``, ``rollout_id``, ``trainable``, ``token_prefix_breaks``,
+    ``benchmax_branch_rows`` (the rows returned for the rollout) and
+    ``benchmax_coverage`` (its sampled and trained tokens). A rollout whose calls did not
+    stitch into one sequence has several branches (``benchmax.stitching``): with
+    ``every_branch=True`` each of its other branches is returned as an extra row after
+    the rows of all prompts (in prompt order), for
+    ``benchmax.training.BranchingGRPOTrainer``, which trains them with the rollout's
+    advantage (a plain ``GRPOTrainer`` cannot: it expects one row per prompt); without it
+    only the last branch is returned and a warning says how many sampled tokens were left
+    out (``benchmax_coverage`` counts them too). ``sequences`` replaces
+    ``rollout_sequences`` (the coverage fields then count what it built).
     ``on_group(trajectories)`` is called with each group's trajectories (e.g. to log or
     keep them). Rollouts run on a private event loop thread; :meth:`close` (or ``with``)
     stops it and closes the environment. ``calls_done`` (default 0) is the number of
@@ -172,6 +194,8 @@ class RolloutFunc:
         seed: int | None = None,
         on_group: Callable[[Sequence[Trajectory]], None] | None = None,
         calls_done: int = 0,
+        every_branch: bool = False,
+        sequences: SequenceBuilder = rollout_sequences,
     ) -> None:
         if isinstance(calls_done, bool) or not isinstance(calls_done, int) or calls_done < 0:
             raise ValueError(f"calls_done must be a non-negative integer, got {calls_done!r}")
@@ -183,6 +207,8 @@ class RolloutFunc:
         self._split: DatasetSplit = split
         self._seed = seed
         self._on_group = on_group
+        self._every_branch = every_branch
+        self._sequences = sequences
         self._by_prompt: dict[str, list[Example[object]]] = {}
         self._by_id: dict[str, Example[object]] = {}
         for example in examples:
@@ -264,23 +290,43 @@ class RolloutFunc:
                 "rollout_id",
                 "trainable",
                 "token_prefix_breaks",
+                BRANCH_ROWS_KEY,
+                COVERAGE_KEY,
             )
         }
+        extra_rows: list[RolloutSequence] = []
+        left_out = [0, 0]  # rollouts, sampled tokens
         for row in rows:
             collected = results[row.group]
             trajectory = collected.trajectories[row.index]
-            sequence = rollout_sequence(trajectory) or _placeholder(filler)
-            output["prompt_ids"].append(list(sequence.prompt_ids))
-            output["completion_ids"].append(list(sequence.completion_ids))
-            output["logprobs"].append(list(sequence.completion_logprobs))
-            output["env_mask"].append(list(sequence.completion_mask))
+            built = tuple(self._sequences(trajectory)) or (_placeholder(filler),)
+            sequence = built[-1]
             trainable = trajectory.trainable and sequence.trainable
+            returned = built if self._every_branch else built[-1:]
+            extra_rows.extend(returned[:-1])
+            sampled = _sampled_tokens(trajectory) if trainable else 0
+            trained = sum(s.trained_tokens for s in returned) if trainable else 0
+            if len(returned) < len(built) and trainable:
+                left_out[0] += 1
+                left_out[1] += sum(s.trained_tokens for s in built[:-1])
+            _append_row(output, sequence)
             output[REWARD_KEY].append(scalars[row.group][row.index] if trainable else None)
             output["benchmax_rewards"].append(dict(trajectory.rewards))
             output["termination_reason"].append(trajectory.termination_reason)
             output["rollout_id"].append(trajectory.rollout_id)
             output["trainable"].append(trainable)
             output["token_prefix_breaks"].append(trajectory.token_prefix_breaks)
+            output[BRANCH_ROWS_KEY].append(len(returned))
+            output[COVERAGE_KEY].append({"sampled_tokens": sampled, "trained_tokens": trained})
+        for sequence in extra_rows:
+            _append_row(output, sequence)
+        if left_out[0]:
+            logger.warning(
+                "rollout_func: %d rollout(s) had several branches and only the last of each "
+                "is returned (%d sampled tokens left out); train every branch with "
+                "RolloutFunc(every_branch=True) and benchmax.training.BranchingGRPOTrainer",
+                *left_out,
+            )
         return output
 
     def _rows(self, prompts: Sequence[object], trainer: Any, call: int) -> list[_Row]:
@@ -425,6 +471,18 @@ def _process_index(trainer: Any) -> int:
     """This process's index in the trainer's accelerator (0 without one)."""
     value = getattr(getattr(trainer, "accelerator", None), "process_index", 0)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _append_row(output: dict[str, list[object]], sequence: RolloutSequence) -> None:
+    output["prompt_ids"].append(list(sequence.prompt_ids))
+    output["completion_ids"].append(list(sequence.completion_ids))
+    output["logprobs"].append(list(sequence.completion_logprobs))
+    output["env_mask"].append(list(sequence.completion_mask))
+
+
+def _sampled_tokens(trajectory: Trajectory) -> int:
+    coverage = trajectory.coverage
+    return 0 if coverage is None else coverage.sampled_tokens
 
 
 def _placeholder_token(trainer: Any) -> int:
