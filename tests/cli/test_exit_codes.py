@@ -89,6 +89,24 @@ def _failing_policy(folder: Path) -> str:
     return f"{path}:reply"
 
 
+def _first_call_failing_policy(folder: Path) -> str:
+    path = folder / "first_call_failing_policy.py"
+    quickstart_policy = QUICKSTART_POLICY.rsplit(":", 1)[0]
+    path.write_text(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('qs_policy', {quickstart_policy!r})\n"
+        "quickstart = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(quickstart)\n"
+        "calls = []\n"
+        "def reply(body, request):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 1:\n"
+        "        raise RuntimeError('the model is down')\n"
+        "    return quickstart.reply(body, request)\n"
+    )
+    return f"{path}:reply"
+
+
 def _garbage_writer(folder: Path) -> str:
     path = folder / "garbage_policy.py"
     path.write_text("def reply(request):\n    return 'not the JSON object asked for'\n")
@@ -158,6 +176,11 @@ SCENARIOS: dict[str, dict[ExitCode, Scenario]] = {
             "--model-retries", "0",
         ],
         ExitCode.CONFIGURATION_ERROR: lambda d: ["run", str(d / "nope.py:X")],
+        ExitCode.UNTRUSTWORTHY: lambda d: [
+            "run", QUICKSTART_ENV, "--data", str(QUICKSTART), "--mock-policy",
+            _first_call_failing_policy(d), "-n", "2", "-k", "2", "--concurrency", "1",
+            "-o", str(d / "run.jsonl"), "--model-retries", "0",
+        ],
     },
     "show": {
         ExitCode.SUCCESS: lambda d: ["show", str(_run_file(d, "s.jsonl")), "--json"],
