@@ -321,9 +321,12 @@ def test_a_key_pasted_as_an_auth_variable_is_not_repeated(tmp_path: Path) -> Non
 
 def run_config(tmp_path: Path) -> tuple[Path, Path]:
     out = tmp_path / "o"
+    model = tmp_path / "model"  # a local directory: the model name check passes it
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text("{}")
     path = tmp_path / "run.toml"
     path.write_text(
-        f'target = "{TARGET}"\ndata = "{ARITHMETIC}"\nmodel = "m"\noutput_dir = "{out}"\n'
+        f'target = "{TARGET}"\ndata = "{ARITHMETIC}"\nmodel = "{model}"\noutput_dir = "{out}"\n'
     )
     return path, out
 

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -473,8 +474,28 @@ def train(
     """
     ranks = _joined(config)
     config = dataclasses.replace(config, num_processes=ranks.count)
-    _check_model(config.model)  # a typo leaves no run directory behind
     layout = RunDirectory(Path(config.output_dir))
+    created = ranks.main and not layout.root.exists()  # the directory is rank 0's
+    try:
+        return _locked_train(
+            config, env, layout, auth_providers, env_definition, stop, on_event, ranks
+        )
+    except BaseException:
+        if created and [path.name for path in layout.root.iterdir()] == [layout.lock.name]:
+            shutil.rmtree(layout.root)  # refused before writing anything: leave no directory
+        raise
+
+
+def _locked_train(
+    config: TrainConfig,
+    env: Callable[..., Environment[Any, Any]],
+    layout: RunDirectory,
+    auth_providers: Mapping[str, ModelAuth] | None,
+    env_definition: Mapping[str, object] | None,
+    stop: StopRequest | None,
+    on_event: Callable[[TrainEvent], None] | None,
+    ranks: Ranks,
+) -> TrainResult:
     with contextlib.ExitStack() as held:
         if ranks.main:  # the run directory is rank 0's
             try:  # check, config and run under one lock: a second run writes nothing
@@ -505,6 +526,7 @@ def _claimed_train(
     ranks: Ranks,
 ) -> TrainResult:
     start = _checked_start(config, layout)
+    _check_model(config.model)
     ranks.barrier()  # every rank has read the directory before rank 0 changes it
     providers = _providers(config, auth_providers)
     backend = _backend()
