@@ -10,6 +10,7 @@ one rank of the run, and only rank 0 prints.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -409,7 +410,8 @@ def _leave(rank: int, status: int) -> NoReturn:
     """Exit with ``status``; a rank other than 0 first gives rank 0 :data:`_REPORT_SECONDS`
     to report and exit (the launcher then ends this process)."""
     if rank:
-        time.sleep(_REPORT_SECONDS)
+        with contextlib.suppress(KeyboardInterrupt):  # the launcher's SIGTERM, as an interrupt
+            time.sleep(_REPORT_SECONDS)
     raise SystemExit(status)
 
 
