@@ -68,6 +68,18 @@ HTTP_CASES: list[tuple[str, Any, int, str]] = [
         "no live episode",
     ),
     ("/step", {"action": {}, "episode_id": "x", "timeout_s": -2}, 422, "timeout_s"),
+    (
+        "/step",
+        {"action": {}, "episode_id": "x", "request_id": "r" * 256},
+        422,
+        "request_id must be a non-empty string of at most 255 characters",
+    ),
+    (
+        "/step",
+        {"action": {}, "episode_id": "x", "request_id": 7},
+        422,
+        "request_id must be a non-empty string of at most 255 characters",
+    ),
 ]
 
 

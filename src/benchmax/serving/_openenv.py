@@ -566,7 +566,9 @@ def _step_fields(
         not isinstance(request_id, str) or not request_id or len(request_id) > 255
     ):
         raise _Refused(
-            422, "VALIDATION_ERROR", "request_id must be a non-empty string of at most 255"
+            422,
+            "VALIDATION_ERROR",
+            "request_id must be a non-empty string of at most 255 characters",
         )
     return action, None if timeout is None else float(timeout), request_id
 
