@@ -46,6 +46,7 @@ from benchmax.serving._mcp import (
     jsonrpc_error,
 )
 from benchmax.serving._sessions import (
+    MAX_ID_LENGTH,
     CapacityReached,
     ResetOptions,
     Session,
@@ -563,12 +564,12 @@ def _step_fields(
         raise _Refused(422, "VALIDATION_ERROR", "timeout_s must be a positive number")
     request_id = data.get("request_id")
     if request_id is not None and (
-        not isinstance(request_id, str) or not request_id or len(request_id) > 255
+        not isinstance(request_id, str) or not request_id or len(request_id) > MAX_ID_LENGTH
     ):
         raise _Refused(
             422,
             "VALIDATION_ERROR",
-            "request_id must be a non-empty string of at most 255 characters",
+            f"request_id must be a non-empty string of at most {MAX_ID_LENGTH} characters",
         )
     return action, None if timeout is None else float(timeout), request_id
 
