@@ -223,3 +223,20 @@ async def test_a_simulated_user_who_answers_the_final_message_makes_verify_unfin
     assert body["termination_reason"] == "unfinished" and body["reward"] == 0.0
     assert set(body["reward_components"]) == set(SUPPORT_CHAT.env(mock.base_url).reward_keys)
     assert "simulated user" in body["failure_reason"]
+
+
+BIG = 12345678901234567890123456789  # past 64 bits: orjson alone reads it as a float
+
+
+async def test_integers_past_64_bits_reach_the_tool_exactly(http: httpx.AsyncClient) -> None:
+    """A tool's integer arguments are read as a local run reads a model's arguments
+    (``json``): exact, not rounded through a double."""
+    async with MockModelServer(CALCULATOR.policy(), record=False) as mock:
+        async with served(CALCULATOR, mock, protocol="nemo-gym") as server:
+            seeded = await http.post(server.base_url + "/seed_session", json={"seed": 0})
+            cookie = {"Cookie": f"benchmax_session={seeded.cookies['benchmax_session']}"}
+            for a, b in ((BIG, 1), (-(2**63) - 1, 0)):
+                body = f'{{"a": {a}, "b": {b}}}'.encode()
+                added = await http.post(server.base_url + "/add", content=body, headers=cookie)
+                assert added.status_code == 200, added.text
+                assert json.loads(added.text) == {"result": a + b}

@@ -51,7 +51,13 @@ from benchmax.serving._sessions import (
     Sessions,
     UnknownExample,
 )
-from benchmax.serving._wire import BodyTimeout, BodyTooLarge, body_refusal
+from benchmax.serving._wire import (
+    BodyTimeout,
+    BodyTooLarge,
+    body_refusal,
+    decode_json,
+    encode_json,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -214,7 +220,7 @@ class NemoGymRoutes:
                     {
                         "id": call_id,
                         "type": "function",
-                        "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+                        "function": {"name": name, "arguments": encode_json(arguments).decode()},
                     }
                 ],
             )
@@ -327,7 +333,7 @@ class NemoGymRoutes:
     async def _body(self, request: web.Request) -> dict[str, object]:
         raw = await self.wire.read_body(request)
         try:
-            data = orjson.loads(raw) if raw.strip() else {}
+            data = decode_json(raw) if raw.strip() else {}
         except orjson.JSONDecodeError as error:
             # Python's json writes inf and nan as Infinity and NaN (a NeMo-Gym agent's
             # reward can be one), and numbers past a double's range: read those too.

@@ -55,7 +55,13 @@ from benchmax.serving._sessions import (
 )
 from benchmax.serving._step_replies import StepReplies
 from benchmax.serving._websocket import refuse, serve_messages
-from benchmax.serving._wire import BodyTimeout, BodyTooLarge, WebSocketLink, body_refusal
+from benchmax.serving._wire import (
+    BodyTimeout,
+    BodyTooLarge,
+    WebSocketLink,
+    body_refusal,
+    decode_json,
+)
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -377,7 +383,7 @@ class OpenEnvRoutes:
         except (BodyTimeout, BodyTooLarge) as error:
             return body_refusal(self.wire, error)
         try:
-            data = orjson.loads(raw)
+            data = decode_json(raw)
         except orjson.JSONDecodeError:
             return self.wire.json_response(jsonrpc_error(PARSE_ERROR, "Parse error"))
         return self.wire.json_response(await self.mcp.handle(data))
@@ -406,7 +412,7 @@ class OpenEnvRoutes:
         async def handle(raw: str | bytes) -> tuple[object, bool]:
             session.touch()
             try:
-                data = orjson.loads(raw)
+                data = decode_json(raw)
             except orjson.JSONDecodeError as error:
                 return jsonrpc_error(PARSE_ERROR, f"Parse error: {error}"), False
             if (
@@ -449,7 +455,7 @@ class OpenEnvRoutes:
     async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[object, bool]:
         session.touch()
         try:
-            message = orjson.loads(raw)
+            message = decode_json(raw)
         except orjson.JSONDecodeError as error:
             return _ws_error("INVALID_JSON", f"Invalid JSON: {error}"), False
         if not isinstance(message, dict):
@@ -497,7 +503,7 @@ class OpenEnvRoutes:
         if not raw.strip() and allow_empty:
             return {}
         try:
-            data = orjson.loads(raw)
+            data = decode_json(raw)
         except orjson.JSONDecodeError as error:
             raise _Refused(422, "INVALID_JSON", f"the request body is not JSON: {error}") from None
         if not isinstance(data, dict):
