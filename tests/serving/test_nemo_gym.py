@@ -240,3 +240,9 @@ async def test_integers_past_64_bits_reach_the_tool_exactly(http: httpx.AsyncCli
                 added = await http.post(server.base_url + "/add", content=body, headers=cookie)
                 assert added.status_code == 200, added.text
                 assert json.loads(added.text) == {"result": a + b}
+            body = f'{{"responses_create_params": {{"n": {BIG}}}, "response": {{"output": []}}}}'
+            verdict = await http.post(
+                server.base_url + "/verify", content=body.encode(), headers=cookie
+            )
+            assert verdict.status_code == 200, verdict.text
+            assert json.loads(verdict.text)["responses_create_params"] == {"n": BIG}
