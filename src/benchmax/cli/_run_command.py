@@ -18,6 +18,7 @@ from benchmax._sampling_args import RESERVED_BODY_KEYS, validated_sampling_args
 from benchmax.cli._exit_codes import ChecksFailed
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import (
+    FiniteRange,
     api_key_env_option,
     auth_option,
     base_url_option,
@@ -55,17 +56,6 @@ class _Seconds(click.FloatRange):
 
 
 SECONDS = _Seconds(min=0, min_open=True)
-
-
-class _Finite(click.FloatRange):
-    """A float range that refuses ``nan`` (which every range comparison lets through)
-    and ``inf``."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
 
 
 def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
@@ -111,13 +101,13 @@ def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
 @click.option("--force", is_flag=True, help="Resume a results file even if its run differs.")
 @click.option(
     "--temperature",
-    type=_Finite(min=0),
+    type=FiniteRange(min=0),
     metavar="T",
     help="Sampling temperature sent with every model request.",
 )
 @click.option(
     "--top-p",
-    type=_Finite(min=0, max=1),
+    type=FiniteRange(min=0, max=1),
     metavar="P",
     help="Nucleus sampling top_p sent with every model request.",
 )
@@ -163,7 +153,7 @@ def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
 @click.option(
     "--max-failure-share",
     metavar="SHARE",
-    type=_Finite(0, 1),
+    type=FiniteRange(0, 1),
     default=DEFAULT_MAX_FAILURE_SHARE,
     show_default=True,
     help=f"Stop the run (finished groups kept) once at least {MIN_ROLLOUTS} rollouts ran and "
