@@ -220,7 +220,7 @@ def eval_fraction_option(text: str) -> _Decorator:
     says what a split keeps whole)."""
     return click.option(
         "--eval-fraction",
-        type=click.FloatRange(0, 1, max_open=True),
+        type=FiniteRange(0, 1, max_open=True),
         default=0.2,
         show_default=True,
         help=text,
