@@ -17,7 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from benchmax._tracebacks import exception_line
+from benchmax._tracebacks import failure_summary
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.envs.shared_types import FINISHED
 from benchmax.results import CoverageStats, RewardStats, read_results
@@ -86,7 +86,7 @@ def _why(logs: Sequence[LogEntry]) -> str:
     settling = [entry for entry in logged if "termination_reason=" in entry.get("message", "")]
     chosen = (settling or logged)[:1]
     if chosen:
-        why = exception_line(str(chosen[0]["exception"]))
+        why = failure_summary(str(chosen[0]["exception"]))
     else:
         warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
         why = warnings[0] if warnings else "(nothing was logged)"

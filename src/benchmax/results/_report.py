@@ -7,7 +7,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, overload
 
@@ -188,6 +188,11 @@ class RunReport:
     their scored rollouts are not all zero (a learning signal), ``mean_abs_advantage`` the
     mean absolute advantage of the scored rollouts. ``coverage`` sums the rollouts'
     token coverage (``None`` when none recorded token ids).
+
+    ``groups_retried`` counts the groups this invocation ran again because their latest
+    attempt had failed operationally (``run --retry-failed``); ``model_call_retries`` the
+    model calls of this invocation's rollouts that were retried after a transient failure
+    (429, 5xx, a reset connection, a timeout; ``model_retries``).
     """
 
     run_id: str
@@ -214,6 +219,8 @@ class RunReport:
     advantage_signal_share: float = 0.0
     mean_abs_advantage: float = 0.0
     coverage: CoverageStats | None = None
+    groups_retried: int = 0
+    model_call_retries: int = 0
 
     @property
     def report_path(self) -> Path | None:
@@ -256,13 +263,16 @@ def summarize(
     rollouts_run: int,
     wall_seconds: float,
     reward_weights: Mapping[str, float] | None = None,
+    groups_retried: int = 0,
+    model_call_retries: int = 0,
 ) -> RunReport:
     """Build the report from complete groups (``reward_weights``: the environment's, for
-    the weighted scalar reward and the advantages; ``None``: the sum of the rewards)."""
+    the weighted scalar reward and the advantages; ``None``: the sum of the rewards;
+    ``groups_retried``, ``model_call_retries``: this invocation's, as ``RunReport`` says)."""
     tally = ReportTally(reward_weights)
     for group in groups:
         tally.add(group)
-    return tally.report(
+    report = tally.report(
         run_id=run_id,
         results_path=results_path,
         examples=examples,
@@ -270,6 +280,7 @@ def summarize(
         rollouts_run=rollouts_run,
         wall_seconds=wall_seconds,
     )
+    return replace(report, groups_retried=groups_retried, model_call_retries=model_call_retries)
 
 
 class ReportTally:

@@ -192,6 +192,12 @@ class TrainConfig:
     resume: bool = _setting(
         "bool", False, "Continue the run in --output-dir from its last checkpoint."
     )
+    force: bool = _setting(
+        "bool",
+        False,
+        "Train even where a check refuses the run (an environment offering tools to a "
+        "model whose chat template drops them).",
+    )
     report_to: tuple[str, ...] = _setting(
         "choices",
         (),
@@ -464,6 +470,7 @@ RESUMABLE_CHANGES = frozenset(
         "eval_every",
         "save_every",
         "resume",
+        "force",
         "report_to",
         "torch_threads",
         "target",

@@ -3,7 +3,9 @@
 Imported only by ``train`` (it imports torch, transformers and TRL). One rollout_func call
 per optimizer step: a step's batch is ``prompts_per_step`` distinct rows, each repeated
 ``group_size`` times (TRL's ``RepeatSampler``), ``gradient_accumulation_steps=1`` and
-``num_iterations=1``, so step N trains on exactly the rollouts sampled for it.
+``num_iterations=1``, so step N trains on exactly the rollouts sampled for it. As each epoch
+begins, the callback sets the sampler's shuffle to that epoch's (``_epoch_order``), so a
+resumed run replays the data order of an uninterrupted one across epoch boundaries too.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from trl import GRPOConfig
 
 from benchmax.training._branching_trainer import BranchingGRPOTrainer
 from benchmax.training._config import TrainConfig
+from benchmax.training._epoch_order import epoch_index, replay_epoch_order
 
 __all__ = ["TrainingHooks", "grpo_config", "lora_config", "make_trainer"]
 
@@ -100,6 +103,15 @@ def lora_config(config: TrainConfig) -> Any:
 class _Callback(TrainerCallback):  # type: ignore[misc]  # transformers is untyped here
     def __init__(self, hooks: TrainingHooks) -> None:
         self.hooks = hooks
+
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # Each epoch's data order as an uninterrupted run draws it, resumed or not.
+        loader = kwargs.get("train_dataloader")
+        if loader is not None:
+            epoch = epoch_index(
+                int(state.global_step), len(loader), int(args.gradient_accumulation_steps)
+            )
+            replay_epoch_order(loader, epoch)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.hooks.step_begun(state.global_step + 1)

@@ -4,6 +4,7 @@ re-exports them; its docstring says how TRL uses them). ``benchmax train`` build
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from benchmax._group_pipeline import run_pool
+from benchmax._vocabulary import MAX_TURNS_EXCEEDED, OUTPUT_EXCEEDED, TOOL_BUDGET_EXCEEDED
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.envs import (
     DatasetSplit,
@@ -57,6 +59,35 @@ rollout that is not trainable (its tokens are left out on purpose)."""
 SequenceBuilder = Callable[[Trajectory], Sequence[RolloutSequence]]
 """Builds a rollout's training sequences (``rollout_sequences`` by default)."""
 
+BUDGET_ENDS = frozenset({OUTPUT_EXCEEDED, MAX_TURNS_EXCEEDED, TOOL_BUDGET_EXCEEDED})
+"""Ordinary ends of a training rollout (it reached ``max_tokens``, ``max_turns`` or the
+tool budget): :class:`RolloutFunc` counts them instead of letting the environment's
+WARNING per rollout reach the console."""
+
+_TERMINATED = "benchmax.rollout.terminated"
+
+
+class _CountBudgetEnds(logging.Filter):
+    """Drops the environment's ``benchmax.rollout.terminated`` WARNING for the given
+    rollouts when they ended at a budget (:data:`BUDGET_ENDS`), counting them instead."""
+
+    def __init__(self, rollout_ids: frozenset[str]) -> None:
+        super().__init__()
+        self.rollout_ids = rollout_ids
+        self.counted = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if (
+            record.msg == f"{_TERMINATED} rollout_id=%s termination_reason=%s"
+            and len(args) == 2
+            and args[0] in self.rollout_ids
+            and args[1] in BUDGET_ENDS
+        ):
+            self.counted += 1
+            return False
+        return True
+
 
 def load_examples(
     env: Environment[Any, Any],
@@ -85,8 +116,9 @@ def dataset_rows(examples: Iterable[Example[object]]) -> list[dict[str, object]]
     """One TRL dataset row per example: ``{"prompt": <its prompt_messages>, "example_id":
     <its id>}`` (``datasets.Dataset.from_list(rows)``), the first message of the prompt
     carrying the id under ``benchmax_example_id`` too (TRL hands ``rollout_func`` only
-    the prompt; see the module docs). ``ValueError`` for a payload without a non-empty
-    ``prompt_messages`` list of messages (objects)."""
+    the prompt; see the module docs). A payload without a ``prompt_messages`` key (an
+    ``AgentEnv`` task) is one user message holding the payload as JSON. ``ValueError`` for
+    a ``prompt_messages`` that is not a non-empty list of messages (objects)."""
     rows: list[dict[str, object]] = []
     for example in examples:
         listed = _prompt_messages(example)
@@ -179,6 +211,10 @@ class RolloutFunc:
     keep them). Rollouts run on a private event loop thread; :meth:`close` (or ``with``)
     stops it and closes the environment. ``calls_done`` (default 0) is the number of
     calls already made by the run being resumed: the call counter starts there.
+
+    A rollout that ends at a budget (``output_exceeded``, ``max_turns_exceeded``,
+    ``tool_budget_exceeded``: an ordinary end in training) logs no WARNING; it is counted
+    in :attr:`budget_ends` (all calls together) and its ``termination_reason`` says so.
     """
 
     def __init__(
@@ -221,6 +257,7 @@ class RolloutFunc:
             self._by_prompt.setdefault(key, []).append(example)
             self._by_id[example.id] = example
         self._calls_done = calls_done
+        self.budget_ends = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="benchmax-trl-rollouts", daemon=True
@@ -274,7 +311,14 @@ class RolloutFunc:
             ]
             for members in groups.values()
         ]
-        results = self._run(self._collect(requests))
+        quiet = _CountBudgetEnds(frozenset(r.rollout_id for group in requests for r in group))
+        environment_log = logging.getLogger("benchmax.envs.environment")
+        environment_log.addFilter(quiet)
+        try:
+            results = self._run(self._collect(requests))
+        finally:
+            environment_log.removeFilter(quiet)
+        self.budget_ends += quiet.counted
         scalars = [group.scalar_rewards for group in results]  # once per group, not per row
         filler = _placeholder_token(trainer)
         output: dict[str, list[object]] = {
@@ -418,8 +462,14 @@ class RolloutFunc:
 
 
 def _prompt_messages(example: Example[object]) -> list[object]:
+    """The example's ``prompt_messages``; for a payload that has none (an ``AgentEnv``'s
+    task: any JSON, handed to a program), one user message holding the payload as JSON,
+    so TRL has a prompt row to carry its id."""
     payload = example.payload
-    prompt = payload.get("prompt_messages") if isinstance(payload, Mapping) else None
+    if not isinstance(payload, Mapping) or "prompt_messages" not in payload:
+        text = json.dumps(payload, sort_keys=True, default=str)
+        return [{"role": "user", "content": text}]
+    prompt = payload.get("prompt_messages")
     if not isinstance(prompt, list):
         raise ValueError(f"example {example.id!r} has no prompt_messages list")
     return prompt
