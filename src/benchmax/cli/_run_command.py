@@ -181,7 +181,7 @@ def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
     "--fail-on-error",
     "fail_on_error",
     metavar="SHARE",
-    type=_Finite(0, 1),
+    type=FiniteRange(0, 1),
     default=DEFAULT_FAIL_ON_ERROR,
     show_default=True,
     help="Exit 4 (untrustworthy) when more than this share of the results' rollouts failed "
