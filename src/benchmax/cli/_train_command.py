@@ -181,6 +181,8 @@ class _Display:
             )
         elif kind == "checkpoint" and event.path is not None:
             self.console.print(f"checkpoint: {escape(str(event.path))}", soft_wrap=True)
+        elif kind == "note" and event.message:
+            self.console.print(f"[dim]{escape(event.message)}[/]", soft_wrap=True)
 
     def close(self) -> None:
         self.progress.stop()

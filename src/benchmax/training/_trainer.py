@@ -47,6 +47,7 @@ from benchmax.training._config import (
 )
 from benchmax.training._errors import TrainingError
 from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
+from benchmax.training._precision import MASTER_DTYPE
 from benchmax.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -161,7 +162,8 @@ def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
     if differences:
         raise TrainError(
             f"cannot resume {layout.root} with other settings ({'; '.join(differences)}); "
-            "only steps, eval_every, save_every, report_to and torch_threads may change"
+            "only steps, eval_every, save_every, save_total_limit, report_to and torch_threads "
+            "may change"
         )
     steps = layout.checkpoint_steps()
     if not steps:
@@ -273,6 +275,7 @@ class _Run:
                 self.groups.pop(step, []),
                 self.reward_weights,
                 weights_version=self.version_of_step.get(step, 0),
+                scale_rewards=self.config.advantage_scaling,
             )
         return self.lines[step]
 
@@ -293,7 +296,23 @@ class _Run:
         state = {"step": step, "calls_done": self.calls_done, "weights_version": self.version}
         (checkpoint / _STATE_FILE).write_text(json.dumps(state) + "\n")
         self.checkpoint = checkpoint
+        if self.config.save_total_limit is not None:
+            for old in _prune_checkpoints(self.layout, self.config.save_total_limit):
+                limit = self.config.save_total_limit
+                message = f"removed {old} (--save-total-limit {limit})"
+                self.on_event(TrainEvent("note", step, self.config.steps, message, path=old))
         self.on_event(TrainEvent("checkpoint", step, self.config.steps, path=checkpoint))
+
+
+def _prune_checkpoints(layout: RunDirectory, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` checkpoints of ``layout``; the deleted paths."""
+    import shutil
+
+    steps = layout.checkpoint_steps()
+    removed = [layout.checkpoint(step) for step in steps[: max(len(steps) - keep, 0)]]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
 
 
 def _calls_done(layout: RunDirectory, step: int) -> int:
@@ -364,7 +383,7 @@ def train(
         layout.root.mkdir(parents=True, exist_ok=True)
         layout.config.write_text(config_toml(dataclasses.replace(config, resume=False)))
         emit(TrainEvent("loading", start, config.steps, message=f"loading {config.model}"))
-        model, tokenizer = load_model(config.model)
+        model, tokenizer = load_model(config.model, dtype=MASTER_DTYPE)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         definition_config = RunConfig(
@@ -429,7 +448,12 @@ def train(
             checkpoints=layout.checkpoints,
         )
         if config.base_url is None:
-            sampler = PolicySampler(trainer.model, tokenizer, model_name=config.served_model)
+            sampler = PolicySampler(
+                trainer.model,
+                tokenizer,
+                model_name=config.served_model,
+                max_sequence_tokens=config.max_sequence_tokens,
+            )
             sampler.start()
             closing.append(sampler.close)
             base_url = sampler.base_url

@@ -1,13 +1,18 @@
 """The TRL side of ``benchmax train``: the GRPOConfig, the trainer and its callback.
 
 Imported only by ``train`` (it imports torch, transformers and TRL). One rollout_func call
-per optimizer step: a step's batch is ``prompts_per_step`` distinct rows, each repeated
-``group_size`` times (TRL's ``RepeatSampler``), ``gradient_accumulation_steps=1`` and
-``num_iterations=1``, so step N trains on exactly the rollouts sampled for it.
+per optimizer step: a step's generation batch is ``prompts_per_step`` distinct rows, each
+repeated ``group_size`` times (TRL's ``RepeatSampler``). With ``micro_batch_size`` M, TRL's
+``per_device_train_batch_size`` is M and ``gradient_accumulation_steps`` =
+``steps_per_generation`` = P x K / M, so TRL generates once (``generation_batch_size`` = P x
+K), splits the batch into P x K / M micro-batches and steps the optimizer once after the
+last; ``num_iterations=1``, so step N trains on exactly the rollouts sampled for it (and TRL
+needs no "old" logprobs: the weights do not change within a step).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -20,6 +25,8 @@ from transformers.utils import logging as transformers_logging
 from trl import GRPOConfig, GRPOTrainer
 
 from benchmax.training._config import TrainConfig
+from benchmax.training._logprob_gap import LogprobGapProbe
+from benchmax.training._precision import autocast_for
 
 __all__ = ["TrainingHooks", "grpo_config", "lora_config", "make_trainer"]
 
@@ -44,8 +51,17 @@ class TrainingHooks(Protocol):
 
 
 def grpo_config(config: TrainConfig, checkpoints: Path) -> GRPOConfig:
-    """TRL's configuration for ``config`` (checkpoints are written under ``checkpoints``)."""
+    """TRL's configuration for ``config`` (checkpoints are written under ``checkpoints``).
+
+    ``TrainingError`` when ``config.dtype`` cannot run here (``autocast_for``)."""
     on_gpu = torch.cuda.is_available()
+    autocast = autocast_for(
+        config.dtype, cuda=on_gpu, cuda_bf16=on_gpu and torch.cuda.is_bf16_supported()
+    )
+    micro = config.micro_batch_size or config.prompts_per_step * config.group_size
+    schedule = config.lr_schedule
+    if schedule == "constant" and config.warmup_steps:
+        schedule = "constant_with_warmup"
     server: dict[str, object] = {}
     if config.base_url is not None:
         root = config.base_url.rstrip("/")
@@ -56,22 +72,31 @@ def grpo_config(config: TrainConfig, checkpoints: Path) -> GRPOConfig:
         }
     return GRPOConfig(
         output_dir=str(checkpoints),
-        per_device_train_batch_size=config.prompts_per_step * config.group_size,
+        per_device_train_batch_size=micro,
         num_generations=config.group_size,
-        gradient_accumulation_steps=1,
+        gradient_accumulation_steps=config.accumulation_steps,
+        steps_per_generation=config.accumulation_steps,
         num_iterations=1,
         max_steps=config.steps,
         learning_rate=config.learning_rate,
-        lr_scheduler_type="constant",
+        lr_scheduler_type=schedule,
+        warmup_steps=config.warmup_steps,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
         beta=config.beta,
         loss_type=config.loss,
+        scale_rewards=config.advantage_scaling,
+        epsilon=config.epsilon,
+        epsilon_high=config.epsilon_high,
+        gradient_checkpointing=config.gradient_checkpointing,
         temperature=config.temperature,
         top_p=config.top_p,
         max_completion_length=config.max_tokens,
         logging_steps=1,
         report_to=list(config.report_to) or "none",
         use_cpu=not on_gpu,
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        bf16=autocast == "bf16",
+        fp16=autocast == "fp16",
         save_strategy="no",  # the run decides when to save (TrainingHooks.step_ended)
         seed=config.seed,
         disable_tqdm=True,
@@ -141,9 +166,23 @@ def make_trainer(
     (so ``report_to`` trackers get the per-key rewards and termination reasons)."""
     from datasets import Dataset
 
+    probe = LogprobGapProbe()
+
     class Trainer(GRPOTrainer):  # type: ignore[misc]  # trl is untyped here
+        def compute_loss(
+            self,
+            model: Any,
+            inputs: dict[str, Any],
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
+        ) -> Any:
+            watch = self.model.training  # training micro-batches only
+            with probe.watching(model, inputs) if watch else contextlib.nullcontext():
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
         def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
             if "loss" in logs:
+                logs.update(probe.take())
                 logs.update(hooks.tracker_logs(self.state.global_step))
             super().log(logs, start_time)
 
