@@ -88,7 +88,7 @@ def grpo_config(config: TrainConfig, checkpoints: Path) -> GRPOConfig:
         scale_rewards=config.advantage_scaling,
         epsilon=config.epsilon,
         epsilon_high=config.epsilon_high,
-        gradient_checkpointing=config.gradient_checkpointing,
+        activation_checkpointing=config.gradient_checkpointing,  # transformers 5: the new name
         temperature=config.temperature,
         top_p=config.top_p,
         max_completion_length=config.max_tokens,
