@@ -92,7 +92,7 @@ def test_a_bf16_checkpoint_trains_with_fp32_master_weights(tmp_path: Path) -> No
     name = "model.layers.0.self_attn.q_proj.weight"
     moved = (after[name] != before[name].float()).float().mean().item()
     assert moved > 0.9, moved
-    line = read_metrics(output / "metrics.jsonl")[0]
+    line = next(iter(read_metrics(output / "metrics.jsonl")))
     assert line["trainer"]["grad_norm"] > 0
     # bf16 autocast in the trainer vs the fp32 sampler: a small, measured gap
     assert 0 < line["trainer"]["logprob_gap"] < 0.05
@@ -110,7 +110,7 @@ def test_micro_batches_give_the_same_update_as_one_batch(tmp_path: Path) -> None
         )  # fmt: skip
         runs[micro] = output
     assert tokens(runs["4"]) == tokens(runs["1"])  # the same rollouts trained
-    one, four = (read_metrics(runs[m] / "metrics.jsonl")[0]["trainer"] for m in ("4", "1"))
+    one, four = (next(iter(read_metrics(runs[m] / "metrics.jsonl")))["trainer"] for m in ("4", "1"))
     assert one["grad_norm"] == pytest.approx(four["grad_norm"], rel=1e-4)
     base = weights(model)
     whole, split = (weights(RunDirectory(runs[m]).checkpoint(1)) for m in ("4", "1"))

@@ -423,3 +423,13 @@ def test_the_logprob_gap_and_the_masked_share_reach_the_metrics_line() -> None:
         0.25,
         0.004,
     )
+
+
+def test_a_cpu_run_says_what_will_make_a_step_slow(tmp_path: Path) -> None:
+    from benchmax.training._trainer import _slow_cpu_note
+
+    note = _slow_cpu_note(base(tmp_path), 135_000_000)  # SmolLM2-135M, P = K = 4, 256 tokens
+    assert note is not None and "16 rollouts" in note and "--max-tokens" in note
+    assert _slow_cpu_note(base(tmp_path), 100_000) is None  # the tests' tiny model
+    small = base(tmp_path, group_size=2, prompts_per_step=2, max_tokens=16)
+    assert _slow_cpu_note(small, 135_000_000) is None

@@ -384,6 +384,11 @@ def train(
         layout.config.write_text(config_toml(dataclasses.replace(config, resume=False)))
         emit(TrainEvent("loading", start, config.steps, message=f"loading {config.model}"))
         model, tokenizer = load_model(config.model, dtype=MASTER_DTYPE)
+        if not torch.cuda.is_available():
+            parameters = sum(p.numel() for p in model.parameters())
+            note = _slow_cpu_note(config, parameters)
+            if note:
+                emit(TrainEvent("note", start, config.steps, note))
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         definition_config = RunConfig(
@@ -506,6 +511,29 @@ def train(
             close()
         if not env_closed:
             _close_env(train_env)
+
+
+_CPU_FLOPS_PER_THREAD = 2e10
+"""A rough sustained float32 rate of one CPU core (flop/s), for :func:`_slow_cpu_note`."""
+
+
+def _slow_cpu_note(config: TrainConfig, parameters: int) -> str | None:
+    """What will make a CPU step take well over a minute, or ``None``. The estimate: 8
+    flops per parameter per sampled token (2 to sample it, 6 to train on it, prompts
+    left out) over P x K x ``max_tokens`` tokens, at ~2e10 flop/s per torch thread."""
+    sequences = config.prompts_per_step * config.group_size
+    tokens = sequences * config.max_tokens
+    trained = parameters if not config.lora else parameters // 3  # no weight gradients
+    seconds = (
+        (2 * parameters + 6 * trained) * tokens / (_CPU_FLOPS_PER_THREAD * config.torch_threads)
+    )
+    if seconds < 90:
+        return None
+    return (
+        f"on a CPU a step may take ~{seconds / 60:.0f} min: {sequences} rollouts "
+        f"(--prompts-per-step x -k) of up to {config.max_tokens} tokens (--max-tokens) with "
+        f"{parameters / 1e6:.0f}M parameters; fewer or shorter rollouts, --lora or a GPU are faster"
+    )
 
 
 def _close_env(env: Environment[Any, Any]) -> None:
