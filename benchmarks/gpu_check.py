@@ -26,15 +26,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
+import re
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+logging.disable(logging.WARNING)  # one "finish_reason 'length' maps to finished" per rollout
+warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renamed options
 
 import torch  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
@@ -54,13 +60,12 @@ from benchmax.training import PolicySampler, TrainConfig, read_metrics, train  #
 
 QWEN_TEMPLATE = (
     "{% for m in messages %}"
-    "{% if loop.first and m.role != 'system' %}"
-    "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
     "{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "[UNK]"]
+ROLES = ["system", "user", "assistant", "tool"]
 
 
 @dataclass(frozen=True)
@@ -85,11 +90,11 @@ TINY = Shape(2, 64, 128, 4, 2, 4_096, 2, 2, 2, 2, 8)
 
 
 def build_tokenizer(vocab: int) -> PreTrainedTokenizerFast:
-    """Word-level: the special tokens, then ``w3`` ... ``w<vocab-1>``, so every id decodes."""
-    words = {token: index for index, token in enumerate(SPECIAL)}
-    for index in range(len(SPECIAL), vocab):
+    """Word-level: the special tokens, the role names, then ``w<id>`` up to ``vocab - 1``,
+    so every id the model can sample decodes."""
+    words = {token: index for index, token in enumerate(SPECIAL + ROLES)}
+    for index in range(len(words), vocab):
         words[f"w{index}"] = index
-    words["[UNK]"] = vocab  # never sampled: beyond the model's vocabulary
     tokenizer = Tokenizer(models.WordLevel(words, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     wrapped = PreTrainedTokenizerFast(
@@ -122,12 +127,15 @@ def build_model(shape: Shape, tokenizer: PreTrainedTokenizerFast) -> Qwen2ForCau
     return Qwen2ForCausalLM(config)
 
 
+_WORD = re.compile(r"w(\d+)")
+
+
 class EvenWordsEnv(BaseEnv):
     """One turn: reply with words; reward ``even`` = share of even-numbered words."""
 
     reward_keys = ("even",)
     max_turns = 1
-    finish_reasons = {"length": "finished"}  # random replies run to max_tokens: score them
+    finish_reasons = MappingProxyType({"length": "finished"})  # random replies hit max_tokens
 
     async def create_dataset(
         self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None
@@ -141,9 +149,9 @@ class EvenWordsEnv(BaseEnv):
         return Example(id=canonical_example_id(payload), payload=payload)
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
-        words = extract_completion_text(rollout.messages).split()
-        even = [w for w in words if w[1:].isdigit() and int(w[1:]) % 2 == 0]
-        return {"even": len(even) / len(words) if words else 0.0}
+        numbers = [int(n) for n in _WORD.findall(extract_completion_text(rollout.messages))]
+        even = [n for n in numbers if n % 2 == 0]
+        return {"even": len(even) / len(numbers) if numbers else 0.0}
 
 
 def write_data(directory: Path, shape: Shape) -> list[str]:
@@ -278,7 +286,7 @@ def main() -> int:
         assert dtypes == {"torch.float32"}, f"master weights are not fp32: {dtypes}"
         moved = moved_share(before, after)
         assert moved > 0.9, f"only {moved:.1%} of layer 0's q_proj moved"
-        lines = read_metrics(output / "metrics.jsonl")
+        lines = list(read_metrics(output / "metrics.jsonl"))
         seconds = [line["seconds"]["step"] for line in lines]
         gaps = [line["trainer"].get("logprob_gap") for line in lines]
         from transformers import AutoModelForCausalLM

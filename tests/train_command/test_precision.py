@@ -141,7 +141,8 @@ def test_the_sequence_budget_greedy_evaluation_and_checkpoint_retention(tmp_path
         assert rollout.termination_reason in ("output_exceeded", "finished", "context_exceeded")
     assert lengths and max(lengths) < 6
     assert RunDirectory(output).checkpoint_steps() == [2]
-    assert "removed" in done.stdout and "step-1" in done.stdout
+    shown = done.stdout + done.stderr  # the progress display writes to stderr
+    assert f"removed {RunDirectory(output).checkpoint(1)} (--save-total-limit 1)" in shown
     evaluation = read_results(output / "eval" / "step-2.jsonl")
     assert evaluation.definition.sampling_args["temperature"] == 0
     replies: dict[str, set[tuple[int, ...]]] = {}
