@@ -106,7 +106,7 @@ def test_micro_batches_give_the_same_update_as_one_batch(tmp_path: Path) -> None
         train_run(
             SIGNAL, model, output,
             "--steps", "1", "--learning-rate", "1e-3", "--dtype", "fp32",
-            "--micro-batch-size", micro, "--no-gradient-checkpointing",
+            "--micro-batch-size", micro, "--no-gradient-checkpointing", "--eval-temperature", "0",
         )  # fmt: skip
         runs[micro] = output
     assert tokens(runs["4"]) == tokens(runs["1"])  # the same rollouts trained
@@ -120,16 +120,25 @@ def test_micro_batches_give_the_same_update_as_one_batch(tmp_path: Path) -> None
     assert max((whole[n] - base[n]).abs().max().item() for n in base) > 5e-4  # it moved
     # fp32 everywhere at T = 1: the sampler's logprobs are the trainer's
     assert one["logprob_gap"] < 1e-4 and four["logprob_gap"] < 1e-4
+    # --eval-temperature 0: greedy evaluations, one reply per example, while training sampled
+    evaluation = read_results(runs["1"] / "eval" / "step-1.jsonl")
+    assert evaluation.definition["sampling_args"]["temperature"] == 0
+    replies: dict[str, set[tuple[int, ...]]] = {}
+    for rollout in evaluation.rollouts:
+        ids = tuple(rollout.model_calls[0].completion_token_ids or ())
+        assert ids
+        replies.setdefault(rollout.example_id, set()).add(ids)
+    assert replies and all(len(seen) == 1 for seen in replies.values())
 
 
-def test_the_sequence_budget_greedy_evaluation_and_checkpoint_retention(tmp_path: Path) -> None:
+def test_the_sequence_budget_and_checkpoint_retention(tmp_path: Path) -> None:
     model = saved_model(tmp_path / "model", torch.float32)
     output = tmp_path / "run"
     budget = 74  # the prompts are 71-73 tokens: replies are cut at 1-3 tokens
     done = train_run(
         PLAIN, model, output,
         "--steps", "2", "--save-every", "1", "--save-total-limit", "1",
-        "--max-sequence-tokens", str(budget), "--eval-temperature", "0",
+        "--max-sequence-tokens", str(budget),
     )  # fmt: skip
     rollouts = read_results(output / "rollouts.jsonl").rollouts
     lengths = []
@@ -143,13 +152,6 @@ def test_the_sequence_budget_greedy_evaluation_and_checkpoint_retention(tmp_path
     assert RunDirectory(output).checkpoint_steps() == [2]
     shown = done.stdout + done.stderr  # the progress display writes to stderr
     assert f"removed {RunDirectory(output).checkpoint(1)} (--save-total-limit 1)" in shown
-    evaluation = read_results(output / "eval" / "step-2.jsonl")
-    assert evaluation.definition.sampling_args["temperature"] == 0
-    replies: dict[str, set[tuple[int, ...]]] = {}
-    for rollout in evaluation.rollouts:
-        ids = tuple(rollout.model_calls[0].completion_token_ids or ())
-        replies.setdefault(rollout.example_id, set()).add(ids)
-    assert all(len(seen) == 1 for seen in replies.values())  # greedy: one reply per example
 
 
 class _Hooks:
