@@ -13,17 +13,19 @@ seen here.
 
 ``credential_secrets`` collects the strings to hide (bearer tokens, a URL's password) and
 remembers them; the runner, the group pipeline's log capture, validation and the CLI all mask
-through ``mask_secrets``.
+through ``mask_secrets``. ``MaskedRecords`` encodes records with every secret masked in their
+strings: the results files and every record ``benchmax serve`` sends go through it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import sys
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, BinaryIO, TextIO
 from urllib.parse import urlsplit
 
@@ -32,10 +34,12 @@ from benchmax.auth import ModelAuth, StaticBearerAuth
 
 __all__ = [
     "MIN_MASKED_LENGTH",
+    "MaskedRecords",
     "MaskingStream",
     "credential_secrets",
     "mask_secrets",
     "mask_standard_streams",
+    "mask_strings",
     "masked_output",
     "remember",
     "remembered",
@@ -67,6 +71,44 @@ def mask_secrets(text: str, secrets: Iterable[str]) -> str:
         elif original == secret:
             return "***"
     return text
+
+
+def mask_strings(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` (JSON-like data) with every secret masked in each string it holds, keys
+    included (``mask_secrets`` on each); other values are kept as they are."""
+    if isinstance(value, str):
+        return mask_secrets(value, secrets)
+    if isinstance(value, Mapping):
+        return {
+            mask_strings(key, secrets): mask_strings(item, secrets) for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [mask_strings(item, secrets) for item in value]
+    return value
+
+
+class MaskedRecords:
+    """Encodes records that leave the process with ``secrets`` masked in every string.
+
+    ``encoded(record, encode)`` is ``encode(record)`` (JSON bytes) when no secret occurs
+    in it as JSON writes it, else ``encode`` of the record with every string masked
+    (``mask_strings``): the record is only walked when a secret is there. The results
+    files (``benchmax run``) and every reply of ``benchmax serve`` are encoded here.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = tuple(dict.fromkeys(s for s in secrets if s))
+        self._as_written = tuple(
+            json.dumps(s, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace")
+            for s in self.secrets
+        )
+
+    def encoded(self, record: Any, encode: Callable[[Any], bytes]) -> bytes:
+        """``encode(record)`` with every secret masked (see the class)."""
+        data = encode(record)
+        if any(secret in data for secret in self._as_written):
+            data = encode(mask_strings(record, self.secrets))
+        return data
 
 
 def credential_secrets(

@@ -25,6 +25,7 @@ HTTP_LIBRARIES = {
         "serving/_nemo_gym.py",
         "serving/_openenv.py",
         "serving/_websocket.py",
+        "serving/_wire.py",
         "training/_sampler.py",
     },
     # the SDK's httpx.Auth twin (0.2's _RequestModelAuth); an OpenEnv environment's own HTTP

@@ -240,3 +240,46 @@ def test_a_bad_constructor_argument_is_one_error_naming_it(
     with pytest.raises((ValueError, TypeError)) as raised:
         OpenEnvEnv(**arguments)
     assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+async def test_a_hung_step_settles_after_step_timeout_without_waiting_on_close() -> None:
+    """The server answers the reset, then never answers the step nor reads again (so no
+    close handshake either): the rollout settles after step_timeout plus a bounded
+    close, not after the polite close's 10 s and websockets' own 10 s more."""
+    import asyncio
+    import time
+
+    from aiohttp import web
+
+    stepped = asyncio.Event()
+
+    async def hung(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.receive()  # the reset
+        observation = {"observation": {"prompt": "guess"}, "reward": None, "done": False}
+        await ws.send_json({"type": "observation", "data": observation})
+        await ws.receive()  # the step
+        stepped.set()
+        await asyncio.sleep(3600)
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/ws", hung)
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    env = OpenEnvEnv(url, episodes=1, message_field="message", step_timeout=2)
+    try:
+        async with MockModelServer(lambda body, request: "3") as mock:
+            started = time.monotonic()
+            report = await run_environment(env, run_config(mock, group_size=1))
+            elapsed = time.monotonic() - started
+    finally:
+        await runner.cleanup()
+    assert stepped.is_set()
+    assert report.rollouts_by_reason == {"environment_error": 1}
+    # 2 s of step_timeout + at most 1 s of close handshake; before: about 23 s
+    assert elapsed < 15.0, elapsed

@@ -99,6 +99,29 @@ class _Timeout(click.ParamType):  # type: ignore[type-arg]
     show_default=True,
     help="Seconds a session may stay idle before it is closed ('none': never).",
 )
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds a connection may take to send a request's headers (from when it opened "
+    "or its last reply; an idle keep-alive connection closes then too).",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    help="Seconds between two reads of a request body before it is dropped (HTTP 408).",
+)
+@click.option(
+    "--write-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a WebSocket message may wait for a client that does not read before "
+    "its connection is cut.",
+)
 @mock_policy_option("echo")
 def serve_command(
     target: str,
@@ -111,6 +134,9 @@ def serve_command(
     port: int,
     max_sessions: int,
     session_timeout: float | None,
+    header_timeout: float,
+    body_timeout: float,
+    write_timeout: float,
     mock_policy: str,
 ) -> None:
     """Serve TARGET's examples to a trainer: every episode is a benchmax rollout whose
@@ -138,6 +164,9 @@ def serve_command(
             base_dir=data_dir,
             max_sessions=max_sessions,
             session_timeout=session_timeout,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            write_timeout=write_timeout,
         )
     except ValueError as error:
         raise click.UsageError(str(error)) from None

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from benchmax._secret_masking import mask_secrets
+from benchmax._secret_masking import mask_strings
 
 __all__ = ["encoded_line", "mask_strings"]
 
@@ -65,16 +65,3 @@ def _decimal_writable(value: int) -> bool:
 
 def _key(key: object) -> str:
     return key if isinstance(key, str) else _text(key)
-
-
-def mask_strings(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` with every secret masked in each string it holds (keys included)."""
-    if isinstance(value, str):
-        return mask_secrets(value, secrets)
-    if isinstance(value, Mapping):
-        return {
-            mask_strings(key, secrets): mask_strings(item, secrets) for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [mask_strings(item, secrets) for item in value]
-    return value

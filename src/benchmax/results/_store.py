@@ -14,7 +14,6 @@ every record.
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any, BinaryIO, cast
 
 import benchmax
 from benchmax._file_replace import replace_file
+from benchmax._secret_masking import MaskedRecords
 from benchmax.results._definition_changes import definition_differences, normalized, only_extends
 from benchmax.results._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
 from benchmax.results._group import TrajectoryGroup
@@ -115,7 +115,7 @@ class ResultsStore:
         self.groups = groups
         self._attempts = attempts
         self._file = handle
-        self._lines = _MaskedLines(secrets)
+        self._lines = MaskedRecords(secrets)
         self._failure: ResultsWriteError | None = None
 
     @classmethod
@@ -195,7 +195,9 @@ class ResultsStore:
         if self._file is not None:
             if self._failure is not None:
                 raise self._failure
-            data = b"".join(self._lines.of(t.to_json()) for t in group.trajectories)
+            data = b"".join(
+                self._lines.encoded(t.to_json(), encoded_line) for t in group.trajectories
+            )
             try:
                 _append_or_cut(self._file, self.path, data)
             except ResultsWriteError as failure:
@@ -206,25 +208,6 @@ class ResultsStore:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
-
-
-class _MaskedLines:
-    """Results lines with the known ``secrets`` masked in every string."""
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        self._secrets = tuple(s for s in secrets if s)
-        self._as_written = tuple(
-            json.dumps(s, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace")
-            for s in self._secrets
-        )
-
-    def of(self, record: Mapping[str, Any]) -> bytes:
-        """The record's line with every secret masked; the record is only walked when a
-        secret occurs in its line (as JSON writes it)."""
-        line = encoded_line(record)
-        if any(secret in line for secret in self._as_written):
-            line = encoded_line(mask_strings(record, self._secrets))
-        return line
 
 
 def _append_or_cut(handle: BinaryIO, path: Path | None, data: bytes) -> None:
@@ -333,13 +316,13 @@ def write_results(
         reward_weights=definition.reward_weights,
     )
 
-    masked = _MaskedLines(secrets)
+    masked = MaskedRecords(secrets)
 
     def lines() -> Iterator[bytes]:
         yield encoded_line(header)
         for group in groups:
             for trajectory in group.trajectories:
-                yield masked.of(trajectory.to_json())
+                yield masked.encoded(trajectory.to_json(), encoded_line)
 
     replace_file(Path(path), lines())
     return run_id

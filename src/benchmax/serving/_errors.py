@@ -6,6 +6,9 @@ BenchmaxError
     ├── EpisodeError        _episode (internal)
     ├── CapacityReached     _sessions (internal)
     ├── UnknownExample      _sessions (internal)
+    ├── UnknownTool         _mcp (internal)
+    ├── BodyTimeout         _wire (internal)
+    ├── BodyTooLarge        _wire (internal)
     ├── _RpcError           _mcp (internal)
     └── _Refused            _nemo_gym, _openenv (internal, one each)
 """

@@ -7,8 +7,9 @@ Methods: ``initialize``, ``ping``, ``tools/list`` (MCP tool specs: ``name``,
 policy's assistant message calling that one tool, run by the environment under its own
 limits (``max_tool_calls``, ``max_turns``), so it needs a session (``session_id``, or
 the WebSocket's). Errors use JSON-RPC's codes (-32700 parse error, -32600 invalid
-request, -32601 method not found, -32602 invalid params, -32603 internal error,
--32000 server error: capacity).
+request, -32601 method not found, -32602 invalid params and, as MCP's spec says, an
+unknown tool, -32603 internal error, -32000 server error: capacity, or a step already
+running in the episode).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 
 from benchmax.envs import BaseEnv
 from benchmax.serving._actions import AssistantMessage, PolicyAction
-from benchmax.serving._episode import EpisodeError
+from benchmax.serving._episode import EpisodeError, Turn
 from benchmax.serving._errors import ServingError
 from benchmax.serving._sessions import (
     CapacityReached,
@@ -29,7 +30,7 @@ from benchmax.serving._sessions import (
     UnknownExample,
 )
 
-__all__ = ["McpHandler", "jsonrpc_error"]
+__all__ = ["McpHandler", "UnknownTool", "jsonrpc_error"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -60,6 +61,10 @@ class _RpcError(ServingError):
         super().__init__(message)
         self.code = code
         self.data = data
+
+
+class UnknownTool(ServingError):
+    """A tool call named a tool the episode was not offered."""
 
 
 class McpHandler:
@@ -105,7 +110,8 @@ class McpHandler:
             case "ping":
                 return {}
             case "tools/list":
-                return {"tools": await self._tools(self._session(params, session, needed=False))}
+                session = self._session(params, session, needed=False)
+                return {"tools": await self.tool_specs(session)}
             case "tools/call":
                 return await self._call_tool(params, self._session(params, session, needed=True))
             case "openenv/session/create":
@@ -132,7 +138,9 @@ class McpHandler:
             raise _RpcError(INVALID_PARAMS, f"Unknown session_id: {session_id}")
         return found
 
-    async def _tools(self, session: Session | None) -> list[dict[str, object]]:
+    async def tool_specs(self, session: Session | None) -> list[dict[str, object]]:
+        """MCP tool specs (``name``, ``description``, ``inputSchema``): those advertised
+        to the session's episode at its last model call, else the environment's."""
         specs: Sequence[object]
         if session is not None and session.episode is not None and session.episode.tools:
             specs = session.episode.tools
@@ -153,17 +161,22 @@ class McpHandler:
                 )
         return tools
 
-    async def _call_tool(self, params: dict[str, object], session: Session | None) -> object:
-        name = params.get("name")
-        arguments = params.get("arguments", {})
-        if not isinstance(name, str) or not name:
-            raise _RpcError(INVALID_PARAMS, "Missing 'name' in params")
-        if not isinstance(arguments, dict):
-            raise _RpcError(INVALID_PARAMS, "'arguments' must be an object")
-        assert session is not None
+    async def run_tool(
+        self, session: Session, name: str, arguments: dict[str, object]
+    ) -> tuple[Turn, dict[str, object]]:
+        """One turn of the session's episode calling tool ``name``: the turn, and the
+        MCP ``CallToolResult`` (``content``, ``isError``, and ``data``: the result text).
+
+        Raises ``UnknownTool`` (nothing is applied) when the episode was not offered
+        ``name``, ``EpisodeError`` when the episode takes no step now.
+        """
         episode = session.episode
         if episode is None:
-            raise _RpcError(INVALID_PARAMS, "the session has no episode: reset first")
+            raise EpisodeError("the session has no episode: reset first")
+        offered = {spec["name"] for spec in await self.tool_specs(session)}
+        if name not in offered:
+            listed = ", ".join(sorted(str(n) for n in offered)) or "none"
+            raise UnknownTool(f"Unknown tool: {name} (tools: {listed})")
         call_id = f"mcp_{next(_CALL_IDS)}"
         call: dict[str, object] = {
             "id": call_id,
@@ -174,10 +187,7 @@ class McpHandler:
             message=AssistantMessage(role="assistant", content=None, tool_calls=[call])
         )
         session.touch()
-        try:
-            turn = await episode.act(action)
-        except EpisodeError as error:
-            raise _RpcError(INTERNAL_ERROR, str(error)) from None
+        turn = await episode.act(action)
         replies = [m for m in turn.messages if m.get("role") == "tool"]
         reply = next((m for m in replies if m.get("tool_call_id") == call_id), None)
         if reply is None and replies:
@@ -185,10 +195,32 @@ class McpHandler:
         if reply is None:
             reason = turn.termination_reason or "no tool result"
             text = f"the episode ended ({reason}) without running the tool"
-            return {"content": [{"type": "text", "text": text}], "isError": True, "data": text}
+            return turn, {
+                "content": [{"type": "text", "text": text}],
+                "isError": True,
+                "data": text,
+            }
         content = reply.get("content")
         text = content if isinstance(content, str) else json.dumps(content)
-        return {"content": [{"type": "text", "text": text}], "isError": False, "data": text}
+        return turn, {"content": [{"type": "text", "text": text}], "isError": False, "data": text}
+
+    async def _call_tool(self, params: dict[str, object], session: Session | None) -> object:
+        name = params.get("name")
+        arguments = params.get("arguments", {})
+        if not isinstance(name, str) or not name:
+            raise _RpcError(INVALID_PARAMS, "Missing 'name' in params")
+        if not isinstance(arguments, dict):
+            raise _RpcError(INVALID_PARAMS, "'arguments' must be an object")
+        assert session is not None
+        if session.stepping or (session.episode is not None and session.episode.busy):
+            raise _RpcError(SERVER_ERROR, "the episode is already running a step")
+        try:
+            _turn, result = await self.run_tool(session, name, arguments)
+        except UnknownTool as error:
+            raise _RpcError(INVALID_PARAMS, str(error)) from None
+        except EpisodeError as error:
+            raise _RpcError(INTERNAL_ERROR, str(error)) from None
+        return result
 
     async def _create(self, params: dict[str, object]) -> object:
         try:
@@ -196,7 +228,7 @@ class McpHandler:
         except ValueError as error:
             raise _RpcError(INVALID_PARAMS, str(error)) from None
         try:
-            session = self.sessions.open()
+            session = self.sessions.open("mcp")
         except CapacityReached as error:
             raise _RpcError(
                 SERVER_ERROR,

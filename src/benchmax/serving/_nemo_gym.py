@@ -26,8 +26,9 @@ unknown tool, 503 at capacity).
 
 from __future__ import annotations
 
+import json
 import logging
-import statistics
+import math
 from typing import TYPE_CHECKING
 
 import orjson
@@ -49,6 +50,7 @@ from benchmax.serving._sessions import (
     Sessions,
     UnknownExample,
 )
+from benchmax.serving._wire import BodyTimeout, BodyTooLarge, body_refusal
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -102,6 +104,7 @@ class NemoGymRoutes:
 
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
+        self.wire = sessions.wire
         self._by_resources_id: dict[str, Session] = {}
 
     def add_to(self, app: web.Application) -> None:
@@ -118,19 +121,21 @@ class NemoGymRoutes:
             try:
                 return await handler(request)
             except _Refused as refused:
-                return _json({"detail": str(refused)}, refused.status)
+                return self.wire.json_response({"detail": str(refused)}, refused.status)
+            except (BodyTimeout, BodyTooLarge) as error:
+                return body_refusal(self.wire, error)
 
         return guarded
 
     async def seed_session(self, request: web.Request) -> web.StreamResponse:
-        body = await _body(request)
+        body = await self._body(request)
         resources_id = body.get("resources_session_id")
         if resources_id is not None:
             if not isinstance(resources_id, str) or not resources_id:
                 raise _Refused(400, "resources_session_id must be a non-empty string")
             existing = self._by_resources_id.get(resources_id)
             if existing is not None and existing.episode is not None:  # idempotent
-                return _with_cookie({"resources_session_id": resources_id}, existing)
+                return self._with_cookie({"resources_session_id": resources_id}, existing)
             task_id = body.get("task_id")
             options_data: dict[str, object] = {
                 "example_id": task_id if isinstance(task_id, str) else None
@@ -147,7 +152,7 @@ class NemoGymRoutes:
         except ValueError as error:
             raise _Refused(400, str(error)) from None
         try:
-            session = self.sessions.open()
+            session = self.sessions.open("http")
         except CapacityReached as error:
             raise _Refused(503, str(error)) from None
         try:
@@ -173,8 +178,8 @@ class NemoGymRoutes:
                     if value.released:
                         del self._by_resources_id[key]
             self._by_resources_id[resources_id] = session
-            return _with_cookie({"resources_session_id": resources_id}, session)
-        return _with_cookie({}, session)
+            return self._with_cookie({"resources_session_id": resources_id}, session)
+        return self._with_cookie({}, session)
 
     async def tool(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["tool"]
@@ -190,7 +195,7 @@ class NemoGymRoutes:
             raise _Refused(
                 404, f"no tool named {name!r} (tools: {sorted(_tool_names(episode.tools))})"
             )
-        arguments = await _body(request)
+        arguments = await self._body(request)
         call_id = f"call_{episode.step_count + 1}"
         action = PolicyAction(
             message=AssistantMessage(
@@ -210,12 +215,14 @@ class NemoGymRoutes:
         reply = next((m for m in replies if m.get("tool_call_id") == call_id), None)
         if reply is None:
             reason = turn.termination_reason or "no tool result"
-            return _text(f"the episode ended ({reason}) without running the tool")
+            return self.wire.text_response(f"the episode ended ({reason}) without running the tool")
         content = reply.get("content")
-        return _text(content if isinstance(content, str) else orjson.dumps(content).decode())
+        return self.wire.text_response(
+            content if isinstance(content, str) else orjson.dumps(content).decode()
+        )
 
     async def verify(self, request: web.Request) -> web.StreamResponse:
-        body = await _body(request)
+        body = await self._body(request)
         response = body.get("response")
         if not isinstance(body.get("responses_create_params"), dict):
             raise _Refused(400, "responses_create_params is required and must be an object")
@@ -237,20 +244,20 @@ class NemoGymRoutes:
         keys = tuple(self.sessions.env.reward_keys)
         await session.release()
         self._forget(session)
-        return _json({**body, **_verdict(turn, keys)})
+        return self.wire.json_response({**body, **_verdict(turn, keys)})
 
     async def close_session(self, request: web.Request) -> web.StreamResponse:
-        body = await _body(request)
+        body = await self._body(request)
         resources_id = body.get("resources_session_id")
         if not isinstance(resources_id, str) or not resources_id:
             raise _Refused(400, "resources_session_id is required")
         session = self._by_resources_id.pop(resources_id, None)
         if session is not None:
             await session.release()
-        return _json({"resources_session_id": resources_id})
+        return self.wire.json_response({"resources_session_id": resources_id})
 
     async def aggregate_metrics(self, request: web.Request) -> web.StreamResponse:
-        body = await _body(request)
+        body = await self._body(request)
         responses = body.get("verify_responses")
         if not isinstance(responses, list) or not all(isinstance(r, dict) for r in responses):
             raise _Refused(400, "verify_responses must be a list of verify responses")
@@ -261,24 +268,21 @@ class NemoGymRoutes:
         }
         values: dict[str, list[float]] = {"reward": []}
         for item in scored:
-            reward = item.get("reward")
-            if isinstance(reward, int | float) and not isinstance(reward, bool):
-                values["reward"].append(float(reward))
+            values["reward"].extend(_finite(item.get("reward")))
             components = item.get("reward_components")
             if isinstance(components, dict):
                 for key, value in components.items():
-                    if isinstance(value, int | float) and not isinstance(value, bool):
-                        values.setdefault(key, []).append(float(value))
+                    values.setdefault(key, []).extend(_finite(value))
         for key, series in values.items():
             if series:
-                metrics[f"mean/{key}"] = statistics.fmean(series)
+                metrics[f"mean/{key}"] = finite_mean(series)
         key_metrics = {k: v for k, v in metrics.items() if k.startswith("mean/")}
-        return _json(
+        return self.wire.json_response(
             {"group_level_metrics": [], "agent_metrics": metrics, "key_metrics": key_metrics}
         )
 
     async def reverify_mode(self, request: web.Request) -> web.StreamResponse:
-        return _json("unsupported")
+        return self.wire.json_response("unsupported")
 
     async def examples(self, request: web.Request) -> web.StreamResponse:
         env = self.sessions.env
@@ -310,6 +314,26 @@ class NemoGymRoutes:
             )
         session.touch()
         return session
+
+    async def _body(self, request: web.Request) -> dict[str, object]:
+        raw = await self.wire.read_body(request)
+        try:
+            data = orjson.loads(raw) if raw.strip() else {}
+        except orjson.JSONDecodeError as error:
+            # Python's json writes inf and nan as Infinity and NaN (a NeMo-Gym agent's
+            # reward can be one), and numbers past a double's range: read those too.
+            try:
+                data = json.loads(raw)
+            except (ValueError, RecursionError):
+                raise _Refused(400, f"the request body is not JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise _Refused(400, "the request body must be a JSON object")
+        return data
+
+    def _with_cookie(self, data: dict[str, object], session: Session) -> web.StreamResponse:
+        response = self.wire.json_response(data)
+        response.set_cookie(SESSION_COOKIE, session.id, httponly=True, samesite="Lax")
+        return response
 
     def _forget(self, session: Session) -> None:
         for key, value in list(self._by_resources_id.items()):
@@ -354,6 +378,26 @@ def _verdict(turn: Turn, keys: tuple[str, ...]) -> dict[str, object]:
     return verdict
 
 
+def _finite(value: object) -> list[float]:
+    """``[value]`` as a float when it is a finite number (not a bool), else ``[]``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any float
+            return []
+        if math.isfinite(number):
+            return [number]
+    return []
+
+
+def finite_mean(values: list[float]) -> float:
+    """The mean of finite ``values`` without overflow: each is divided by the count
+    before the exact sum (``math.fsum``), so values near ``±1.8e308`` average to a
+    finite float."""
+    count = len(values)
+    return math.fsum(value / count for value in values)
+
+
 def _tool_names(tools: list[dict[str, object]]) -> set[str]:
     names = set()
     for tool in tools:
@@ -361,32 +405,3 @@ def _tool_names(tools: list[dict[str, object]]) -> set[str]:
         if isinstance(function, dict) and isinstance(function.get("name"), str):
             names.add(function["name"])
     return names
-
-
-async def _body(request: web.Request) -> dict[str, object]:
-    raw = await request.read()
-    try:
-        data = orjson.loads(raw) if raw.strip() else {}
-    except orjson.JSONDecodeError as error:
-        raise _Refused(400, f"the request body is not JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise _Refused(400, "the request body must be a JSON object")
-    return data
-
-
-def _json(data: object, status: int = 200) -> web.StreamResponse:
-    from aiohttp import web
-
-    return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
-
-
-def _text(text: str) -> web.StreamResponse:
-    from aiohttp import web
-
-    return web.Response(text=text, content_type="text/plain")
-
-
-def _with_cookie(data: dict[str, object], session: Session) -> web.StreamResponse:
-    response = _json(data)
-    response.set_cookie(SESSION_COOKIE, session.id, httponly=True, samesite="Lax")
-    return response

@@ -6,7 +6,16 @@ HTTP: ``POST /reset`` (``ResetRequest``: ``seed``, ``episode_id``, and here
 are stateless, a served rollout is not) answer ``{"observation", "reward", "done"}``;
 ``GET /health``, ``/metadata``, ``/schema``, ``/state`` (``?episode_id=``). Errors are
 FastAPI's: ``{"detail": ...}`` with 422 for a request that does not validate, 404 for
-an unknown episode, 409 for an episode that takes no step now, 503 at capacity.
+an unknown episode, 409 for an episode that takes no step now (one step at a time: a
+second concurrent ``/step`` is refused), 503 at capacity. A step repeated with its
+``request_id`` answers the first reply (``StepReplies``); a reset naming a live HTTP
+episode's id resets it in its slot.
+
+A step's action is the policy's message, or one of openenv-core's MCP actions
+(``{"type": "list_tools"}``, ``{"type": "call_tool", "tool_name", "arguments"}``, what
+its ``MCPToolClient`` sends in its default mode): their observations are openenv-core's
+``ListToolsObservation`` and ``CallToolObservation`` (``error.error_type``
+``tool_not_found`` for a tool the episode was not offered).
 
 WebSocket ``/ws``: one session per connection (``CAPACITY_REACHED`` past
 ``max_sessions``); messages ``reset``, ``step``, ``state``, ``close`` and ``mcp``;
@@ -20,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,7 +38,13 @@ import benchmax
 from benchmax.serving._actions import PolicyAction, ValidationError, action_schema
 from benchmax.serving._episode import Episode, EpisodeError, Turn
 from benchmax.serving._errors import ServingError
-from benchmax.serving._mcp import PARSE_ERROR, SERVER_ERROR, McpHandler, jsonrpc_error
+from benchmax.serving._mcp import (
+    PARSE_ERROR,
+    SERVER_ERROR,
+    McpHandler,
+    UnknownTool,
+    jsonrpc_error,
+)
 from benchmax.serving._sessions import (
     CapacityReached,
     ResetOptions,
@@ -37,11 +52,11 @@ from benchmax.serving._sessions import (
     Sessions,
     UnknownExample,
 )
-from benchmax.serving._websocket import close_soon, refuse, serve_messages
+from benchmax.serving._step_replies import StepReplies
+from benchmax.serving._websocket import refuse, serve_messages
+from benchmax.serving._wire import BodyTimeout, BodyTooLarge, WebSocketLink, body_refusal
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
     from aiohttp import web
 
 __all__ = ["OpenEnvRoutes", "observation_data"]
@@ -138,6 +153,8 @@ class OpenEnvRoutes:
     def __init__(self, sessions: Sessions, mcp: McpHandler) -> None:
         self.sessions = sessions
         self.mcp = mcp
+        self.wire = sessions.wire
+        self.replies = StepReplies()
 
     def add_to(self, app: web.Application) -> None:
         app.router.add_get("/health", self.health)
@@ -153,12 +170,12 @@ class OpenEnvRoutes:
     # --- HTTP ---------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.StreamResponse:
-        return _json({"status": "healthy"})
+        return self.wire.json_response({"status": "healthy"})
 
     async def metadata(self, request: web.Request) -> web.StreamResponse:
         env_class = type(self.sessions.env)
         doc = (env_class.__doc__ or "").strip().splitlines()
-        return _json(
+        return self.wire.json_response(
             {
                 "name": env_class.__name__,
                 "description": doc[0] if doc else f"benchmax environment {env_class.__name__}",
@@ -170,7 +187,7 @@ class OpenEnvRoutes:
         )
 
     async def schema(self, request: web.Request) -> web.StreamResponse:
-        return _json(
+        return self.wire.json_response(
             {
                 "action": action_schema(),
                 "observation": ServedObservation.model_json_schema(),
@@ -181,76 +198,209 @@ class OpenEnvRoutes:
     async def state(self, request: web.Request) -> web.StreamResponse:
         episode_id = request.query.get("episode_id")
         if episode_id is None:
-            return _json(_state(None))
+            return self.wire.json_response(_state(None))
         session = self.sessions.by_episode.get(episode_id)
         if session is None or session.episode is None:
-            return _http_error(404, f"no live episode {episode_id!r}")
-        return _json(_state(session.episode))
+            return self._http_error(404, f"no live episode {episode_id!r}")
+        return self.wire.json_response(_state(session.episode))
 
     async def reset(self, request: web.Request) -> web.StreamResponse:
-        return await _http_answer(self._reset_turn(request))
+        try:
+            session, episode, turn = await self._reset_turn(request)
+        except _Refused as refused:
+            return self._http_error(refused.status, refused.detail)
+        except (BodyTimeout, BodyTooLarge) as error:
+            return body_refusal(self.wire, error)
+        if turn.done:
+            await session.release()
+        return self.wire.json_response(observation_data(episode, turn))
 
     async def step(self, request: web.Request) -> web.StreamResponse:
-        return await _http_answer(self._step_turn(request))
+        from aiohttp import web
+
+        try:
+            data = await self._body(request)
+            action, timeout, request_id = _step_fields(data)
+            episode_id = data.get("episode_id")
+            if not isinstance(episode_id, str) or not episode_id:
+                raise _Refused(
+                    422,
+                    "VALIDATION_ERROR",
+                    "episode_id is required: the observation of /reset names it",
+                )
+        except _Refused as refused:
+            return self._http_error(refused.status, refused.detail)
+        except (BodyTimeout, BodyTooLarge) as error:
+            return body_refusal(self.wire, error)
+
+        async def run() -> tuple[tuple[int, bytes], bool]:
+            return await self._step_reply(episode_id, action, timeout)
+
+        if request_id is None:
+            (status, body), _applied = await run()
+        else:
+            status, body = await self.replies.answer((episode_id, request_id), run)
+        return web.Response(status=status, body=body, content_type="application/json")
 
     async def _reset_turn(self, request: web.Request) -> tuple[Session, Episode, Turn]:
-        data = await _body(request, allow_empty=True)
-        options = _reset_options(data)
-        try:
-            session = self.sessions.open()
-        except CapacityReached as error:
-            raise _Refused(503, "CAPACITY_REACHED", str(error)) from None
+        """Reset an episode: a new session, or the HTTP session already holding the
+        named ``episode_id`` (a client that resets it again after giving it up)."""
+        options = _reset_options(await self._body(request, allow_empty=True))
+        held = self.sessions.by_episode.get(options.episode_id or "")
+        if held is not None:
+            if held.channel != "http":
+                raise _Refused(
+                    409,
+                    "EXECUTION_ERROR",
+                    f"episode_id {options.episode_id!r} is in use by a {held.channel} session",
+                )
+            if held.stepping:
+                raise _Refused(
+                    409, "EXECUTION_ERROR", f"episode {options.episode_id!r} is answering a step"
+                )
+            session = held
+        else:
+            try:
+                session = self.sessions.open("http")
+            except CapacityReached as error:
+                raise _Refused(503, "CAPACITY_REACHED", str(error)) from None
+        session.stepping = True
         try:
             episode, turn = await _reset(session, options)
         except BaseException:
             await asyncio.shield(session.release())
             raise
+        finally:
+            session.stepping = False
+        self.replies.forget_episode(episode.rollout_id)
         return session, episode, turn
 
-    async def _step_turn(self, request: web.Request) -> tuple[Session, Episode, Turn]:
-        data = await _body(request)
-        action_data, timeout = _step_fields(data)
-        episode_id = data.get("episode_id")
-        if not isinstance(episode_id, str) or not episode_id:
-            raise _Refused(
-                422,
-                "VALIDATION_ERROR",
-                "episode_id is required: the observation of /reset names it",
-            )
+    async def _step_reply(
+        self, episode_id: str, action: dict[str, object], timeout: float | None
+    ) -> tuple[tuple[int, bytes], bool]:
+        """The status and body answering one step of ``episode_id``, and whether the
+        action was applied (a retry with its ``request_id`` gets the same answer)."""
         session = self.sessions.by_episode.get(episode_id)
         if session is None or session.episode is None:
-            raise _Refused(404, "SESSION_ERROR", f"no live episode {episode_id!r}")
-        episode = session.episode
+            return self._error_reply(404, f"no live episode {episode_id!r}"), False
+        if session.stepping:
+            detail = f"episode {episode_id!r} is answering another step: one step at a time"
+            return self._error_reply(409, detail), False
+        session.stepping = True
         try:
-            turn = await _step(session, episode, action_data, timeout)
+            data = await self._act(session, action, timeout)
+        except _Refused as refused:
+            applied = refused.status not in (404, 409, 422)
+            return self._error_reply(refused.status, refused.detail), applied
         except asyncio.CancelledError:  # the client went away mid-step
             await asyncio.shield(session.release())
             raise
-        return session, episode, turn
+        finally:
+            session.stepping = False
+        if data["done"]:
+            await session.release()
+        return (200, self.wire.encode(data)), True
+
+    async def _act(
+        self, session: Session, data: dict[str, object], timeout: float | None
+    ) -> dict[str, object]:
+        """``{"observation", "reward", "done"}`` for one step's action: the policy's
+        message, or openenv-core's MCP actions (``list_tools``, ``call_tool``)."""
+        match data.get("type"):
+            case "list_tools":
+                tools = [
+                    {
+                        "name": spec["name"],
+                        "description": spec["description"],
+                        "input_schema": spec["inputSchema"],
+                    }
+                    for spec in await self.mcp.tool_specs(session)
+                ]
+                observation = {"tools": tools, "metadata": {}}
+                return {"observation": observation, "reward": None, "done": False}
+            case "call_tool":
+                return await self._call_tool(session, data, timeout)
+        episode = session.episode
+        if episode is None:
+            raise _Refused(409, "EXECUTION_ERROR", "no episode: reset first")
+        turn = await _step(session, episode, data, timeout)
+        return observation_data(episode, turn)
+
+    async def _call_tool(
+        self, session: Session, data: dict[str, object], timeout: float | None
+    ) -> dict[str, object]:
+        """openenv-core's ``CallToolAction``: one turn calling that tool. The episode
+        starts with the next example when the session has none (``MCPToolClient`` does
+        not reset); a tool the episode was not offered answers ``tool_not_found``."""
+        name = data.get("tool_name")
+        arguments = data.get("arguments", {})
+        if not isinstance(name, str) or not name:
+            raise _Refused(422, "VALIDATION_ERROR", "call_tool needs a tool_name string")
+        if not isinstance(arguments, dict):
+            raise _Refused(422, "VALIDATION_ERROR", "call_tool arguments must be an object")
+        if session.episode is None:
+            await _reset(session, ResetOptions())
+        episode = session.episode
+        assert episode is not None
+        try:
+            async with asyncio.timeout(timeout):
+                turn, result = await self.mcp.run_tool(session, name, arguments)
+        except UnknownTool as error:
+            failure = {"error_type": "tool_not_found", "message": str(error)}
+            observation = {"tool_name": name, "result": None, "error": failure, "metadata": {}}
+            return {"observation": observation, "reward": None, "done": False}
+        except TimeoutError:
+            await session.close_episode()
+            raise _Refused(
+                504,
+                "EXECUTION_ERROR",
+                f"the step took longer than timeout_s={timeout}; the episode was closed",
+            ) from None
+        except EpisodeError as error:
+            raise _Refused(500 if error.broken else 409, "EXECUTION_ERROR", str(error)) from None
+        session.touch()
+        served = observation_data(episode, turn)
+        fields = cast("dict[str, object]", served["observation"])
+        called: dict[str, object] = {
+            "tool_name": name,
+            "result": result,
+            "error": None,
+            "metadata": {},
+            **{key: value for key, value in fields.items() if key != "tools"},
+        }
+        return {"observation": called, "reward": served["reward"], "done": served["done"]}
 
     async def mcp_http(self, request: web.Request) -> web.StreamResponse:
         try:
-            data = orjson.loads(await request.read())
+            raw = await self.wire.read_body(request)
+        except (BodyTimeout, BodyTooLarge) as error:
+            return body_refusal(self.wire, error)
+        try:
+            data = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            return _json(jsonrpc_error(PARSE_ERROR, "Parse error"))
-        return _json(await self.mcp.handle(data))
+            return self.wire.json_response(jsonrpc_error(PARSE_ERROR, "Parse error"))
+        return self.wire.json_response(await self.mcp.handle(data))
 
     # --- WebSocket ------------------------------------------------------------
+
+    async def _accept(self, request: web.Request) -> WebSocketLink:
+        from aiohttp import web
+
+        ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, timeout=self.wire.close_timeout)
+        await ws.prepare(request)
+        return WebSocketLink(ws, request, self.wire)
 
     async def mcp_websocket(self, request: web.Request) -> web.StreamResponse:
         """JSON-RPC over a WebSocket: the connection is one session, whose episode
         starts (with the next example) at its first ``tools/call``."""
-        from aiohttp import web
-
-        ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES)
-        await ws.prepare(request)
+        link = await self._accept(request)
         try:
-            session = self.sessions.open()
+            session = self.sessions.open("websocket")
         except CapacityReached as error:
             data = {"active_sessions": error.active, "max_sessions": error.maximum}
-            await refuse(ws, jsonrpc_error(SERVER_ERROR, str(error), data=data))
-            return ws
-        session.on_expire = lambda: close_soon(ws)
+            await refuse(link, jsonrpc_error(SERVER_ERROR, str(error), data=data))
+            return link.ws
+        session.on_expire = link.close_soon
 
         async def handle(raw: str | bytes) -> tuple[object, bool]:
             session.touch()
@@ -268,20 +418,16 @@ class OpenEnvRoutes:
             return await self.mcp.handle(data, session=session), False
 
         try:
-            await serve_messages(ws, handle)
+            await serve_messages(link, handle)
         finally:
             await session.release()
-            with contextlib.suppress(Exception):
-                await ws.close()
-        return ws
+            await link.close()
+        return link.ws
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
-        from aiohttp import web
-
-        ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES)
-        await ws.prepare(request)
+        link = await self._accept(request)
         try:
-            session = self.sessions.open()
+            session = self.sessions.open("websocket")
         except CapacityReached as error:
             refusal = _ws_error(
                 "CAPACITY_REACHED",
@@ -289,16 +435,15 @@ class OpenEnvRoutes:
                 active_sessions=error.active,
                 max_sessions=error.maximum,
             )
-            await refuse(ws, refusal)
-            return ws
-        session.on_expire = lambda: close_soon(ws)
+            await refuse(link, refusal)
+            return link.ws
+        session.on_expire = link.close_soon
         try:
-            await serve_messages(ws, lambda raw: self._ws_message(session, raw))
+            await serve_messages(link, lambda raw: self._ws_message(session, raw))
         finally:
             await session.release()
-            with contextlib.suppress(Exception):
-                await ws.close()
-        return ws
+            await link.close()
+        return link.ws
 
     async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[object, bool]:
         session.touch()
@@ -323,11 +468,8 @@ class OpenEnvRoutes:
                 case "step":
                     if not isinstance(data, dict):
                         raise _Refused(422, "VALIDATION_ERROR", "data must be the action object")
-                    current = session.episode
-                    if current is None:
-                        raise _Refused(409, "EXECUTION_ERROR", "no episode: reset first")
-                    turn = await _step(session, current, data, None)
-                    return {"type": "observation", "data": observation_data(current, turn)}, False
+                    answer = await self._act(session, data, None)
+                    return {"type": "observation", "data": answer}, False
                 case "state":
                     return {"type": "state", "data": _state(session.episode)}, False
                 case "close":
@@ -347,17 +489,25 @@ class OpenEnvRoutes:
                 )
             return _ws_error(refused.code, str(refused.detail)), False
 
+    # --- bodies and errors ------------------------------------------------------
 
-async def _http_answer(pending: Awaitable[tuple[Session, Episode, Turn]]) -> web.StreamResponse:
-    """The HTTP answer of ``/reset`` or ``/step``: the turn's observation (a finished
-    episode frees its session first), or the error of a refusal."""
-    try:
-        session, episode, turn = await pending
-    except _Refused as refused:
-        return _http_error(refused.status, refused.detail)
-    if turn.done:
-        await session.release()
-    return _json(observation_data(episode, turn))
+    async def _body(self, request: web.Request, *, allow_empty: bool = False) -> dict[str, object]:
+        raw = await self.wire.read_body(request)
+        if not raw.strip() and allow_empty:
+            return {}
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
+            raise _Refused(422, "INVALID_JSON", f"the request body is not JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise _Refused(422, "VALIDATION_ERROR", "the request body must be a JSON object")
+        return data
+
+    def _http_error(self, status: int, detail: object) -> web.StreamResponse:
+        return self.wire.json_response({"detail": detail}, status)
+
+    def _error_reply(self, status: int, detail: object) -> tuple[int, bytes]:
+        return status, self.wire.encode({"detail": detail})
 
 
 async def _reset(session: Session, options: ResetOptions) -> tuple[Episode, Turn]:
@@ -400,7 +550,9 @@ def _reset_options(data: dict[str, object]) -> ResetOptions:
         raise _validation(error) from None
 
 
-def _step_fields(data: dict[str, object]) -> tuple[dict[str, object], float | None]:
+def _step_fields(
+    data: dict[str, object],
+) -> tuple[dict[str, object], float | None, str | None]:
     action = data.get("action")
     if not isinstance(action, dict):
         raise _Refused(422, "VALIDATION_ERROR", "action is required and must be an object")
@@ -410,32 +562,13 @@ def _step_fields(data: dict[str, object]) -> tuple[dict[str, object], float | No
     ):
         raise _Refused(422, "VALIDATION_ERROR", "timeout_s must be a positive number")
     request_id = data.get("request_id")
-    if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 255):
-        raise _Refused(422, "VALIDATION_ERROR", "request_id must be a string of at most 255")
-    return action, None if timeout is None else float(timeout)
-
-
-async def _body(request: web.Request, *, allow_empty: bool = False) -> dict[str, object]:
-    raw = await request.read()
-    if not raw.strip() and allow_empty:
-        return {}
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as error:
-        raise _Refused(422, "INVALID_JSON", f"the request body is not JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise _Refused(422, "VALIDATION_ERROR", "the request body must be a JSON object")
-    return data
-
-
-def _json(data: object, status: int = 200) -> web.StreamResponse:
-    from aiohttp import web
-
-    return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
-
-
-def _http_error(status: int, detail: object) -> web.StreamResponse:
-    return _json({"detail": detail}, status)
+    if request_id is not None and (
+        not isinstance(request_id, str) or not request_id or len(request_id) > 255
+    ):
+        raise _Refused(
+            422, "VALIDATION_ERROR", "request_id must be a non-empty string of at most 255"
+        )
+    return action, None if timeout is None else float(timeout), request_id
 
 
 def _ws_error(code: str, message: str, **extra: object) -> dict[str, object]:

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from benchmax._secret_masking import MaskedRecords, credential_secrets, remembered
 from benchmax._value_checks import is_finite_number, is_int_at_least
 from benchmax.auth import ModelAuth, bind_model_auth
 from benchmax.envs import Environment
 from benchmax.serving._bridge import PolicyBridge
 from benchmax.serving._errors import ServingError
 from benchmax.serving._sessions import Sessions
+from benchmax.serving._wire import Wire
 
 __all__ = [
     "PROTOCOLS",
@@ -30,6 +32,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("benchmax.serving")
+
+_LINGERING_SECONDS = 2.0
 
 type Protocol = Literal["openenv", "nemo-gym"]
 PROTOCOLS: tuple[Protocol, ...] = ("openenv", "nemo-gym")
@@ -49,7 +53,15 @@ class ServeOptions:
     at once (WebSocket connections, HTTP episodes, MCP sessions); ``session_timeout``
     the seconds a session may stay idle before it is closed (``None``: never);
     ``auth_providers`` the credentials bound for ``InjectedAuth`` (a judge, a simulated
-    user). Raises ``ValueError`` naming a bad value.
+    user), masked as ``***`` in everything the server sends.
+
+    Slow clients: ``header_timeout`` is the most seconds a connection may take to send a
+    request's headers, counted from when it opened or its last reply (nginx's
+    ``client_header_timeout``; an idle keep-alive connection closes after it too);
+    ``body_timeout`` the most seconds between two reads of a request body (nginx's
+    ``client_body_timeout``: HTTP 408 and the connection closed); ``write_timeout`` the
+    most seconds one WebSocket message may wait for a client that does not read (its
+    connection is then cut). Raises ``ValueError`` naming a bad value.
     """
 
     protocol: Protocol = "openenv"
@@ -60,6 +72,9 @@ class ServeOptions:
     max_sessions: int = 1024
     session_timeout: float | None = 600.0
     auth_providers: Mapping[str, ModelAuth] | None = None
+    header_timeout: float = 60.0
+    body_timeout: float = 60.0
+    write_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -73,6 +88,10 @@ class ServeOptions:
         timeout = self.session_timeout
         if timeout is not None and not (is_finite_number(timeout) and timeout > 0):
             raise ValueError("session_timeout must be a positive number of seconds or None")
+        for name in ("header_timeout", "body_timeout", "write_timeout"):
+            value = getattr(self, name)
+            if not (is_finite_number(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +122,15 @@ async def serving(
         raise SplitError(f"{type(error).__name__}: {error}") from error
     if not examples:
         raise SplitError(f"the {options.split} split under {options.base_dir} has no examples")
-    with bind_model_auth(dict(options.auth_providers or {})):
+    providers = dict(options.auth_providers or {})
+    with bind_model_auth(providers):
         context = contextvars.copy_context()
+    secrets = credential_secrets(providers.values(), None, warn=False)
+    wire = Wire(
+        MaskedRecords((*secrets, *remembered())),
+        body_timeout=options.body_timeout,
+        write_timeout=options.write_timeout,
+    )
     async with PolicyBridge() as bridge:
         sessions = Sessions(
             env,
@@ -114,8 +140,9 @@ async def serving(
             max_sessions=options.max_sessions,
             session_timeout=options.session_timeout,
             context=context,
+            wire=wire,
         )
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=wire.max_body_bytes)
         if options.protocol == "openenv":
             from benchmax.serving._openenv import OpenEnvRoutes
 
@@ -126,12 +153,17 @@ async def serving(
             NemoGymRoutes(sessions).add_to(app)
         # handler_cancellation: a client that goes away mid-step cancels the step (and
         # closes its episode) instead of leaving the rollout to wait for it.
+        # keepalive_timeout: aiohttp closes a connection still waiting for a request's
+        # headers that long after it opened or after its last reply (the header timeout).
+        # lingering_time: after a 408 the rest of a body is read for at most that long.
         runner = web.AppRunner(
             app,
             access_log=None,
             handle_signals=False,
             handler_cancellation=True,
             shutdown_timeout=5.0,
+            keepalive_timeout=options.header_timeout,
+            lingering_time=_LINGERING_SECONDS,
         )
         await runner.setup()
         reaper = asyncio.create_task(sessions.reap_forever(), name="benchmax-serve-reaper")

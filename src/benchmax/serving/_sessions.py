@@ -18,14 +18,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from benchmax.envs import Environment, Example
 from benchmax.serving._bridge import PolicyBridge
 from benchmax.serving._episode import Episode, Turn
 from benchmax.serving._errors import ServingError
+from benchmax.serving._wire import Wire
 
-__all__ = ["CapacityReached", "ResetOptions", "Session", "Sessions", "UnknownExample"]
+__all__ = ["CapacityReached", "Channel", "ResetOptions", "Session", "Sessions", "UnknownExample"]
 
 logger = logging.getLogger("benchmax.serving")
 
@@ -83,11 +84,22 @@ class ResetOptions:
         return cls(seed, names["episode_id"], names["example_id"], record_tokens)
 
 
-class Session:
-    """One slot: its live episode (if any) and when it was last used."""
+type Channel = Literal["websocket", "http", "mcp"]
+"""What holds a session: a WebSocket connection, HTTP ``/reset`` (an episode the client
+names by id in every request) or an MCP ``openenv/session/create``."""
 
-    def __init__(self, sessions: Sessions, session_id: str) -> None:
+
+class Session:
+    """One slot: its live episode (if any) and when it was last used.
+
+    ``stepping`` is true while an HTTP step (or reset) of the episode is answered: a
+    second one is refused rather than applied to a turn its client never saw.
+    """
+
+    def __init__(self, sessions: Sessions, session_id: str, channel: Channel) -> None:
         self.id = session_id
+        self.channel: Channel = channel
+        self.stepping = False
         self.episode: Episode | None = None
         self.last_active = time.monotonic()
         self.on_expire: Callable[[], None] | None = None
@@ -150,6 +162,7 @@ class Sessions:
         max_sessions: int,
         session_timeout: float | None,
         context: contextvars.Context,
+        wire: Wire,
     ) -> None:
         if not examples:
             raise ValueError("the split has no examples to serve")
@@ -159,6 +172,7 @@ class Sessions:
         self.max_sessions = max_sessions
         self.session_timeout = session_timeout
         self.by_episode: dict[str, Session] = {}
+        self.wire = wire
         self._by_id: dict[str, Example[object]] = {
             example.id: example for example in reversed(self.examples)
         }
@@ -171,11 +185,11 @@ class Sessions:
     def active(self) -> int:
         return len(self._live)
 
-    def open(self) -> Session:
+    def open(self, channel: Channel) -> Session:
         """A new session; raises ``CapacityReached`` when every slot is taken."""
         if len(self._live) >= self.max_sessions:
             raise CapacityReached(len(self._live), self.max_sessions)
-        session = Session(self, uuid.uuid4().hex)
+        session = Session(self, uuid.uuid4().hex, channel)
         self._live[session.id] = session
         return session
 

@@ -1,47 +1,41 @@
 """The WebSocket side of a session: messages answered in order while the connection is
-watched, refusals that the client reads, and closing from a callback."""
+watched, refusals that the client reads, all through a bounded :class:`WebSocketLink`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import orjson
+from benchmax.serving._wire import Inbox, WebSocketLink
 
-if TYPE_CHECKING:
-    from aiohttp import web
-
-__all__ = ["REFUSAL_SECONDS", "close_soon", "refuse", "send", "serve_messages"]
-
-
-async def send(ws: web.WebSocketResponse, data: object) -> None:
-    await ws.send_str(orjson.dumps(data).decode())
+__all__ = ["REFUSAL_SECONDS", "refuse", "serve_messages"]
 
 
 async def serve_messages(
-    ws: web.WebSocketResponse,
+    link: WebSocketLink,
     handle: Callable[[str | bytes], Coroutine[Any, Any, tuple[object, bool]]],
 ) -> None:
-    """Answer ``ws``'s messages in order with ``handle`` (a reply, and whether to stop).
+    """Answer the link's messages in order with ``handle`` (a reply, and whether to stop).
 
     The connection is read while a message is handled: when the client goes away
-    mid-step, the step is cancelled (and its episode closed) at once.
+    mid-step, the step is cancelled (and its episode closed) at once. At most
+    ``wire.max_queue_bytes`` of messages wait; past it the socket is not read.
     """
     from aiohttp import WSMsgType
 
-    inbox: asyncio.Queue[str | bytes | None] = asyncio.Queue()
+    inbox = Inbox(link.wire.max_queue_bytes)
 
     async def read() -> None:
         try:
-            async for message in ws:
+            async for message in link.ws:
                 if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
-                    inbox.put_nowait(message.data)
+                    await inbox.put(message.data)
                 else:
                     break
         finally:
-            inbox.put_nowait(None)
+            inbox.end()
 
     reader = asyncio.create_task(read())
     try:
@@ -54,7 +48,7 @@ async def serve_messages(
                 return
             reply, stop = handling.result()
             if reply is not None:
-                await send(ws, reply)
+                await link.send(reply)
             if stop:
                 return
     except (ConnectionError, RuntimeError):
@@ -68,23 +62,12 @@ REFUSAL_SECONDS = 10.0
 """How long a refused WebSocket stays open to answer the client's first message."""
 
 
-async def refuse(ws: web.WebSocketResponse, refusal: dict[str, object]) -> None:
+async def refuse(link: WebSocketLink, refusal: dict[str, object]) -> None:
     """Send ``refusal`` at once, and again as the answer to the client's first message
     (a client that connects, then resets, reads it there), then close."""
     with contextlib.suppress(Exception):
-        await send(ws, refusal)
+        await link.send(refusal)
         async with asyncio.timeout(REFUSAL_SECONDS):
-            await ws.receive()
-        await send(ws, refusal)
-    with contextlib.suppress(Exception):
-        await ws.close()
-
-
-_CLOSING: set[asyncio.Task[object]] = set()
-
-
-def close_soon(ws: web.WebSocketResponse) -> None:
-    """Close ``ws`` from a callback (the session timed out); the task is kept until done."""
-    task = asyncio.ensure_future(ws.close())
-    _CLOSING.add(task)
-    task.add_done_callback(_CLOSING.discard)
+            await link.ws.receive()
+        await link.send(refusal)
+    await link.close()

@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 _CLOSE_SECONDS = 10.0
+_HANDSHAKE_CLOSE_SECONDS = 1.0
+"""The most seconds websockets waits for the server's close frame before cutting the
+connection (its own default is 10)."""
 _MAX_MESSAGE_BYTES = 100 * 1024 * 1024  # as openenv-core's client
 
 
@@ -67,6 +70,7 @@ class EpisodeSession:
     done: bool = False
     tools: list[dict[str, object]] = field(default_factory=list)
     _socket: ClientConnection | None = None
+    _hung: bool = False
 
     async def open(self, reset_args: Mapping[str, object]) -> StepOutcome:
         """Connect and ``reset(**reset_args)``; the reset's reward is not an action's."""
@@ -81,7 +85,11 @@ class EpisodeSession:
         options: dict[str, object] = {"proxy": None} if loopback else {}  # as openenv-core's client
         try:
             self._socket = await client.connect(
-                url, open_timeout=self.connect_timeout, max_size=_MAX_MESSAGE_BYTES, **options
+                url,
+                open_timeout=self.connect_timeout,
+                close_timeout=_HANDSHAKE_CLOSE_SECONDS,
+                max_size=_MAX_MESSAGE_BYTES,
+                **options,
             )
         except Exception as error:
             raise EpisodeError(f"cannot connect to {url}: {_said(error)}") from error
@@ -124,9 +132,17 @@ class EpisodeSession:
         """End the server session (best effort, bounded); safe to call twice.
 
         Sends ``close`` and lets the server close the socket first, as its ``/ws`` route
-        expects (a client that closes first makes openenv-core log a traceback)."""
+        expects (a client that closes first makes openenv-core log a traceback). After a
+        step that timed out the server is not waited for: the socket is closed at once
+        (websockets' close handshake, at most 1 s)."""
         socket, self._socket = self._socket, None
         if socket is None:
+            return
+        if self._hung:
+            try:
+                await socket.close()
+            except Exception:
+                pass
             return
         try:
             async with asyncio.timeout(_CLOSE_SECONDS):
@@ -154,6 +170,7 @@ class EpisodeSession:
                     # closes: its message may still be waiting to be read.
                 reply = json.loads(await self._socket.recv())
         except TimeoutError:
+            self._hung = True
             raise EpisodeError(
                 f"{kind}: no answer within step_timeout={self.step_timeout:g}s"
             ) from None

@@ -36,7 +36,8 @@ Reward. One key, ``reward``: the sum of the rewards of the episode's actions (``
 counts 0.0; the reset's reward is not an action's). Operational failures settle the
 rollout with zero reward: a server that cannot be reached or refuses the session or the
 reset (``CAPACITY_REACHED``, ...) as ``setup_error``, a step the server refuses, cannot answer
-within ``step_timeout`` or answers with a non-finite reward as ``environment_error``.
+within ``step_timeout`` (its socket is then closed within 1 s, the server not waited on)
+or answers with a non-finite reward as ``environment_error``.
 
 Errors. A bad argument raises ``ValueError`` (``TypeError`` for a wrong type) naming it;
 other keyword arguments are ``BaseEnv``'s settings (``max_turns``, ``model_timeout``...).
