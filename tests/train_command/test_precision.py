@@ -123,12 +123,16 @@ def test_micro_batches_give_the_same_update_as_one_batch(tmp_path: Path) -> None
     # --eval-temperature 0: greedy evaluations, one reply per example, while training sampled
     evaluation = read_results(runs["1"] / "eval" / "step-1.jsonl")
     assert evaluation.definition["sampling_args"]["temperature"] == 0
-    replies: dict[str, set[tuple[int, ...]]] = {}
+    replies: dict[str, set[str]] = {}
     for rollout in evaluation.rollouts:
-        ids = tuple(rollout.model_calls[0].completion_token_ids or ())
-        assert ids
-        replies.setdefault(rollout.example_id, set()).add(ids)
+        reply = rollout.messages[-1]
+        assert reply["role"] == "assistant" and reply["content"]
+        replies.setdefault(rollout.example_id, set()).add(str(reply["content"]))
     assert replies and all(len(seen) == 1 for seen in replies.values())
+    sampled: dict[str, set[str]] = {}  # training at T = 1: replies of a group differ
+    for rollout in read_results(runs["1"] / "rollouts.jsonl").rollouts:
+        sampled.setdefault(rollout.example_id, set()).add(str(rollout.messages[-1]["content"]))
+    assert any(len(seen) > 1 for seen in sampled.values())
 
 
 def test_the_sequence_budget_and_checkpoint_retention(tmp_path: Path) -> None:
