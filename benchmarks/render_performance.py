@@ -38,6 +38,7 @@ ORDER = [
     "real_vllm",
     "sampler",
     "learning",
+    "capture",
 ]
 
 INTRO = """\

@@ -12,6 +12,8 @@ fastest of ``--loops`` calls:
   it) and for hand-built records used for the first time (the full prefix comparison,
   which every call paid before the relation was kept with the record);
 - the same with a prefix break on every call (a template that drops earlier reasoning);
+- 4 parallel conversations of 8 turns each, their calls interleaved (each continues its
+  own chain, not the call before it), and 8 turns with every call sent twice (a retry);
 - ``Trajectory.from_json`` time per turn and the JSON size per call of a results line.
 
     uv run python benchmarks/training_samples.py [--repeats 5] [--loops 200]
@@ -57,6 +59,26 @@ def trajectory(turns: int, *, breaks: bool = False, seed: int = 0) -> Trajectory
     return Trajectory(
         rollout_id="r", example_id="e", termination_reason="finished", rewards={"r": 1.0},
         model_calls=tuple(calls),
+    )  # fmt: skip
+
+
+def interleaved(chains: int, turns: int) -> Trajectory:
+    """``chains`` conversations of ``turns`` turns, their calls taken in turn."""
+    parts = [trajectory(turns, seed=chain).model_calls for chain in range(chains)]
+    calls = tuple(part[turn] for turn in range(turns) for part in parts)
+    return Trajectory(
+        rollout_id="r", example_id="e", termination_reason="finished", rewards={"r": 1.0},
+        model_calls=calls,
+    )  # fmt: skip
+
+
+def retried(turns: int) -> Trajectory:
+    """``turns`` turns, each call sent a second time with the same prompt."""
+    calls = trajectory(turns).model_calls
+    twice = tuple(c for call in calls for c in (dataclasses.replace(call), call))
+    return Trajectory(
+        rollout_id="r", example_id="e", termination_reason="finished", rewards={"r": 1.0},
+        model_calls=twice,
     )  # fmt: skip
 
 
@@ -129,6 +151,17 @@ def main() -> None:
     ]
     costs.append(first_use_per_turn_us(broken, 8, repeats, loops))
     print("   8 turns, a break at every call: " + "".join(f"{c:13.1f}  " for c in costs))
+    for label, make, calls in (
+        ("4 x 8 turns, interleaved chains:", lambda: interleaved(4, 8), 32),
+        ("8 turns, every call retried:    ", lambda: retried(8), 16),
+    ):
+        record = make()
+        costs = [
+            per_turn_us(lambda r=source: to_training_samples(r), calls, repeats, loops)
+            for source in (read_back(record), recorded(make()))
+        ]
+        costs.append(first_use_per_turn_us(record, calls, repeats, loops))
+        print(f"  {label} " + "".join(f"{c:13.1f}  " for c in costs) + "(per call)")
     record = trajectory(8)
     line = json.dumps(record.to_json())
     data = json.loads(line)

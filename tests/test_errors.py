@@ -33,7 +33,7 @@ from benchmax.envs.errors import EnvError
 from benchmax.errors import BenchmaxError
 from benchmax.results import ResultsWriteError, ResumeMismatchError, RunError
 from benchmax.rewards import JudgeError
-from benchmax.runner import GroupContractError
+from benchmax.runner import FailureShareExceeded, GroupContractError
 from benchmax.scaffold import ScaffoldError
 from benchmax.serving import ServingError
 from benchmax.sources._errors import SourceError
@@ -68,7 +68,10 @@ BORROWED_BASES = {"benchmax.runner": "benchmax.results"}
 
 FOREIGN_BASES: dict[str, set[type]] = {
     "benchmax._cancellation.StrayCancellation": {RuntimeError},
+    "benchmax.cli._MeantOption": {click.NoSuchOption, click.UsageError, click.ClickException},
     "benchmax.cli._exit_codes.ChecksFailed": {click.ClickException},
+    "benchmax.cli._exit_codes.DetailedError": {click.ClickException},
+    "benchmax.cli._exit_codes.Untrustworthy": {click.ClickException},
     "benchmax.datagen._corpus.CorpusError": {ValueError},
     "benchmax.datagen._prompts.ReplyShapeError": {ValueError},
     "benchmax.datagen._trace_formats.TraceFormatError": {ValueError},
@@ -95,6 +98,7 @@ PUBLIC_SAMPLES: list[BaseException] = [
     ToolError("no such file: a.txt"),
     ConfigError("learning_rate", "must be positive"),
     Fault.status(429, retry_after=1),
+    FailureShareExceeded("stopped early: 20 of 20 rollouts (100%) ended model_error", ("e.g.",)),
 ]
 """One instance of each public exception class whose constructor is its own."""
 

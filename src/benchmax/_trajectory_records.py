@@ -7,7 +7,16 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from benchmax._vocabulary import TokenUsage
 
-__all__ = ["LogEntry", "ModelCallRecord", "RolloutRecord", "RolloutTimings", "ToolCallRecord"]
+__all__ = [
+    "BranchCoverageRecord",
+    "BranchStart",
+    "CoverageRecord",
+    "LogEntry",
+    "ModelCallRecord",
+    "RolloutRecord",
+    "RolloutTimings",
+    "ToolCallRecord",
+]
 
 
 class RolloutTimings(TypedDict, total=False):
@@ -44,6 +53,28 @@ class ModelCallRecord(TypedDict):
     completion_logprobs: NotRequired[list[float]]
 
 
+BranchStart = Literal["first", "history_rewritten", "fork", "retry"]
+"""Why a branch of a rollout's model calls began (``benchmax.stitching`` says when each
+applies)."""
+
+
+class BranchCoverageRecord(TypedDict):
+    """One branch as the ``coverage`` field of a results line holds it."""
+
+    began: BranchStart
+    calls: int
+    sampled_tokens: int
+
+
+class CoverageRecord(TypedDict):
+    """The ``coverage`` field of a results-file rollout line (``benchmax.stitching``'s
+    ``TokenCoverage.to_json``)."""
+
+    sampled_tokens: int
+    trained_tokens: int
+    branches: list[BranchCoverageRecord]
+
+
 class ToolCallRecord(TypedDict):
     """A tool call's timing as a results line holds it."""
 
@@ -77,5 +108,8 @@ class RolloutRecord(TypedDict):
     model_calls: NotRequired[list[ModelCallRecord]]
     tool_calls: NotRequired[list[ToolCallRecord]]
     annotations: NotRequired[dict[str, Any]]
+    coverage: NotRequired[CoverageRecord]
+    """Only when some model call recorded token ids: sampled tokens, those in training
+    samples and the branches (``benchmax.stitching.TokenCoverage``)."""
     step: NotRequired[int]
     weights_version: NotRequired[int]

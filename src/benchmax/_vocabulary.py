@@ -23,16 +23,21 @@ __all__ = [
     "HARNESS_ERROR",
     "HARNESS_TIMEOUT",
     "JUDGE_ERROR",
+    "LEFTOVER_PROCESS",
     "MAX_TURNS_EXCEEDED",
     "MODEL_ERROR",
+    "MODEL_RETRY_EVENT",
     "MODEL_TIMEOUT",
+    "NO_MODEL_CALL",
     "OUTPUT_EXCEEDED",
     "REWARD_ERROR",
     "REWARD_TIMEOUT",
     "ROLLOUT_TIMEOUT",
     "SANDBOX_ERROR",
+    "SCORING_FAILURES",
     "SETUP_ERROR",
     "SIMULATED_USER_ERROR",
+    "STDOUT_EXCEEDED",
     "TOKEN_USAGE_KEYS",
     "TOOL_BUDGET_EXCEEDED",
     "TOOL_ERROR",
@@ -41,6 +46,7 @@ __all__ = [
     "UNKNOWN",
     "VERIFIER_ERROR",
     "VERIFIER_TIMEOUT",
+    "WRONG_MODEL",
     "TerminationReason",
     "TokenUsage",
 ]
@@ -68,6 +74,10 @@ TerminationReason = Literal[
     "sandbox_error",
     "verifier_error",
     "verifier_timeout",
+    "no_model_call",
+    "wrong_model",
+    "stdout_exceeded",
+    "leftover_process",
     "unknown",
 ]
 """The built-in termination reasons; any other non-empty string is also valid.
@@ -104,6 +114,14 @@ HARNESS_TIMEOUT: Final = "harness_timeout"
 SANDBOX_ERROR: Final = "sandbox_error"
 VERIFIER_ERROR: Final = "verifier_error"
 VERIFIER_TIMEOUT: Final = "verifier_timeout"
+# AgentEnv programs (benchmax.agents): the program exited without calling the model; it
+# called a model name other than the rollout's; it wrote more to stdout than allowed; a
+# process it started was still running when it exited (all killed). A crash is
+# harness_error, a hang rollout_timeout, a spent budget max_turns_exceeded/output_exceeded.
+NO_MODEL_CALL: Final = "no_model_call"
+WRONG_MODEL: Final = "wrong_model"
+STDOUT_EXCEEDED: Final = "stdout_exceeded"
+LEFTOVER_PROCESS: Final = "leftover_process"
 UNKNOWN: Final = "unknown"
 
 TRAINABLE_REASONS: Final = frozenset(
@@ -118,6 +136,15 @@ judge, harness, sandbox and verifier failures, ``unknown`` and any reason an env
 invents through ``RolloutFailure``) is an operational failure: its zero reward says
 nothing about the model, so the rollout is flagged non-trainable.
 """
+
+SCORING_FAILURES: Final = frozenset({REWARD_ERROR, REWARD_TIMEOUT, JUDGE_ERROR, GROUP_REWARD_ERROR})
+"""Failures of scoring: the rollout ran, its reward (or judge) failed. ``benchmax rescore``
+scores such rollouts again from their stored transcripts, so ``run --retry-failed`` leaves
+them alone; every other operational failure is retried by running the group again."""
+
+MODEL_RETRY_EVENT: Final = "base.rollout.model_retry"
+"""The event name that starts the WARNING logged before each retry of a model call (the
+run report counts these in its rollouts' logs)."""
 
 TOKEN_USAGE_KEYS: Final = (
     "prompt_tokens",

@@ -47,6 +47,7 @@ from benchmax._trajectory_records import (
 )
 from benchmax._value_checks import is_non_empty_str
 from benchmax._vocabulary import TRAINABLE_REASONS, TokenUsage
+from benchmax.stitching import Branch, TokenCoverage, stitch_branches
 
 __all__ = [
     "LOGPROB_DECIMALS",
@@ -303,20 +304,29 @@ class Trajectory:
         return any(call.has_tokens for call in self.model_calls)
 
     @property
+    def branches(self) -> tuple[Branch, ...]:
+        """The model calls with token ids stitched into branches, one training sample each
+        (``benchmax.stitching``: a call continues the chain whose tip's prompt + completion
+        its prompt starts with; any other call begins a branch, with the reason why).
+        ``()`` when no call recorded tokens."""
+        return stitch_branches(self.model_calls)
+
+    @property
+    def coverage(self) -> TokenCoverage | None:
+        """How many sampled tokens the rollout's branches hold
+        (``benchmax.stitching.TokenCoverage``); ``None`` when no call recorded completion
+        token ids. Written to the results line as ``coverage``."""
+        if not any(call.completion_token_ids is not None for call in self.model_calls):
+            return None
+        return TokenCoverage.of(self.model_calls, self.branches)
+
+    @property
     def token_prefix_breaks(self) -> int:
-        """How many times a model call's prompt ids did not start with the previous call's
-        prompt + completion ids (a chat template that drops earlier reasoning, or
-        re-tokenization drift): each starts a new training sample. Calls without token ids
-        are skipped; 0 when no call recorded tokens."""
-        breaks = 0
-        previous: ModelCall | None = None
-        for call in self.model_calls:
-            if not call.has_tokens:
-                continue
-            if previous is not None and not call.continues(previous):
-                breaks += 1
-            previous = call
-        return breaks
+        """How many branches began after the first (see :attr:`branches`): model calls
+        whose prompt ids extend no chain's tip, from a chat template that re-renders
+        earlier turns, an edited history, a fork or a retried request. Each starts its own
+        training sample. 0 when no call recorded tokens."""
+        return max(0, len(self.branches) - 1)
 
     def to_json(self) -> RolloutRecord:
         """This trajectory as one results-file line (a JSON object, before encoding)."""
@@ -340,6 +350,9 @@ class Trajectory:
         }
         if self.annotations:
             record["annotations"] = dict(self.annotations)
+        coverage = self.coverage
+        if coverage is not None:
+            record["coverage"] = coverage.to_json()
         if self.step is not None:
             record["step"] = self.step
         if self.weights_version is not None:

@@ -14,6 +14,7 @@ import pytest
 from click.testing import Result
 from tests.cli.conftest import SAMPLE_ENVS, sample_envs_importable
 
+from benchmax.cli._run_execution import DEFAULT_MODEL_RETRIES
 from benchmax.envs import BaseEnv
 from benchmax.runner import ResumeMismatchError, RunConfig, run_environment
 
@@ -318,11 +319,14 @@ def test_limits_are_set_on_the_environment_and_recorded(
     assert limits["rollout_timeout"] == 120.0
     again = [
         "run", ANSWER_ENV, "--data", answer_data, "-n", "1", "-k", "1", "-o", output,
-        "--model-timeout", "30", "--model-retries", "3", "--tool-timeout", "5",
+        "--model-timeout", "60", "--model-retries", "2", "--tool-timeout", "5",
         "--rollout-timeout", "120",
     ]  # fmt: skip
     changed = one_line_error(invoke(*again))
     assert "limits was" in changed and "--force" in changed
+    # retries change how hard a call is tried, not what is measured: not a different run
+    more_retries = [*again[:-8], "--model-timeout", "30", "--model-retries", "5", *again[-4:]]
+    assert invoke(*more_retries).exit_code == 0
 
 
 @pytest.mark.parametrize(
@@ -393,6 +397,7 @@ def api_run(server_url: str, answer_data: Path, output: Path) -> Any:
 
     env = AnswerEnv(max_tool_calls=3)
     env.model_timeout = 20.0
+    env.model_retries = DEFAULT_MODEL_RETRIES  # what run gives an env that sets none
     config = RunConfig(
         model="m",
         base_url=server_url,

@@ -115,9 +115,12 @@ def test_undeclared_reward_keys_stop_the_run_early_keeping_finished_groups(
     result = invoke("run", target, "--data", answer_data, "--concurrency", "1", "-o", output)
     assert result.exit_code == 3, result.output
     [line] = error_lines(result)
-    assert line.startswith("Error: stopped early: 20 of the 20 rollouts run (100%")
-    assert "ended group_reward_error with the same error, e.g. rollout " in line
-    assert "unknown=['corect']" in line
+    # one short line, then the detail: an example naming compute_reward, and what to do
+    assert line == "Error: stopped early: 20 of 20 rollouts (100%) ended group_reward_error"
+    example, remedy, keep = result.output.splitlines()[-3:]
+    assert example.startswith("  e.g. rollout ") and "unknown=['corect']" in example
+    assert "raised by Env.compute_reward" in example
+    assert "benchmax rescore" in remedy and "--max-failure-share 1" in keep
     assert len(read_results(output).rollouts) == 20  # five groups of four kept
     # --max-failure-share 1: the same command resumes and finishes (still all failed)
     again = invoke(

@@ -56,9 +56,9 @@ def test_scored_means_the_failed_share_the_scalar_and_advantages(tmp_path: Path)
     output = tmp_path / "quarter.jsonl"
     result = invoke(
         "run", f"{tmp_path / 'quarter_env.py'}:QuarterFailsEnv", "--data", tmp_path,
-        "-k", "4", "-o", output, "--max-failure-share", "1",
+        "-k", "4", "-o", output, "--max-failure-share", "1", "--fail-on-error", "0.25",
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0, result.output  # 25% failed: within --fail-on-error 0.25
     report = json.loads(output.with_name("quarter.report.json").read_text())
     # Existing keys keep their meaning (every rollout); the scored mean sits beside them.
     assert report["reward_stats"]["correct"]["mean"] == pytest.approx(0.25)

@@ -86,6 +86,8 @@ def test_run_options_have_the_documented_defaults() -> None:
         "no_model_check": False,
         "no_judge_check": False,  # beyond.md §9: judges are reached once before the run
         "max_failure_share": 0.8,
+        "fail_on_error": 0.1,
+        "retry_failed": False,
         "mock_policy": "echo",
         "use_ray": False,  # --ray (issue 13): groups run in this process by default
         "ray_address": None,
@@ -530,7 +532,12 @@ def test_the_failure_example_shows_the_error_that_ended_the_rollout(
     assert result.exit_code == 1, result.output
     [line] = [line for line in result.output.splitlines() if ", e.g. rollout" in line]
     assert line.startswith("  tool_error, e.g. rollout ")
-    assert line.endswith(": ConnectionRefusedError: sandbox service refused the session"), line
+    # the exception's line, then the hook its note names and where the user's code raised
+    assert line.endswith(
+        ": ConnectionRefusedError: sandbox service refused the session"
+        " (raised by RefusingToolsEnv.tools at refusing_tools_env.py:23 in rollout_context)"
+    ), line
+    assert "benchmax: raised by" not in line and "For further information" not in line
     logged = output.read_text()
     assert "benchmax: raised by RefusingToolsEnv.tools" in logged  # the note the line skips
     assert "For further information visit x" in logged
@@ -543,9 +550,11 @@ def test_the_failure_share_stop_names_the_error_that_ended_the_rollouts(
     result = invoke("run", target, "--data", answer_data, "-k", "4", "-o", tmp_path / "o.jsonl")
     assert result.exit_code == 3, result.output
     [line] = [line for line in result.output.splitlines() if line.startswith("Error: stopped")]
-    assert "ended tool_error with the same error" in line
-    assert "(ConnectionRefusedError: sandbox service refused the session)" in line
-    assert "For further information" not in line and "raised by" not in line
+    assert line == "Error: stopped early: 20 of 20 rollouts (100%) ended tool_error"
+    example = result.output.splitlines()[-3]
+    assert example.startswith("  e.g. rollout ")
+    assert ": ConnectionRefusedError: sandbox service refused the session (raised by" in example
+    assert "For further information" not in example and "benchmax: raised by" not in example
 
 
 def test_progress_bar_and_failure_reasons_are_shown(

@@ -337,7 +337,7 @@ _REASON_CONSTANTS = {
 
 def test_termination_reason_literal_lists_every_constant_once() -> None:
     listed = typing.get_args(shared_types.TerminationReason)
-    assert len(listed) == len(set(listed)) == 23
+    assert len(listed) == len(set(listed)) == 27  # 23, then 4 for agent programs (issue 37)
     assert sorted(_REASON_CONSTANTS.values()) == sorted(listed)
     for name, value in _REASON_CONSTANTS.items():
         assert name == value.upper()
@@ -369,6 +369,11 @@ def test_termination_reasons_cover_the_documented_ones() -> None:
         "content_filter",
         "setup_error",  # beyond.md §9
         "simulated_user_error",  # issue 20: BaseEnv.user_turn failed
+        # issue 37: AgentEnv programs (docs/agents.md "Termination reasons")
+        "no_model_call",
+        "wrong_model",
+        "stdout_exceeded",
+        "leftover_process",
     }
     assert set(typing.get_args(shared_types.TerminationReason)) == documented
 

@@ -40,6 +40,8 @@ KEYS = {
     "rollout_id",
     "trainable",
     "token_prefix_breaks",
+    "benchmax_branch_rows",
+    "benchmax_coverage",
 }
 
 
@@ -284,3 +286,25 @@ def test_bad_examples_and_the_reward_without_rollouts_are_refused() -> None:
         dataset_rows([Example(id="e", payload={"prompt_messages": []})])
     with pytest.raises(KeyError, match="benchmax_reward"):
         benchmax_reward([], [])
+
+
+async def test_budget_ends_are_counted_not_logged_per_rollout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    examples = _examples()
+    prompts = [row["prompt"] for row in dataset_rows(examples) for _ in range(4)]
+    async with MockModelServer(solve, tokens=True) as server:
+        rollout = RolloutFunc(
+            CalculatorEnv(max_turns=1), examples, base_url=_session_url(server), model="m"
+        )
+        try:
+            with caplog.at_level("INFO"):
+                output = await asyncio.to_thread(rollout, prompts, TRAINER)
+                again = await asyncio.to_thread(rollout, prompts, TRAINER)
+        finally:
+            await asyncio.to_thread(rollout.close)
+    ends = output["termination_reason"] + again["termination_reason"]
+    budget = ends.count("max_turns_exceeded")  # a first turn that calls a tool
+    assert budget >= 8 and set(ends) <= {"max_turns_exceeded", "finished"}
+    assert rollout.budget_ends == budget
+    assert not [r for r in caplog.records if "benchmax.rollout.terminated" in r.getMessage()]

@@ -182,11 +182,12 @@ async def test_most_rollouts_failing_the_same_way_stop_the_run_keeping_finished_
     with pytest.raises(FailureShareExceeded) as raised:
         await run_environment(env, undeclared_config(tmp_path))
     message = str(raised.value)
-    assert "\n" not in message
-    assert message.startswith("stopped early: 20 of the 20 rollouts run (100%")
-    assert "ended group_reward_error with the same error, e.g. rollout " in message
-    assert "wrong reward shape: missing=['hit', 'value'], unknown=['hti']" in message
-    assert "--max-failure-share 1" in message
+    assert message == "stopped early: 20 of 20 rollouts (100%) ended group_reward_error"
+    example, remedy, keep = raised.value.detail
+    assert example.startswith("e.g. rollout ")
+    assert "wrong reward shape: missing=['hit', 'value'], unknown=['hti']" in example
+    assert "rescore" in remedy
+    assert "--max-failure-share 1" in keep
     kept = read_results(tmp_path / "results.jsonl")
     assert len(kept.rollouts) == 20  # five finished groups kept
     # the same run resumes with the stop turned off, and finishes the other five groups
@@ -220,7 +221,7 @@ async def test_a_share_of_zero_stops_at_the_first_failure_after_the_minimum(
 ) -> None:
     env = NumberEnv(12)
     env.payloads = [{"value": n} for n in range(7)] + [{"value": 7, "fail": "tool_error"}] * 5
-    with pytest.raises(FailureShareExceeded, match="1 of the 24 rollouts run"):
+    with pytest.raises(FailureShareExceeded, match="1 of 24 rollouts"):
         await run_environment(
             env, number_config(tmp_path, max_concurrent_groups=1, max_failure_share=0)
         )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +216,21 @@ def test_benchmax_run_takes_the_installed_name_and_the_example_policy(tmp_path: 
     bad = CliRunner().invoke(cli, ["run", "reasoning-gym", "--env-arg", "task=nope"])
     [line] = bad.output.strip().splitlines()
     assert line.startswith("Error: cannot construct ReasoningGymEnv: ValueError: ")
+
+
+def test_third_party_syntax_warnings_are_silenced_at_import(tmp_path: Path) -> None:
+    """cellpylib's ``SyntaxWarning``s show whenever Python compiles it (no bytecode cache:
+    an empty ``PYTHONPYCACHEPREFIX`` forces that); the environment silences those only."""
+    code = (
+        "import warnings\n"
+        "from benchmax.sources.reasoning_gym import _registry\n"
+        "_registry()\n"
+        "compile('x is \"a\"', 'mine.py', 'exec')\n"  # the user's own: still shown
+    )
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert "cellpylib" not in done.stderr, done.stderr
+    assert "mine.py:1: SyntaxWarning" in done.stderr

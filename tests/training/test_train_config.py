@@ -7,8 +7,14 @@ line naming the option or the file's key.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import io
 import json
+import shutil
+import struct
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -72,6 +78,8 @@ def test_defaults_are_documented_and_every_field_is_a_setting(tmp_path: Path) ->
         ({"env_args": {"not a name": 1}}, "env_args"),
         ({"auth": {"judge": ""}}, "auth"),
         ({"eval_examples": 0}, "eval_examples"),
+        ({"min_token_coverage": 1.5}, "min_token_coverage"),
+        ({"min_token_coverage": -0.1}, "min_token_coverage"),
     ],
 )
 def test_a_bad_value_names_its_field(tmp_path: Path, values: dict[str, object], key: str) -> None:
@@ -127,6 +135,8 @@ def test_a_wrongly_typed_value_in_the_file_is_named(tmp_path: Path) -> None:
 def test_a_resume_may_change_only_the_schedule(tmp_path: Path) -> None:
     saved = base(tmp_path)
     assert config_differences(saved, dataclasses.replace(saved, steps=40, resume=True)) == []
+    # a check, not how the run trains: a resume may loosen or tighten it
+    assert config_differences(saved, dataclasses.replace(saved, min_token_coverage=0.5)) == []
     changed = config_differences(saved, dataclasses.replace(saved, learning_rate=1e-3))
     assert changed == ["learning_rate was 1e-05, now 0.001"]
 
@@ -433,3 +443,129 @@ def test_a_cpu_run_says_what_will_make_a_step_slow(tmp_path: Path) -> None:
     assert _slow_cpu_note(base(tmp_path), 100_000) is None  # the tests' tiny model
     small = base(tmp_path, group_size=2, prompts_per_step=2, max_tokens=16)
     assert _slow_cpu_note(small, 135_000_000) is None
+
+
+# ---- one run per directory, torn checkpoints, a full disk ------------------------------------
+
+
+def run_config(tmp_path: Path) -> tuple[Path, Path]:
+    out = tmp_path / "o"
+    path = tmp_path / "run.toml"
+    path.write_text(
+        f'target = "{TARGET}"\ndata = "{ARITHMETIC}"\nmodel = "m"\noutput_dir = "{out}"\n'
+    )
+    return path, out
+
+
+def test_a_second_run_into_a_held_directory_writes_nothing(tmp_path: Path) -> None:
+    """The loser used to rewrite config.toml before the results lock stopped it, so the
+    printed resume command continued the winner's run with the loser's settings."""
+    path, out = run_config(tmp_path)
+    layout = RunDirectory(out)
+    with layout.claimed():  # the winner, training
+        layout.config.write_text("# the winner's settings\n")
+        code, output = train("--config", path, "--learning-rate", "0.5")
+        assert code == 3 and "is in use by another training run" in output
+        assert layout.config.read_text() == "# the winner's settings\n"
+        code, output = train("--config", path, "--resume")
+        assert code == 3 and "is in use by another training run" in output
+    assert sorted(p.name for p in out.iterdir()) == [".train.lock", "config.toml"]
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_path: Path) -> None:
+    """``--resume`` said "nothing to resume" and a fresh run "already holds a training run",
+    each sending the user to the other."""
+    path, out = run_config(tmp_path)
+    layout = RunDirectory(out)
+    out.mkdir()
+    layout.config.write_text(path.read_text())
+    layout.rollouts.write_text('{"type": "header"}\n')
+    code, output = train("--config", path)
+    assert code == 3 and "already holds a training run: it has no checkpoint yet" in output
+    assert "pass --resume to start it over" in " ".join(output.split())
+    code, output = train("--config", layout.config, "--resume")
+    # The checks pass: what stops it here is only the missing trl extra.
+    assert "nothing to resume" not in output and "needs the trl extra" in output
+
+
+def safetensors_bytes() -> bytes:
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    return struct.pack("<Q", len(header)) + header + bytes(16)
+
+
+def torch_file_bytes() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+    return buffer.getvalue()
+
+
+def complete_checkpoint(layout: RunDirectory, step: int) -> Path:
+    folder = layout.checkpoint(step)
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step, "log": [1, 2]}))
+    (folder / "model.safetensors").write_bytes(safetensors_bytes())
+    (folder / "optimizer.pt").write_bytes(torch_file_bytes())
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("name", "cut", "problem"),
+    [
+        ("trainer_state.json", lambda data: data[: len(data) // 2], "not valid JSON"),
+        ("model.safetensors", lambda data: data[:-5], "cut short"),
+        ("model.safetensors", lambda data: data[:20], "cut inside its header"),
+        ("model.safetensors", lambda data: data[:3], "shorter than a safetensors header"),
+        ("optimizer.pt", lambda data: data[:-30], "not a complete torch file"),
+        ("optimizer.pt", lambda data: b"", "the file is empty"),
+    ],
+)
+def test_a_torn_checkpoint_is_named_with_its_file_and_the_fix(
+    tmp_path: Path, name: str, cut: Any, problem: str
+) -> None:
+    path, out = run_config(tmp_path)
+    layout = RunDirectory(out)
+    out.mkdir()
+    layout.config.write_text(path.read_text().replace("\n", "\nsteps = 5\n", 1))
+    complete_checkpoint(layout, 1)
+    torn = complete_checkpoint(layout, 2)
+    assert layout.torn_checkpoint_file(2) is None
+    (torn / name).write_bytes(cut((torn / name).read_bytes()))
+    found = layout.torn_checkpoint_file(2)
+    assert found is not None and found[0] == torn / name and problem in found[1]
+    assert layout.torn_checkpoint_file(1) is None
+    code, output = train("--config", layout.config, "--resume")
+    text = " ".join(output.split())
+    assert code == 3 and f"checkpoint {torn} is torn: {name}: " in text and problem in text
+    assert "it continues from step-1, the last complete checkpoint" in text
+    assert "Traceback" not in output
+    # The fix the message names works: the checks pass (only the trl extra is missing).
+    shutil.rmtree(torn)
+    code, output = train("--config", layout.config, "--resume")
+    assert "torn" not in output and "needs the trl extra" in output
+    # The only checkpoint torn: the message says the run starts over.
+    (layout.checkpoint(1) / name).write_bytes(b"")
+    code, output = train("--config", layout.config, "--resume")
+    assert "it starts over, as no other checkpoint is complete" in " ".join(output.split())
+
+
+def test_a_full_disk_is_recognized_whatever_raised_it() -> None:
+    from benchmax.cli._train_command import _disk_full
+
+    with pytest.raises(OSError) as real:
+        with open("/dev/full", "wb", buffering=0) as handle:
+            handle.write(b"x")
+    assert _disk_full(real.value)
+    torch_error = RuntimeError(
+        "[enforce fail at inline_container.cc:664] . unexpected pos 6400 vs 6292"
+    )
+    assert _disk_full(torch_error)
+    try:
+        try:
+            raise real.value
+        except OSError as cause:
+            raise RuntimeError("saving the checkpoint failed") from cause
+    except RuntimeError as chained:
+        assert _disk_full(chained)
+    assert not _disk_full(RuntimeError("CUDA out of memory"))
+    assert not _disk_full(OSError(errno.EACCES, "Permission denied"))

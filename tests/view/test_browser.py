@@ -419,3 +419,33 @@ def test_a_group_beyond_the_transcript_budget_names_the_show_command(
     assert "model_error" in detail.inner_text()  # reasons and rewards stay
     page.screenshot(path=str(ARTIFACTS / "view-beyond-budget.png"), full_page=True)
     assert_clean(page)
+
+
+def test_a_rollouts_token_coverage_and_branches_are_shown(page: Any, tmp_path: Path) -> None:
+    """A rollout whose second call re-rendered the first reply: two branches, every sampled
+    token trained; the run's coverage tile and the rollout's facts say so."""
+    calls = [
+        {"finish_reason": "tool_calls", "usage": None, "seconds": 0.1, "message_index": 1,
+         "prompt_token_ids": [1, 2], "completion_token_ids": [10, 11, 12],
+         "completion_logprobs": [-0.1, -0.2, -0.3]},
+        {"finish_reason": "stop", "usage": None, "seconds": 0.1, "message_index": 3,
+         "prompt_token_ids": [1, 2, 12, 20], "completion_token_ids": [13, 14],
+         "completion_logprobs": [-0.1, -0.2]},
+    ]  # fmt: skip
+    transcript = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "more"},
+        {"role": "assistant", "content": "b"},
+    ]
+    line = rollout(0, "ex", 0, rewards={"correct": 1.0}, transcript=transcript)
+    line["model_calls"] = calls
+    results = write(tmp_path / "cov.jsonl", header(group_size=1), [line])
+    open_report(page, view(results, tmp_path / "cov.html"))
+    assert float(value(page, "token-coverage")) == 1.0
+    page.click('#examples-body tr[data-example-id="ex"]')
+    text = page.locator("#detail").inner_text()
+    assert "token coverage" in text
+    assert "100.0% of 5 sampled tokens trained · 2 branches: first (1 calls, 3 tokens), " in text
+    assert "history_rewritten (1 calls, 2 tokens)" in text
+    assert_clean(page)

@@ -55,6 +55,7 @@ from benchmax._modelhttp.replies import (
     add_usage,
     finish_reason_table,
     read_reply,
+    reply_usage,
 )
 from benchmax._modelhttp.tokens import (
     TOKEN_REQUEST_FIELDS,
@@ -104,6 +105,7 @@ __all__ = [
     "loop_pool",
     "read_call_tokens",
     "read_reply",
+    "reply_usage",
     "register_in_process",
     "sdk_http_client",
     "sdk_http_module",

@@ -27,7 +27,7 @@ from benchmax._modelhttp.errors import ModelHTTPError
 from benchmax._modelhttp.headers import wire_headers
 from benchmax._modelhttp.overflow import is_context_overflow
 from benchmax._url_credentials import split_url_credential, with_url_credential
-from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_TIMEOUT
+from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_RETRY_EVENT, MODEL_TIMEOUT
 from benchmax.auth import ModelAuth, ModelRequestContext
 
 __all__ = [
@@ -272,7 +272,8 @@ class ChatSession:
                 retry_after = getattr(error, "retry_after", None)
                 delay = retries.retry_delay(retry_number, retry_after)
                 logger.warning(
-                    "base.rollout.model_retry rollout_id=%s attempt=%d retry_in=%.2fs: %s",
+                    "%s rollout_id=%s attempt=%d retry_in=%.2fs: %s",
+                    MODEL_RETRY_EVENT,
                     self._context.rollout_id,
                     retry_number,
                     delay,

@@ -1,8 +1,9 @@
 """The ``benchmax`` command line: ``run``, ``train``, ``view``, ``bundle`` and the rest.
 
 This package is the only place that imports the CLI libraries (click, rich). Every error
-is reported as one line, ``Error: ...``; the exit statuses are ``_exit_codes``'s (0 done,
-1 checks failed, 2 usage error, 3 configuration or endpoint error, 130/143 interrupted).
+is reported as one line, ``Error: ...`` (an error with ``detail`` follows it with indented
+lines); the exit statuses are ``_exit_codes``'s (0 done, 1 checks failed, 2 usage error,
+3 configuration or endpoint error, 4 an untrustworthy run, 130/143 interrupted).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import click
 import benchmax
 from benchmax._secret_masking import mask_standard_streams, masked_output
 from benchmax.cli._bundle_commands import bundle_command, inspect_command
+from benchmax.cli._capture_command import capture_command
 from benchmax.cli._compare_command import compare_command
+from benchmax.cli._errors import CLIError
 from benchmax.cli._exit_codes import ChecksFailed, exit_code_of
 from benchmax.cli._generate_qa_command import generate_qa_command
 from benchmax.cli._init_command import init_command
@@ -59,6 +62,57 @@ _NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
 )
 
 
+_OPTION_ALIASES = {
+    "--rollouts": "--group-size",
+    "--num-rollouts": "--group-size",
+    "--n-rollouts": "--group-size",
+    "--samples": "--group-size",
+    "--num-samples": "--group-size",
+    "--num-generations": "--group-size",
+    "--num-examples": "--max-examples",
+    "--examples": "--max-examples",
+    "--endpoint": "--base-url",
+    "--api-base": "--base-url",
+    "--api-key": "--api-key-env",
+    "--workers": "--concurrency",
+    "--max-concurrency": "--concurrency",
+    "--parallel": "--concurrency",
+    "--temp": "--temperature",
+    "--timeout": "--model-timeout",
+    "--retries": "--model-retries",
+    "--max-retries": "--model-retries",
+    "--retry": "--retry-failed",
+    "--retry-errors": "--retry-failed",
+}
+"""Options people carry over from other tools, and the option that does that here: click
+suggests by spelling alone (``--rollouts`` -> ``--rollout-timeout``); this table wins
+when the command has the option it names."""
+
+
+class _MeantOption(click.NoSuchOption, CLIError):
+    """An unknown option, with the option the alias table says was meant."""
+
+    def __init__(self, error: click.NoSuchOption, meant: str) -> None:
+        super().__init__(error.option_name, ctx=error.ctx)
+        self.meant = meant
+
+    def format_message(self) -> str:
+        return f"{self.message} Did you mean '{self.meant}'?"
+
+
+def _suggest_meant_option(error: click.NoSuchOption) -> click.NoSuchOption:
+    """``error`` with the alias table's suggestion instead of click's spelling-based one,
+    when the table has one for its option and the command offers it (shown with its short
+    form: ``-k/--group-size``); else ``error``."""
+    meant = _OPTION_ALIASES.get(error.option_name)
+    if meant is None or error.ctx is None:
+        return error
+    for param in error.ctx.command.params:
+        if isinstance(param, click.Option) and meant in param.opts:
+            return _MeantOption(error, "/".join(sorted(param.opts, key=len)))
+    return error
+
+
 class _OneLineErrors(click.Group):
     """A group that reports every click error, usage errors included, as one line."""
 
@@ -95,8 +149,12 @@ class _OneLineErrors(click.Group):
             if isinstance(error, _NO_ARGS_IS_HELP):  # bare ``benchmax``: the help, as usual
                 error.show()
                 sys.exit(error.exit_code)
+            if isinstance(error, click.NoSuchOption):
+                error = _suggest_meant_option(error)
             if not (isinstance(error, ChecksFailed) and error.reported):
                 click.echo(f"Error: {error_line(error)}", err=True)
+            for line in getattr(error, "detail", ()):
+                click.echo(f"  {terminal_safe(' '.join(str(line).split()))}", err=True)
             sys.exit(exit_code_of(error))
         except click.Abort:
             click.echo("Aborted!", err=True)
@@ -194,6 +252,7 @@ cli.add_command(compare_command)
 cli.add_command(serve_command)
 cli.add_command(serve_model_command)
 cli.add_command(train_command)
+cli.add_command(capture_command)
 
 
 def main() -> None:

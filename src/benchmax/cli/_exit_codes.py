@@ -10,10 +10,14 @@ checked against ``COMMAND_EXIT_CODES`` by a test):
   each other): nothing ran;
 - ``3`` the configuration or an endpoint is wrong (a target that does not import, a missing
   data file or results file, an unreachable or refusing endpoint, an unreadable bundle);
+- ``4`` ``run`` finished, but more of its rollouts failed operationally than
+  ``--fail-on-error`` tolerates: its rewards are not trustworthy; or
+  ``train`` stopped because no step could learn (every rollout of several steps
+  failed operationally): its weights are not trustworthy;
 - ``130`` interrupted by Ctrl-C (SIGINT), ``143`` stopped by SIGTERM; what finished is kept.
 
-Servers (``mock-serve``, ``serve``, ``serve-model``) run until stopped: a signal ends them
-with ``0``.
+Servers (``capture``, ``mock-serve``, ``serve``, ``serve-model``) run until stopped: a
+signal ends them with ``0``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ import click
 
 from benchmax.cli._errors import CLIError
 
-__all__ = ["COMMAND_EXIT_CODES", "SERVERS", "ChecksFailed", "ExitCode", "exit_code_of"]
+__all__ = [
+    "COMMAND_EXIT_CODES",
+    "SERVERS",
+    "ChecksFailed",
+    "DetailedError",
+    "ExitCode",
+    "Untrustworthy",
+    "exit_code_of",
+]
 
 
 class ExitCode(enum.IntEnum):
@@ -35,6 +47,7 @@ class ExitCode(enum.IntEnum):
     CHECKS_FAILED = 1
     USAGE_ERROR = 2
     CONFIGURATION_ERROR = 3
+    UNTRUSTWORTHY = 4
     INTERRUPTED = 130
     TERMINATED = 143
 
@@ -53,11 +66,30 @@ class ChecksFailed(click.ClickException, CLIError):
         self.reported = reported
 
 
+class Untrustworthy(click.ClickException, CLIError):
+    """The run finished, but too many of its rollouts failed operationally to trust its
+    rewards: ``Error: untrustworthy: ...`` as the last line, exit 4."""
+
+    exit_code = ExitCode.UNTRUSTWORTHY.value
+
+
+class DetailedError(click.ClickException, CLIError):
+    """An error whose ``Error:`` line is short, followed by indented ``detail`` lines (an
+    example, what to do); exit 3 like any configuration or endpoint error."""
+
+    def __init__(self, message: str, detail: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
 def exit_code_of(error: click.ClickException) -> ExitCode:
     """The exit status of a command that raised ``error``: 2 for a usage error, 1 for
-    ``ChecksFailed``, 3 for every other error (a configuration or endpoint error)."""
+    ``ChecksFailed``, 4 for ``Untrustworthy``, 3 for every other error (a configuration or
+    endpoint error)."""
     if isinstance(error, click.UsageError):
         return ExitCode.USAGE_ERROR
+    if isinstance(error, Untrustworthy):
+        return ExitCode.UNTRUSTWORTHY
     if isinstance(error, ChecksFailed):
         return ExitCode.CHECKS_FAILED
     return ExitCode.CONFIGURATION_ERROR
@@ -68,23 +100,24 @@ _CHECKING = _FINISHING | {ExitCode.CHECKS_FAILED}
 
 COMMAND_EXIT_CODES: Mapping[str, frozenset[ExitCode]] = {
     "bundle": _FINISHING,
+    "capture": _FINISHING,
     "compare": _FINISHING,
     "generate-qa": _CHECKING,
     "init": _FINISHING,
     "inspect": _CHECKING,
     "mock-serve": _FINISHING,
     "rescore": _FINISHING,
-    "run": _CHECKING,
+    "run": _CHECKING | {ExitCode.UNTRUSTWORTHY},
     "serve": _FINISHING,
     "serve-model": _FINISHING,
     "show": _FINISHING,
     "traces": _FINISHING,
-    "train": _FINISHING,
+    "train": _FINISHING | {ExitCode.UNTRUSTWORTHY},
     "validate": _CHECKING,
     "view": _FINISHING,
 }
 """The statuses each command ends with when it is not interrupted."""
 
-SERVERS = frozenset({"mock-serve", "serve", "serve-model"})
+SERVERS = frozenset({"capture", "mock-serve", "serve", "serve-model"})
 """The commands that run until stopped: Ctrl-C or SIGTERM ends them with ``0``. Every
 other command exits ``130`` after Ctrl-C and ``143`` after SIGTERM."""

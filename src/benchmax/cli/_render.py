@@ -17,10 +17,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from benchmax._tracebacks import exception_line
+from benchmax._tracebacks import failure_summary
 from benchmax.cli._safe_text import terminal_safe
 from benchmax.envs.shared_types import FINISHED
-from benchmax.results import RewardStats, read_results
+from benchmax.results import CoverageStats, RewardStats, read_results
 from benchmax.runner import Progress as RunProgress
 from benchmax.runner import RunReport
 from benchmax.trajectory import LogEntry
@@ -86,7 +86,7 @@ def _why(logs: Sequence[LogEntry]) -> str:
     settling = [entry for entry in logged if "termination_reason=" in entry.get("message", "")]
     chosen = (settling or logged)[:1]
     if chosen:
-        why = exception_line(str(chosen[0]["exception"]))
+        why = failure_summary(str(chosen[0]["exception"]))
     else:
         warnings = [entry["message"] for entry in logs if entry.get("level") != "INFO"]
         why = warnings[0] if warnings else "(nothing was logged)"
@@ -135,6 +135,8 @@ def render_report(report: RunReport, console: Console) -> None:
         + f"; groups with no reward variance: {report.no_variance_group_share:.0%}"
     )
     console.print(_tokens_line(report), soft_wrap=True)
+    if report.coverage is not None:
+        console.print(_coverage_line(report.coverage), soft_wrap=True)
     console.print(
         f"ran {report.rollouts_run} rollouts in {report.wall_seconds:.1f} s "
         f"({report.rollouts_per_second:.1f} rollouts/s)"
@@ -201,6 +203,21 @@ def _rewards_table(report: RunReport) -> Table:
                 row.append(f"{metrics.any_success_share:.0%}")
         rewards.add_row(*row)
     return rewards
+
+
+def _coverage_line(coverage: CoverageStats) -> str:
+    """Sampled tokens the rollouts' training samples hold, and the branches that began."""
+    later = {r: n for r, n in coverage.branches_began.items() if r != "first"}
+    began = ", ".join(f"{reason} {count}" for reason, count in later.items())
+    branched = (
+        f"; {coverage.branched_rollouts} had several branches ({began})"
+        if coverage.branched_rollouts
+        else ""
+    )
+    return (
+        f"token coverage: {coverage.share:.1%} of {coverage.sampled_tokens:,} sampled tokens "
+        f"in training samples ({coverage.rollouts} rollouts recorded token ids{branched})"
+    )
 
 
 def _tokens_line(report: RunReport) -> str:

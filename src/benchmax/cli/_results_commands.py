@@ -79,6 +79,8 @@ def view_command(
             default = results / "training.html" if training else results.with_suffix(".html")
             page = output if output is not None else default
             raise click.ClickException(f"cannot write {page}: {error.strerror or error}") from None
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(
         f"wrote {report.path} ({_size(report.size_bytes)}, {report.groups} groups, "
         f"{report.rollouts} rollouts) in {report.build_seconds:.2f} s"

@@ -15,7 +15,8 @@ from rich.markup import escape
 
 from benchmax._rollout_limits import LIMIT_OPTIONS
 from benchmax._sampling_args import RESERVED_BODY_KEYS, validated_sampling_args
-from benchmax.cli._exit_codes import ChecksFailed
+from benchmax._vocabulary import SCORING_FAILURES
+from benchmax.cli._exit_codes import ChecksFailed, DetailedError, Untrustworthy
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import (
     api_key_env_option,
@@ -37,10 +38,19 @@ from benchmax.cli._run_execution import execute, masked, report_interruption
 from benchmax.cli._run_plan import given, plan_run, ray_options
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
 from benchmax.cli._targets import TargetError
-from benchmax.runner import RunError
-from benchmax.runner._failure_share import DEFAULT_MAX_FAILURE_SHARE, MIN_ROLLOUTS, is_failure
+from benchmax.runner import FailureShareExceeded, RunError, RunReport
+from benchmax.runner._failure_share import (
+    DEFAULT_MAX_FAILURE_SHARE,
+    MIN_ROLLOUTS,
+    is_failure,
+    is_retryable_failure,
+)
 
-__all__ = ["run_command"]
+__all__ = ["DEFAULT_FAIL_ON_ERROR", "run_command"]
+
+DEFAULT_FAIL_ON_ERROR = 0.1
+"""``--fail-on-error``'s default: a run with more than 10% of its rollouts failed
+operationally exits 4 (untrustworthy)."""
 
 
 class _Seconds(click.FloatRange):
@@ -110,6 +120,13 @@ def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
 )
 @click.option("--force", is_flag=True, help="Resume a results file even if its run differs.")
 @click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="Resume -o FILE and also run again every group whose latest attempt has a rollout "
+    "that failed operationally (model_error, timeouts, setup_error...; not reward_error and "
+    "other scoring failures: benchmax rescore fixes those); the old attempts stay in the file.",
+)
+@click.option(
     "--temperature",
     type=_Finite(min=0),
     metavar="T",
@@ -170,6 +187,16 @@ def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
     "more than this share of them ended with one same failure (a misconfiguration); 1 never "
     "stops, 0 stops at the first failure.",
 )
+@click.option(
+    "--fail-on-error",
+    "fail_on_error",
+    metavar="SHARE",
+    type=_Finite(0, 1),
+    default=DEFAULT_FAIL_ON_ERROR,
+    show_default=True,
+    help="Exit 4 (untrustworthy) when more than this share of the results' rollouts failed "
+    "operationally (any reason but finished and the budget limits); 1 never does.",
+)
 @mock_policy_option("echo")
 @click.option(
     "--ray",
@@ -213,6 +240,7 @@ def run_command(
     concurrency: int,
     output: Path | None,
     force: bool,
+    retry_failed: bool,
     temperature: float | None,
     top_p: float | None,
     max_tokens: int | None,
@@ -222,6 +250,7 @@ def run_command(
     no_model_check: bool,
     no_judge_check: bool,
     max_failure_share: float,
+    fail_on_error: float,
     mock_policy: str,
     use_ray: bool,
     ray_address: str | None,
@@ -235,9 +264,13 @@ def run_command(
     TARGET is path/to/file.py:Class, package.module:Class, a bundle file (loading a
     bundle runs its code: use only bundles you trust) or an installed environment name
     (an entry point of the benchmax.environments group). {rollout_id} in --base-url is
-    replaced per rollout. Exit status 1 when every rollout failed.
+    replaced per rollout. Exit status 1 when every rollout failed, 4 when more than
+    --fail-on-error of them failed operationally. Model calls are retried up to 3 times
+    after a transient failure (429, 5xx, a reset connection) unless --model-retries says.
     """
     console = Console(stderr=True)
+    if retry_failed:
+        _check_retry_target(output)
     try:
         plan = plan_run(
             target,
@@ -264,6 +297,7 @@ def run_command(
                 "max_examples": max_examples,
                 "max_concurrent_groups": concurrency,
                 "force": force,
+                "retry_failed": retry_failed,
                 "tokens": tokens,
                 "seed": seed,
                 "judge_check": not no_judge_check,
@@ -290,6 +324,9 @@ def run_command(
     except FileNotFoundError as error:
         message = f"data file not found: {error.filename or error}"
         raise click.ClickException(masked(message, plan)) from None
+    except FailureShareExceeded as error:
+        detail = tuple(masked(line, plan) for line in error.detail)
+        raise DetailedError(masked(str(error), plan), detail) from None
     except (TargetError, RunError) as error:
         raise click.ClickException(masked(str(error), plan)) from None
     except Exception as error:
@@ -305,9 +342,67 @@ def run_command(
             f"(policy {escape(plan.mock_policy)}), not a real model",
             soft_wrap=True,
         )
+    _print_next_steps(report, console)
     if report.rollouts and all(is_failure(reason) for reason in report.rollouts_by_reason):
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(report.rollouts_by_reason.items()))
         raise ChecksFailed(f"every rollout failed ({reasons}): the rewards above are all zeros")
+    failed = sum(n for r, n in report.rollouts_by_reason.items() if is_failure(r))
+    if report.rollouts and failed / report.rollouts > fail_on_error:
+        raise Untrustworthy(
+            f"untrustworthy: {failed} of {report.rollouts} rollouts"
+            f" ({failed / report.rollouts:.0%}) failed operationally, more than"
+            f" --fail-on-error {fail_on_error:g}; {_remedy(report)}"
+        )
+
+
+def _check_retry_target(output: Path | None) -> None:
+    """``--retry-failed`` needs the results file it retries."""
+    if output is None:
+        raise click.UsageError(
+            "--retry-failed reruns the failed groups of a results file: add -o FILE"
+        )
+    if not output.is_file():
+        raise click.ClickException(f"--retry-failed: no results file at {output}")
+
+
+def _failures(report: RunReport) -> tuple[int, int]:
+    """The report's rollouts that failed in a way a rerun fixes, and those whose scoring
+    failed (``benchmax rescore`` fixes those)."""
+    retryable = sum(n for r, n in report.rollouts_by_reason.items() if is_retryable_failure(r))
+    scoring = sum(n for r, n in report.rollouts_by_reason.items() if r in SCORING_FAILURES)
+    return retryable, scoring
+
+
+def _remedy(report: RunReport) -> str:
+    """What to run next for the failed rollouts of ``report``."""
+    retryable, scoring = _failures(report)
+    path = report.results_path
+    steps = []
+    if retryable:
+        steps.append(
+            f"once the cause is fixed, run the same command with -o {path} --retry-failed"
+            f" to run the {retryable} failed rollouts' groups again"
+        )
+    if scoring:
+        steps.append(
+            f"after fixing the reward code, 'benchmax rescore {path}' scores the {scoring}"
+            " rollouts whose scoring failed again"
+        )
+    return "; ".join(steps) or "see the termination reasons above"
+
+
+def _print_next_steps(report: RunReport, console: Console) -> None:
+    """Retries this invocation made, and what to run next for failed rollouts."""
+    if report.model_call_retries or report.groups_retried:
+        console.print(
+            f"retries: {report.model_call_retries} model call(s) retried after a transient"
+            f" failure; {report.groups_retried} failed group(s) run again (--retry-failed)",
+            soft_wrap=True,
+        )
+    retryable, scoring = _failures(report)
+    if report.results_path is None or not (retryable or scoring):
+        return
+    console.print(f"[yellow]next:[/] {escape(_remedy(report))}", soft_wrap=True)
 
 
 def _given_values(**values: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,17 +21,15 @@ from benchmax.cli._credentials import MOCK_KEY, injected_auth_names
 from benchmax.cli._render import progress_bar
 from benchmax.cli._run_plan import Plan
 from benchmax.cli._targets import (
-    USER_CODE_ERRORS,
-    EnvTarget,
     TargetError,
-    described,
     substitute_mock,
 )
+from benchmax.envs import BaseEnv
 from benchmax.envs.environment import Environment
 from benchmax.results import read_results_summary
 from benchmax.runner import Progress, RunError, RunReport, run_environment
 
-__all__ = ["execute", "masked", "report_interruption"]
+__all__ = ["DEFAULT_MODEL_RETRIES", "execute", "masked", "report_interruption"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +63,36 @@ def _constructor_args(plan: Plan, endpoint: Endpoint) -> dict[str, Any]:
     return args
 
 
-def _prepare(plan: Plan, endpoint: Endpoint) -> Environment[Any, Any]:
-    """Construct the environment for this endpoint and apply the run's limits to it."""
-    env = _construct(plan.target, _constructor_args(plan, endpoint))
+def _prepare(plan: Plan, endpoint: Endpoint) -> tuple[Environment[Any, Any], dict[str, Any]]:
+    """Construct the environment for this endpoint and apply the run's limits to it (the
+    given ones, and ``DEFAULT_MODEL_RETRIES`` where it applies); returns both."""
+    args = _constructor_args(plan, endpoint)
+    env = plan.target.construct(args)
     for name in plan.limits:
         if not hasattr(env, name):
             option = "--" + name.replace("_", "-")
             raise TargetError(f"{option} applies to BaseEnv environments only")
-    apply_limits(env, plan.limits)
-    return env
+    limits = dict(plan.limits)
+    if "model_retries" not in limits and "model_retries" not in args and _leaves_retries(env):
+        limits["model_retries"] = DEFAULT_MODEL_RETRIES
+    apply_limits(env, limits)
+    return env, limits
+
+
+DEFAULT_MODEL_RETRIES = 3
+"""The model-call retries ``benchmax run`` gives a ``BaseEnv`` that leaves
+``model_retries`` at BaseEnv's 0 (no ``--model-retries``, no constructor argument, no
+class attribute of its own): each failed call is tried at most 3 more times, waiting with
+backoff (0.5 s doubling, capped at 30 s, jittered) or what a 429's ``Retry-After`` asks
+(capped at 60 s)."""
+
+
+def _leaves_retries(env: Environment[Any, Any]) -> bool:
+    """Whether ``env`` is a ``BaseEnv`` whose ``model_retries`` is BaseEnv's own default."""
+    if not isinstance(env, BaseEnv) or "model_retries" in vars(env):
+        return False
+    owner = next(k for k in type(env).__mro__ if "model_retries" in vars(k))
+    return owner is BaseEnv
 
 
 def _providers(
@@ -94,8 +113,10 @@ def _providers(
 
 
 async def execute(plan: Plan, console: Console) -> RunReport:
-    async with _endpoint(plan.base_url, plan.policy, tokens=plan.config.tokens) as endpoint:
-        env = _prepare(plan, endpoint)
+    # An environment that always records tokens (AgentEnv) gets a mock that can give them.
+    tokens = plan.config.tokens or getattr(plan.target.env_class, "record_tokens", False) is True
+    async with _endpoint(plan.base_url, plan.policy, tokens=tokens) as endpoint:
+        env, limits = _prepare(plan, endpoint)
         try:
             config = dataclasses.replace(
                 plan.config,
@@ -135,7 +156,7 @@ async def execute(plan: Plan, console: Console) -> RunReport:
                 executor = dataclasses.replace(
                     plan.ray,
                     constructor_args=_constructor_args(plan, endpoint),
-                    env_attributes=dict(plan.limits),
+                    env_attributes=limits,
                 )
             try:
                 return await run_environment(
@@ -146,13 +167,6 @@ async def execute(plan: Plan, console: Console) -> RunReport:
                     bar.stop()
         finally:
             await env.aclose()
-
-
-def _construct(target: EnvTarget, args: Mapping[str, Any]) -> Environment[Any, Any]:
-    try:
-        return target.env_class(**args)
-    except USER_CODE_ERRORS as error:
-        raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
 
 
 def masked(text: str, plan: Plan) -> str:

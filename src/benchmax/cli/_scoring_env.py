@@ -15,10 +15,8 @@ from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.cli._credentials import MOCK_KEY, injected_auth_names
 from benchmax.cli._mock_policy import load_mock_policy
 from benchmax.cli._targets import (
-    USER_CODE_ERRORS,
     EnvTarget,
     TargetError,
-    described,
     substitute_mock,
     uses_mock,
 )
@@ -76,10 +74,7 @@ async def scoring_env(
     mock = uses_mock(env_args)
     async with embedded_mock_url(mock, mock_policy) as url:
         args = substitute_mock(env_args, url) if url is not None else dict(env_args)
-        try:
-            env = target.env_class(**args)
-        except USER_CODE_ERRORS as error:
-            raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
+        env = target.construct(args)
         try:
             if not isinstance(env, BaseEnv):
                 raise TargetError(f"{target.label} is not a BaseEnv: {needs}")

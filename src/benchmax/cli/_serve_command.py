@@ -26,10 +26,8 @@ from benchmax.cli._options import (
 )
 from benchmax.cli._scoring_env import embedded_mock_url
 from benchmax.cli._targets import (
-    USER_CODE_ERRORS,
     EnvTarget,
     TargetError,
-    described,
     load_target,
     parse_env_args,
     substitute_mock,
@@ -204,10 +202,7 @@ async def _serve(
     mock = uses_mock(env_args)
     async with embedded_mock_url(mock, mock_policy) as mock_url:
         args = substitute_mock(env_args, mock_url) if mock_url is not None else env_args
-        try:
-            env = target.env_class(**args)
-        except USER_CODE_ERRORS as error:
-            raise TargetError(f"cannot construct {target.label}: {described(error)}") from error
+        env = target.construct(args)
         try:
             if mock:
                 for name in injected_auth_names(env) | set(providers):

@@ -15,8 +15,10 @@ not an environment class, are refused with one line saying so.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
+import inspect
 import json
 import os
 import re
@@ -89,6 +91,52 @@ class EnvTarget:
     @property
     def label(self) -> str:
         return self.env_class.__name__
+
+    def construct(self, args: Mapping[str, Any]) -> Environment[Any, Any]:
+        """The environment built with ``args``; ``TargetError`` when its constructor
+        raises (an argument it does not take gets "did you mean" from its signature)."""
+        try:
+            return self.env_class(**args)
+        except USER_CODE_ERRORS as error:
+            hint = _argument_hint(self.env_class, args, error)
+            raise TargetError(f"cannot construct {self.label}: {described(error)}{hint}") from error
+
+
+def constructor_parameters(env_class: type) -> list[str]:
+    """The keyword arguments ``env_class`` takes: its ``__init__``'s named parameters and,
+    while an ``__init__`` passes ``**kwargs`` on, those of the classes above it."""
+    names: dict[str, None] = {}
+    for klass in env_class.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            parameters = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            break
+        names.update(
+            (p.name, None)
+            for p in parameters
+            if p.name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+        )
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return list(names)
+
+
+_UNEXPECTED = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def _argument_hint(env_class: type, args: Mapping[str, Any], error: BaseException) -> str:
+    """`` (did you mean 'max_turns'? ...)`` for an argument the constructor refused."""
+    found = _UNEXPECTED.search(str(error)) if isinstance(error, TypeError) else None
+    if found is None or found[1] not in args:
+        return ""
+    known = constructor_parameters(env_class)
+    close = difflib.get_close_matches(found[1], known, n=3, cutoff=0.6)
+    if close:
+        return f" (did you mean {' or '.join(repr(name) for name in close)}?)"
+    return f" ({env_class.__name__} takes: {', '.join(known)})" if known else ""
 
 
 def import_file(path: Path) -> ModuleType:

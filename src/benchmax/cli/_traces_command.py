@@ -309,7 +309,15 @@ def traces_command(
         output_dir=output_dir,
         refused=(TracesError, TraceFormatError, TargetError),
         credentials={TEACHER_AUTH: teacher_auth},
+        quiet_logs=teacher is not None,  # a failing teacher: one line below, no tracebacks
     )
+    if summary.relabel_failed:
+        console.print(
+            f"[yellow]teacher failed[/] on {summary.relabel_failed} of "
+            f"{summary.relabel_failed + summary.relabeled} requests (the logged replies "
+            f"kept): {escape(mask(summary.relabel_error))}",
+            soft_wrap=True,
+        )
     out = Console(quiet=as_json)  # --json: the document below instead
     out.print(_summary_table(summary))
     print_skipped(console, summary.malformed_examples, summary.malformed)

@@ -8,6 +8,7 @@ checkpoint; a second one stops at once.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import shlex
@@ -26,7 +27,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from benchmax.cli._compare_command import render_comparison
 from benchmax.cli._credentials import auth_variables, bearer_from_variable
+from benchmax.cli._exit_codes import Untrustworthy
 from benchmax.cli._json_output import echo_json
+from benchmax.cli._launcher import launcher_prefix
 from benchmax.cli._options import json_option
 from benchmax.cli._run_plan import bundle_definition
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
@@ -174,23 +177,45 @@ class _Display:
             reward = "-" if event.reward is None else f"{event.reward:.3f}"
             self.progress.update(self.task, completed=event.step, reward=reward)
         elif kind == "eval" and event.reward is not None:
+            key = event.reward_key or "reward"
             self.console.print(
-                f"[bold]eval[/] after step {event.step}: mean first reward key "
-                f"{event.reward:.3f} ({escape(event.message.split(': ', 1)[-1])})",
+                f"[bold]eval[/] after step {event.step}: mean {escape(key)} "
+                f"{event.reward:.3f} ({escape(str(event.path or ''))})",
                 soft_wrap=True,
             )
         elif kind == "checkpoint" and event.path is not None:
             self.console.print(f"checkpoint: {escape(str(event.path))}", soft_wrap=True)
         elif kind == "note" and event.message:
-            self.console.print(f"[dim]{escape(event.message)}[/]", soft_wrap=True)
+            self.console.print(f"[yellow]{escape(event.message)}[/]", soft_wrap=True)
 
     def close(self) -> None:
         self.progress.stop()
 
 
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# torch.save on a full disk: "unexpected pos 6400 vs 6292" or "file write failed"
+_DISK_FULL_PHRASES = ("No space left on device", "unexpected pos", "file write failed")
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error`` (or an error it came from) says the disk is full."""
+    seen: BaseException | None = error
+    for _ in range(20):  # a cycle in __context__ cannot loop forever
+        if seen is None:
+            return False
+        if getattr(seen, "errno", None) in _DISK_FULL_ERRNOS:
+            return True
+        if any(phrase in str(seen) for phrase in _DISK_FULL_PHRASES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _resume_command(config: TrainConfig) -> str:
+    """The command resuming this run, launched as this one was (``uv run ...`` under uv)."""
+    config_file = str(Path(config.output_dir) / "config.toml")
     return shlex.join(
-        ["benchmax", "train", "--config", str(Path(config.output_dir) / "config.toml"), "--resume"]
+        [*launcher_prefix(), "benchmax", "train", "--config", config_file, "--resume"]
     )
 
 
@@ -259,7 +284,13 @@ def _run(
     display = _Display(console)
     signals = TerminationSignals()
 
+    interrupted_eval: list[int] = []
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.evaluating is not None:  # an evaluation changes no weights: stop it now
+            interrupted_eval.append(stop.evaluating)
+            stop.request("interrupted")
+            raise KeyboardInterrupt
         if stop.requested:
             raise KeyboardInterrupt
         stop.request("interrupted")
@@ -286,7 +317,10 @@ def _run(
                 signal.signal(signal.SIGINT, previous)
     except KeyboardInterrupt:
         display.close()
-        _report_stop(console, config, saved=None)
+        if interrupted_eval:
+            _report_eval_stop(console, config, interrupted_eval[0])
+        else:
+            _report_stop(console, config, saved=None)
         raise SystemExit(signals.exit_status) from None
     except TrainError as error:
         display.close()
@@ -296,10 +330,18 @@ def _run(
         raise click.ClickException(f"file not found: {error.filename or error}") from None
     except Exception as error:  # the environment, the model loader or TRL failed
         display.close()
+        if _disk_full(error):
+            raise click.ClickException(
+                f"training failed: the disk holding {config.output_dir} is full (a file could "
+                "not be written whole); free space, then resume with: "
+                f"{_resume_command(config)}"
+            ) from None
         raise click.ClickException(f"training failed: {type(error).__name__}: {error}") from None
     finally:
         display.close()
     assert result is not None
+    if result.failure is not None:  # its checkpoint was reported as it was written
+        raise Untrustworthy(f"untrustworthy: {result.failure}")
     if result.stopped:
         _report_stop(console, config, saved=result.checkpoint)
         raise SystemExit(signals.exit_status)
@@ -320,6 +362,27 @@ def _run(
         out.print("[bold]base vs final[/] on the eval split (eval/compare.json):")
         render_comparison(result.comparison, base, final, out)
     out.print(f"see it: benchmax view {shlex.quote(str(result.output_dir))}", soft_wrap=True)
+
+
+def _report_eval_stop(console: Console, config: TrainConfig, step: int) -> None:
+    """What an interrupt during the evaluation after ``step`` kept and lost."""
+    layout = RunDirectory(Path(config.output_dir))
+    steps = layout.checkpoint_steps()
+    if step == 0:
+        weights = "nothing was trained yet"
+    elif steps and steps[-1] == step:
+        weights = f"the weights of step {step} are saved in {layout.checkpoint(step)}"
+    else:
+        last = f"the last checkpoint is step-{steps[-1]}" if steps else "no checkpoint was written"
+        weights = f"the weights of step {step} were not saved ({last})"
+    console.print(
+        f"[bold red]stopped[/] during the evaluation after step {step}: "
+        f"{escape(str(layout.eval_file(step)))} keeps the groups that finished, the others "
+        f"were not run; {escape(weights)}",
+        soft_wrap=True,
+    )
+    if steps:
+        console.print(f"resume with: {escape(_resume_command(config))}", soft_wrap=True)
 
 
 def _report_stop(console: Console, config: TrainConfig, *, saved: Path | None) -> None:

@@ -11,7 +11,13 @@ from pathlib import Path
 
 from benchmax._cancellation import stray_cancellation_as_error
 from benchmax._hook_deadlines import deadline_for
-from benchmax.envs._hook_errors import NotAsyncHook, exits_as_errors, hook_errors, must_await
+from benchmax.envs._hook_errors import (
+    NotAsyncHook,
+    blame_hook,
+    exits_as_errors,
+    hook_errors,
+    must_await,
+)
 from benchmax.envs._reward_keys import declared_reward_keys
 from benchmax.envs.dataset import Dataset
 from benchmax.envs.logging import group_context, rollout_context
@@ -179,7 +185,7 @@ class Environment[Payload, Attempt: RolloutAttempt](ABC):
                     group_rewards = await must_await(
                         self, "compute_group_rewards", self.compute_group_rewards(finished)
                     )
-            merged = _merge_group_rewards(finished, group_rewards, declared)
+            merged = _merge_group_rewards(self, finished, group_rewards, declared)
             _check_finite_group_rewards(merged)
         except NotAsyncHook:
             raise  # a contract error: every group would fail the same way
@@ -248,6 +254,7 @@ def _check_reward_shape(
 
 
 def _merge_group_rewards(
+    owner: object,
     finished: Sequence[RolloutAttempt],
     group_rewards: object,
     declared: tuple[str, ...],
@@ -284,7 +291,12 @@ def _merge_group_rewards(
                 f"rollout {rollout_id!r} has no rewards; "
                 "implement compute_reward or compute_group_rewards"
             )
-        _check_reward_shape(rollout_id, merged, declared)
+        try:
+            _check_reward_shape(rollout_id, merged, declared)
+        except RewardShapeError as error:
+            if not group:  # every reward came from compute_reward: name it, not the group
+                blame_hook(error, owner, "compute_reward")
+            raise
         merged_by_id[rollout_id] = merged
     return merged_by_id
 

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from benchmax.training import RolloutSequence, rollout_sequence, scalar_reward
+from benchmax.training import RolloutSequence, rollout_sequences, scalar_reward
 from benchmax.trajectory import Trajectory
 
-__all__ = ["required_sequence", "scalar_rewards", "turns_after_prompt"]
+__all__ = ["required_sequences", "scalar_rewards", "turns_after_prompt"]
 
 
-def required_sequence(trajectory: Trajectory) -> RolloutSequence:
-    """The rollout's one training sequence; ``ValueError`` naming the rollout when none of
-    its model calls recorded tokens (run with ``--tokens`` / ``record_tokens``)."""
-    sequence = rollout_sequence(trajectory)
-    if sequence is None:
+def required_sequences(trajectory: Trajectory) -> tuple[RolloutSequence, ...]:
+    """The rollout's training sequences, one per branch (``rollout_sequences``);
+    ``ValueError`` naming the rollout when none of its model calls recorded tokens (run
+    with ``--tokens`` / ``record_tokens``)."""
+    sequences = rollout_sequences(trajectory)
+    if not sequences:
         raise ValueError(
             f"rollout {trajectory.rollout_id!r} has no token ids: record tokens "
             "(--tokens, RunConfig(tokens=True) or RolloutRequest(record_tokens=True))"
         )
-    return sequence
+    return sequences
 
 
 def turns_after_prompt(trajectory: Trajectory) -> int:

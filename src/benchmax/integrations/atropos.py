@@ -1,7 +1,8 @@
 """Atropos's scored group from benchmax trajectories (a plain function; imports no Atropos).
 
 :func:`scored_data_group` returns the fields of Atropos's ``ScoredDataGroup`` TypedDict
-(``atroposlib/envs/base.py``, atroposlib 0.4) for one group, one item per rollout, in the
+(``atroposlib/envs/base.py``, atroposlib 0.4) for one group, one item per branch of each
+rollout (one per rollout when every rollout's calls stitch into one sequence), in the
 order given (an Atropos environment's ``collect_trajectories`` can return it as is):
 
 * ``tokens``: the training sample's ``prompt_ids + completion_ids``
@@ -13,8 +14,18 @@ order given (an Atropos environment's ``collect_trajectories`` can return it as 
 * ``messages``: the rollout's transcript
 * ``overrides``: ``{"set_advantage_to_zero": True}`` for a non-trainable rollout, else
   ``{}``
-* ``advantages``, ``ref_logprobs``, ``generation_params``, ``group_overrides``, ``images``,
+* ``advantages``: ``None`` when every rollout has one branch; else per item, per token,
+  its rollout's GRPO advantage over the group's trainable rollouts (each counted once;
+  ``benchmax.training.group_advantages``), 0 for a non-trainable rollout
+* ``ref_logprobs``, ``generation_params``, ``group_overrides``, ``images``,
   ``distill_token_ids``, ``distill_logprobs``: ``None``
+
+A rollout whose model calls did not stitch into one sequence (``benchmax.stitching``:
+re-rendered history, parallel subagents, retries) has several branches: each is an item
+with the rollout's score and transcript, so every sampled token is trained; the
+``advantages`` field then carries each rollout's advantage computed with one score per
+rollout, since normalising the scores over the items would count such a rollout several
+times.
 
 Atropos's trainer normalises ``scores`` over the whole group before applying
 ``set_advantage_to_zero``, so a non-trainable rollout's score still enters the group's
@@ -25,7 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from benchmax.integrations._records import required_sequence, scalar_rewards
+from benchmax.integrations._records import required_sequences, scalar_rewards
+from benchmax.training import group_advantages
 from benchmax.trajectory import Trajectory
 
 __all__ = ["IGNORED", "scored_data_group"]
@@ -49,11 +61,12 @@ def scored_data_group(
     ``ValueError`` when a rollout recorded no token ids or ``scores`` has the wrong length.
     """
     scalars = scalar_rewards(trajectories, scores, reward_weights, "scores")
+    per_rollout = [required_sequences(trajectory) for trajectory in trajectories]
+    owners = [i for i, sequences in enumerate(per_rollout) for _ in sequences]
     tokens: list[list[int]] = []
     masks: list[list[int]] = []
     logprobs: list[list[float]] = []
-    for trajectory in trajectories:
-        sequence = required_sequence(trajectory)
+    for sequence in (sequence for built in per_rollout for sequence in built):
         prompt = list(sequence.prompt_ids)
         pairs = zip(sequence.completion_ids, sequence.completion_mask, strict=True)
         tokens.append(prompt + list(sequence.completion_ids))
@@ -67,18 +80,35 @@ def scored_data_group(
                 )
             ]
         )
+    advantages = None
+    if len(owners) != len(trajectories):
+        per_owner = _rollout_advantages(trajectories, scalars)
+        advantages = [[per_owner[i]] * len(item) for i, item in zip(owners, tokens, strict=True)]
     return {
         "tokens": tokens,
         "masks": masks,
-        "scores": scalars,
-        "advantages": None,
+        "scores": [scalars[i] for i in owners],
+        "advantages": advantages,
         "ref_logprobs": None,
-        "messages": [[dict(m) for m in t.messages or ()] for t in trajectories],
+        "messages": [[dict(m) for m in trajectories[i].messages or ()] for i in owners],
         "generation_params": None,
         "inference_logprobs": logprobs,
         "group_overrides": None,
-        "overrides": [{} if t.trainable else {"set_advantage_to_zero": True} for t in trajectories],
+        "overrides": [
+            {} if trajectories[i].trainable else {"set_advantage_to_zero": True} for i in owners
+        ],
         "images": None,
         "distill_token_ids": None,
         "distill_logprobs": None,
     }
+
+
+def _rollout_advantages(trajectories: Sequence[Trajectory], scalars: list[float]) -> list[float]:
+    """Each rollout's GRPO advantage over the group's trainable rollouts (0 for the rest)."""
+    trainable = [i for i, t in enumerate(trajectories) if t.trainable]
+    advantages = [0.0] * len(trajectories)
+    if trainable:
+        values = group_advantages([scalars[i] for i in trainable], "grpo")
+        for index, value in zip(trainable, values, strict=True):
+            advantages[index] = value
+    return advantages

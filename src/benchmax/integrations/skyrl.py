@@ -1,8 +1,9 @@
 """SkyRL's generator output from benchmax trajectories (a plain function).
 
 :func:`generator_output` returns the fields of SkyRL's ``GeneratorOutput`` TypedDict
-(``skyrl/train/generators/base.py``, skyrl 0.4) for a batch of rollouts, one row each, in
-the order given (a custom ``GeneratorInterface.generate`` returns it as is):
+(``skyrl/train/generators/base.py``, skyrl 0.4) for a batch of rollouts, one row per
+branch of each rollout (one row per rollout when every rollout's calls stitch into one
+sequence), in the order given (a custom ``GeneratorInterface.generate`` returns it as is):
 
 * ``prompt_token_ids``: the training sample's ``prompt_ids``
 * ``response_ids``: ``completion_ids`` (sampled and environment-added tokens)
@@ -19,8 +20,17 @@ the order given (a custom ``GeneratorInterface.generate`` returns it as is):
 * ``trajectory_generation_times``: model + tool + reward seconds
 * ``trajectory_time_splits``: ``{"llm": model seconds, "env": tool + reward seconds}``
 * ``rollout_metrics``, ``env_metrics``: ``None`` / per row ``{"termination_reason",
-  "trainable", "token_prefix_breaks"}``
-* other fields (experts, sample support, step-wise, images): ``None``
+  "trainable", "token_prefix_breaks", "branch", "branches", "branch_began"}``
+* ``is_last_step``: ``None`` when every rollout has one branch; else per row whether it is
+  its rollout's last branch
+* other fields (experts, sample support, images): ``None``
+
+A rollout whose model calls did not stitch into one sequence (``benchmax.stitching``:
+re-rendered history, parallel subagents, retries) has several branches: each is a row with
+the rollout's reward and ``trajectory_ids`` entry, so every sampled token is trained, and
+``is_last_step`` marks the rollout's last row the way SkyRL's step-wise trajectories do
+(advantages computed on the last step are given to the trajectory's earlier steps): train
+such batches in SkyRL's step-wise mode so each rollout counts once in its group.
 
 SkyRL's ``apply_overlong_filtering`` zeroes the mask of rows whose stop reason is not
 ``"stop"``; a non-trainable rollout's mask is already zero, but its reward still enters
@@ -32,7 +42,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 
-from benchmax.integrations._records import required_sequence, scalar_rewards
+from benchmax.integrations._records import required_sequences, scalar_rewards
 from benchmax.trajectory import Trajectory
 
 __all__ = ["generator_output"]
@@ -51,17 +61,21 @@ def generator_output(
     ``ValueError`` when a rollout recorded no token ids or ``rewards`` has the wrong length.
     """
     scalars = scalar_rewards(trajectories, rewards, reward_weights, "rewards")
-    sequences = [required_sequence(trajectory) for trajectory in trajectories]
-    seconds = [_seconds(trajectory) for trajectory in trajectories]
+    per_rollout = [required_sequences(trajectory) for trajectory in trajectories]
+    owners = [i for i, sequences in enumerate(per_rollout) for _ in sequences]
+    sequences = [sequence for built in per_rollout for sequence in built]
+    branch = [(i, len(built)) for built in per_rollout for i in range(len(built))]
+    seconds = [_seconds(trajectories[i]) for i in owners]
+    ids = _trajectory_ids(trajectories)
     return {
         "prompt_token_ids": [list(s.prompt_ids) for s in sequences],
         "response_ids": [list(s.completion_ids) for s in sequences],
-        "rewards": scalars,
+        "rewards": [scalars[i] for i in owners],
         "loss_masks": [list(s.completion_mask) for s in sequences],
-        "stop_reasons": [_stop_reason(trajectory) for trajectory in trajectories],
+        "stop_reasons": [_stop_reason(trajectories[i]) for i in owners],
         "rollout_metrics": None,
         "rollout_logprobs": [list(s.completion_logprobs) for s in sequences],
-        "trajectory_ids": _trajectory_ids(trajectories),
+        "trajectory_ids": [ids[i] for i in owners],
         "trajectory_generation_times": [model + env for model, env in seconds],
         "trajectory_time_splits": {
             "llm": [model for model, _ in seconds],
@@ -69,14 +83,19 @@ def generator_output(
         },
         "rollout_expert_indices": None,
         "rollout_sample_support": None,
-        "is_last_step": None,
+        "is_last_step": (
+            None if len(sequences) == len(trajectories) else [i + 1 == n for i, n in branch]
+        ),
         "env_metrics": [
             {
-                "termination_reason": t.termination_reason,
+                "termination_reason": trajectories[owner].termination_reason,
                 "trainable": s.trainable,
-                "token_prefix_breaks": t.token_prefix_breaks,
+                "token_prefix_breaks": trajectories[owner].token_prefix_breaks,
+                "branch": index,
+                "branches": count,
+                "branch_began": s.began,
             }
-            for t, s in zip(trajectories, sequences, strict=True)
+            for owner, s, (index, count) in zip(owners, sequences, branch, strict=True)
         ],
         "pixel_values": None,
         "image_grid_thw": None,

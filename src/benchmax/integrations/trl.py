@@ -39,12 +39,23 @@ the runs of ``num_generations`` rows): row ``r`` of the ``n``-th call is rollout
 example id, r)``, so the halves of a group that TRL split across processes never share an
 id or a seed, and the same batch gets the same ids and seeds on any number of processes.
 
+A rollout whose model calls did not stitch into one sequence (a chat template that
+re-renders earlier turns, an agent that edits its history, parallel subagents, retries)
+has several branches (``benchmax.stitching``). ``GRPOTrainer`` wants one row per prompt,
+so by default only the last branch is returned (and a warning counts the tokens left
+out); ``RolloutFunc(..., every_branch=True)`` with :class:`BranchingGRPOTrainer` (the
+``GRPOTrainer`` subclass ``benchmax train`` uses) trains every branch as its own row with
+the rollout's advantage, the group statistics still seeing one reward per rollout.
+
 A non-trainable rollout (``Trajectory.trainable`` false: ``model_error``, timeouts,
 ``context_exceeded`` and the other operational failures) never teaches the model: all of
 its ``env_mask`` is 0 (none of its tokens enters the loss) *and* :func:`benchmax_reward`
 returns ``None`` for it, so it does not move its siblings' baseline either.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from benchmax._lazy_names import lazy_attribute
 from benchmax.training._trl_rollouts import (
     RolloutFunc,
     benchmax_reward,
@@ -52,9 +63,18 @@ from benchmax.training._trl_rollouts import (
     load_examples,
 )
 
+if TYPE_CHECKING:
+    from benchmax.training import BranchingGRPOTrainer
+
 __all__ = [
+    "BranchingGRPOTrainer",
     "RolloutFunc",
     "benchmax_reward",
     "dataset_rows",
     "load_examples",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``BranchingGRPOTrainer`` (it imports TRL), imported on first use."""
+    return lazy_attribute(globals(), {"BranchingGRPOTrainer": "benchmax.training"}, name)

@@ -55,7 +55,7 @@ from benchmax.results._reading import (
     read_trajectories,
 )
 from benchmax.results._records import ResultsHeader, RunDefinition
-from benchmax.results._report import RewardStats, RunReport, UsageStats, summarize
+from benchmax.results._report import CoverageStats, RewardStats, RunReport, UsageStats, summarize
 from benchmax.results._run_directory import (
     MetricsWriter,
     RolloutsWriter,
@@ -87,6 +87,7 @@ __all__ = [
     "TRANSCRIPT_BUDGET",
     "AdvantageMethod",
     "Comparison",
+    "CoverageStats",
     "ExampleChange",
     "FileSelection",
     "HtmlReport",

@@ -23,8 +23,8 @@ def definition_differences(recorded: Mapping[str, Any], current: Mapping[str, An
     """Human-readable differences between two run definitions (``[]`` when equal).
 
     A change of the environment's source names the modules that changed. Keys that older
-    headers lack (``env_source``, ``limits``) are compared only when recorded, and an
-    empty ``constructor_args`` equals none.
+    headers lack (``env_source``, ``limits``) are compared only when recorded, an
+    empty ``constructor_args`` equals none, and ``limits.model_retries`` is not compared.
     """
     recorded, current = _comparable(recorded), _comparable(current)
     differences = []
@@ -55,8 +55,16 @@ def only_extends(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> boo
     return not definition_differences({**recorded, **unbounded}, {**current, **unbounded})
 
 
+_NOT_COMPARED_LIMITS = frozenset({"model_retries"})
+"""Limits a resume does not compare: retrying a transient failure changes how hard a model
+call is tried, not what the run measures (so ``run --retry-failed`` may raise it)."""
+
+
 def _comparable(definition: Mapping[str, Any]) -> dict[str, Any]:
     comparable = dict(definition)
+    limits = comparable.get("limits")
+    if isinstance(limits, Mapping):
+        comparable["limits"] = {k: v for k, v in limits.items() if k not in _NOT_COMPARED_LIMITS}
     env = comparable.get("env")
     if isinstance(env, Mapping) and env.get("constructor_args") == {}:
         comparable["env"] = {k: v for k, v in env.items() if k != "constructor_args"}

@@ -42,15 +42,27 @@ class ResultsWriteError(RunError):
 
 
 class ResumeMismatchError(RunError):
-    """An existing results file was written for a different run definition."""
+    """An existing results file was written for a different run definition.
 
-    def __init__(self, path: str, differences: list[str]) -> None:
+    ``scoring_failures`` counts the file's rollouts whose scoring failed (``reward_error``
+    and the like); the message then points to ``benchmax rescore``, which scores them again
+    (a ``--force`` resume would keep them as they are)."""
+
+    def __init__(self, path: str, differences: list[str], scoring_failures: int = 0) -> None:
         self.path = path
         self.differences = tuple(differences)
-        super().__init__(
+        self.scoring_failures = scoring_failures
+        message = (
             f"{path} holds a different run ({'; '.join(differences)}); "
             "use another output file, or resume it anyway with --force (force=True)"
         )
+        if scoring_failures:
+            message += (
+                f"; its {scoring_failures} rollout(s) whose scoring failed (reward_error,"
+                " reward_timeout, judge_error, group_reward_error) stay failed under --force:"
+                f" 'benchmax rescore {path}' scores them again with the current code"
+            )
+        super().__init__(message)
 
-    def __reduce__(self) -> tuple[type[ResumeMismatchError], tuple[str, list[str]]]:
-        return (type(self), (self.path, list(self.differences)))
+    def __reduce__(self) -> tuple[type[ResumeMismatchError], tuple[str, list[str], int]]:
+        return (type(self), (self.path, list(self.differences), self.scoring_failures))

@@ -115,6 +115,19 @@ def summary_section(summary: Mapping[str, Any], keys: Sequence[str]) -> str:
             "signal-share",
         ),
     ]
+    coverage = summary.get("coverage")
+    if coverage:
+        sampled, trained = coverage["sampled_tokens"], coverage["trained_tokens"]
+        covered = trained / sampled if sampled else 1.0
+        tiles.append(
+            (
+                f"of {sampled:,} sampled tokens in training samples "
+                f"({coverage['branched_rollouts']} rollouts with several branches)",
+                f"{covered:.1%}",
+                covered,
+                "token-coverage",
+            )
+        )
     tile_html = "".join(
         f'<div class="tile"><div class="tile-value" data-testid="{testid}"'
         f' data-value="{_e(raw)}">{_e(shown)}</div>'

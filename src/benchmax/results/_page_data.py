@@ -26,6 +26,7 @@ from benchmax._vocabulary import TOKEN_USAGE_KEYS
 from benchmax.results._learning_signal import group_signal, scalar_of
 from benchmax.results._records import reward_weights_of
 from benchmax.results._report import ReportTally, UsageStats
+from benchmax.stitching import TokenCoverage
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -64,6 +65,8 @@ class RolloutEntry(TypedDict):
     l: NotRequired[list[object]]  # noqa: E741  (the page's name for the logs)
     k: NotRequired[dict[str, list[object]]]
     an: NotRequired[dict[str, Any]]
+    cv: NotRequired[dict[str, Any]]
+    """The rollout's token coverage (``TokenCoverage.to_json``), when it recorded ids."""
 
 
 class GroupEntry(TypedDict):
@@ -111,6 +114,9 @@ def group_entry(
             "s": scalar,
             "v": advantage,
         }
+        coverage = record.coverage
+        if coverage is not None:
+            entry["cv"] = dict(coverage.to_json())
         if transcripts:
             _add_transcript(entry, record, len(prompt), tokens)
         entries.append(entry)
@@ -188,6 +194,8 @@ def add_to(tally: ReportTally, entry: GroupEntry) -> None:
         [r["u"] for r in rollouts],
         signal=([r["s"] for r in rollouts], [r["v"] for r in rollouts]),
     )
+    for r in rollouts:
+        tally.add_coverage(TokenCoverage.from_json(r.get("cv")))
 
 
 def compacted(
@@ -210,6 +218,8 @@ def compacted(
             if name in r:
                 rollout[name] = r[name]  # type: ignore[literal-required]  # one of the four
         rollout["s"], rollout["v"] = r["s"], r["v"]
+        if "cv" in r:
+            rollout["cv"] = r["cv"]
         rollouts.append(rollout)
     group: dict[str, object] = {
         "i": entry["i"],
@@ -275,6 +285,7 @@ def _summary(tally: ReportTally) -> dict[str, Any]:
         "no_variance_groups": tally.flat_groups,
         "pass_at_k": data["pass_at_k"],
         "usage": _usage_summary(report.usage),
+        "coverage": data["coverage"],
     }
 
 

@@ -7,7 +7,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, overload
 
@@ -16,8 +16,48 @@ from benchmax._vocabulary import OUTPUT_EXCEEDED, TOKEN_USAGE_KEYS
 from benchmax.results._group import TrajectoryGroup
 from benchmax.results._learning_signal import group_signal, is_scored, scalar_of
 from benchmax.results._metrics import PassAtK, is_binary, pass_at_k_of_counts
+from benchmax.stitching import TokenCoverage
 
-__all__ = ["ReportTally", "RewardStats", "RunReport", "UsageStats", "summarize"]
+__all__ = ["CoverageStats", "ReportTally", "RewardStats", "RunReport", "UsageStats", "summarize"]
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageStats:
+    """Token coverage over the rollouts that recorded token ids (their ``coverage``):
+    how many did (``rollouts``), how many had several branches (``branched_rollouts``),
+    the completion tokens they sampled and those their training samples hold, and how
+    many branches began for each reason (``benchmax.stitching``)."""
+
+    rollouts: int
+    branched_rollouts: int
+    sampled_tokens: int
+    trained_tokens: int
+    branches_began: dict[str, int]
+
+    @property
+    def share(self) -> float:
+        """Trained over sampled tokens (1.0 when none was sampled)."""
+        return self.trained_tokens / self.sampled_tokens if self.sampled_tokens else 1.0
+
+
+class _CoverageTally:
+    def __init__(self) -> None:
+        self.rollouts = self.branched = self.sampled = self.trained = 0
+        self.began: Counter[str] = Counter()
+
+    def add(self, coverage: TokenCoverage) -> None:
+        self.rollouts += 1
+        self.branched += len(coverage.branches) > 1
+        self.sampled += coverage.sampled_tokens
+        self.trained += coverage.trained_tokens
+        self.began.update(branch.began for branch in coverage.branches)
+
+    def stats(self) -> CoverageStats | None:
+        if not self.rollouts:
+            return None
+        return CoverageStats(
+            self.rollouts, self.branched, self.sampled, self.trained, dict(self.began)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +186,13 @@ class RunReport:
     (``benchmax.training.scalar_reward`` by ``reward_weights``; ``None`` when no rollout has
     one). ``advantage_signal_share`` is the share of groups whose GRPO advantages over
     their scored rollouts are not all zero (a learning signal), ``mean_abs_advantage`` the
-    mean absolute advantage of the scored rollouts.
+    mean absolute advantage of the scored rollouts. ``coverage`` sums the rollouts'
+    token coverage (``None`` when none recorded token ids).
+
+    ``groups_retried`` counts the groups this invocation ran again because their latest
+    attempt had failed operationally (``run --retry-failed``); ``model_call_retries`` the
+    model calls of this invocation's rollouts that were retried after a transient failure
+    (429, 5xx, a reset connection, a timeout; ``model_retries``).
     """
 
     run_id: str
@@ -172,6 +218,9 @@ class RunReport:
     reward_weights: Mapping[str, float] | None = None
     advantage_signal_share: float = 0.0
     mean_abs_advantage: float = 0.0
+    coverage: CoverageStats | None = None
+    groups_retried: int = 0
+    model_call_retries: int = 0
 
     @property
     def report_path(self) -> Path | None:
@@ -193,6 +242,7 @@ class RunReport:
         data["reward_weights"] = None if self.reward_weights is None else dict(self.reward_weights)
         data["pass_at_k"] = {k: asdict(v) for k, v in self.pass_at_k.items()}
         data["usage"] = None if self.usage is None else asdict(self.usage)
+        data["coverage"] = None if self.coverage is None else asdict(self.coverage)
         return data
 
     def write_json(self) -> Path | None:
@@ -213,13 +263,16 @@ def summarize(
     rollouts_run: int,
     wall_seconds: float,
     reward_weights: Mapping[str, float] | None = None,
+    groups_retried: int = 0,
+    model_call_retries: int = 0,
 ) -> RunReport:
     """Build the report from complete groups (``reward_weights``: the environment's, for
-    the weighted scalar reward and the advantages; ``None``: the sum of the rewards)."""
+    the weighted scalar reward and the advantages; ``None``: the sum of the rewards;
+    ``groups_retried``, ``model_call_retries``: this invocation's, as ``RunReport`` says)."""
     tally = ReportTally(reward_weights)
     for group in groups:
         tally.add(group)
-    return tally.report(
+    report = tally.report(
         run_id=run_id,
         results_path=results_path,
         examples=examples,
@@ -227,6 +280,7 @@ def summarize(
         rollouts_run=rollouts_run,
         wall_seconds=wall_seconds,
     )
+    return replace(report, groups_retried=groups_retried, model_call_retries=model_call_retries)
 
 
 class ReportTally:
@@ -255,6 +309,7 @@ class ReportTally:
         self._sizes = array("I")
         self._successes: dict[str, tuple[int, array[int]]] = {}
         self._usage = _UsageTally()
+        self._coverage = _CoverageTally()
 
     @property
     def reward_keys(self) -> list[str]:
@@ -279,6 +334,13 @@ class ReportTally:
     def add(self, group: TrajectoryGroup) -> None:
         """Count one complete group."""
         self.add_outcomes(group.termination_reasons, group.rewards, group.usage)
+        for trajectory in group.trajectories:
+            self.add_coverage(trajectory.coverage)
+
+    def add_coverage(self, coverage: TokenCoverage | None) -> None:
+        """Count one rollout's token coverage (``None``: it recorded no token ids)."""
+        if coverage is not None:
+            self._coverage.add(coverage)
 
     def add_outcomes(
         self,
@@ -376,6 +438,7 @@ class ReportTally:
             mean_abs_advantage=math.fsum(map(abs, advantages)) / len(advantages)
             if advantages
             else 0.0,
+            coverage=self._coverage.stats(),
         )
 
     def _pass_at_k(self) -> dict[str, PassAtK]:

@@ -62,6 +62,7 @@ class MetricsLine(TypedDict, total=False):
     termination_reasons: dict[str, int]
     non_trainable_share: float | None
     token_prefix_breaks: int
+    token_coverage: float | None
     completion_tokens: Stats
     seconds: StepSeconds
     trainer: dict[str, float | None]
@@ -197,8 +198,21 @@ def step_metrics(
             sum(not t.trainable for t in rollouts) / len(rollouts) if rollouts else None
         ),
         "token_prefix_breaks": sum(t.token_prefix_breaks for t in rollouts),
+        "token_coverage": _token_coverage(rollouts),
         "completion_tokens": _stats(lengths),
     }
+
+
+def _token_coverage(rollouts: Sequence[Trajectory]) -> float | None:
+    """Sampled tokens of the trainable rollouts that their training samples hold, over
+    those sampled (``Trajectory.coverage``); ``None`` when none recorded tokens."""
+    sampled = trained = 0
+    for trajectory in rollouts:
+        coverage = trajectory.coverage if trajectory.trainable else None
+        if coverage is not None:
+            sampled += coverage.sampled_tokens
+            trained += coverage.trained_tokens
+    return trained / sampled if sampled else None
 
 
 def trainer_metrics(logs: Mapping[str, object]) -> dict[str, float | None]:
@@ -214,7 +228,7 @@ def trainer_metrics(logs: Mapping[str, object]) -> dict[str, float | None]:
 def tracker_metrics(line: MetricsLine) -> dict[str, float]:
     """A metrics line's rollout numbers as flat ``benchmax/...`` scalars for trackers."""
     flat: dict[str, float] = {}
-    for name in ("reward", "zero_variance_group_share", "non_trainable_share"):
+    for name in ("reward", "zero_variance_group_share", "non_trainable_share", "token_coverage"):
         value = line.get(name)
         if isinstance(value, int | float):
             flat[f"benchmax/{name}"] = float(value)

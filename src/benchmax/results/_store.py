@@ -24,6 +24,7 @@ from typing import Any, BinaryIO, cast
 import benchmax
 from benchmax._file_replace import replace_file
 from benchmax._secret_masking import MaskedRecords
+from benchmax._vocabulary import SCORING_FAILURES
 from benchmax.results._definition_changes import definition_differences, normalized, only_extends
 from benchmax.results._errors import ResultsFileError, ResultsWriteError, ResumeMismatchError
 from benchmax.results._group import TrajectoryGroup
@@ -83,6 +84,15 @@ def _scan(path: Path, group_size: int) -> _Scan:
             records.sort(key=lambda r: r["group_index"])
             scan.groups[index] = summary_group(path, records, index, attempt)
     return scan
+
+
+def _scoring_failures(scan: _Scan) -> int:
+    """How many rollouts of the scan's complete groups ended with a scoring failure."""
+    return sum(
+        t.termination_reason in SCORING_FAILURES
+        for group in scan.groups.values()
+        for t in group.trajectories
+    )
 
 
 def _is_complete(records: Sequence[Mapping[str, Any]], group_size: object) -> bool:
@@ -162,7 +172,7 @@ class ResultsStore:
             recorded = scan.header["definition"]
             differences = definition_differences(recorded, fields)
             if differences and not force and not only_extends(recorded, fields):
-                raise ResumeMismatchError(str(path), differences)
+                raise ResumeMismatchError(str(path), differences, _scoring_failures(scan))
             if differences:
                 _rewrite_header(path, scan, fields)
                 handle.close()

@@ -81,6 +81,13 @@ class RunConfig:
     run (``FailureShareExceeded``) once at least 20 rollouts ran and more than that share
     of them ended with one same failure (1 never stops).
 
+    ``retry_failed`` (what ``benchmax run --retry-failed`` sets) also runs again every
+    resumed group whose latest attempt has a rollout that failed operationally
+    (``model_error``, the timeouts, ``setup_error``...; not the scoring failures
+    ``reward_error``, ``reward_timeout``, ``judge_error``, ``group_reward_error``, which
+    ``rescore_results`` scores again): under the next attempt number, the old attempt's lines
+    kept in the file; readers take each example's highest complete attempt.
+
     ``hook_deadlines`` bound the hooks the environment leaves unbounded (``compute_reward``
     without ``reward_timeout``, tools without ``tool_timeout``, ``rollout_context``,
     ``user_turn``, ``compute_group_rewards``, judges without a ``timeout``): by default
@@ -110,6 +117,7 @@ class RunConfig:
     judge_check: bool = True
     judges: tuple[Any, ...] = ()
     max_failure_share: float = 0.8
+    retry_failed: bool = False
     hook_deadlines: HookDeadlines = field(default_factory=HookDeadlines)
 
     def __post_init__(self) -> None:
@@ -150,6 +158,8 @@ class RunConfig:
             raise TypeError("tokens must be True or False")
         if not isinstance(self.judge_check, bool):
             raise TypeError("judge_check must be True or False")
+        if not isinstance(self.retry_failed, bool):
+            raise TypeError("retry_failed must be True or False")
         object.__setattr__(self, "judges", tuple(self.judges))
         if not isinstance(self.hook_deadlines, HookDeadlines):
             raise TypeError("hook_deadlines must be a HookDeadlines")

@@ -4,8 +4,10 @@ A misconfigured run (reward keys the environment does not declare, a refused cre
 a judge that always fails, a tool that always raises) otherwise trains on zeros to the
 end and exits 0. After at least :data:`MIN_ROLLOUTS` rollouts of this invocation, when
 the share of them that ended with one same failure exceeds ``max_failure_share``, the
-run stops with one line naming the termination reason and one example; the groups
-finished so far stay in the results file (the run resumes).
+run stops with one short line naming the termination reason and the share, then the
+detail (one example, and what to do: a scoring failure points to ``benchmax rescore``, any
+other to ``benchmax run --retry-failed``); the groups finished so far stay in the results
+file (the run resumes).
 
 "The same failure" is a failure reason (any termination reason but ``finished`` and the
 budget limits ``max_turns_exceeded``, ``tool_budget_exceeded``, ``output_exceeded``,
@@ -22,13 +24,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from benchmax._tracebacks import exception_line
+from benchmax._tracebacks import failure_summary
 from benchmax._vocabulary import (
     CONTENT_FILTER,
     CONTEXT_EXCEEDED,
     FINISHED,
     MAX_TURNS_EXCEEDED,
     OUTPUT_EXCEEDED,
+    SCORING_FAILURES,
     TOOL_BUDGET_EXCEEDED,
 )
 from benchmax.results import RunError
@@ -40,6 +43,7 @@ __all__ = [
     "FailureShareExceeded",
     "FailureTally",
     "is_failure",
+    "is_retryable_failure",
 ]
 
 DEFAULT_MAX_FAILURE_SHARE: Final = 0.8
@@ -69,8 +73,29 @@ def is_failure(termination_reason: str) -> bool:
     return termination_reason not in NOT_FAILURES
 
 
+def is_retryable_failure(termination_reason: str) -> bool:
+    """Whether running the group again is the fix for a rollout that ended so: a failure
+    (``is_failure``) that is not a failure of scoring (``reward_error``, ``reward_timeout``,
+    ``judge_error``, ``group_reward_error``: ``benchmax rescore`` scores those again from
+    the stored transcripts, without calling the model)."""
+    return is_failure(termination_reason) and termination_reason not in SCORING_FAILURES
+
+
 class FailureShareExceeded(RunError):
-    """Most rollouts ended with the same failure: the run stopped early."""
+    """Most rollouts ended with the same failure: the run stopped early.
+
+    ``str()`` is one short line; ``detail`` holds the lines that follow it (an example
+    rollout, what to do next), also added as notes so a traceback shows them."""
+
+    def __init__(self, summary: str, detail: tuple[str, ...] = ()) -> None:
+        super().__init__(summary)
+        self.summary = summary
+        self.detail = tuple(detail)
+        for line in self.detail:
+            self.add_note(line)
+
+    def __reduce__(self) -> tuple[type[FailureShareExceeded], tuple[str, tuple[str, ...]]]:
+        return (type(self), (self.summary, self.detail))
 
 
 class FailureTally:
@@ -106,19 +131,34 @@ class FailureTally:
         example = self._examples[key]
         if len(example) > _EXAMPLE_LIMIT:
             example = example[: _EXAMPLE_LIMIT - 3] + "..."
+        reason = key[0]
+        if reason in SCORING_FAILURES:
+            remedy = (
+                "the rollouts ran but their scoring failed: fix the reward code, then"
+                " 'benchmax rescore RESULTS' scores the saved transcripts again (no model calls)"
+            )
+        else:
+            remedy = (
+                "fix the cause (a configuration problem?), then run the same command with"
+                " --retry-failed to run the failed groups again"
+            )
         return FailureShareExceeded(
-            f"stopped early: {count} of the {self.rollouts} rollouts run ({share:.0%}, more than"
-            f" --max-failure-share {self.max_share:g}) ended {key[0]} with the same error, e.g."
-            f" {example} -- a configuration problem? The finished groups are kept (run again"
-            " to resume); --max-failure-share 1 (RunConfig(max_failure_share=1)) turns this"
-            " stop off"
+            f"stopped early: {count} of {self.rollouts} rollouts ({share:.0%}) ended {reason}",
+            (
+                f"e.g. {example}",
+                remedy,
+                f"the finished groups are kept (run again to resume); more than"
+                f" --max-failure-share {self.max_share:g} of the rollouts failed the same way;"
+                " --max-failure-share 1 (RunConfig(max_failure_share=1)) turns this stop off",
+            ),
         )
 
 
 def _first_error(logs: object) -> str:
     """The ERROR (or worse) log line that settled the rollout (its message names the
-    ``termination_reason``), else its first one, with its exception's ``Type: message``
-    line; one line, else ``""``."""
+    ``termination_reason``), else its first one: its exception's ``failure_summary`` (the
+    ``Type: message`` line, the hook and the user's file:line) when it has one, else its
+    message; one line, else ``""``."""
     if not isinstance(logs, list | tuple):
         return ""
     errors = [
@@ -128,9 +168,6 @@ def _first_error(logs: object) -> str:
     ]
     settling = [e for e in errors if "termination_reason=" in str(e.get("message", ""))]
     for entry in (settling or errors)[:1]:
-        message = " ".join(str(entry.get("message", "")).split())
-        exception = exception_line(str(entry.get("exception") or ""))
-        if exception:
-            message += f" ({exception.strip()})"
-        return message
+        exception = failure_summary(str(entry.get("exception") or ""))
+        return " ".join((exception or str(entry.get("message", ""))).split())
     return ""

@@ -21,6 +21,7 @@ from typing import Any
 
 from benchmax._group_pipeline import Group, GroupPipeline, run_pool
 from benchmax._observer import report_rollout
+from benchmax._vocabulary import SCORING_FAILURES
 from benchmax.auth import ModelAuth
 from benchmax.envs import BaseEnv, BaseRollout
 from benchmax.envs.base._scoring import score_rollout
@@ -28,10 +29,6 @@ from benchmax.envs.dataset import Dataset
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import (
     FINISHED,
-    GROUP_REWARD_ERROR,
-    JUDGE_ERROR,
-    REWARD_ERROR,
-    REWARD_TIMEOUT,
     DatasetSplit,
     Example,
     RewardMap,
@@ -56,9 +53,7 @@ __all__ = ["RESCORED_REASONS", "RescoreReport", "rescore_results"]
 
 logger = logging.getLogger(__name__)
 
-RESCORED_REASONS = frozenset(
-    {FINISHED, REWARD_ERROR, REWARD_TIMEOUT, JUDGE_ERROR, GROUP_REWARD_ERROR}
-)
+RESCORED_REASONS = frozenset({FINISHED}) | SCORING_FAILURES
 """Rollouts that ended with one of these reasons reached scoring, so they are scored again;
 any other reason (a model, tool or turn-limit failure) is kept, with zero rewards."""
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from benchmax._group_pipeline import Group, GroupPipeline, Placement, run_pool
 from benchmax._sampling_args import merged_sampling_args
+from benchmax._vocabulary import MODEL_RETRY_EVENT
 from benchmax.auth import _BOUND_MODEL_AUTH, bind_model_auth
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import Example, RolloutRequest
@@ -23,7 +24,7 @@ from benchmax.runner._config import RunConfig, mask_secrets
 from benchmax.runner._definition import env_sampling_args, run_definition
 from benchmax.runner._error_log import group_contract_error
 from benchmax.runner._errors import GroupContractError
-from benchmax.runner._failure_share import FailureTally
+from benchmax.runner._failure_share import FailureTally, is_retryable_failure
 from benchmax.runner._judge_check import check_judges, distinct_judges
 from benchmax.runner._loop_watch import watching_the_loop
 from benchmax.trajectory import LogEntry, Trajectory
@@ -64,9 +65,16 @@ async def _load_examples(env: Environment[Any, Any], config: RunConfig) -> list[
     n = config.max_examples
     try:
         if n is not None and _accepts_max_examples(env.create_dataset):
-            dataset = await env.create_dataset(config.split, config.base_dir, max_examples=n)
+            loading = env.create_dataset(config.split, config.base_dir, max_examples=n)
         else:
-            dataset = await env.create_dataset(config.split, config.base_dir)
+            loading = env.create_dataset(config.split, config.base_dir)
+        if not inspect.isawaitable(loading):
+            raise RunError(
+                f"{type(env).__name__}.create_dataset is not async (it returned"
+                f" {type(loading).__name__} instead of a coroutine): write it as"
+                " 'async def create_dataset(...)'"
+            )
+        dataset = await loading
         examples = list(itertools.islice(dataset, n))
     except (FileNotFoundError, RunError):
         raise
@@ -171,6 +179,7 @@ class _Run:
         self.session = os.urandom(2).hex()
         self.started = time.monotonic()
         self.rollouts_run = 0
+        self.model_call_retries = 0
         self.first_key = _first_reward_key(env)
         self.first_sum = 0.0
         self.first_count = 0
@@ -241,6 +250,7 @@ class _Run:
         result = await dispatch.run(job)
         self.store.append(result)
         self.rollouts_run += len(result.trajectories)
+        self.model_call_retries += sum(map(_model_call_retries, result.trajectories))
         self.done += 1
         self._tally(result)
         if self.on_group is not None:
@@ -339,6 +349,22 @@ class _LocalExecutor:
             yield _LocalDispatch(collector, config.max_concurrent_groups)
 
 
+def _model_call_retries(trajectory: Trajectory) -> int:
+    """How many model calls of the rollout were retried after a transient failure (the
+    WARNING records ``MODEL_RETRY_EVENT`` in its logs)."""
+    return sum(
+        1
+        for entry in trajectory.logs
+        if str(entry.get("message", "")).startswith(MODEL_RETRY_EVENT + " ")
+    )
+
+
+def needs_retry(group: TrajectoryGroup) -> bool:
+    """Whether ``run_environment(retry_failed=True)`` runs ``group`` again: one of its
+    rollouts failed operationally in a way a new attempt can fix (``is_retryable_failure``)."""
+    return any(is_retryable_failure(t.termination_reason) for t in group.trajectories)
+
+
 def _first_reward_key(env: Environment[Any, Any]) -> str | None:
     try:
         keys = env.reward_keys
@@ -391,9 +417,10 @@ async def run_environment(
     most ``max_concurrent_groups`` groups at once. Completed groups are appended to
     ``config.output`` as they finish; an existing results file is resumed (complete groups
     are skipped) unless its run definition differs, which raises ``ResumeMismatchError``
-    unless ``config.force``. A ``run_group`` contract error stops scheduling new groups, lets
-    the groups in flight finish, and raises ``GroupContractError``. The report is also
-    written as JSON beside the results.
+    unless ``config.force``; with ``config.retry_failed`` the resumed groups whose latest
+    attempt failed operationally run again under the next attempt. A ``run_group``
+    contract error stops scheduling new groups, lets the groups in flight finish, and
+    raises ``GroupContractError``. The report is also written as JSON beside the results.
 
     Before the first group, each distinct judge the environment will call is reached once
     with its credential (``config.judge_check``; ``JudgeCheckError`` when one refuses it or
@@ -427,11 +454,15 @@ async def run_environment(
     try:
         pending: list[tuple[int, Example[Any]]] = []
         resumed: list[TrajectoryGroup] = []
+        retried = 0
         for i, ex in enumerate(examples):
-            if store.is_complete(i, ex.id):
-                resumed.append(store.groups[i])
-            else:
+            if not store.is_complete(i, ex.id):
                 pending.append((i, ex))
+            elif config.retry_failed and needs_retry(store.groups[i]):
+                pending.append((i, ex))
+                retried += 1
+            else:
+                resumed.append(store.groups[i])
         run = _Run(env, config, store, examples, resumed, on_progress, on_group)
         run.progress()
         if pending:
@@ -449,6 +480,8 @@ async def run_environment(
         rollouts_run=run.rollouts_run,
         wall_seconds=time.monotonic() - started,
         reward_weights=definition.reward_weights,
+        groups_retried=retried,
+        model_call_retries=run.model_call_retries,
     )
     report.write_json()
     return report

@@ -8,20 +8,37 @@ entry-point listing) never needs the peer installed.
 from __future__ import annotations
 
 import importlib
+import re
+import warnings
 from types import ModuleType
 
 __all__ = ["close_names", "import_peer"]
 
 
-def import_peer(module: str, *, distribution: str, extra: str, needed_by: str) -> ModuleType:
+def import_peer(
+    module: str,
+    *,
+    distribution: str,
+    extra: str,
+    needed_by: str,
+    quiet_syntax_warnings: tuple[str, ...] = (),
+) -> ModuleType:
     """``importlib.import_module(module)``, or ``ImportError`` naming what to install.
 
     A peer that is missing gives ``"<needed_by> needs <distribution>: pip install
     'benchmax[<extra>]'"``; a peer that is installed but fails while importing keeps its
-    own error in the message.
+    own error in the message. ``quiet_syntax_warnings`` names third-party packages whose
+    ``SyntaxWarning``s (emitted when Python compiles their source, e.g. ``"is" with
+    'str' literal``) are silenced during the import: nothing the user can act on; every
+    other warning still shows.
     """
     try:
-        return importlib.import_module(module)
+        with warnings.catch_warnings():
+            for package in quiet_syntax_warnings:
+                # compile-time warnings name the module by its file path, less ".py"
+                pattern = rf"(.*[\\/])?{re.escape(package)}([\\/.].*)?$"
+                warnings.filterwarnings("ignore", category=SyntaxWarning, module=pattern)
+            return importlib.import_module(module)
     except ModuleNotFoundError as error:
         missing = (error.name or "").split(".")[0]
         if missing == module.split(".")[0]:

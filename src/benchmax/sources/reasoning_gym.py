@@ -196,8 +196,17 @@ class ReasoningGymEnv(SeededSourceEnv):
 def _peer(module: str) -> Any:
     """reasoning-gym's ``module``, imported on first use."""
     return import_peer(
-        module, distribution="reasoning-gym", extra="reasoning-gym", needed_by="ReasoningGymEnv"
+        module,
+        distribution="reasoning-gym",
+        extra="reasoning-gym",
+        needed_by="ReasoningGymEnv",
+        quiet_syntax_warnings=QUIET_DEPENDENCIES,
     )
+
+
+QUIET_DEPENDENCIES = ("cellpylib",)
+"""reasoning-gym's dependencies whose ``SyntaxWarning``s are silenced at import
+(cellpylib 2.4's ``memoize is "recursive"``, printed on every run without a bytecode cache)."""
 
 
 def _registry() -> Mapping[str, tuple[type, type]]:

@@ -27,12 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Literal
 
@@ -41,6 +38,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
+
+from benchmax._process_sessions import KILL, session_members, signal_session, wait_until
 
 __all__ = ["CLOSE_DEADLINE", "EOF_GRACE", "REAP_GRACE", "TERM_GRACE", "stdio_transport"]
 
@@ -55,10 +54,7 @@ REAP_GRACE = 1.0
 CLOSE_DEADLINE = EOF_GRACE + TERM_GRACE + REAP_GRACE
 """The most a close takes (seconds)."""
 
-_KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL: TerminateProcess
 _CHUNK = 1 << 16
-_POLL = 0.01
-_POLL_MAX = 0.2
 
 type _Streams = tuple[
     MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]
@@ -106,7 +102,7 @@ async def stdio_transport(
                     stream.close()
     finally:
         if not stopped:  # the close was cut short: kill what is left, now
-            _signal_session(leader, _KILL)
+            signal_session(leader, KILL)
 
 
 async def _read(
@@ -169,14 +165,14 @@ async def _stop(process: asyncio.subprocess.Process, label: str) -> None:
         with contextlib.suppress(OSError, RuntimeError):
             stdin.close()
     if launched:  # the server it forked has its grace to see the end of its input
-        await _until(lambda: not _session_members(leader), EOF_GRACE)
+        await wait_until(lambda: not session_members(leader), EOF_GRACE)
     else:  # what the server leaves behind once it has exited is not waited for
-        await _until(lambda: process.returncode is not None, EOF_GRACE)
-    if _signal_session(leader, signal.SIGTERM):
-        await _until(
-            lambda: process.returncode is not None and not _session_members(leader), TERM_GRACE
+        await wait_until(lambda: process.returncode is not None, EOF_GRACE)
+    if signal_session(leader, signal.SIGTERM):
+        await wait_until(
+            lambda: process.returncode is not None and not session_members(leader), TERM_GRACE
         )
-        if _signal_session(leader, _KILL):
+        if signal_session(leader, KILL):
             logger.warning(
                 "mcp.server_killed server=%s pid=%d: its session was still running %gs "
                 "after SIGTERM",
@@ -191,63 +187,3 @@ async def _stop(process: asyncio.subprocess.Process, label: str) -> None:
         logger.warning(
             "mcp.server_unreaped server=%s pid=%d: killed, not yet seen to exit", label, leader
         )
-
-
-async def _until(condition: Callable[[], bool], seconds: float) -> None:
-    """Wait until ``condition`` holds or ``seconds`` pass (polling ever less often: a
-    scan of ``/proc`` is not free)."""
-    deadline = time.monotonic() + seconds
-    pause = _POLL
-    while not condition() and time.monotonic() < deadline:
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, _POLL_MAX)
-
-
-def _signal_session(leader: int, signum: int) -> bool:
-    """Send ``signum`` to every live process of the session ``leader`` started and to
-    its process group; whether any was alive (zombies do not count)."""
-    members = _session_members(leader)
-    sent = False
-    killpg = getattr(os, "killpg", None)  # POSIX; elsewhere the server alone is signalled
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-        if killpg is not None:
-            killpg(leader, signum)
-        else:
-            os.kill(leader, signum)
-        sent = True
-    for pid in members or ():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
-    return sent if members is None else bool(members)
-
-
-def _session_members(leader: int) -> list[int] | None:
-    """Live (non-zombie) processes whose session or process group is ``leader``'s;
-    ``None`` where ``/proc`` cannot say (not Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    own = os.getpid()
-    members: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    for name in entries:
-        if not name.isdigit() or int(name) == own:
-            continue
-        fields = _stat_fields(name)
-        if fields is None or fields[0] in ("Z", "X"):
-            continue
-        if fields[2] == str(leader) or fields[3] == str(leader):
-            members.append(int(name))
-    return members
-
-
-def _stat_fields(pid: str) -> list[str] | None:
-    """``/proc/<pid>/stat`` after the command name: state, ppid, pgrp, session, ..."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            text = stat.read().decode(errors="replace")
-    except OSError:
-        return None
-    return text.rsplit(")", 1)[-1].split()

@@ -12,8 +12,10 @@
 - ``scalar_reward`` turns a reward map into one number by the environment's
   ``reward_weights``; ``group_advantages`` turns a group's scalars into advantages
   (GRPO, Dr. GRPO, RLOO); both are ``benchmax.results``' own, re-exported here.
-  ``rollout_sequence`` gives a trajectory's one training sequence (``RolloutSequence``),
-  the rule every trainer adapter shares.
+  ``rollout_sequences`` gives a trajectory's training sequences (``RolloutSequence``), one
+  per branch of its model calls (``Branch``, ``stitch_branches``: calls that extend no
+  chain begin a branch), the rule every trainer adapter shares; ``TokenCoverage`` counts
+  the sampled tokens they hold (all of ``benchmax.stitching``, re-exported here).
 - ``train(TrainConfig(...), EnvClass)`` runs GRPO with TRL (the ``trl`` extra) into a
   run directory that ``benchmax show``/``view``/``compare`` read (``benchmax train`` is
   the same from the command line; ``docs/training.md``).
@@ -38,25 +40,36 @@ from benchmax.results import (
     scalar_reward,
 )
 from benchmax.runner import rollout_seed
+from benchmax.stitching import Branch, BranchCoverage, BranchStart, TokenCoverage, stitch_branches
 from benchmax.training._collect import collect_group
 from benchmax.training._config import ConfigError, TrainConfig
 from benchmax.training._errors import TrainingError
-from benchmax.training._rollout_sequence import RolloutSequence, rollout_sequence
+from benchmax.training._rollout_sequence import (
+    RolloutSequence,
+    rollout_sequence,
+    rollout_sequences,
+)
 from benchmax.training._samples import TrainingSample, to_training_samples
 from benchmax.training._trainer import StopRequest, TrainError, TrainEvent, TrainResult, train
 
 if TYPE_CHECKING:
+    from benchmax.training._branching_trainer import BranchingGRPOTrainer
     from benchmax.training._models import BUILTIN_MODELS, load_model, resolve_model
     from benchmax.training._sampler import PolicySampler
 
 __all__ = [
     "BUILTIN_MODELS",
     "TRAINABLE_REASONS",
+    "BranchingGRPOTrainer",
     "AdvantageMethod",
+    "Branch",
+    "BranchCoverage",
+    "BranchStart",
     "ConfigError",
     "PolicySampler",
     "RolloutSequence",
     "StopRequest",
+    "TokenCoverage",
     "TrainConfig",
     "TrainError",
     "TrainEvent",
@@ -71,12 +84,15 @@ __all__ = [
     "resolve_model",
     "rollout_seed",
     "rollout_sequence",
+    "rollout_sequences",
     "scalar_reward",
+    "stitch_branches",
     "to_training_samples",
     "train",
 ]
 
 _LAZY = {
+    "BranchingGRPOTrainer": "benchmax.training._branching_trainer",
     "PolicySampler": "benchmax.training._sampler",
     "BUILTIN_MODELS": "benchmax.training._models",
     "load_model": "benchmax.training._models",

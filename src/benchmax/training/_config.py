@@ -280,6 +280,12 @@ class TrainConfig:
     resume: bool = _setting(
         "bool", False, "Continue the run in --output-dir from its last checkpoint."
     )
+    force: bool = _setting(
+        "bool",
+        False,
+        "Train even where a check refuses the run (an environment offering tools to a "
+        "model whose chat template drops them).",
+    )
     report_to: tuple[str, ...] = _setting(
         "choices",
         (),
@@ -301,6 +307,13 @@ class TrainConfig:
         "Model name sent with every request (default: policy for the embedded sampler, "
         "MODEL with --base-url).",
         metavar="NAME",
+    )
+    min_token_coverage: float = _setting(
+        "float",
+        0.95,
+        "Stop the run when a step's trainable rollouts put less than this share of their "
+        "sampled tokens into training samples (token_coverage in metrics.jsonl; 0: never).",
+        metavar="SHARE",
     )
     torch_threads: int = _setting(
         "int",
@@ -363,6 +376,7 @@ class TrainConfig:
         _check_number(self, "beta", low=0.0)
         _check_number(self, "temperature", low=0.0, low_open=True)
         _check_number(self, "top_p", low=0.0, low_open=True, high=1.0)
+        _check_number(self, "min_token_coverage", low=0.0, high=1.0)
         _check_number(self, "weight_decay", low=0.0)
         _check_number(self, "max_grad_norm", low=0.0)
         _check_number(self, "epsilon", low=0.0, low_open=True)
@@ -598,9 +612,11 @@ RESUMABLE_CHANGES = frozenset(
         "save_every",
         "save_total_limit",
         "resume",
+        "force",
         "report_to",
         "torch_threads",
         "target",
+        "min_token_coverage",
     }
 )
 """Settings a resumed run may change (what it trains on, and how, stays the same)."""

@@ -26,39 +26,34 @@ class TrainingSample(TypedDict):
 
 
 def to_training_samples(trajectory: Trajectory) -> list[TrainingSample]:
-    """The trajectory's model calls stitched into training samples (pure; no tokenizer).
+    """The trajectory's model calls stitched into training samples, one per branch of
+    ``trajectory.branches``, in the order the branches began (pure; no tokenizer).
 
-    Model calls with token ids are taken in order. A call whose prompt ids start with the
-    previous call's prompt + completion ids continues that call's sample: the prompt ids
-    past that prefix (what the environment added) join the completion with mask 0, then
-    the call's own completion with mask 1. A call whose prompt does not (a chat template
-    that dropped earlier reasoning, re-tokenization drift) starts a new sample; the
-    trajectory counts these as ``token_prefix_breaks``, so ``len(samples) ==
-    token_prefix_breaks + 1`` when any call recorded tokens. Calls without token ids are
-    skipped; a trajectory without tokens gives ``[]``.
+    A branch is a chain of calls, each one's prompt ids starting with the previous one's
+    prompt + completion ids (``benchmax.stitching``): its sample is the first call's
+    prompt, then for each call the prompt ids past that prefix (what the environment
+    added) with mask 0 and the call's own completion with mask 1. A call that extends no
+    chain (a chat template that re-rendered earlier turns, an edited history, a fork, a
+    retry) begins a new branch, so ``len(samples) == trajectory.token_prefix_breaks + 1``
+    when any call recorded tokens, and every sampled token appears in exactly one sample,
+    with mask 1 and its logprob. Calls without token ids are skipped; a trajectory
+    without tokens gives ``[]``. Whether to learn from the trajectory at all is
+    ``trajectory.trainable``.
 
-    Every sampled token appears exactly once, with mask 1 and its logprob. Whether to
-    learn from the trajectory at all is ``trajectory.trainable``.
+    Time linear in the tokens each call added (plus the prompt of each branch's first
+    call), when the calls settled their continuation as ``BaseEnv`` and a results line do.
 
     Raises ``ValueError`` when a call has completion ids but no logprobs (a sample never
     carries made-up logprobs).
     """
-    runs: list[list[ModelCall]] = []  # calls that stitch into one sample each
-    previous: ModelCall | None = None
-    for call in trajectory.model_calls:
-        if call.prompt_token_ids is None or call.completion_token_ids is None:
-            continue
-        if call.completion_logprobs is None:
+    calls = trajectory.model_calls
+    for call in calls:
+        if call.has_tokens and call.completion_logprobs is None:
             raise ValueError(
                 f"rollout {trajectory.rollout_id}: a model call has completion token ids "
                 "but no logprobs"
             )
-        if previous is not None and call.continues(previous):
-            runs[-1].append(call)
-        else:
-            runs.append([call])
-        previous = call
-    return [_stitched(run) for run in runs]
+    return [_stitched([calls[i] for i in branch.calls]) for branch in trajectory.branches]
 
 
 def _stitched(run: list[ModelCall]) -> TrainingSample:

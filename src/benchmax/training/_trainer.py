@@ -12,10 +12,12 @@ step with a checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from benchmax._file_replace import replace_file
 from benchmax._secret_masking import credential_secrets
 from benchmax.auth import ModelAuth, StaticBearerAuth, bind_model_auth
 from benchmax.envs import Environment
@@ -32,6 +35,7 @@ from benchmax.results import (
     MetricsWriter,
     RolloutsWriter,
     RunDirectory,
+    RunError,
     compare_base,
     step_metrics,
     tracker_metrics,
@@ -45,8 +49,10 @@ from benchmax.training._config import (
     config_toml,
     read_config_file,
 )
+from benchmax.training._coverage_check import StepCoverage
 from benchmax.training._errors import TrainingError
 from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
+from benchmax.training._learning_signal import LearningWatch
 from benchmax.training._precision import MASTER_DTYPE
 from benchmax.trajectory import Trajectory
 
@@ -65,11 +71,15 @@ class TrainError(TrainingError):
 
 class StopRequest:
     """Ask a running :func:`train` to stop after its current step (thread- and
-    signal-safe); it saves a checkpoint and returns."""
+    signal-safe); it saves a checkpoint and returns. :attr:`evaluating` is the step whose
+    evaluation is running (``None`` between evaluations): an interrupt then need not wait
+    for a step to end (the CLI stops the evaluation at once; its results file keeps the
+    finished groups)."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self.reason = ""
+        self.evaluating: int | None = None
 
     def request(self, reason: str = "stop requested") -> None:
         if not self._event.is_set():
@@ -87,8 +97,9 @@ class TrainEvent:
 
     ``kind``: ``loading``, ``started`` (``step`` = the first step to train), ``group``
     (a group of ``step`` finished; ``reward`` its mean scalar reward), ``step`` (``metrics``
-    is its ``metrics.jsonl`` line), ``eval`` (``message`` says which, ``reward`` its mean),
-    ``checkpoint`` (``path``), ``note``.
+    is its ``metrics.jsonl`` line), ``eval`` (``message`` says which, ``reward`` the mean of
+    its reward key ``reward_key``, ``path`` its results file), ``checkpoint`` (``path``),
+    ``note`` (a warning, in ``message``).
     """
 
     kind: Literal["loading", "started", "group", "step", "eval", "checkpoint", "note"]
@@ -98,19 +109,23 @@ class TrainEvent:
     reward: float | None = None
     metrics: Mapping[str, object] | None = None
     path: Path | None = None
+    reward_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class TrainResult:
-    """How a run ended: the last step trained, whether a :class:`StopRequest` ended it
-    early, the last checkpoint written and base vs final (``None`` when stopped early or
-    with a single evaluation)."""
+    """How a run ended: the last step trained, whether it stopped early (a
+    :class:`StopRequest`, or no step could learn), the last checkpoint written, base vs
+    final (``None`` when stopped early or with a single evaluation) and ``failure``: why no
+    step could learn (every rollout of several steps failed operationally; one line), or
+    ``None``."""
 
     output_dir: Path
     steps_done: int
     stopped: bool
     checkpoint: Path | None
     comparison: Comparison | None
+    failure: str | None = None
 
 
 def _backend() -> Any:
@@ -144,12 +159,19 @@ def _providers(config: TrainConfig, given: Mapping[str, ModelAuth] | None) -> di
 
 
 def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
-    """The step the run starts after (0, or the checkpoint's step when resuming)."""
+    """The step the run starts after (0, or the checkpoint's step when resuming).
+
+    A resume of a run stopped before its first checkpoint starts it over (step 0); the
+    newest checkpoint must read whole (a torn one is named with the fix)."""
     if not config.resume:
         if layout.holds_run():
+            how = (
+                "pass --resume to continue it"
+                if layout.checkpoint_steps()
+                else "it has no checkpoint yet: pass --resume to start it over with its settings"
+            )
             raise TrainError(
-                f"{layout.root} already holds a training run: pass --resume to continue it "
-                "or choose another --output-dir"
+                f"{layout.root} already holds a training run: {how}, or choose another --output-dir"
             )
         return 0
     if not layout.config.is_file():
@@ -162,14 +184,24 @@ def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
     if differences:
         raise TrainError(
             f"cannot resume {layout.root} with other settings ({'; '.join(differences)}); "
-            "only steps, eval_every, save_every, save_total_limit, report_to and torch_threads "
-            "may change"
+            "only steps, eval_every, save_every, save_total_limit, report_to, torch_threads "
+            "and min_token_coverage may change"
         )
     steps = layout.checkpoint_steps()
     if not steps:
+        return 0
+    torn = layout.torn_checkpoint_file(steps[-1])
+    if torn is not None:
+        path, problem = torn
+        checkpoint = layout.checkpoint(steps[-1])
+        then = (
+            f"it continues from step-{steps[-2]}, the last complete checkpoint"
+            if len(steps) > 1
+            else "it starts over, as no other checkpoint is complete"
+        )
         raise TrainError(
-            f"nothing to resume in {layout.root}: no checkpoint in {layout.checkpoints} "
-            "(one is written every --save-every steps, after the last and when stopped)"
+            f"checkpoint {checkpoint} is torn: {path.name}: {problem}; remove it "
+            f"(rm -r {shlex.quote(str(checkpoint))}) and pass --resume again: {then}"
         )
     if steps[-1] >= config.steps:
         raise TrainError(
@@ -212,7 +244,12 @@ class _Run:
         self.eval_seconds: dict[int, float] = {}
         self.checkpoint: Path | None = None
         self.calls_done = start
+        self.coverage: dict[int, StepCoverage] = {}
         self.rollout: RolloutFunc | None = None  # set once the trainer exists
+        self.watch = LearningWatch(
+            steps_to_run=config.steps - start, output_dir=str(config.output_dir)
+        )
+        self.failure: str | None = None
         self.on_weights: Callable[[], None] = lambda: None  # the sampler's weights_updated
 
     # -- rollouts ---------------------------------------------------------------------------
@@ -227,6 +264,11 @@ class _Run:
         output = self.rollout(prompts, trainer)
         self.calls_done = self.rollout.calls_done
         self.generation_seconds[step] = time.perf_counter() - started
+        coverage = StepCoverage.of(output)
+        self.coverage[step] = coverage
+        problem = coverage.shortfall(self.config.min_token_coverage, self.groups.get(step, ()))
+        if problem is not None:
+            raise TrainError(f"step {step}: {problem} (rollouts in {self.layout.rollouts})")
         return output
 
     def group_done(self, trajectories: Sequence[Trajectory]) -> None:
@@ -257,9 +299,15 @@ class _Run:
             "step": seconds,
             "generation": self.generation_seconds.get(step),
         }
+        verdict = self.watch.observe(self.line(step))
+        if verdict.warning is not None:
+            self.on_event(TrainEvent("note", step, self.config.steps, message=verdict.warning))
+        if verdict.failure is not None:
+            self.failure = verdict.failure
+            self.stop.request(verdict.failure)
         last = step >= self.config.steps
         every = self.config.eval_every
-        if last or (every and step % every == 0):
+        if self.failure is None and (last or (every and step % every == 0)):
             started = time.perf_counter()
             self.evaluate_at(step)
             self.line(step)["seconds"]["eval"] = time.perf_counter() - started
@@ -277,6 +325,9 @@ class _Run:
                 weights_version=self.version_of_step.get(step, 0),
                 scale_rewards=self.config.advantage_scaling,
             )
+            coverage = self.coverage.pop(step, None)
+            if coverage is not None:  # what TRL was handed, not only what stitching allows
+                self.lines[step]["token_coverage"] = coverage.share
         return self.lines[step]
 
     def tracker_logs(self, step: int) -> Mapping[str, float]:
@@ -350,9 +401,34 @@ def train(
             "benchmax train runs in one process (its run directory has one writer); for "
             "several GPUs launch a RolloutFunc script with accelerate (docs/training.md)"
         )
-    emit = on_event or (lambda event: None)
-    stop = stop or StopRequest()
+    _check_model(config.model)  # a typo leaves no run directory behind
     layout = RunDirectory(Path(config.output_dir))
+    with contextlib.ExitStack() as held:
+        try:  # check, config and run under one lock: a second run writes nothing
+            held.enter_context(layout.claimed())
+        except RunError as error:
+            raise TrainError(str(error)) from None
+        return _claimed_train(
+            config,
+            env,
+            layout,
+            auth_providers=auth_providers,
+            env_definition=env_definition,
+            stop=stop or StopRequest(),
+            emit=on_event or (lambda event: None),
+        )
+
+
+def _claimed_train(
+    config: TrainConfig,
+    env: Callable[..., Environment[Any, Any]],
+    layout: RunDirectory,
+    *,
+    auth_providers: Mapping[str, ModelAuth] | None,
+    env_definition: Mapping[str, object] | None,
+    stop: StopRequest,
+    emit: Callable[[TrainEvent], None],
+) -> TrainResult:
     start = _checked_start(config, layout)
     providers = _providers(config, auth_providers)
     backend = _backend()
@@ -378,10 +454,6 @@ def train(
                 f"the train split has {len(examples)} example(s), fewer than "
                 f"--prompts-per-step {config.prompts_per_step}"
             )
-        if start:
-            layout.cut_after(start)
-        layout.root.mkdir(parents=True, exist_ok=True)
-        layout.config.write_text(config_toml(dataclasses.replace(config, resume=False)))
         emit(TrainEvent("loading", start, config.steps, message=f"loading {config.model}"))
         model, tokenizer = load_model(config.model, dtype=MASTER_DTYPE)
         if not torch.cuda.is_available():
@@ -391,6 +463,14 @@ def train(
                 emit(TrainEvent("note", start, config.steps, note))
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
+        if not config.force:
+            _check_tools_rendered(config, train_env, tokenizer)
+        if config.resume:
+            layout.cut_after(start)  # start 0: a run killed before its first checkpoint
+        replace_file(
+            layout.config,
+            config_toml(dataclasses.replace(config, resume=False, force=False)).encode(),
+        )
         definition_config = RunConfig(
             model=config.served_model,
             base_url=config.base_url or EMBEDDED_SAMPLER_URL,
@@ -411,18 +491,22 @@ def train(
             emit(TrainEvent("eval", step, config.steps, message=f"evaluating step {step}"))
             if hasattr(trainer, "vllm_generation") and step:
                 trainer.vllm_generation.sync_weights()  # server mode: the eval sees step N
-            report = evaluate(
-                config,
-                layout,
-                step,
-                env=env,
-                base_url=base_url,
-                auth_providers=providers,
-                env_definition=env_definition,
-                judge_check=not judged,
-            )
+            stop.evaluating = step
+            try:
+                report = evaluate(
+                    config,
+                    layout,
+                    step,
+                    env=env,
+                    base_url=base_url,
+                    auth_providers=providers,
+                    env_definition=env_definition,
+                    judge_check=not judged,
+                )
+            finally:
+                stop.evaluating = None
             judged.append(True)
-            stats = next(iter(report.reward_stats.values()), None)
+            key, stats = next(iter(report.reward_stats.items()), (None, None))
             emit(
                 TrainEvent(
                     "eval",
@@ -430,6 +514,8 @@ def train(
                     config.steps,
                     message=f"eval step {step}: {layout.eval_file(step)}",
                     reward=None if stats is None else stats.mean,
+                    path=layout.eval_file(step),
+                    reward_key=key,
                 )
             )
 
@@ -462,9 +548,10 @@ def train(
             sampler.start()
             closing.append(sampler.close)
             base_url = sampler.base_url
+            rollout_url = sampler.rollout_url  # token-in/token-out turns per rollout
             run.on_weights = sampler.weights_updated
         else:
-            base_url = config.base_url
+            base_url = rollout_url = config.base_url
         # The header records no reward_weights here (as before the definition held them).
         definition = dataclasses.replace(
             run_definition(train_env, definition_config),
@@ -481,12 +568,13 @@ def train(
         run.rollout = rollout = RolloutFunc(
             train_env,
             examples,
-            base_url=base_url,
+            base_url=rollout_url,
             model=config.served_model,
             sampling_args=sampling_args(config),
             seed=config.seed,
             on_group=run.group_done,
             calls_done=_calls_done(layout, start) if start else 0,
+            every_branch=True,  # the trainer (BranchingGRPOTrainer) trains every branch
         )
         closing.append(rollout.close)  # it closes train_env too
         env_closed = True
@@ -497,7 +585,7 @@ def train(
             resume_from = str(layout.checkpoint(start)) if start else None
             trainer.train(resume_from_checkpoint=resume_from)
         steps_done = int(trainer.state.global_step)
-        stopped = steps_done < config.steps
+        stopped = steps_done < config.steps or run.failure is not None
         comparison = None if stopped else compare_base(layout)
         return TrainResult(
             output_dir=layout.root,
@@ -505,12 +593,41 @@ def train(
             stopped=stopped,
             checkpoint=run.checkpoint,
             comparison=comparison,
+            failure=run.failure,
         )
     finally:
         for close in reversed(closing):
             close()
         if not env_closed:
             _close_env(train_env)
+
+
+def _check_model(spec: str) -> None:
+    """Refuse a model spec that names nothing (a typo of a built-in name gets "did you
+    mean") before anything is imported, loaded or written."""
+    from benchmax.training._models import BUILTIN_MODELS, resolve_model
+
+    if spec in BUILTIN_MODELS:
+        return  # converted (once, slowly) when loaded
+    try:
+        resolve_model(spec)
+    except ValueError as error:
+        raise TrainError(str(error)) from None
+
+
+def _check_tools_rendered(config: TrainConfig, env: object, tokenizer: Any) -> None:
+    """Refuse an environment offering tools that the model's chat template drops (the
+    model would never see them)."""
+    from benchmax.training._tool_template import dropped_tools, offered_tools
+
+    dropped = dropped_tools(tokenizer, offered_tools(env))
+    if dropped:
+        raise TrainError(
+            f"the environment offers tools ({', '.join(dropped)}) that {config.model}'s chat "
+            "template does not render, so the model would never see them: use a model whose "
+            "template renders tools (smollm2-135m-instruct, Qwen2.5/Qwen3 instruct models) "
+            "or pass --force to train anyway"
+        )
 
 
 _CPU_FLOPS_PER_THREAD = 2e10

@@ -8,6 +8,9 @@ repeated ``group_size`` times (TRL's ``RepeatSampler``). With ``micro_batch_size
 K), splits the batch into P x K / M micro-batches and steps the optimizer once after the
 last; ``num_iterations=1``, so step N trains on exactly the rollouts sampled for it (and TRL
 needs no "old" logprobs: the weights do not change within a step).
+As each epoch begins, the callback sets the sampler's shuffle to that epoch's
+(``_epoch_order``), so a resumed run replays the data order of an uninterrupted one across
+epoch boundaries too.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from typing import Any, Protocol
 import torch
 from transformers import PrinterCallback, TrainerCallback
 from transformers.utils import logging as transformers_logging
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOConfig
 
+from benchmax.training._branching_trainer import BranchingGRPOTrainer
 from benchmax.training._config import TrainConfig
+from benchmax.training._epoch_order import epoch_index, replay_epoch_order
 from benchmax.training._logprob_gap import LogprobGapProbe
 from benchmax.training._precision import autocast_for
 
@@ -125,6 +130,15 @@ class _Callback(TrainerCallback):  # type: ignore[misc]  # transformers is untyp
     def __init__(self, hooks: TrainingHooks) -> None:
         self.hooks = hooks
 
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # Each epoch's data order as an uninterrupted run draws it, resumed or not.
+        loader = kwargs.get("train_dataloader")
+        if loader is not None:
+            epoch = epoch_index(
+                int(state.global_step), len(loader), int(args.gradient_accumulation_steps)
+            )
+            replay_epoch_order(loader, epoch)
+
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.hooks.step_begun(state.global_step + 1)
 
@@ -162,13 +176,15 @@ def make_trainer(
     hooks: TrainingHooks,
     checkpoints: Path,
 ) -> Any:
-    """A ``GRPOTrainer`` wired to ``hooks``: its log records carry ``hooks.tracker_logs``
-    (so ``report_to`` trackers get the per-key rewards and termination reasons)."""
+    """A ``GRPOTrainer`` (a ``BranchingGRPOTrainer``: every branch of a rollout trains,
+    with the rollout's advantage) wired to ``hooks``: its log records carry
+    ``hooks.tracker_logs`` (so ``report_to`` trackers get the per-key rewards and
+    termination reasons)."""
     from datasets import Dataset
 
     probe = LogprobGapProbe()
 
-    class Trainer(GRPOTrainer):  # type: ignore[misc]  # trl is untyped here
+    class Trainer(BranchingGRPOTrainer):
         def compute_loss(
             self,
             model: Any,

@@ -4,6 +4,7 @@ re-exports them; its docstring says how TRL uses them). ``benchmax train`` build
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from benchmax._group_pipeline import run_pool
+from benchmax._vocabulary import MAX_TURNS_EXCEEDED, OUTPUT_EXCEEDED, TOOL_BUDGET_EXCEEDED
 from benchmax.auth import ModelAuth, StaticBearerAuth
 from benchmax.envs import (
     DatasetSplit,
@@ -24,7 +26,7 @@ from benchmax.envs import (
 from benchmax.results import TrajectoryGroup
 from benchmax.runner import rollout_seed
 from benchmax.training._collect import collect_group
-from benchmax.training._rollout_sequence import RolloutSequence, rollout_sequence
+from benchmax.training._rollout_sequence import RolloutSequence, rollout_sequences
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -44,6 +46,47 @@ EXAMPLE_ID_KEY = "benchmax_example_id"
 
 REWARD_KEY = "benchmax_reward"
 """The extra field holding each row's scalar reward (``None``: not trainable)."""
+
+BRANCH_ROWS_KEY = "benchmax_branch_rows"
+"""The extra field holding, per rollout, how many rows (branches) the call returned for it
+(``benchmax.training.BranchingGRPOTrainer`` reads it; the same name is defined there)."""
+
+COVERAGE_KEY = "benchmax_coverage"
+"""The extra field holding, per rollout, ``{"sampled_tokens", "trained_tokens"}``: the
+tokens its model calls sampled and those its returned rows train (mask 1); both 0 for a
+rollout that is not trainable (its tokens are left out on purpose)."""
+
+SequenceBuilder = Callable[[Trajectory], Sequence[RolloutSequence]]
+"""Builds a rollout's training sequences (``rollout_sequences`` by default)."""
+
+BUDGET_ENDS = frozenset({OUTPUT_EXCEEDED, MAX_TURNS_EXCEEDED, TOOL_BUDGET_EXCEEDED})
+"""Ordinary ends of a training rollout (it reached ``max_tokens``, ``max_turns`` or the
+tool budget): :class:`RolloutFunc` counts them instead of letting the environment's
+WARNING per rollout reach the console."""
+
+_TERMINATED = "benchmax.rollout.terminated"
+
+
+class _CountBudgetEnds(logging.Filter):
+    """Drops the environment's ``benchmax.rollout.terminated`` WARNING for the given
+    rollouts when they ended at a budget (:data:`BUDGET_ENDS`), counting them instead."""
+
+    def __init__(self, rollout_ids: frozenset[str]) -> None:
+        super().__init__()
+        self.rollout_ids = rollout_ids
+        self.counted = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if (
+            record.msg == f"{_TERMINATED} rollout_id=%s termination_reason=%s"
+            and len(args) == 2
+            and args[0] in self.rollout_ids
+            and args[1] in BUDGET_ENDS
+        ):
+            self.counted += 1
+            return False
+        return True
 
 
 def load_examples(
@@ -73,8 +116,9 @@ def dataset_rows(examples: Iterable[Example[object]]) -> list[dict[str, object]]
     """One TRL dataset row per example: ``{"prompt": <its prompt_messages>, "example_id":
     <its id>}`` (``datasets.Dataset.from_list(rows)``), the first message of the prompt
     carrying the id under ``benchmax_example_id`` too (TRL hands ``rollout_func`` only
-    the prompt; see the module docs). ``ValueError`` for a payload without a non-empty
-    ``prompt_messages`` list of messages (objects)."""
+    the prompt; see the module docs). A payload without a ``prompt_messages`` key (an
+    ``AgentEnv`` task) is one user message holding the payload as JSON. ``ValueError`` for
+    a ``prompt_messages`` that is not a non-empty list of messages (objects)."""
     rows: list[dict[str, object]] = []
     for example in examples:
         listed = _prompt_messages(example)
@@ -147,16 +191,30 @@ class RolloutFunc:
     non-negative integer.
 
     Per prompt, in TRL's order, the call returns ``prompt_ids``, ``completion_ids``,
-    ``logprobs``, ``env_mask`` (see ``_sequence``: the last training sample of the
-    rollout, all-zero mask when not trainable; a rollout without any tokens becomes a
-    one-token placeholder, the tokenizer's EOS, masked) and the extra fields
+    ``logprobs``, ``env_mask`` (the rollout's last training sequence of
+    ``rollout_sequences``, all-zero mask when not trainable; a rollout without any tokens
+    becomes a one-token placeholder, the tokenizer's EOS, masked) and the extra fields
     ``benchmax_reward`` (the scalar by the environment's ``reward_weights``, ``None`` when
     not trainable), ``benchmax_rewards`` (the reward map),
-    ``termination_reason``, ``rollout_id``, ``trainable`` and ``token_prefix_breaks``.
+    ``termination_reason``, ``rollout_id``, ``trainable``, ``token_prefix_breaks``,
+    ``benchmax_branch_rows`` (the rows returned for the rollout) and
+    ``benchmax_coverage`` (its sampled and trained tokens). A rollout whose calls did not
+    stitch into one sequence has several branches (``benchmax.stitching``): with
+    ``every_branch=True`` each of its other branches is returned as an extra row after
+    the rows of all prompts (in prompt order), for
+    ``benchmax.training.BranchingGRPOTrainer``, which trains them with the rollout's
+    advantage (a plain ``GRPOTrainer`` cannot: it expects one row per prompt); without it
+    only the last branch is returned and a warning says how many sampled tokens were left
+    out (``benchmax_coverage`` counts them too). ``sequences`` replaces
+    ``rollout_sequences`` (the coverage fields then count what it built).
     ``on_group(trajectories)`` is called with each group's trajectories (e.g. to log or
     keep them). Rollouts run on a private event loop thread; :meth:`close` (or ``with``)
     stops it and closes the environment. ``calls_done`` (default 0) is the number of
     calls already made by the run being resumed: the call counter starts there.
+
+    A rollout that ends at a budget (``output_exceeded``, ``max_turns_exceeded``,
+    ``tool_budget_exceeded``: an ordinary end in training) logs no WARNING; it is counted
+    in :attr:`budget_ends` (all calls together) and its ``termination_reason`` says so.
     """
 
     def __init__(
@@ -172,6 +230,8 @@ class RolloutFunc:
         seed: int | None = None,
         on_group: Callable[[Sequence[Trajectory]], None] | None = None,
         calls_done: int = 0,
+        every_branch: bool = False,
+        sequences: SequenceBuilder = rollout_sequences,
     ) -> None:
         if isinstance(calls_done, bool) or not isinstance(calls_done, int) or calls_done < 0:
             raise ValueError(f"calls_done must be a non-negative integer, got {calls_done!r}")
@@ -183,6 +243,8 @@ class RolloutFunc:
         self._split: DatasetSplit = split
         self._seed = seed
         self._on_group = on_group
+        self._every_branch = every_branch
+        self._sequences = sequences
         self._by_prompt: dict[str, list[Example[object]]] = {}
         self._by_id: dict[str, Example[object]] = {}
         for example in examples:
@@ -195,6 +257,7 @@ class RolloutFunc:
             self._by_prompt.setdefault(key, []).append(example)
             self._by_id[example.id] = example
         self._calls_done = calls_done
+        self.budget_ends = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="benchmax-trl-rollouts", daemon=True
@@ -248,7 +311,14 @@ class RolloutFunc:
             ]
             for members in groups.values()
         ]
-        results = self._run(self._collect(requests))
+        quiet = _CountBudgetEnds(frozenset(r.rollout_id for group in requests for r in group))
+        environment_log = logging.getLogger("benchmax.envs.environment")
+        environment_log.addFilter(quiet)
+        try:
+            results = self._run(self._collect(requests))
+        finally:
+            environment_log.removeFilter(quiet)
+        self.budget_ends += quiet.counted
         scalars = [group.scalar_rewards for group in results]  # once per group, not per row
         filler = _placeholder_token(trainer)
         output: dict[str, list[object]] = {
@@ -264,23 +334,43 @@ class RolloutFunc:
                 "rollout_id",
                 "trainable",
                 "token_prefix_breaks",
+                BRANCH_ROWS_KEY,
+                COVERAGE_KEY,
             )
         }
+        extra_rows: list[RolloutSequence] = []
+        left_out = [0, 0]  # rollouts, sampled tokens
         for row in rows:
             collected = results[row.group]
             trajectory = collected.trajectories[row.index]
-            sequence = rollout_sequence(trajectory) or _placeholder(filler)
-            output["prompt_ids"].append(list(sequence.prompt_ids))
-            output["completion_ids"].append(list(sequence.completion_ids))
-            output["logprobs"].append(list(sequence.completion_logprobs))
-            output["env_mask"].append(list(sequence.completion_mask))
+            built = tuple(self._sequences(trajectory)) or (_placeholder(filler),)
+            sequence = built[-1]
             trainable = trajectory.trainable and sequence.trainable
+            returned = built if self._every_branch else built[-1:]
+            extra_rows.extend(returned[:-1])
+            sampled = _sampled_tokens(trajectory) if trainable else 0
+            trained = sum(s.trained_tokens for s in returned) if trainable else 0
+            if len(returned) < len(built) and trainable:
+                left_out[0] += 1
+                left_out[1] += sum(s.trained_tokens for s in built[:-1])
+            _append_row(output, sequence)
             output[REWARD_KEY].append(scalars[row.group][row.index] if trainable else None)
             output["benchmax_rewards"].append(dict(trajectory.rewards))
             output["termination_reason"].append(trajectory.termination_reason)
             output["rollout_id"].append(trajectory.rollout_id)
             output["trainable"].append(trainable)
             output["token_prefix_breaks"].append(trajectory.token_prefix_breaks)
+            output[BRANCH_ROWS_KEY].append(len(returned))
+            output[COVERAGE_KEY].append({"sampled_tokens": sampled, "trained_tokens": trained})
+        for sequence in extra_rows:
+            _append_row(output, sequence)
+        if left_out[0]:
+            logger.warning(
+                "rollout_func: %d rollout(s) had several branches and only the last of each "
+                "is returned (%d sampled tokens left out); train every branch with "
+                "RolloutFunc(every_branch=True) and benchmax.training.BranchingGRPOTrainer",
+                *left_out,
+            )
         return output
 
     def _rows(self, prompts: Sequence[object], trainer: Any, call: int) -> list[_Row]:
@@ -372,8 +462,14 @@ class RolloutFunc:
 
 
 def _prompt_messages(example: Example[object]) -> list[object]:
+    """The example's ``prompt_messages``; for a payload that has none (an ``AgentEnv``'s
+    task: any JSON, handed to a program), one user message holding the payload as JSON,
+    so TRL has a prompt row to carry its id."""
     payload = example.payload
-    prompt = payload.get("prompt_messages") if isinstance(payload, Mapping) else None
+    if not isinstance(payload, Mapping) or "prompt_messages" not in payload:
+        text = json.dumps(payload, sort_keys=True, default=str)
+        return [{"role": "user", "content": text}]
+    prompt = payload.get("prompt_messages")
     if not isinstance(prompt, list):
         raise ValueError(f"example {example.id!r} has no prompt_messages list")
     return prompt
@@ -425,6 +521,18 @@ def _process_index(trainer: Any) -> int:
     """This process's index in the trainer's accelerator (0 without one)."""
     value = getattr(getattr(trainer, "accelerator", None), "process_index", 0)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _append_row(output: dict[str, list[object]], sequence: RolloutSequence) -> None:
+    output["prompt_ids"].append(list(sequence.prompt_ids))
+    output["completion_ids"].append(list(sequence.completion_ids))
+    output["logprobs"].append(list(sequence.completion_logprobs))
+    output["env_mask"].append(list(sequence.completion_mask))
+
+
+def _sampled_tokens(trajectory: Trajectory) -> int:
+    coverage = trajectory.coverage
+    return 0 if coverage is None else coverage.sampled_tokens
 
 
 def _placeholder_token(trainer: Any) -> int:

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from benchmax.agents import AgentEnv
 from benchmax.envs.base import BaseEnv
 from benchmax.envs.environment import Environment
 from benchmax.envs.shared_types import DatasetSplit, Example
@@ -65,7 +66,7 @@ async def check_split(
         validation.add(f"{name}: ids unique", "passed", f"{len(ids)} distinct ids")
     await _check_stable(validation, env, split, ids)
     _check_json(validation, split, examples)
-    if isinstance(env, BaseEnv):
+    if isinstance(env, BaseEnv) and not isinstance(env, AgentEnv):  # agents take any JSON
         _check_prompts(validation, split, examples)
     return Split(split, examples)
 

@@ -51,7 +51,9 @@ async def validate_environment(
         or f"{getattr(env_class, '__module__', '?')}:{getattr(env_class, '__qualname__', '?')}"
     )
     with capturing_logs() as logs:
-        async with MockModelServer(config.policy or echo, record=False) as mock:
+        # An environment that always records tokens (AgentEnv) needs a mock that gives them.
+        tokens = getattr(env_class, "record_tokens", False) is True
+        async with MockModelServer(config.policy or echo, record=False, tokens=tokens) as mock:
             validation = Validation(env_class, config, mock, logs)
             await _run_checks(validation)
     return ValidationReport.of(label, validation.checks)

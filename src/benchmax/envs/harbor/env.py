@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelRequestContext
 from benchmax.envs.environment import Environment
+from benchmax.envs.harbor._capture import AgentEndpoint, captured_trial
 from benchmax.envs.harbor._env_config import (
     check_credentials_type,
     check_job_queue_settings,
@@ -91,6 +92,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         eval_ratio: float = 0.1,
         max_concurrent_trials: int | None = None,
         requires_public_model_endpoint: bool = True,
+        capture_calls: bool = False,
     ) -> None:
         require_harbor()
         from harbor.models.job.config import DatasetConfig
@@ -109,6 +111,8 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         check_job_queue_settings(agent_config)
         check_sandbox_credentials(trial.environment, sandbox_credentials)
         keys = normalize_reward_keys(reward_keys)
+        if not isinstance(capture_calls, bool):
+            raise TypeError("capture_calls must be True or False")
 
         self._dataset = dataset.model_copy(deep=True)
         self._eval_dataset = None if eval_dataset is None else eval_dataset.model_copy(deep=True)
@@ -117,6 +121,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         self._reward_keys = keys
         self._sandbox_credentials = sandbox_credentials
         self._requires_public_model_endpoint = requires_public_model_endpoint
+        self._capture_calls = capture_calls
         self._trial_slots = (
             None
             if trial_cap is None
@@ -204,9 +209,13 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
 
     async def _run_in_scope(self, request: RolloutRequest[TaskConfig]) -> RolloutAttempt:
         async with sandbox_credentials_scope(self._sandbox_credentials):
-            return await self._run_trial(request)
+            if not self._capture_calls:
+                return await self._run_trial(request)
+            return await captured_trial(request, self._run_trial, self._reward_keys)
 
-    async def _run_trial(self, request: RolloutRequest[TaskConfig]) -> RolloutAttempt:
+    async def _run_trial(
+        self, request: RolloutRequest[TaskConfig], agent_endpoint: AgentEndpoint | None = None
+    ) -> RolloutAttempt:
         from harbor.models.trial.config import TaskConfig
         from harbor.trial.trial import Trial
 
@@ -221,7 +230,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
                 "Harbor rollout_id must contain only letters, numbers, '.', '_', and '-', "
                 "and must start with a letter or number"
             )
-        trial_config = await self._trial_config(request, payload)
+        trial_config = await self._trial_config(request, payload, agent_endpoint)
         logger.info(
             "harbor.rollout.start rollout_id=%s task=%s sandbox=%s harness=%s model=%s",
             rollout_id,
@@ -250,7 +259,10 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         return attempt
 
     async def _trial_config(
-        self, request: RolloutRequest[TaskConfig], payload: TaskConfig
+        self,
+        request: RolloutRequest[TaskConfig],
+        payload: TaskConfig,
+        agent_endpoint: AgentEndpoint | None = None,
     ) -> TrialConfig:
         from harbor.models.trial.config import TrialConfig
 
@@ -259,19 +271,23 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         prepared: AgentConfig = (
             agent._harbor_config() if isinstance(agent, BundledHarborAgent) else agent
         )
-        headers = await request.model_auth.headers_for_request(
-            ModelRequestContext(
-                base_url=request.base_url, model=request.model, rollout_id=request.rollout_id
+        if agent_endpoint is not None:  # captured: the agent gets its session's URL and key
+            key, base_url = agent_endpoint.api_key, agent_endpoint.base_url
+        else:
+            headers = await request.model_auth.headers_for_request(
+                ModelRequestContext(
+                    base_url=request.base_url, model=request.model, rollout_id=request.rollout_id
+                )
             )
-        )
-        authorization = headers.get("Authorization", "")
-        if not isinstance(authorization, str) or not authorization.startswith(_BEARER):
-            raise ValueError("Harbor model auth must provide a Bearer token")
+            authorization = headers.get("Authorization", "")
+            if not isinstance(authorization, str) or not authorization.startswith(_BEARER):
+                raise ValueError("Harbor model auth must provide a Bearer token")
+            key, base_url = authorization[len(_BEARER) :], request.base_url
         agent_env = {
             **prepared.env,
-            "OPENAI_API_KEY": authorization[len(_BEARER) :],
-            "OPENAI_BASE_URL": request.base_url,
-            "OPENAI_API_BASE": request.base_url,
+            "OPENAI_API_KEY": key,
+            "OPENAI_BASE_URL": base_url,
+            "OPENAI_API_BASE": base_url,
         }
         model = request.model
         model_name = model if model.startswith("openai/") else f"openai/{model}"

@@ -1,0 +1,87 @@
+"""Processes that never outlive their owner: finding and signalling a started session.
+
+A program started with ``start_new_session=True`` leads a session (and a process group) of
+its own, so everything it starts belongs to it: children it spawns, and a server a
+launcher forks before exiting. ``session_members`` finds them by their session id or
+process group in ``/proc`` (Linux); ``signal_session`` signals the group and each member;
+``wait_until`` polls a condition ever less often (a scan of ``/proc`` is not free). MCP's
+stdio transport (``benchmax.tools``) and ``AgentEnv``'s programs share them. A process that
+starts a session of its own (a daemon) leaves by design.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Final
+
+__all__ = ["KILL", "session_members", "signal_session", "wait_until"]
+
+KILL: Final = getattr(signal, "SIGKILL", signal.SIGTERM)
+"""SIGKILL (Windows has none: ``os.kill`` with SIGTERM is TerminateProcess there)."""
+_POLL: Final = 0.01
+_POLL_MAX: Final = 0.2
+
+
+async def wait_until(condition: Callable[[], bool], seconds: float) -> None:
+    """Wait until ``condition`` holds or ``seconds`` pass (polling ever less often)."""
+    deadline = time.monotonic() + seconds
+    pause = _POLL
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, _POLL_MAX)
+
+
+def signal_session(leader: int, signum: int) -> bool:
+    """Send ``signum`` to every live process of the session ``leader`` started and to
+    its process group; whether any was alive (zombies do not count)."""
+    members = session_members(leader)
+    sent = False
+    killpg = getattr(os, "killpg", None)  # POSIX; elsewhere the leader alone is signalled
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        if killpg is not None:
+            killpg(leader, signum)
+        else:
+            os.kill(leader, signum)
+        sent = True
+    for pid in members or ():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+    return sent if members is None else bool(members)
+
+
+def session_members(leader: int) -> list[int] | None:
+    """Live (non-zombie) processes whose session or process group is ``leader``'s;
+    ``None`` where ``/proc`` cannot say (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    own = os.getpid()
+    members: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit() or int(name) == own:
+            continue
+        fields = _stat_fields(name)
+        if fields is None or fields[0] in ("Z", "X"):
+            continue
+        if fields[2] == str(leader) or fields[3] == str(leader):
+            members.append(int(name))
+    return members
+
+
+def _stat_fields(pid: str) -> list[str] | None:
+    """``/proc/<pid>/stat`` after the command name: state, ppid, pgrp, session, ..."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read().decode(errors="replace")
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[-1].split()

@@ -1,0 +1,267 @@
+"""One rollout's side of the capture endpoint: ``CaptureSession``.
+
+A session owns a program's credential (its API key), its base URL, the upstream it
+forwards to (with the upstream's real credential, which the program never sees), the
+rollout's budget (model calls, sampled tokens) and the calls it recorded. The first thing
+that ends the rollout (a wrong model name, a spent budget, an upstream failure, a reply
+without exact tokens) is kept as ``failure``, and ``ended`` is set so whoever runs the
+program can stop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+from benchmax._modelhttp import (
+    TOKEN_REQUEST_FIELDS,
+    CallFailure,
+    ChatSession,
+    TokenDeficiency,
+    loop_pool,
+    read_call_tokens,
+)
+from benchmax._vocabulary import (
+    MAX_TURNS_EXCEEDED,
+    MODEL_ERROR,
+    OUTPUT_EXCEEDED,
+    WRONG_MODEL,
+)
+from benchmax.auth import ModelAuth, ModelRequestContext
+from benchmax.capture._calls import CapturedCall
+
+__all__ = ["CaptureFailure", "CaptureSession", "Refusal", "program_reply"]
+
+logger = logging.getLogger("benchmax.capture")
+
+_STREAM_FIELDS: Final = ("stream", "stream_options")
+_TOKEN_REPLY_FIELDS: Final = ("prompt_token_ids", "prompt_logprobs", "sglext")
+_CHOICE_TOKEN_FIELDS: Final = ("token_ids", "prompt_token_ids", "response_token_ids")
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """What the program is answered instead of a reply: an HTTP ``status`` and an
+    OpenAI-style error ``code`` and one-line ``message``."""
+
+    status: int
+    code: str
+    message: str
+
+    def body(self) -> dict[str, Any]:
+        kind = "invalid_request_error" if self.status < 500 else "upstream_error"
+        return {"error": {"message": self.message, "type": kind, "code": self.code}}
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureFailure:
+    """Why a session ended its rollout: a termination reason and a one-line message."""
+
+    termination_reason: str
+    message: str
+
+
+class CaptureSession:
+    """The capture endpoint's record of one rollout (made by ``CaptureEndpoint.open_session``).
+
+    ``base_url`` and ``api_key`` are what the program is given (``OPENAI_BASE_URL``,
+    ``OPENAI_API_KEY``); ``model`` the only model name it may call (``None``: any);
+    ``calls`` the calls recorded so far, in the order their replies came; ``failure`` the
+    first thing that ended the rollout (``None`` while none did) and ``ended`` an event
+    set with it; ``sampled_tokens`` the completion tokens recorded. The key never appears
+    in ``repr``.
+    """
+
+    __slots__ = (
+        "_calls",
+        "_chat",
+        "_closed",
+        "_failure",
+        "_sampled",
+        "api_key",
+        "base_url",
+        "ended",
+        "max_calls",
+        "max_sampled_tokens",
+        "model",
+        "rollout_id",
+        "sampling_args",
+        "started_calls",
+    )
+
+    def __init__(
+        self,
+        *,
+        rollout_id: str,
+        api_key: str,
+        base_url: str,
+        model: str | None,
+        upstream_url: str,
+        upstream_auth: ModelAuth,
+        timeout: float | None = None,
+        retries: int = 0,
+        sampling_args: Mapping[str, Any] = MappingProxyType({}),
+        max_calls: int | None = None,
+        max_sampled_tokens: int | None = None,
+    ) -> None:
+        self.rollout_id = rollout_id
+        self.api_key = api_key
+        self.base_url = base_url
+        self.model = model
+        self.sampling_args = dict(sampling_args)
+        self.max_calls = max_calls
+        self.max_sampled_tokens = max_sampled_tokens
+        self.started_calls = 0
+        self.ended = asyncio.Event()
+        self._calls: list[CapturedCall] = []
+        self._failure: CaptureFailure | None = None
+        self._sampled = 0
+        self._closed = False
+        self._chat = ChatSession(
+            loop_pool(),
+            base_url=upstream_url,
+            auth=upstream_auth,
+            context=ModelRequestContext(
+                base_url=upstream_url, model=model or "", rollout_id=rollout_id
+            ),
+            timeout=timeout,
+            retries=retries,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"CaptureSession(rollout_id={self.rollout_id!r}, base_url={self.base_url!r},"
+            f" calls={len(self._calls)}, api_key='***')"
+        )
+
+    @property
+    def calls(self) -> tuple[CapturedCall, ...]:
+        return tuple(self._calls)
+
+    @property
+    def failure(self) -> CaptureFailure | None:
+        return self._failure
+
+    @property
+    def sampled_tokens(self) -> int:
+        return self._sampled
+
+    def fail(self, termination_reason: str, message: str) -> None:
+        """Settle the rollout as ``termination_reason`` (the first failure wins) and set
+        ``ended``."""
+        if self._failure is None:
+            self._failure = CaptureFailure(termination_reason, message)
+            logger.warning(
+                "capture.rollout_ended rollout_id=%s termination_reason=%s: %s",
+                self.rollout_id,
+                termination_reason,
+                message,
+            )
+        self.ended.set()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._chat.aclose()
+
+    async def complete(self, body: Mapping[str, Any]) -> CapturedCall | Refusal:
+        """Forward one program request upstream (without streaming, asking for exact
+        tokens) and record it; or the refusal to answer the program with."""
+        refused = self._admitted(body)
+        if refused is not None:
+            return refused
+        self.started_calls += 1
+        upstream = {k: v for k, v in body.items() if k not in _STREAM_FIELDS}
+        upstream.update(TOKEN_REQUEST_FIELDS)
+        upstream.update(self.sampling_args)
+        started = time.perf_counter()
+        decoded = await self._chat.complete(upstream)
+        seconds = time.perf_counter() - started
+        if isinstance(decoded, CallFailure):
+            message = _one_line(f"the upstream call failed: {decoded.error}")
+            self.fail(decoded.termination_reason, message)
+            return Refusal(502, "upstream_failed", message)
+        if not isinstance(decoded, dict):
+            message = "the upstream reply is not a JSON object"
+            self.fail(MODEL_ERROR, message)
+            return Refusal(502, "upstream_failed", message)
+        tokens = read_call_tokens(decoded)
+        if isinstance(tokens, TokenDeficiency):
+            message = (
+                f"benchmax capture needs exact token ids and logprobs, but {tokens.message}:"
+                " point it at a server that returns them (vLLM, SGLang, benchmax's train"
+                " sampler, benchmax.testing.MockModelServer(tokens=True))"
+            )
+            self.fail(MODEL_ERROR, message)
+            return Refusal(502, "tokens_unavailable", message)
+        version = decoded.get("weights_version")
+        call = CapturedCall(
+            request=body,  # decoded for this call alone: nothing else holds it
+            reply=decoded,
+            tokens=tokens,
+            weights_version=version if isinstance(version, int) and version >= 0 else None,
+            seconds=seconds,
+            streamed=bool(body.get("stream")),
+        )
+        self._calls.append(call)
+        self._sampled += len(tokens.completion_token_ids)
+        if self.max_sampled_tokens is not None and self._sampled > self.max_sampled_tokens:
+            self.fail(
+                OUTPUT_EXCEEDED,
+                f"the program's calls sampled {self._sampled} tokens, over the budget of"
+                f" {self.max_sampled_tokens}",
+            )
+        return call
+
+    def _admitted(self, body: Mapping[str, Any]) -> Refusal | None:
+        if self._failure is not None:
+            return Refusal(409, "rollout_ended", f"the rollout ended: {self._failure.message}")
+        if not isinstance(body.get("messages"), list):
+            return Refusal(400, "invalid_request", "the body must have a 'messages' list")
+        n = body.get("n", 1)
+        if n not in (1, None):
+            return Refusal(
+                400, "unsupported_parameter", "capture records one choice per call: n must be 1"
+            )
+        if self.model is not None and body.get("model") != self.model:
+            message = f"model {body.get('model')!r} is not this rollout's model {self.model!r}"
+            self.fail(WRONG_MODEL, message)
+            return Refusal(404, "model_not_found", message)
+        if self.max_calls is not None and self.started_calls >= self.max_calls:
+            message = f"the program made more than {self.max_calls} model calls (max_turns)"
+            self.fail(MAX_TURNS_EXCEEDED, message)
+            return Refusal(429, "budget_exceeded", message)
+        return None
+
+
+def program_reply(call: CapturedCall) -> dict[str, Any]:
+    """The upstream reply as the program gets it: without the token fields capture asked
+    for that the program did not (``logprobs`` stays when it asked for them)."""
+    request = call.request
+    reply = dict(call.reply)
+    reply.pop("weights_version", None)
+    if request.get("return_token_ids"):
+        return reply
+    for name in _TOKEN_REPLY_FIELDS:
+        reply.pop(name, None)
+    choices = reply.get("choices")
+    if isinstance(choices, list):
+        kept = []
+        for choice in choices:
+            if isinstance(choice, Mapping):
+                choice = {k: v for k, v in choice.items() if k not in _CHOICE_TOKEN_FIELDS}
+                if not request.get("logprobs"):
+                    choice.pop("logprobs", None)
+            kept.append(choice)
+        reply["choices"] = kept
+    return reply
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -1,0 +1,119 @@
+"""``benchmax capture --upstream URL``: the capture endpoint alone, for a program you run
+yourself. It opens ``--sessions`` sessions, prints how to point a program at each (base
+URL, API key, model), writes every captured call to ``--output`` as a JSON line, and serves
+until Ctrl-C or SIGTERM. The upstream's key (``--api-key-env``) is never printed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from benchmax.cli._credentials import bearer_from_variable
+from benchmax.cli._options import api_key_env_option, listen_options
+from benchmax.cli._signals import terminate_like_interrupt
+
+__all__ = ["capture_command"]
+
+
+@click.command("capture")
+@click.option(
+    "--upstream",
+    required=True,
+    metavar="URL",
+    help="OpenAI-compatible server that gives token ids (vLLM, SGLang, benchmax serve-model).",
+)
+@api_key_env_option()
+@click.option("--model", default=None, help="The only model name programs may call (default: any).")
+@click.option(
+    "--sessions",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="How many sessions (base URL + API key pairs) to open.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write each captured call to this JSON Lines file (session, tokens, request, reply).",
+)
+@listen_options()
+def capture_command(
+    upstream: str,
+    api_key_env: str | None,
+    model: str | None,
+    sessions: int,
+    output: Path | None,
+    host: str,
+    port: int,
+) -> None:
+    """Run the capture endpoint in front of UPSTREAM until interrupted.
+
+    Each session prints OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL for a program;
+    every call it makes is asked of the upstream with token ids and logprobs and written
+    to --output. A program that cannot change its path may use the endpoint's /v1 with
+    its session's key.
+    """
+    from benchmax.runner import NoModelAuth
+
+    auth = bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
+    sink = output.open("a", encoding="utf-8") if output is not None else None
+    try:
+        with terminate_like_interrupt():
+            asyncio.run(_serve(upstream, auth, model, sessions, sink, host, port))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if sink is not None:
+            sink.close()
+
+
+async def _serve(
+    upstream: str,
+    auth: Any,
+    model: str | None,
+    sessions: int,
+    sink: IO[str] | None,
+    host: str,
+    port: int,
+) -> None:
+    from benchmax.capture import CapturedCall, CaptureEndpoint, CaptureSession
+
+    def write(session: CaptureSession, call: CapturedCall) -> None:
+        if sink is None:
+            return
+        line = {
+            "session": session.rollout_id,
+            "weights_version": call.weights_version,
+            "streamed": call.streamed,
+            "model_call": call.model_call().to_json(),
+            "request": call.request,
+            "reply": call.message,
+        }
+        sink.write(json.dumps(line) + "\n")
+        sink.flush()
+
+    try:
+        endpoint = await CaptureEndpoint(host=host, port=port, on_call=write).start()
+    except OSError as error:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
+    try:
+        click.echo(f"capture endpoint on {endpoint.origin}, in front of {upstream}")
+        for number in range(1, sessions + 1):
+            session = endpoint.open_session(
+                rollout_id=f"s{number}", model=model, upstream_url=upstream, upstream_auth=auth
+            )
+            click.echo(f"session {session.rollout_id}:")
+            click.echo(f"  export OPENAI_BASE_URL={session.base_url}")
+            click.echo(f"  export OPENAI_API_KEY={session.api_key}")
+            if model is not None:
+                click.echo(f"  export OPENAI_MODEL={model}")
+        click.echo("press Ctrl-C to stop", err=True)
+        await asyncio.Event().wait()
+    finally:
+        await endpoint.stop()

@@ -1,0 +1,175 @@
+"""Running an agent program: its own session, bounded output, nothing left behind.
+
+The program starts in a session (and process group) of its own, so everything it starts
+belongs to it. It gets the task on stdin (closed after), its stdout and stderr are read
+as they come (stdout up to ``max_stdout`` bytes: more stops it; stderr's first
+``max_stderr`` bytes are kept, the rest read and dropped, so a chatty program never
+blocks on a full pipe nor fills memory). It runs until it exits or ``stop`` is set.
+Whatever way it ends (exit, stop, a deadline cancelling the caller), what is left of its
+session gets SIGTERM, then SIGKILL after ``TERM_GRACE`` seconds, and the program is
+reaped: no process of it outlives the rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from benchmax._process_sessions import KILL, session_members, signal_session, wait_until
+
+__all__ = ["ProgramEnd", "TERM_GRACE", "run_program"]
+
+logger = logging.getLogger("benchmax.agents")
+
+TERM_GRACE: Final = 2.0
+"""Seconds between SIGTERM and SIGKILL of what is left of a program's session."""
+_CHUNK: Final = 1 << 16
+_POLL: Final = 0.005
+_POLL_MAX: Final = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramEnd:
+    """How a program ended: ``exit_code`` (negative: the signal that ended it; ``None``
+    when it was stopped before exiting), its ``stdout`` and ``stderr`` (as far as kept,
+    decoded as UTF-8 with replacement), whether its stdout went over the limit
+    (``flooded``), whether it was ``stopped`` from outside, and whether processes it
+    started were still running when it exited (``left_processes``; they were killed)."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    flooded: bool
+    stopped: bool
+    left_processes: bool
+
+
+async def run_program(
+    argv: Sequence[str],
+    *,
+    stdin: bytes,
+    env: Mapping[str, str],
+    cwd: Path,
+    max_stdout: int,
+    max_stderr: int,
+    stop: asyncio.Event,
+) -> ProgramEnd:
+    """Run ``argv`` to its end (module docstring). Raises ``OSError`` when it cannot
+    start (no such program, not executable)."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+    )
+    leader = process.pid
+    flooded = asyncio.Event()
+    stdout = bytearray()
+    stderr = bytearray()
+    tasks: list[asyncio.Task[object]] = []
+    try:
+        tasks = [
+            asyncio.ensure_future(_feed(process, stdin)),
+            asyncio.ensure_future(_collect(process.stdout, stdout, max_stdout, flooded)),
+            asyncio.ensure_future(_collect(process.stderr, stderr, max_stderr, None)),
+        ]
+        exited = asyncio.ensure_future(_exit(process))
+        stopped = asyncio.ensure_future(stop.wait())
+        overflowed = asyncio.ensure_future(flooded.wait())
+        try:
+            await asyncio.wait((exited, stopped, overflowed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (stopped, overflowed):
+                waiter.cancel()
+            if not exited.done():
+                exited.cancel()
+        exit_code = process.returncode
+        left = False
+        if exit_code is not None and not flooded.is_set():
+            left = bool(session_members(leader))
+            if not left:  # let the pipes drain: the program's last words
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(TERM_GRACE):
+                        await asyncio.gather(*tasks[1:])
+        return ProgramEnd(
+            exit_code=exit_code,
+            stdout=bytes(stdout[:max_stdout]).decode("utf-8", "replace"),
+            stderr=bytes(stderr).decode("utf-8", "replace"),
+            flooded=flooded.is_set(),
+            stopped=stop.is_set() and exit_code is None,
+            left_processes=left,
+        )
+    finally:
+        await asyncio.shield(_end_session(process, argv[0]))
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _exit(process: asyncio.subprocess.Process) -> None:
+    """Until the program itself exits (``process.wait()`` also waits for its pipes to
+    close, which a child that inherited them may hold open)."""
+    pause = _POLL
+    while process.returncode is None:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, _POLL_MAX)
+
+
+async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
+    pipe = process.stdin
+    assert pipe is not None
+    with contextlib.suppress(OSError, RuntimeError):
+        pipe.write(data)
+        await pipe.drain()
+    with contextlib.suppress(OSError, RuntimeError):
+        pipe.close()
+
+
+async def _collect(
+    pipe: asyncio.StreamReader | None,
+    into: bytearray,
+    limit: int,
+    over: asyncio.Event | None,
+) -> None:
+    """Read ``pipe`` to its end, keeping the first ``limit`` bytes; with ``over``, set it
+    (and stop reading) once more than ``limit`` arrived."""
+    assert pipe is not None
+    with contextlib.suppress(OSError):
+        while chunk := await pipe.read(_CHUNK):
+            room = limit - len(into)
+            if room > 0:
+                into += chunk[:room]
+            if len(chunk) > room and over is not None:
+                over.set()
+                return
+
+
+async def _end_session(process: asyncio.subprocess.Process, label: str) -> None:
+    """SIGTERM what is left of the program's session, SIGKILL it after ``TERM_GRACE``,
+    and reap the program."""
+    leader = process.pid
+    if signal_session(leader, signal.SIGTERM):
+        await wait_until(
+            lambda: process.returncode is not None and not session_members(leader), TERM_GRACE
+        )
+        if signal_session(leader, KILL):
+            logger.warning(
+                "agents.program_killed program=%s pid=%d: its session was still running %gs"
+                " after SIGTERM",
+                label,
+                leader,
+                TERM_GRACE,
+            )
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(TERM_GRACE):
+            await process.wait()

@@ -1,0 +1,242 @@
+"""AgentEnv: real subprocesses against the real mock model, through the capture endpoint.
+
+Every way a program can go wrong settles as its documented termination reason with zero
+rewards, and no process of it outlives the rollout."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from benchmax.agents import AgentEndpoint, AgentEnv, AgentOutput, AgentRollout, AgentTask
+from benchmax.envs import Example, RolloutRequest, StaticBearerAuth
+from benchmax.testing import MockModelServer, echo
+from benchmax.training import collect_group
+
+UPSTREAM_KEY = "sk-upstream-secret-abcdef0123456789"
+
+CALL_ONCE = """
+import json, os, sys
+from openai import OpenAI
+task = json.load(sys.stdin)
+client = OpenAI()
+reply = client.chat.completions.create(
+    model=os.environ["OPENAI_MODEL"], messages=[{"role": "user", "content": task["say"]}]
+)
+print(reply.choices[0].message.content)
+"""
+
+
+class ProgramEnv(AgentEnv):
+    reward_keys = ("said",)
+    rollout_timeout = 60.0
+
+    async def create_dataset(self, split: Any, base_dir: Path, *, max_examples: Any = None) -> Any:
+        raise NotImplementedError
+
+    async def compute_reward(self, rollout: AgentRollout) -> dict[str, float]:
+        said = rollout.example_args["say"]
+        return {"said": float(rollout.agent.stdout.strip() == said)}
+
+
+def program_env(tmp_path: Path, source: str, **settings: Any) -> ProgramEnv:
+    script = tmp_path / f"program_{len(list(tmp_path.iterdir()))}.py"
+    script.write_text(textwrap.dedent(source))
+    env = type("Program", (ProgramEnv,), {"command": (sys.executable, str(script)), **settings})()
+    return env
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[MockModelServer]:
+    async with MockModelServer(echo, tokens=True) as server:
+        yield server
+
+
+def request(
+    server: MockModelServer, rollout_id: str = "r1", say: str = "hi"
+) -> RolloutRequest[Any]:
+    return RolloutRequest(
+        rollout_id=rollout_id,
+        example=Example(id="ex", payload={"say": say}),
+        model="policy",
+        base_url=server.base_url,
+        model_auth=StaticBearerAuth(UPSTREAM_KEY),
+    )
+
+
+async def run_one(env: AgentEnv, server: MockModelServer, **kw: Any) -> Any:
+    group = await collect_group(env, [request(server, **kw)])
+    (trajectory,) = group.trajectories
+    return trajectory
+
+
+async def test_program_rollout_is_captured_and_scored(
+    tmp_path: Path, upstream: MockModelServer
+) -> None:
+    env = program_env(tmp_path, CALL_ONCE)
+    trajectory = await run_one(env, upstream, say="hello there")
+    assert trajectory.termination_reason == "finished"
+    assert trajectory.rewards == {"said": 1.0}
+    (call,) = trajectory.model_calls
+    assert call.has_tokens and call.message_index == 1
+    assert trajectory.messages[-1]["content"] == "hello there"
+    coverage = trajectory.coverage
+    assert coverage.sampled_tokens == coverage.trained_tokens == len(call.completion_token_ids)
+
+
+async def test_rollout_agent_fields_for_compute_reward(
+    tmp_path: Path, upstream: MockModelServer
+) -> None:
+    seen: list[AgentRollout] = []
+
+    class Seeing(ProgramEnv):
+        command = (sys.executable, "-c", CALL_ONCE + "open('made.txt', 'w').write('x')\n")
+
+        async def compute_reward(self, rollout: AgentRollout) -> dict[str, float]:
+            seen.append(rollout)
+            assert (rollout.agent.workdir / "made.txt").read_text() == "x"
+            return {"said": 1.0}
+
+    rollout = await Seeing().run_rollout(request(upstream, say="abc"))
+    assert rollout.termination_reason == "finished"
+    agent = seen[0].agent
+    assert (agent.exit_code, agent.stdout.strip()) == (0, "abc")
+    assert len(agent.calls) == 1 and agent.calls[0].message["content"] == "abc"
+    assert not agent.workdir.exists()  # removed once scored
+
+
+async def test_run_agent_callable(upstream: MockModelServer) -> None:
+    class InProcess(ProgramEnv):
+        async def run_agent(self, rollout: AgentTask, endpoint: AgentEndpoint) -> AgentOutput:
+            client = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key)
+            reply = await client.chat.completions.create(
+                model=endpoint.model, messages=[{"role": "user", "content": rollout.payload["say"]}]
+            )
+            return AgentOutput(stdout=reply.choices[0].message.content or "")
+
+    rollout = await InProcess().run_rollout(request(upstream, say="inside"))
+    assert (rollout.termination_reason, rollout.rewards) == ("finished", {"said": 1.0})
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+HANG = """
+import os, sys, time
+open(os.environ["PID_FILE"], "w").write(str(os.getpid()))
+time.sleep(600)
+"""
+
+CHILD = (
+    CALL_ONCE
+    + """
+import subprocess
+child = subprocess.Popen(["sleep", "600"])
+open(os.environ["PID_FILE"], "w").write(str(child.pid))
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "settings", "reason"),
+    [
+        ("import sys; sys.exit(3)", {}, "harness_error"),
+        (CALL_ONCE + "raise SystemExit('crashed after the call')", {}, "harness_error"),
+        (HANG, {"rollout_timeout": 1.0}, "rollout_timeout"),
+        ("print('no model needed')", {}, "no_model_call"),
+        (CALL_ONCE.replace('os.environ["OPENAI_MODEL"]', '"gpt-4o"'), {}, "wrong_model"),
+        (
+            CALL_ONCE + CALL_ONCE.split("client = OpenAI()")[1],
+            {"max_turns": 1},
+            "max_turns_exceeded",
+        ),
+        (CALL_ONCE, {"max_sampled_tokens": 2}, "output_exceeded"),
+        (
+            "import sys\nwhile True: sys.stdout.write('x' * 65536)",
+            {"max_stdout_bytes": 1000},
+            "stdout_exceeded",
+        ),
+        (CHILD, {}, "leftover_process"),
+    ],
+    ids=[
+        "crash",
+        "crash-after-call",
+        "hang",
+        "never-calls",
+        "other-model",
+        "call-budget",
+        "token-budget",
+        "flood",
+        "children",
+    ],
+)
+async def test_misbehaving_programs_settle(
+    tmp_path: Path,
+    upstream: MockModelServer,
+    source: str,
+    settings: dict[str, Any],
+    reason: str,
+) -> None:
+    pid_file = tmp_path / "pid"
+    env = program_env(tmp_path, source, program_env={"PID_FILE": str(pid_file)}, **settings)
+    group = await collect_group(env, [request(upstream, "a"), request(upstream, "b")])
+    assert [t.termination_reason for t in group.trajectories] == [reason, reason]
+    assert all(t.rewards == {"said": 0.0} for t in group.trajectories)
+    if pid_file.exists():  # the hanging program, or the child it left: killed
+        assert not _pid_alive(int(pid_file.read_text()))
+
+
+async def test_program_cannot_start_is_harness_error(upstream: MockModelServer) -> None:
+    class Missing(ProgramEnv):
+        command = ("/nonexistent/agent-program",)
+
+    rollout = await Missing().run_rollout(request(upstream))
+    assert rollout.termination_reason == "harness_error"
+
+
+async def test_env_without_command_is_a_contract_error(upstream: MockModelServer) -> None:
+    with pytest.raises(TypeError, match="must set command or override run_agent"):
+        await ProgramEnv().run_rollout(request(upstream))
+
+
+ENVIRONMENT = """
+import json, os, sys
+print(json.dumps(dict(os.environ)))
+from openai import OpenAI
+MESSAGES = [{"role": "user", "content": "x"}]
+OpenAI().chat.completions.create(model=os.environ["OPENAI_MODEL"], messages=MESSAGES)
+"""
+
+
+async def test_program_never_sees_the_upstream_key(
+    tmp_path: Path, upstream: MockModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_PROVIDER_KEY", UPSTREAM_KEY)
+    stdout: list[str] = []
+
+    class Dumping(ProgramEnv):
+        async def compute_reward(self, rollout: AgentRollout) -> dict[str, float]:
+            stdout.append(rollout.agent.stdout)
+            return {"said": 0.0}
+
+    script = tmp_path / "dump.py"
+    script.write_text(ENVIRONMENT)
+    env = type("D", (Dumping,), {"command": (sys.executable, str(script))})()
+    rollout = await env.run_rollout(request(upstream))
+    assert rollout.termination_reason == "finished"
+    assert UPSTREAM_KEY not in stdout[0]
+    assert "OPENAI_API_KEY" in stdout[0] and "MY_PROVIDER_KEY" not in stdout[0]
+    assert upstream.requests[0].headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
