@@ -450,9 +450,12 @@ def test_a_cpu_run_says_what_will_make_a_step_slow(tmp_path: Path) -> None:
 
 def run_config(tmp_path: Path) -> tuple[Path, Path]:
     out = tmp_path / "o"
+    model = tmp_path / "model"  # a local directory: the model name check passes it
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text("{}")
     path = tmp_path / "run.toml"
     path.write_text(
-        f'target = "{TARGET}"\ndata = "{ARITHMETIC}"\nmodel = "m"\noutput_dir = "{out}"\n'
+        f'target = "{TARGET}"\ndata = "{ARITHMETIC}"\nmodel = "{model}"\noutput_dir = "{out}"\n'
     )
     return path, out
 

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -401,8 +402,25 @@ def train(
             "benchmax train runs in one process (its run directory has one writer); for "
             "several GPUs launch a RolloutFunc script with accelerate (docs/training.md)"
         )
-    _check_model(config.model)  # a typo leaves no run directory behind
     layout = RunDirectory(Path(config.output_dir))
+    created = not layout.root.exists()
+    try:
+        return _locked_train(config, env, layout, auth_providers, env_definition, stop, on_event)
+    except BaseException:
+        if created and [path.name for path in layout.root.iterdir()] == [layout.lock.name]:
+            shutil.rmtree(layout.root)  # refused before writing anything: leave no directory
+        raise
+
+
+def _locked_train(
+    config: TrainConfig,
+    env: Callable[..., Environment[Any, Any]],
+    layout: RunDirectory,
+    auth_providers: Mapping[str, ModelAuth] | None,
+    env_definition: Mapping[str, object] | None,
+    stop: StopRequest | None,
+    on_event: Callable[[TrainEvent], None] | None,
+) -> TrainResult:
     with contextlib.ExitStack() as held:
         try:  # check, config and run under one lock: a second run writes nothing
             held.enter_context(layout.claimed())
@@ -430,6 +448,7 @@ def _claimed_train(
     emit: Callable[[TrainEvent], None],
 ) -> TrainResult:
     start = _checked_start(config, layout)
+    _check_model(config.model)
     providers = _providers(config, auth_providers)
     backend = _backend()
     import torch
