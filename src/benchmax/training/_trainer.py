@@ -59,6 +59,7 @@ from benchmax.training._coverage_check import StepCoverage
 from benchmax.training._errors import TrainingError
 from benchmax.training._evaluation import EMBEDDED_SAMPLER_URL, evaluate, sampling_args
 from benchmax.training._learning_signal import LearningWatch
+from benchmax.training._precision import MASTER_DTYPE
 from benchmax.training._ranks import Ranks, join_ranks
 from benchmax.training._trl_rollouts import (
     BRANCH_ROWS_KEY,
@@ -197,8 +198,8 @@ def _checked_start(config: TrainConfig, layout: RunDirectory) -> int:
     if differences:
         raise TrainError(
             f"cannot resume {layout.root} with other settings ({'; '.join(differences)}); "
-            "only steps, eval_every, save_every, report_to, torch_threads and "
-            "min_token_coverage may change"
+            "only steps, eval_every, save_every, save_total_limit, report_to, torch_threads "
+            "and min_token_coverage may change"
         )
     steps = layout.checkpoint_steps()
     if not steps:
@@ -376,6 +377,7 @@ class _Run:
                 self.groups.pop(step, []),
                 self.reward_weights,
                 weights_version=self.version_of_step.get(step, 0),
+                scale_rewards=self.config.advantage_scaling,
             )
             coverage = self.coverage.pop(step, None)
             if coverage is not None:  # what TRL was handed, not only what stitching allows
@@ -402,7 +404,24 @@ class _Run:
             return
         state = {"step": step, "calls_done": self.calls_done, "weights_version": self.version}
         (checkpoint / _STATE_FILE).write_text(json.dumps(state) + "\n")
+        self.checkpoint = checkpoint
+        if self.config.save_total_limit is not None:
+            for old in _prune_checkpoints(self.layout, self.config.save_total_limit):
+                limit = self.config.save_total_limit
+                message = f"removed {old} (--save-total-limit {limit})"
+                self.on_event(TrainEvent("note", step, self.config.steps, message, path=old))
         self.on_event(TrainEvent("checkpoint", step, self.config.steps, path=checkpoint))
+
+
+def _prune_checkpoints(layout: RunDirectory, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` checkpoints of ``layout``; the deleted paths."""
+    import shutil
+
+    steps = layout.checkpoint_steps()
+    removed = [layout.checkpoint(step) for step in steps[: max(len(steps) - keep, 0)]]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
 
 
 def _joined(config: TrainConfig) -> Ranks:
@@ -553,7 +572,12 @@ def _claimed_train(
                 f"--prompts-per-step {config.prompts_per_step}"
             )
         emit(TrainEvent("loading", start, config.steps, message=f"loading {config.model}"))
-        model, tokenizer = load_model(config.model)
+        model, tokenizer = load_model(config.model, dtype=MASTER_DTYPE)
+        if not torch.cuda.is_available():
+            parameters = sum(p.numel() for p in model.parameters())
+            note = _slow_cpu_note(config, parameters)
+            if note:
+                emit(TrainEvent("note", start, config.steps, note))
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         if not config.force:
@@ -635,7 +659,12 @@ def _claimed_train(
             checkpoints=layout.checkpoints,
         )
         if config.base_url is None:
-            sampler = PolicySampler(trainer.model, tokenizer, model_name=config.served_model)
+            sampler = PolicySampler(
+                trainer.model,
+                tokenizer,
+                model_name=config.served_model,
+                max_sequence_tokens=config.max_sequence_tokens,
+            )
             sampler.start()
             closing.append(sampler.close)
             base_url = sampler.base_url
@@ -720,6 +749,29 @@ def _check_tools_rendered(config: TrainConfig, env: object, tokenizer: Any) -> N
             "template renders tools (smollm2-135m-instruct, Qwen2.5/Qwen3 instruct models) "
             "or pass --force to train anyway"
         )
+
+
+_CPU_FLOPS_PER_THREAD = 2e10
+"""A rough sustained float32 rate of one CPU core (flop/s), for :func:`_slow_cpu_note`."""
+
+
+def _slow_cpu_note(config: TrainConfig, parameters: int) -> str | None:
+    """What will make a CPU step take well over a minute, or ``None``. The estimate: 8
+    flops per parameter per sampled token (2 to sample it, 6 to train on it, prompts
+    left out) over P x K x ``max_tokens`` tokens, at ~2e10 flop/s per torch thread."""
+    sequences = config.prompts_per_step * config.group_size
+    tokens = sequences * config.max_tokens
+    trained = parameters if not config.lora else parameters // 3  # no weight gradients
+    seconds = (
+        (2 * parameters + 6 * trained) * tokens / (_CPU_FLOPS_PER_THREAD * config.torch_threads)
+    )
+    if seconds < 90:
+        return None
+    return (
+        f"on a CPU a step may take ~{seconds / 60:.0f} min: {sequences} rollouts "
+        f"(--prompts-per-step x -k) of up to {config.max_tokens} tokens (--max-tokens) with "
+        f"{parameters / 1e6:.0f}M parameters; fewer or shorter rollouts, --lora or a GPU are faster"
+    )
 
 
 def _close_env(env: Environment[Any, Any]) -> None:
