@@ -68,6 +68,18 @@ HTTP_CASES: list[tuple[str, Any, int, str]] = [
         "no live episode",
     ),
     ("/step", {"action": {}, "episode_id": "x", "timeout_s": -2}, 422, "timeout_s"),
+    (
+        "/step",
+        {"action": {}, "episode_id": "x", "request_id": "r" * 256},
+        422,
+        "request_id must be a non-empty string of at most 255 characters",
+    ),
+    (
+        "/step",
+        {"action": {}, "episode_id": "x", "request_id": 7},
+        422,
+        "request_id must be a non-empty string of at most 255 characters",
+    ),
 ]
 
 
@@ -218,3 +230,18 @@ async def test_mcp_messages_over_the_websocket(server: RunningServer) -> None:
     assert reply["type"] == "mcp"
     answer = JsonRpcResponse.model_validate(reply["data"])
     assert answer.id == 7 and answer.result["content"][0]["text"] == '{"result":3}'
+
+
+async def test_mcp_tool_arguments_past_64_bits_stay_exact(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    big = 98765432109876543210987654321
+    created = await http.post(
+        server.base_url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}},
+    )
+    session_id = created.json()["result"]["session_id"]
+    params = f'{{"session_id": "{session_id}", "name": "add", "arguments": {{"a": {big}, "b": 1}}}}'
+    call = f'{{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {params}}}'
+    reply = await http.post(server.base_url + "/mcp", content=call.encode())
+    assert reply.json()["result"]["content"][0]["text"] == f'{{"result":{big + 1}}}'

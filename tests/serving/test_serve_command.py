@@ -133,6 +133,20 @@ async def test_benchmax_serve_openenv_support_chat_episode_then_ctrl_c() -> None
             ],
             "cannot serve QuickStartEnv's train split",
         ),
+        *(
+            (
+                [
+                    "examples/quickstart/env.py:QuickStartEnv",
+                    "--protocol",
+                    "openenv",
+                    option,
+                    value,
+                ],
+                f"Invalid value for '{option}': '{value}' is not a positive number of seconds",
+            )
+            for option in ("--header-timeout", "--body-timeout", "--write-timeout")
+            for value in ("nan", "inf", "1e400", "0", "-3")
+        ),
     ],
 )
 def test_serve_errors_are_one_line(

@@ -46,6 +46,7 @@ from benchmax.serving._mcp import (
     jsonrpc_error,
 )
 from benchmax.serving._sessions import (
+    MAX_ID_LENGTH,
     CapacityReached,
     ResetOptions,
     Session,
@@ -54,7 +55,13 @@ from benchmax.serving._sessions import (
 )
 from benchmax.serving._step_replies import StepReplies
 from benchmax.serving._websocket import refuse, serve_messages
-from benchmax.serving._wire import BodyTimeout, BodyTooLarge, WebSocketLink, body_refusal
+from benchmax.serving._wire import (
+    BodyTimeout,
+    BodyTooLarge,
+    WebSocketLink,
+    body_refusal,
+    decode_json,
+)
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -376,7 +383,7 @@ class OpenEnvRoutes:
         except (BodyTimeout, BodyTooLarge) as error:
             return body_refusal(self.wire, error)
         try:
-            data = orjson.loads(raw)
+            data = decode_json(raw)
         except orjson.JSONDecodeError:
             return self.wire.json_response(jsonrpc_error(PARSE_ERROR, "Parse error"))
         return self.wire.json_response(await self.mcp.handle(data))
@@ -405,7 +412,7 @@ class OpenEnvRoutes:
         async def handle(raw: str | bytes) -> tuple[object, bool]:
             session.touch()
             try:
-                data = orjson.loads(raw)
+                data = decode_json(raw)
             except orjson.JSONDecodeError as error:
                 return jsonrpc_error(PARSE_ERROR, f"Parse error: {error}"), False
             if (
@@ -448,7 +455,7 @@ class OpenEnvRoutes:
     async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[object, bool]:
         session.touch()
         try:
-            message = orjson.loads(raw)
+            message = decode_json(raw)
         except orjson.JSONDecodeError as error:
             return _ws_error("INVALID_JSON", f"Invalid JSON: {error}"), False
         if not isinstance(message, dict):
@@ -496,7 +503,7 @@ class OpenEnvRoutes:
         if not raw.strip() and allow_empty:
             return {}
         try:
-            data = orjson.loads(raw)
+            data = decode_json(raw)
         except orjson.JSONDecodeError as error:
             raise _Refused(422, "INVALID_JSON", f"the request body is not JSON: {error}") from None
         if not isinstance(data, dict):
@@ -563,10 +570,12 @@ def _step_fields(
         raise _Refused(422, "VALIDATION_ERROR", "timeout_s must be a positive number")
     request_id = data.get("request_id")
     if request_id is not None and (
-        not isinstance(request_id, str) or not request_id or len(request_id) > 255
+        not isinstance(request_id, str) or not request_id or len(request_id) > MAX_ID_LENGTH
     ):
         raise _Refused(
-            422, "VALIDATION_ERROR", "request_id must be a non-empty string of at most 255"
+            422,
+            "VALIDATION_ERROR",
+            f"request_id must be a non-empty string of at most {MAX_ID_LENGTH} characters",
         )
     return action, None if timeout is None else float(timeout), request_id
 
