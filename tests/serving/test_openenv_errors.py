@@ -245,3 +245,29 @@ async def test_mcp_tool_arguments_past_64_bits_stay_exact(
     call = f'{{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {params}}}'
     reply = await http.post(server.base_url + "/mcp", content=call.encode())
     assert reply.json()["result"]["content"][0]["text"] == f'{{"result":{big + 1}}}'
+
+
+async def test_mcp_close_with_a_non_string_session_id_says_it_must_be_a_string(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "method": "openenv/session/close",
+        "params": {"session_id": 5},
+        "id": 1,
+    }
+    answer = JsonRpcResponse.model_validate(
+        (await http.post(server.base_url + "/mcp", json=body)).json()
+    )
+    assert answer.error is not None and answer.error.code == -32602
+    assert "'session_id' must be a non-empty string" in answer.error.message
+
+
+async def test_state_refuses_an_over_long_episode_id_without_echoing_it(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    long_id = "e" * 300
+    reply = await http.get(server.base_url + "/state", params={"episode_id": long_id})
+    assert reply.status_code == 422
+    assert "episode_id must be a non-empty string of at most 255 characters" in reply.text
+    assert long_id not in reply.text

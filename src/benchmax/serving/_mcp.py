@@ -247,8 +247,12 @@ class McpHandler:
 
     async def _close(self, params: dict[str, object], current: Session | None) -> object:
         session_id = params.get("session_id")
-        if not isinstance(session_id, str) or not session_id:
+        if session_id is None:
             raise _RpcError(INVALID_PARAMS, "Invalid params - 'session_id' is required")
+        if not isinstance(session_id, str) or not session_id:
+            raise _RpcError(
+                INVALID_PARAMS, "Invalid params - 'session_id' must be a non-empty string"
+            )
         session = self.sessions.by_episode.get(session_id)
         if session is None:
             raise _RpcError(INVALID_PARAMS, f"Unknown session_id: {session_id}")

@@ -206,6 +206,11 @@ class OpenEnvRoutes:
         episode_id = request.query.get("episode_id")
         if episode_id is None:
             return self.wire.json_response(_state(None))
+        if not episode_id or len(episode_id) > MAX_ID_LENGTH:
+            return self._http_error(
+                422,
+                f"episode_id must be a non-empty string of at most {MAX_ID_LENGTH} characters",
+            )
         session = self.sessions.by_episode.get(episode_id)
         if session is None or session.episode is None:
             return self._http_error(404, f"no live episode {episode_id!r}")
