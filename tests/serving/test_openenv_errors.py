@@ -271,3 +271,23 @@ async def test_state_refuses_an_over_long_episode_id_without_echoing_it(
     assert reply.status_code == 422
     assert "episode_id must be a non-empty string of at most 255 characters" in reply.text
     assert long_id not in reply.text
+
+
+async def test_a_json_rpc_notification_over_http_gets_no_reply_body(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    notification = {"jsonrpc": "2.0", "method": "tools/list"}
+    reply = await http.post(server.base_url + "/mcp", json=notification)
+    assert reply.status_code == 202 and reply.content == b""
+    invalid = await http.post(server.base_url + "/mcp", json={"jsonrpc": "1.0", "method": "x"})
+    assert invalid.json()["id"] is None and invalid.json()["error"]["code"] == -32600
+
+
+async def test_a_json_rpc_notification_over_the_websocket_gets_nothing_back(
+    server: RunningServer,
+) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(server.base_url + "/mcp") as ws:
+        await ws.send_json({"jsonrpc": "2.0", "method": "tools/list"})
+        await ws.send_json({"jsonrpc": "2.0", "method": "tools/list", "id": 2})
+        reply = await ws.receive_json(timeout=BOUND)
+    assert reply["id"] == 2

@@ -73,8 +73,12 @@ class McpHandler:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
 
-    async def handle(self, request: object, *, session: Session | None = None) -> dict[str, object]:
-        """The JSON-RPC response to one decoded request (never raises)."""
+    async def handle(
+        self, request: object, *, session: Session | None = None
+    ) -> dict[str, object] | None:
+        """The JSON-RPC response to one decoded request (never raises); ``None`` for a
+        valid notification (a request with no ``id`` member), which JSON-RPC 2.0 answers
+        with nothing. An invalid request is answered even without an ``id``."""
         if not isinstance(request, dict):
             return jsonrpc_error(INVALID_REQUEST, "a JSON-RPC request must be an object")
         request_id = request.get("id")
@@ -93,9 +97,10 @@ class McpHandler:
         if not isinstance(params, dict):
             return jsonrpc_error(INVALID_PARAMS, "Params must be an object", request_id)
         try:
-            return _result(await self._call(method, params, session), request_id)
+            answer = _result(await self._call(method, params, session), request_id)
         except _RpcError as error:
-            return jsonrpc_error(error.code, str(error), request_id, error.data)
+            answer = jsonrpc_error(error.code, str(error), request_id, error.data)
+        return answer if "id" in request else None
 
     async def _call(
         self, method: str, params: dict[str, object], session: Session | None

@@ -383,6 +383,8 @@ class OpenEnvRoutes:
         return {"observation": called, "reward": served["reward"], "done": served["done"]}
 
     async def mcp_http(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         try:
             raw = await self.wire.read_body(request)
         except (BodyTimeout, BodyTooLarge) as error:
@@ -391,7 +393,10 @@ class OpenEnvRoutes:
             data = decode_json(raw)
         except orjson.JSONDecodeError:
             return self.wire.json_response(jsonrpc_error(PARSE_ERROR, "Parse error"))
-        return self.wire.json_response(await self.mcp.handle(data))
+        answer = await self.mcp.handle(data)
+        if answer is None:  # a notification: accepted, no body
+            return web.Response(status=202)
+        return self.wire.json_response(answer)
 
     # --- WebSocket ------------------------------------------------------------
 
@@ -490,6 +495,8 @@ class OpenEnvRoutes:
                     if not isinstance(data, dict):
                         raise _Refused(422, "VALIDATION_ERROR", "data must be a JSON-RPC object")
                     answer = await self.mcp.handle(data, session=session)
+                    if answer is None:  # a notification: nothing is sent back
+                        return None, False
                     return {"type": "mcp", "data": answer}, False
                 case _:
                     return _ws_error("UNKNOWN_TYPE", f"Unknown message type: {kind}"), False
