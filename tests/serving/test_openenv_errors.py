@@ -291,3 +291,12 @@ async def test_a_json_rpc_notification_over_the_websocket_gets_nothing_back(
         await ws.send_json({"jsonrpc": "2.0", "method": "tools/list", "id": 2})
         reply = await ws.receive_json(timeout=BOUND)
     assert reply["id"] == 2
+
+
+async def test_an_mcp_notification_on_ws_gets_nothing_back(server: RunningServer) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(server.base_url + "/ws") as ws:
+        await ws.send_json({"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list"}})
+        listing = {"jsonrpc": "2.0", "method": "tools/list", "id": 3}
+        await ws.send_json({"type": "mcp", "data": listing})
+        reply = await ws.receive_json(timeout=BOUND)
+    assert reply["type"] == "mcp" and reply["data"]["id"] == 3

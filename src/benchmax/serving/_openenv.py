@@ -494,10 +494,10 @@ class OpenEnvRoutes:
                 case "mcp":
                     if not isinstance(data, dict):
                         raise _Refused(422, "VALIDATION_ERROR", "data must be a JSON-RPC object")
-                    answer = await self.mcp.handle(data, session=session)
-                    if answer is None:  # a notification: nothing is sent back
+                    rpc_answer = await self.mcp.handle(data, session=session)
+                    if rpc_answer is None:  # a notification: nothing is sent back
                         return None, False
-                    return {"type": "mcp", "data": answer}, False
+                    return {"type": "mcp", "data": rpc_answer}, False
                 case _:
                     return _ws_error("UNKNOWN_TYPE", f"Unknown message type: {kind}"), False
         except _Refused as refused:
