@@ -300,3 +300,26 @@ async def test_an_mcp_notification_on_ws_gets_nothing_back(server: RunningServer
         await ws.send_json({"type": "mcp", "data": listing})
         reply = await ws.receive_json(timeout=BOUND)
     assert reply["type"] == "mcp" and reply["data"]["id"] == 3
+
+
+async def test_http_reset_naming_an_episode_a_websocket_holds_is_refused(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    async with aiohttp.ClientSession() as client, client.ws_connect(server.base_url + "/ws") as ws:
+        await ws.send_json({"type": "reset", "data": {"seed": 0, "episode_id": "held-by-ws"}})
+        opened = await ws.receive_json(timeout=BOUND)
+        assert opened["type"] == "observation", opened
+        reply = await http.post(server.base_url + "/reset", json={"episode_id": "held-by-ws"})
+        assert reply.status_code == 409
+        assert "episode_id 'held-by-ws' is in use by a websocket session" in reply.text
+
+
+async def test_http_reset_naming_an_mcp_session_is_refused(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    create = {"jsonrpc": "2.0", "method": "openenv/session/create", "params": {}, "id": 1}
+    created = (await http.post(server.base_url + "/mcp", json=create)).json()
+    session_id = created["result"]["session_id"]
+    reply = await http.post(server.base_url + "/reset", json={"episode_id": session_id})
+    assert reply.status_code == 409
+    assert f"episode_id {session_id!r} is in use by a" in reply.text
