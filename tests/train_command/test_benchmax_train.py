@@ -25,7 +25,6 @@ import pytest
 pytest.importorskip("trl")
 
 from click.testing import CliRunner
-from tests.trl_training.tiny_policy import build_model, build_tokenizer
 
 from benchmax.cli import cli
 from benchmax.results import read_results
@@ -73,16 +72,6 @@ def invoke(*args: object) -> Any:
     result = CliRunner().invoke(cli, [str(a) for a in args])
     assert result.exit_code == 0, result.output
     return result
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A randomly initialised 2-layer Qwen2 and its tokenizer, saved as a model directory."""
-    directory = tmp_path_factory.mktemp("tiny-model")
-    tokenizer = build_tokenizer()
-    build_model(tokenizer).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
 
 
 @pytest.fixture(scope="module")

@@ -3,21 +3,26 @@
 The options are derived from ``benchmax.training.TrainConfig`` (one per field, with its
 documentation); ``--config FILE.toml`` holds the same keys, and options given on the
 command line override the file. Ctrl-C or SIGTERM stops after the current step with a
-checkpoint; a second one stops at once.
+checkpoint; a second one stops at once. ``--num-processes N`` launches N data-parallel
+processes (``_train_launch``); a process a launcher started (``WORLD_SIZE``) trains as
+one rank of the run, and only rank 0 prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
+import os
 import shlex
 import signal
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from click.core import ParameterSource
@@ -46,6 +51,10 @@ from benchmax.training._config import (
 __all__ = ["train_command"]
 
 _SETTINGS = {setting.name: setting for setting in config_settings()}
+_REPORT_SECONDS = 20.0
+"""How long a rank other than 0 waits before it leaves a run that stopped or could not
+start: rank 0 ends the same way and reports it, and the launcher stops the other processes
+as soon as one exits with a failure status, so they must not exit before it."""
 
 
 def _shown_default(setting: Setting) -> str:
@@ -262,9 +271,32 @@ def train_command(
         }
     except TargetError as error:
         raise click.ClickException(str(error)) from None
+    if config.accelerate_config is not None and not config.accelerate_config.is_file():
+        raise click.ClickException(f"accelerate config file not found: {config.accelerate_config}")
+    if config.num_processes > 1 and "WORLD_SIZE" not in os.environ:
+        from benchmax.cli._train_launch import launch_processes
+
+        try:
+            status = launch_processes(config, as_json=as_json)
+        except ImportError as error:
+            raise click.ClickException(
+                f"benchmax train needs the trl extra ({error.name or error} is missing): "
+                "pip install 'benchmax[trl]'"
+            ) from None
+        if status:
+            raise SystemExit(status)
+        return
     env_factory = functools.partial(env_target.env_class, **env_target.constructor_args)
     definition = bundle_definition(env_target, dict(config.env_args))
     _run(config, env_factory, providers, definition, as_json=as_json)
+
+
+def _rank() -> int:
+    """This process's rank under a launcher (``RANK``), 0 without one."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
 
 
 def _run(
@@ -277,7 +309,10 @@ def _run(
 ) -> None:
     from benchmax.training import StopRequest, TrainError, train
 
-    console = Console(stderr=True)
+    rank = _rank()
+    console = Console(stderr=True, quiet=rank != 0)  # only rank 0 reports
+    if rank:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # rank 0 warns once
     logging.getLogger("benchmax").addHandler(logging.NullHandler())  # rollout logs: files only
     warnings.filterwarnings("ignore", category=FutureWarning)
     stop = StopRequest()
@@ -321,22 +356,27 @@ def _run(
             _report_eval_stop(console, config, interrupted_eval[0])
         else:
             _report_stop(console, config, saved=None)
-        raise SystemExit(signals.exit_status) from None
+        _leave(rank, signals.exit_status)
     except TrainError as error:
         display.close()
+        if rank:  # every rank meets the same setting or directory: rank 0 says it
+            _leave(rank, 1)
         raise click.ClickException(str(error)) from None
     except FileNotFoundError as error:
         display.close()
         raise click.ClickException(f"file not found: {error.filename or error}") from None
     except Exception as error:  # the environment, the model loader or TRL failed
         display.close()
+        where = f"rank {rank}: " if rank else ""
         if _disk_full(error):
             raise click.ClickException(
-                f"training failed: the disk holding {config.output_dir} is full (a file could "
-                "not be written whole); free space, then resume with: "
+                f"{where}training failed: the disk holding {config.output_dir} is full (a file "
+                "could not be written whole); free space, then resume with: "
                 f"{_resume_command(config)}"
             ) from None
-        raise click.ClickException(f"training failed: {type(error).__name__}: {error}") from None
+        raise click.ClickException(
+            f"{where}training failed: {type(error).__name__}: {error}"
+        ) from None
     finally:
         display.close()
     assert result is not None
@@ -344,7 +384,9 @@ def _run(
         raise Untrustworthy(f"untrustworthy: {result.failure}")
     if result.stopped:
         _report_stop(console, config, saved=result.checkpoint)
-        raise SystemExit(signals.exit_status)
+        _leave(rank, signals.exit_status)
+    if rank:
+        return
     if as_json:
         echo_json(
             {
@@ -362,6 +404,15 @@ def _run(
         out.print("[bold]base vs final[/] on the eval split (eval/compare.json):")
         render_comparison(result.comparison, base, final, out)
     out.print(f"see it: benchmax view {shlex.quote(str(result.output_dir))}", soft_wrap=True)
+
+
+def _leave(rank: int, status: int) -> NoReturn:
+    """Exit with ``status``; a rank other than 0 first gives rank 0 :data:`_REPORT_SECONDS`
+    to report and exit (the launcher then ends this process)."""
+    if rank:
+        with contextlib.suppress(KeyboardInterrupt):  # the launcher's SIGTERM, as an interrupt
+            time.sleep(_REPORT_SECONDS)
+    raise SystemExit(status)
 
 
 def _report_eval_stop(console: Console, config: TrainConfig, step: int) -> None:

@@ -115,12 +115,16 @@ def parse_chat_request(
     *,
     model_name: str,
     max_model_len: int,
+    max_sequence_tokens: int | None = None,
     prompt_ids: Sequence[int] | None = None,
 ) -> ChatRequest:
     """Validate a chat-completions body and render its prompt (or take ``prompt_ids``, a
     rollout's continued token stream); ``RequestError`` (400) naming the bad field, 404 for
     another model name, 400 with vLLM's "maximum context length" wording when prompt +
-    ``max_tokens`` does not fit."""
+    ``max_tokens`` does not fit. ``max_sequence_tokens`` is a sequence budget below the
+    context window: ``max_tokens`` is cut to what the prompt leaves of it (the reply then
+    ends with ``length``), and a prompt that already fills it gets the same "maximum
+    context length" 400."""
     if not isinstance(body, Mapping):
         raise RequestError("the body must be a JSON object")
     model = body.get("model", model_name)
@@ -147,6 +151,16 @@ def parse_chat_request(
             f"{limit} in the completion). Please reduce the length of the messages or "
             "completion."
         )
+    if max_sequence_tokens is not None:
+        left = max_sequence_tokens - len(prompt_ids)
+        if left < 1:
+            raise RequestError(
+                f"This model's maximum context length is {max_sequence_tokens} tokens (the "
+                f"rollout's token budget, --max-sequence-tokens). However, you requested "
+                f"{len(prompt_ids) + 1} tokens ({len(prompt_ids)} in the messages, 1 in the "
+                "completion). Please reduce the length of the messages or completion."
+            )
+        limit = min(limit, left)
     top_logprobs = body.get("top_logprobs") or 0
     if not _is_int(top_logprobs) or not 0 <= top_logprobs <= _MAX_TOP_LOGPROBS:
         raise RequestError(f"top_logprobs must be an integer from 0 to {_MAX_TOP_LOGPROBS}")

@@ -65,8 +65,10 @@ class PolicySampler:
     :data:`RequestFilter`), ``on_completion`` (called on the server's thread with every
     :class:`~benchmax.training._decoding.Sampled` before its reply is sent),
     ``max_model_len`` (default: the config's ``max_position_embeddings``), ``seed`` (for
-    requests without one) and ``gather_seconds`` (how long a pause in arrivals ends the
-    gathering of a batch).
+    requests without one), ``gather_seconds`` (how long a pause in arrivals ends the
+    gathering of a batch) and ``max_sequence_tokens`` (a token budget per sequence below
+    the context window: a reply is cut where prompt + completion reach it, with
+    ``finish_reason`` ``length``; a prompt that already fills it gets the context-length 400).
 
     Use it as a context manager or call :meth:`start` and :meth:`close`. The trainer calls
     :meth:`weights_updated` after each optimizer step; each reply carries the
@@ -89,6 +91,7 @@ class PolicySampler:
         max_model_len: int | None = None,
         seed: int | None = None,
         gather_seconds: float = 0.01,
+        max_sequence_tokens: int | None = None,
     ) -> None:
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int):
             raise ValueError(f"max_batch_size must be an integer, got {max_batch_size!r}")
@@ -96,6 +99,14 @@ class PolicySampler:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
         if not isinstance(model_name, str) or not model_name:
             raise ValueError("model_name must be a non-empty string")
+        if max_sequence_tokens is not None and (
+            isinstance(max_sequence_tokens, bool)
+            or not isinstance(max_sequence_tokens, int)
+            or max_sequence_tokens < 1
+        ):
+            raise ValueError(
+                f"max_sequence_tokens must be a positive integer, got {max_sequence_tokens!r}"
+            )
         context = _context_length(model, tokenizer) if max_model_len is None else max_model_len
         if isinstance(context, bool) or not isinstance(context, int) or context < 1:
             raise ValueError(f"max_model_len must be a positive integer, got {context!r}")
@@ -103,6 +114,7 @@ class PolicySampler:
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.max_model_len = context
+        self.max_sequence_tokens = max_sequence_tokens
         self._host = host
         self._port = port
         self._max_batch = max_batch_size
@@ -260,6 +272,7 @@ class PolicySampler:
                     body,
                     model_name=self.model_name,
                     max_model_len=self.max_model_len,
+                    max_sequence_tokens=self.max_sequence_tokens,
                     prompt_ids=continued,
                 )
         except RequestError as error:
