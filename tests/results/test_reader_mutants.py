@@ -240,5 +240,6 @@ def test_a_scan_of_lazy_lines_keys_each_group(tmp_path: Path) -> None:
 def test_the_summary_reader_names_the_file_of_a_damaged_record(tmp_path: Path) -> None:
     records = [dict(rollout(0, "ex0", k, rewards={"correct": 1.0}), attempt=-1) for k in range(2)]
     path = write(tmp_path / "r.jsonl", header(group_size=2), records)  # attempt: no Trajectory's
-    with pytest.raises(ResultsFileError, match=rf"^{path}: example 0 has a damaged record: "):
+    # checked line by line as ``read_results`` checks it, so named by file:line
+    with pytest.raises(ResultsFileError, match=rf"^{path}:2 is not a rollout record: "):
         read_results_summary(path)

@@ -264,13 +264,9 @@ def _complete_groups(
         if build is None:
             item = LazyRollout(path, number, raw, record)
         elif build:
-            try:
-                item = Trajectory.from_json(record)
-            except (TypeError, ValueError) as error:
-                raise ResultsFileError(
-                    f"{path}:{number} is not a rollout record: {error}"
-                ) from None
+            item = _trajectory(path, number, record)
         else:
+            _trajectory(path, number, record)  # the line is checked as ``build`` checks it
             item = {name: record[name] for name in SUMMARY_FIELDS if name in record}
             item["example_index"], item["attempt"] = key
         records = pending.setdefault(key, [])
@@ -280,6 +276,15 @@ def _complete_groups(
             if overfull is not None:
                 completed.setdefault(key[1], set()).add(key[0])
             yield [r[2] for r in sorted(records, key=lambda r: r[0])]
+
+
+def _trajectory(path: Path, number: int, record: dict[str, Any]) -> Trajectory:
+    """Line ``number``'s record as a ``Trajectory``; raises ``ResultsFileError`` naming
+    ``file:line`` for a record that is not one (its ``model_calls`` included)."""
+    try:
+        return Trajectory.from_json(record)
+    except (TypeError, ValueError) as error:
+        raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
 
 
 def _complete(records: Sequence[tuple[Any, Any, Any]], size: object) -> bool:

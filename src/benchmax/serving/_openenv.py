@@ -206,6 +206,11 @@ class OpenEnvRoutes:
         episode_id = request.query.get("episode_id")
         if episode_id is None:
             return self.wire.json_response(_state(None))
+        if not episode_id or len(episode_id) > MAX_ID_LENGTH:
+            return self._http_error(
+                422,
+                f"episode_id must be a non-empty string of at most {MAX_ID_LENGTH} characters",
+            )
         session = self.sessions.by_episode.get(episode_id)
         if session is None or session.episode is None:
             return self._http_error(404, f"no live episode {episode_id!r}")
@@ -378,6 +383,8 @@ class OpenEnvRoutes:
         return {"observation": called, "reward": served["reward"], "done": served["done"]}
 
     async def mcp_http(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         try:
             raw = await self.wire.read_body(request)
         except (BodyTimeout, BodyTooLarge) as error:
@@ -386,7 +393,10 @@ class OpenEnvRoutes:
             data = decode_json(raw)
         except orjson.JSONDecodeError:
             return self.wire.json_response(jsonrpc_error(PARSE_ERROR, "Parse error"))
-        return self.wire.json_response(await self.mcp.handle(data))
+        answer = await self.mcp.handle(data)
+        if answer is None:  # a notification: accepted, no body
+            return web.Response(status=202)
+        return self.wire.json_response(answer)
 
     # --- WebSocket ------------------------------------------------------------
 
@@ -484,8 +494,10 @@ class OpenEnvRoutes:
                 case "mcp":
                     if not isinstance(data, dict):
                         raise _Refused(422, "VALIDATION_ERROR", "data must be a JSON-RPC object")
-                    answer = await self.mcp.handle(data, session=session)
-                    return {"type": "mcp", "data": answer}, False
+                    rpc_answer = await self.mcp.handle(data, session=session)
+                    if rpc_answer is None:  # a notification: nothing is sent back
+                        return None, False
+                    return {"type": "mcp", "data": rpc_answer}, False
                 case _:
                     return _ws_error("UNKNOWN_TYPE", f"Unknown message type: {kind}"), False
         except _Refused as refused:
