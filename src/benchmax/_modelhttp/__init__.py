@@ -47,6 +47,7 @@ from benchmax._modelhttp.headers import sendable_auth_headers, wire_headers
 from benchmax._modelhttp.in_process import Handler as InProcessHandler
 from benchmax._modelhttp.in_process import register as register_in_process
 from benchmax._modelhttp.in_process import unregister as unregister_in_process
+from benchmax._modelhttp.json_codec import encode as encode_json
 from benchmax._modelhttp.models_probe import ModelsAnswer, ModelsUnreachable, get_models
 from benchmax._modelhttp.replies import (
     Reply,
@@ -100,6 +101,7 @@ __all__ = [
     "ToolCall",
     "add_usage",
     "complete_once",
+    "encode_json",
     "finish_reason_table",
     "get_models",
     "loop_pool",

@@ -12,6 +12,12 @@ unknown or foreign key (another rollout's key on this rollout's path) is answere
 and counted (``rejected_requests``). The endpoint never forwards the program's headers:
 the upstream gets its own credential from the session. It listens on 127.0.0.1 by
 default and writes no access log (paths carry rollout ids, never keys).
+
+Per call the endpoint decodes the program's body once and encodes the upstream request once
+(orjson), reads the upstream reply over the event loop's shared keep-alive pool
+(``benchmax._modelhttp``), and answers with one write: the reply's JSON, or the whole event
+stream as one body. It serves with aiohttp's low-level server (one handler, no router or
+middleware); docs/performance.md has its cost per call.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 from urllib.parse import quote, unquote
 
+import orjson
+
+from benchmax._modelhttp import encode_json
 from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelAuth
 from benchmax.capture._calls import CapturedCall
@@ -99,9 +108,9 @@ class CaptureEndpoint:
     async def start(self) -> Self:
         from aiohttp import web
 
-        app = web.Application(client_max_size=_MAX_BODY)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # The low-level server: one handler for every path, no router, no middleware.
+        server = web.Server(self._handle, access_log=None)
+        runner = web.ServerRunner(server, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self._host, self._port, reuse_address=True)
         await site.start()
@@ -175,7 +184,7 @@ class CaptureEndpoint:
             del self._by_key[session.api_key]
         await session.aclose()
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.path
         if path.endswith(_COMPLETIONS):
             prefix, route = path[: -len(_COMPLETIONS)], "completions"
@@ -195,8 +204,11 @@ class CaptureEndpoint:
             return _json(200, listing)
         if request.method != "POST":
             return _error(Refusal(405, "method_not_allowed", "use POST for /chat/completions"))
+        raw = await _request_body(request)
+        if isinstance(raw, Refusal):
+            return _error(raw)
         try:
-            body = json.loads(await request.read(), parse_constant=_no_constant)
+            body = _decoded_request(raw)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than json decodes
             return _error(Refusal(400, "invalid_json", "the request body is not JSON"))
         if not isinstance(body, dict):
@@ -206,9 +218,9 @@ class CaptureEndpoint:
             return _error(answer)
         if self._on_call is not None:
             self._on_call(session, answer)
-        return await _reply(request, answer)
+        return _reply(answer)
 
-    def _session_for(self, request: web.Request, prefix: str) -> CaptureSession | Refusal:
+    def _session_for(self, request: web.BaseRequest, prefix: str) -> CaptureSession | Refusal:
         header = request.headers.get("Authorization", "")
         scheme, _, key = header.partition(" ")
         session = self._by_key.get(key.strip()) if scheme.lower() == "bearer" else None
@@ -220,8 +232,37 @@ class CaptureEndpoint:
         return session
 
 
+async def _request_body(request: web.BaseRequest) -> bytes | Refusal:
+    """The whole request body, or a 413 refusal past ``_MAX_BODY`` bytes."""
+    too_large = Refusal(
+        413, "request_too_large", f"the request body is over {_MAX_BODY // 2**20} MiB"
+    )
+    length = request.content_length
+    if length is not None:
+        if length > _MAX_BODY:
+            return too_large
+        return await request.content.read()  # ends at the declared length
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.content.iter_any():  # chunked: no length declared
+        size += len(part)
+        if size > _MAX_BODY:
+            return too_large
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _decoded_request(raw: bytes) -> object:
+    """The request's JSON; ``ValueError`` when it is not JSON, or holds ``NaN``/``Infinity``
+    (not JSON, and a recorded call must write back as JSON)."""
+    try:
+        return orjson.loads(raw)  # refuses NaN and Infinity itself
+    except orjson.JSONDecodeError:
+        # what orjson refuses but JSON allows (lone surrogate escapes, huge numbers)
+        return json.loads(raw, parse_constant=_no_constant)
+
+
 def _no_constant(name: str) -> object:
-    """Refuse ``NaN``/``Infinity``: not JSON, and a recorded call must write back as JSON."""
     raise ValueError(f"{name} is not JSON")
 
 
@@ -234,7 +275,9 @@ def _named_rollout(prefix: str) -> str | None:
     return unquote(rest)
 
 
-async def _reply(request: web.Request, call: CapturedCall) -> web.StreamResponse:
+def _reply(call: CapturedCall) -> web.Response:
+    """The program's answer; a stream it asked for is sent whole, as one body (the reply is
+    complete before the first event: nothing is gained by writing events one by one)."""
     from aiohttp import web
 
     reply = program_reply(call)
@@ -242,24 +285,17 @@ async def _reply(request: web.Request, call: CapturedCall) -> web.StreamResponse
         return _json(200, reply)
     options = call.request.get("stream_options")
     include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-    response = web.StreamResponse(
-        status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    return web.Response(
+        status=200,
+        body=b"".join(reply_events(reply, include_usage=include_usage)),
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
     )
-    await response.prepare(request)
-    for event in reply_events(reply, include_usage=include_usage):
-        await response.write(event)
-    await response.write_eof()
-    return response
 
 
 def _json(status: int, body: object) -> web.Response:
     from aiohttp import web
 
-    return web.Response(
-        status=status,
-        body=json.dumps(body, separators=(",", ":")).encode(),
-        content_type="application/json",
-    )
+    return web.Response(status=status, body=encode_json(body), content_type="application/json")
 
 
 def _error(refusal: Refusal) -> web.Response:

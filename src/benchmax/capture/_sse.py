@@ -11,9 +11,10 @@ streamed reply.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+from benchmax._modelhttp import encode_json
 
 __all__ = ["reply_events"]
 
@@ -72,4 +73,4 @@ def _event(
 
 
 def _data(chunk: Mapping[str, Any]) -> bytes:
-    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + encode_json(chunk) + b"\n\n"
