@@ -41,8 +41,9 @@ class EchoAnswerEnv(BaseEnv):
 
 
 @contextlib.contextmanager
-def server_process(command: Sequence[str]) -> Iterator[str]:
-    """Run a server that prints ``listening on URL`` in its own process; yield the URL."""
+def server_process(command: Sequence[str], pids: list[int] | None = None) -> Iterator[str]:
+    """Run a server that prints ``listening on URL`` in its own process; yield the URL
+    (its process id is appended to ``pids`` when given)."""
     process = subprocess.Popen(
         [sys.executable, *command],
         stdout=subprocess.PIPE,
@@ -53,6 +54,8 @@ def server_process(command: Sequence[str]) -> Iterator[str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
         },
     )
+    if pids is not None:
+        pids.append(process.pid)
     try:
         assert process.stdout is not None
         line = process.stdout.readline()

@@ -1,20 +1,29 @@
-"""Capture endpoint benchmarks (issue 37): per-call overhead, throughput, memory.
+"""Capture endpoint benchmarks (issue 37): added latency, CPU per call, throughput, memory.
 
 A keep-alive server with canned vLLM-shaped token replies (``_token_server.py``, 16
 completion and 64 prompt tokens: the cost measured is the endpoint's, not JSON size) runs in
-its own process. A load generator, also in its own process (as agent programs are), keeps
-``--agents`` requests in flight with one aiohttp session per agent:
+its own process. A load generator, also in its own process (as agent programs are), sends
+calls with one aiohttp session per agent, either straight to the server (asking for token
+ids, as capture does: **direct**) or through a ``CaptureEndpoint`` in this process, each
+agent with its own session (base URL and key), every call recorded with its tokens
+(**captured**). Printed:
 
-1. **direct**: the load generator posts straight to the server (asking for token ids, as
-   capture does);
-2. **captured**: the same load through a ``CaptureEndpoint`` in this process, each agent
-   with its own session (base URL and key); every call is recorded with its tokens.
+1. **added latency**: one agent calling in sequence, the median time of a call direct and
+   captured, and their difference (what a rollout waits for per model call);
+2. **CPU per call** of each process (load generator, endpoint, server), read from the
+   kernel's accounting (``time.process_time``, ``/proc/PID/stat``): the endpoint's is its
+   cost, stable on a busy machine where rates are not (target <= 1 ms);
+3. **throughput** at ``--agents`` in flight, direct and captured, and what the CPU figures
+   allow: each process is one thread (at most one core's worth of calls) and together they
+   have the machine's cores, so the rate cannot pass ``1 / max(each process's CPU per call,
+   their sum / cores)``; the ratio of those bounds is what the throughput ratio can reach
+   however the cores are shared (the issue's target is >= 90%);
+4. **memory** (Python allocations) of 1,000 live sessions with one recorded call each;
+5. with ``--instructions``: the endpoint process's instructions per call under
+   ``valgrind --tool=callgrind`` (two runs of different lengths; start-up cancels out), the
+   figure to compare versions with on a machine whose load varies.
 
-Printed: calls/s of each and their ratio (target >= 90% at 256 agents), the endpoint's
-CPU per call in this process (target <= 1 ms), and the memory (Python allocations) of 1,000 live
-sessions with one recorded call each.
-
-    uv run python benchmarks/capture.py [--agents 256] [--calls 20000]
+    uv run python benchmarks/capture.py [--agents 256] [--calls 10000] [--instructions]
 """
 
 from __future__ import annotations
@@ -24,11 +33,16 @@ import asyncio
 import gc
 import json
 import os
+import re
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -37,11 +51,23 @@ sys.path.insert(0, str(HERE))
 from _harness import server_process  # noqa: E402
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "What is 6 * 7?"}]}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one load-generator run measured: calls/s, the median and 90th-percentile
+    seconds of a call, and the load generator's CPU seconds per call."""
+
+    rate: float
+    median: float
+    p90: float
+    client_cpu: float
 
 
 async def _load(urls_and_keys: list[tuple[str, str]], calls: int, token_fields: bool) -> None:
-    """The load generator: one worker per (url, key), ``calls`` calls in all; prints
-    ``rate seconds``."""
+    """The load generator: one worker per (url, key), ``calls`` calls in all; prints its
+    :class:`Load` as JSON."""
     import aiohttp
 
     body = dict(BODY)
@@ -49,6 +75,7 @@ async def _load(urls_and_keys: list[tuple[str, str]], calls: int, token_fields: 
         body.update({"logprobs": True, "return_token_ids": True})
     data = json.dumps(body).encode()
     remaining = calls
+    seconds: list[float] = []
 
     async def worker(url: str, key: str) -> None:
         nonlocal remaining
@@ -57,29 +84,64 @@ async def _load(urls_and_keys: list[tuple[str, str]], calls: int, token_fields: 
         async with aiohttp.ClientSession(connector=connector) as http:
             while remaining > 0:
                 remaining -= 1
+                sent = time.perf_counter()
                 async with http.post(url + "/chat/completions", data=data, headers=headers) as r:
                     await r.read()
                     assert r.status == 200, r.status
+                seconds.append(time.perf_counter() - sent)
 
-    started = time.perf_counter()
+    cpu, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(worker(url, key) for url, key in urls_and_keys))
-    seconds = time.perf_counter() - started
-    print(f"{calls / seconds:.1f} {seconds:.3f}", flush=True)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    ordered = sorted(seconds)
+    print(
+        json.dumps(
+            {
+                "rate": calls / wall,
+                "median": statistics.median(ordered),
+                "p90": ordered[int(0.9 * (len(ordered) - 1))],
+                "client_cpu": cpu / calls,
+            }
+        ),
+        flush=True,
+    )
 
 
-def _run_load(targets: list[tuple[str, str]], calls: int, token_fields: bool) -> float:
-    """Run the load generator in its own process; its calls/s."""
+def _run_load(targets: list[tuple[str, str]], calls: int, token_fields: bool) -> Load:
+    """Run the load generator in its own process."""
     spec = json.dumps({"targets": targets, "calls": calls, "token_fields": token_fields})
     done = subprocess.run(
         [sys.executable, __file__, "--load"], input=spec, capture_output=True, text=True
     )
     if done.returncode != 0:
         raise RuntimeError(done.stderr)
-    return float(done.stdout.split()[0])
+    return Load(**json.loads(done.stdout))
 
 
-async def _captured(upstream: str, agents: int, calls: int) -> tuple[float, float]:
-    """Calls/s through the endpoint and the endpoint's CPU seconds per call."""
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used, from ``/proc/PID/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One load run: the load generator's figures, and the CPU seconds per call of the
+    server and (captured runs) of the endpoint."""
+
+    load: Load
+    server_cpu: float
+    endpoint_cpu: float = 0.0
+
+
+def _direct(upstream: str, server_pid: int, agents: int, calls: int) -> Measured:
+    server = _process_cpu(server_pid)
+    load = _run_load([(upstream, "sk-bench")] * agents, calls, True)
+    return Measured(load, (_process_cpu(server_pid) - server) / calls)
+
+
+async def _captured(upstream: str, server_pid: int, agents: int, calls: int) -> Measured:
+    """The same load through the endpoint (this process)."""
     from benchmax.auth import StaticBearerAuth
     from benchmax.capture import CaptureEndpoint
 
@@ -94,12 +156,12 @@ async def _captured(upstream: str, agents: int, calls: int) -> tuple[float, floa
             for i in range(agents)
         ]
         targets = [(s.base_url, s.api_key) for s in sessions]
-        cpu = time.process_time()
-        rate = await asyncio.to_thread(_run_load, targets, calls, False)
-        cpu = time.process_time() - cpu
+        cpu, server = time.process_time(), _process_cpu(server_pid)
+        load = await asyncio.to_thread(_run_load, targets, calls, False)
+        cpu, server = time.process_time() - cpu, _process_cpu(server_pid) - server
         recorded = sum(len(s.calls) for s in sessions)
         assert recorded == calls, (recorded, calls)
-    return rate, cpu / calls
+    return Measured(load, server / calls, cpu / calls)
 
 
 async def _memory(upstream: str, live: int) -> float:
@@ -135,42 +197,155 @@ async def _memory(upstream: str, live: int) -> float:
     return grown
 
 
+def _instructions_per_call(upstream: str, agents: int, calls: int) -> float:
+    """Instructions the endpoint process executes per call, under callgrind: runs of
+    ``calls`` and ``3 * calls`` calls, the difference over ``2 * calls``."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    counts = []
+    for n in (calls, 3 * calls):
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch) / "callgrind.out"
+            subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}",
+                    sys.executable,
+                    __file__,
+                    "--endpoint-only",
+                    upstream,
+                    "--agents",
+                    str(agents),
+                    "--calls",
+                    str(n),
+                ],
+                check=True,
+                capture_output=True,
+            )
+            found = re.search(r"^summary: (\d+)", out.read_text(), re.MULTILINE)
+            assert found is not None, "no summary line in callgrind's output"
+            counts.append(int(found.group(1)))
+    return (counts[1] - counts[0]) / (2 * calls)
+
+
+def _load_average() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=256)
-    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--calls", type=int, default=10000)
+    parser.add_argument("--latency-calls", type=int, default=500)
     parser.add_argument("--live", type=int, default=1000)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count the endpoint's instructions per call under valgrind (minutes)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="add the figures to this file")
     parser.add_argument("--load", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint-only", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load:
         spec = json.loads(sys.stdin.read())
         targets = [tuple(t) for t in spec["targets"]]
         asyncio.run(_load(targets, spec["calls"], spec["token_fields"]))  # type: ignore[arg-type]
         return
+    if args.endpoint_only is not None:  # the process callgrind counts
+        asyncio.run(_captured(args.endpoint_only, os.getpid(), args.agents, args.calls))
+        return
+    started_load = _load_average()
+    pids: list[int] = []
     with server_process(
-        [str(HERE / "_token_server.py"), "--tokens", "16", "--prompt", "64"]
+        [str(HERE / "_token_server.py"), "--tokens", "16", "--prompt", "64"], pids
     ) as origin:
-        upstream = origin + "/v1"
-        direct = _run_load([(upstream, "sk-bench")] * args.agents, args.calls, True)
-        rate, cpu_per_call = asyncio.run(_captured(upstream, args.agents, args.calls))
+        upstream, server_pid = origin + "/v1", pids[0]
+        # one agent calling in sequence: the time a rollout waits per call
+        alone_direct = _direct(upstream, server_pid, 1, args.latency_calls)
+        alone = asyncio.run(_captured(upstream, server_pid, 1, args.latency_calls))
+        direct = _direct(upstream, server_pid, args.agents, args.calls)
+        captured = asyncio.run(_captured(upstream, server_pid, args.agents, args.calls))
         grown = asyncio.run(_memory(upstream, args.live))
+        instructions = _instructions_per_call(upstream, 8, 500) if args.instructions else None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"agents in flight: {args.agents}, calls: {args.calls}, cpus: {os.cpu_count()}")
-    print(f"direct:   {direct:8.1f} calls/s")
-    print(f"captured: {rate:8.1f} calls/s  ({rate / direct:.0%} of direct; target >= 90%)")
-    print(f"endpoint CPU per call: {cpu_per_call * 1000:.3f} ms (target <= 1 ms)")
+    figures = _figures(args, alone_direct, alone, direct, captured, grown, instructions)
     print(
-        f"memory: {grown:.1f} MB for {args.live} live sessions with one call each"
-        f" ({grown * 1000 / args.live:.1f} MB per 1,000); peak RSS {peak:.0f} MB"
+        f"cpus: {os.cpu_count()}, load average {started_load} at the start,"
+        f" {_load_average()} at the end"
     )
+    for name, value, target in figures:
+        print(f"{name}: {value}" + (f" (target {target})" if target else ""))
+    print(f"peak RSS {peak:.0f} MB")
     if args.json is not None:
-        _record(args, direct, rate, cpu_per_call, grown)
+        _record(args, figures, started_load)
 
 
-def _record(
-    args: argparse.Namespace, direct: float, rate: float, cpu_per_call: float, grown: float
-) -> None:
+def _figures(
+    args: argparse.Namespace,
+    alone_direct: Measured,
+    alone: Measured,
+    direct: Measured,
+    captured: Measured,
+    grown: float,
+    instructions: float | None,
+) -> list[tuple[str, str, str]]:
+    """(measure, result, target) rows."""
+    ms = 1000
+    added = alone.load.median - alone_direct.load.median
+    client, server, endpoint = (
+        captured.load.client_cpu,
+        captured.server_cpu,
+        captured.endpoint_cpu,
+    )
+    cores = os.cpu_count() or 1
+    # Each process runs on one core at most, and together on ``cores`` at most.
+    direct_most = 1 / max(direct.load.client_cpu, direct.server_cpu, (client + server) / cores)
+    captured_most = 1 / max(client, endpoint, server, (client + endpoint + server) / cores)
+    rows = [
+        (
+            "added latency per call, one agent",
+            f"{added * ms:.2f} ms (median {alone_direct.load.median * ms:.2f} ms direct,"
+            f" {alone.load.median * ms:.2f} ms captured)",
+            "",
+        ),
+        ("endpoint CPU per call, one agent", f"{alone.endpoint_cpu * ms:.3f} ms", "<= 1 ms"),
+        (
+            f"endpoint CPU per call, {args.agents} agents",
+            f"{endpoint * ms:.3f} ms",
+            "<= 1 ms",
+        ),
+        (
+            f"CPU per call, {args.agents} agents: load generator / server",
+            f"{client * ms:.3f} ms / {server * ms:.3f} ms"
+            f" (direct: {direct.load.client_cpu * ms:.3f} ms / {direct.server_cpu * ms:.3f} ms)",
+            "",
+        ),
+        (
+            f"throughput, {args.agents} agents",
+            f"{direct.load.rate:,.0f} calls/s direct, {captured.load.rate:,.0f} captured"
+            f" ({captured.load.rate / direct.load.rate:.0%} of direct)",
+            ">= 90%",
+        ),
+        (
+            f"what the CPU per call allows on {cores} cores",
+            f"{direct_most:,.0f} calls/s direct, {captured_most:,.0f} captured"
+            f" ({captured_most / direct_most:.0%})",
+            "",
+        ),
+        (
+            f"memory of {args.live:,} live sessions, one call each",
+            f"{grown:.1f} MB",
+            "",
+        ),
+    ]
+    if instructions is not None:
+        rows.insert(3, ("endpoint instructions per call (callgrind)", f"{instructions:,.0f}", ""))
+    return rows
+
+
+def _record(args: argparse.Namespace, figures: list[tuple[str, str, str]], load: str) -> None:
     from _results import record, table
 
     record(
@@ -180,38 +355,38 @@ def _record(
         tables=[
             table(
                 ["measure", "result", "target"],
-                [
-                    ["direct", f"{direct:,.0f} calls/s", ""],
-                    ["captured", f"{rate:,.0f} calls/s ({rate / direct:.0%} of direct)", ">= 90%"],
-                    ["endpoint CPU per call", f"{cpu_per_call * 1000:.2f} ms", "<= 1 ms"],
-                    [
-                        f"memory of {args.live:,} live sessions, one call each",
-                        f"{grown:.1f} MB",
-                        "",
-                    ],
-                ],
-                caption=f"{args.agents} agents in flight, {args.calls:,} calls:",
+                [list(row) for row in figures],
+                caption=f"{args.agents} agents in flight, {args.calls:,} calls"
+                f" (load average {load} at the start):",
             )
         ],
-        notes=(
-            "Endpoint CPU is this process's (the endpoint's server side, its upstream client"
-            " side and the recording). On the shared 2-core machine the endpoint process got"
-            " about a fifth of a core during the run, waiting for the CPU the machine's other"
-            " work held; under cProfile most of its time is the loopback `send` of the two"
-            " extra hops of each call. The throughput ratio is to be measured again on an idle"
-            " machine with spare cores."
-        ),
+        notes=NOTES,
     )
 
 
 ABOUT = (
     "Agent programs call the model through the capture endpoint (docs/agents.md). A load"
-    " generator in its own process (as agent programs are) keeps `--agents` calls in flight"
-    " against a keep-alive server with canned vLLM-shaped token replies (16 completion tokens,"
-    " its own process): straight to the server (asking for token ids, as capture does), then"
-    " through a `CaptureEndpoint` in the benchmark's process with one session per agent, every"
-    " call recorded with its tokens. Memory: 1,000 open sessions with one recorded call each"
-    " (tracemalloc)."
+    " generator in its own process (as agent programs are) calls a keep-alive server with"
+    " canned vLLM-shaped token replies (16 completion tokens, its own process): straight to"
+    " the server (asking for token ids, as capture does), then through a `CaptureEndpoint` in"
+    " the benchmark's process with one session per agent, every call recorded with its"
+    " tokens. Added latency: one agent calling in sequence, median call direct and captured."
+    " CPU per call: each process's own CPU time from the kernel's accounting, the figure that"
+    " stays put when the machine is busy. Throughput: `--agents` in flight. Memory: 1,000 open"
+    " sessions with one recorded call each (tracemalloc)."
+)
+
+NOTES = (
+    "What a user pays per model call is the added latency and the endpoint's CPU; the"
+    " throughput ratio against an upstream that answers in microseconds measures CPU share"
+    " instead. On 2 cores the load generator, the endpoint and the server compete for the same"
+    " CPU, and the endpoint does an HTTP server's and an HTTP client's work per call, so the"
+    " ratio cannot pass the ceiling row (calls cost client + endpoint + server CPU instead of"
+    " client + server): >= 90% of direct is not reachable on 2 cores with this server, and"
+    " not with spare cores either while the endpoint's CPU per call exceeds the load"
+    " generator's (one Python process serves all agents). Against a real inference server,"
+    " where a call takes tens of milliseconds of GPU time, the endpoint's fraction of a"
+    " millisecond is the whole cost."
 )
 
 

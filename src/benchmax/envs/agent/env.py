@@ -42,6 +42,7 @@ from benchmax._vocabulary import (
 )
 from benchmax.envs._hook_errors import hook_errors
 from benchmax.envs.agent._program import run_program
+from benchmax.envs.agent._program_files import program_command
 from benchmax.envs.agent._types import (
     AgentEndpoint,
     AgentOutput,
@@ -106,6 +107,19 @@ class AgentEnv(BaseEnv):
     max_stderr_bytes: int = 1 << 16
     program_env: Mapping[str, str] = MappingProxyType({})
     keep_workdirs: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Project files named in ``command`` travel with the class when it is pickled by
+        value (a bundle): see ``ProgramFile``."""
+        super().__init_subclass__(**kwargs)
+        command = cls.__dict__.get("command")
+        if (
+            command is not None
+            and not isinstance(command, str | bytes)
+            and isinstance(command, Sequence)
+            and all(isinstance(part, str) for part in command)
+        ):
+            cls.command = program_command(command, cls.__module__)
 
     def _validate_limits(self) -> tuple[Limits, dict[str, Any], Mapping[str, str]]:
         """``BaseEnv``'s checks, then the program settings (``TypeError``/``ValueError``
