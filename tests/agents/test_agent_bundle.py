@@ -9,7 +9,6 @@ import pickle
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import cloudpickle

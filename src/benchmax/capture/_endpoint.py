@@ -77,7 +77,7 @@ class CaptureEndpoint:
         self._host = host
         self._port = port
         self._bound: int | None = None
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._by_key: dict[str, CaptureSession] = {}
         self._on_call = on_call
         self.rejected_requests = 0
