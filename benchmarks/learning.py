@@ -205,6 +205,7 @@ def _trl_rewards(config: TrainConfig) -> list[list[float]]:
     (scalar), one list per step."""
     import torch
     from datasets import Dataset
+    from transformers import PrinterCallback
     from trl import GRPOTrainer
 
     from benchmax.integrations.trl import dataset_rows, load_examples
@@ -251,6 +252,7 @@ def _trl_rewards(config: TrainConfig) -> list[list[float]]:
             train_dataset=Dataset.from_list(dataset_rows(examples)),
             reward_funcs=[reward],
         )
+        trainer.remove_callback(PrinterCallback)  # as benchmax train: no per-step log dicts
         trainer.train()
     return per_step
 
