@@ -272,19 +272,25 @@ def parity(args: argparse.Namespace) -> None:
         runs += [("benchmax", seed, _benchmax_rewards), ("TRL", seed, _trl_rewards)]
     rows: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        for name, seed, run in runs:
-            started = time.perf_counter()
-            config = _parity_config(args, seed, Path(scratch) / f"{name}-{seed}")
-            per_step = run(config)
-            rise = _rise(per_step)
-            rises[name].append(rise)
-            rows.setdefault(seed, {})[name] = rise
-            console.print(
-                f"seed {seed} {name}: rise {rise:+.3f} (steps {len(per_step)}, "
-                f"first step {statistics.fmean(per_step[0]):.2f}, last "
-                f"{statistics.fmean(per_step[-1]):.2f}; {time.perf_counter() - started:.0f} s)"
-            )
+        try:
+            for name, seed, run in runs:
+                started = time.perf_counter()
+                config = _parity_config(args, seed, Path(scratch) / f"{name}-{seed}")
+                per_step = run(config)
+                rise = _rise(per_step)
+                rises[name].append(rise)
+                rows.setdefault(seed, {})[name] = rise
+                console.print(
+                    f"seed {seed} {name}: rise {rise:+.3f} (steps {len(per_step)}, first step "
+                    f"{statistics.fmean(per_step[0]):.2f}, last "
+                    f"{statistics.fmean(per_step[-1]):.2f}; {time.perf_counter() - started:.0f} s)"
+                )
+        except KeyboardInterrupt:  # Ctrl-C: report the seeds both sides finished
+            console.print("interrupted: reporting the seeds both sides finished")
     done = [seed for seed in args.seeds if len(rows.get(seed, {})) == 2]
+    if not done:
+        console.print("no seed finished on both sides")
+        return
     ours, theirs = rises["benchmax"][: len(done)], rises["TRL"][: len(done)]
     mean_ours, mean_theirs = statistics.fmean(ours), statistics.fmean(theirs)
     low, high = _seed_interval(ours, theirs)
@@ -367,6 +373,35 @@ def heldout(args: argparse.Namespace) -> None:
     base, final = layout.eval_file(0), layout.eval_file(layout.eval_steps()[-1])
     console.print("[bold]held out (eval split), base vs final:[/]")
     render_comparison(result.comparison, base, final, console)
+    if args.json is not None:
+        from _results import record, table
+
+        record(
+            args.json,
+            title=TITLE,
+            about=ABOUT,
+            tables=[
+                table(
+                    ["held-out key", "base", "final", "final - base [95% paired CI]"],
+                    [
+                        [
+                            item.key,
+                            f"{item.mean_a:.3f}",
+                            f"{item.mean_b:.3f}",
+                            f"{item.difference:+.3f} "
+                            f"[{item.interval[0]:+.3f}, {item.interval[1]:+.3f}]",
+                        ]
+                        for item in result.comparison.keys
+                    ],
+                    caption=(
+                        f"heldout {args.env}: {target}, {config.steps} steps x "
+                        f"{config.prompts_per_step} prompts x {config.group_size} rollouts, "
+                        f"lr {config.learning_rate:g}; {result.comparison.matched} eval examples"
+                        " x 2"
+                    ),
+                )
+            ],
+        )
 
 
 def main() -> None:
