@@ -409,7 +409,9 @@ def main() -> None:
     parser.add_argument("mode", nargs="?", choices=("curve", "parity", "heldout"), default="curve")
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--steps", type=int)
-    parser.add_argument("--output", type=Path, default=REPO / "runs" / "learning")
+    parser.add_argument(
+        "--output", type=Path, help="run directory (runs/learning; heldout: runs/learning-ENV)"
+    )
     parser.add_argument("--screenshot", type=Path, help="curve: save the training page")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--group-size", type=int, default=8)
@@ -421,6 +423,9 @@ def main() -> None:
     parser.add_argument("--env", choices=("tools", "agents"), default="agents")
     parser.add_argument("--json", type=Path, help="add the figures to this results file")
     args = parser.parse_args()
+    if args.output is None:
+        suffix = f"-{args.env}" if args.mode == "heldout" else ""
+        args.output = REPO / "runs" / f"learning{suffix}"
     if args.mode == "curve":
         args.steps = args.steps or 40
         curve(args)
