@@ -6,7 +6,8 @@ launcher forks before exiting. ``session_members`` finds them by their session i
 process group in ``/proc`` (Linux); ``signal_session`` signals the group and each member;
 ``wait_until`` polls a condition ever less often (a scan of ``/proc`` is not free). MCP's
 stdio transport (``benchmax.tools``) and ``AgentEnv``'s programs share them. A process that
-starts a session of its own (a daemon) leaves by design.
+starts a session of its own (a daemon) leaves the session; while it still holds a pipe the
+program was given, ``pipe_holders`` finds it (by the pipe's inode in ``/proc/*/fd``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Final
 
-__all__ = ["KILL", "session_members", "signal_session", "wait_until"]
+__all__ = ["KILL", "pipe_holders", "session_members", "signal_session", "wait_until"]
 
 KILL: Final = getattr(signal, "SIGKILL", signal.SIGTERM)
 """SIGKILL (Windows has none: ``os.kill`` with SIGTERM is TerminateProcess there)."""
@@ -75,6 +76,36 @@ def session_members(leader: int) -> list[int] | None:
         if fields[2] == str(leader) or fields[3] == str(leader):
             members.append(int(name))
     return members
+
+
+def pipe_holders(inodes: Collection[int]) -> list[int] | None:
+    """Live processes (other than this one) with an open descriptor on one of the pipes
+    whose inodes are ``inodes`` (``os.fstat(fd).st_ino`` of either end); ``None`` where
+    ``/proc`` cannot say (not Linux). Scans every readable ``/proc/<pid>/fd``: not free."""
+    if not sys.platform.startswith("linux"):
+        return None
+    links = {f"pipe:[{inode}]" for inode in inodes}
+    own = os.getpid()
+    holders: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit() or int(name) == own:
+            continue
+        try:
+            descriptors = os.listdir(f"/proc/{name}/fd")
+        except OSError:  # gone, or another user's
+            continue
+        for descriptor in descriptors:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{name}/fd/{descriptor}") in links:
+                    fields = _stat_fields(name)
+                    if fields is not None and fields[0] not in ("Z", "X"):
+                        holders.append(int(name))
+                    break
+    return holders
 
 
 def _stat_fields(pid: str) -> list[str] | None:

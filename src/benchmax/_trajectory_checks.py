@@ -82,7 +82,7 @@ class _TrajectoryFields(Protocol):
     def weights_version(self) -> object: ...
 
 
-__all__ = ["check_model_call", "check_tool_call", "check_trajectory"]
+__all__ = ["check_model_call", "check_token_ids", "check_tool_call", "check_trajectory"]
 
 
 def _seconds(value: object, name: str) -> float:
@@ -97,7 +97,10 @@ def _optional_index(value: object, name: str) -> int | None:
     return value
 
 
-def _token_ids(value: object, name: str) -> tuple[int, ...] | None:
+def check_token_ids(value: object, name: str) -> tuple[int, ...] | None:
+    """``value`` as token ids (``None`` stays ``None``): a list or tuple of integers in
+    ``[0, 2**63)``, booleans and floats refused. Raises ``TypeError``/``ValueError``
+    naming ``name`` and the first bad item."""
     if value is None:
         return None
     if not isinstance(value, tuple | list):
@@ -178,8 +181,8 @@ def check_model_call(call: _ModelCallFields) -> None:
     set_(call, "usage", _usage(call.usage, "usage"))
     set_(call, "seconds", _seconds(call.seconds, "seconds"))
     _optional_index(call.message_index, "message_index")
-    set_(call, "prompt_token_ids", _token_ids(call.prompt_token_ids, "prompt_token_ids"))
-    completion = _token_ids(call.completion_token_ids, "completion_token_ids")
+    set_(call, "prompt_token_ids", check_token_ids(call.prompt_token_ids, "prompt_token_ids"))
+    completion = check_token_ids(call.completion_token_ids, "completion_token_ids")
     set_(call, "completion_token_ids", completion)
     logprobs = _logprobs(call.completion_logprobs, "completion_logprobs")
     set_(call, "completion_logprobs", logprobs)

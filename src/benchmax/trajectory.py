@@ -388,7 +388,7 @@ class Trajectory:
             group_index=data.get("group_index", 0),
             messages=tuple(transcript) if isinstance(transcript, list) else None,
             model_calls=_calls_from_json(data.get("model_calls")),
-            tool_calls=tuple(ToolCallTiming.from_json(c) for c in data.get("tool_calls") or ()),
+            tool_calls=_tool_calls_from_json(data.get("tool_calls")),
             timings=json_timings(data.get("timings")),
             usage=json_usage(data.get("usage")),
             logs=tuple(cast(LogEntry, e) for e in data.get("logs") or () if isinstance(e, Mapping)),
@@ -423,6 +423,20 @@ def _calls_from_json(data: object) -> tuple[ModelCall, ...]:
         calls.append(call)
         if call.has_tokens:
             previous = call
+    return tuple(calls)
+
+
+def _tool_calls_from_json(data: object) -> tuple[ToolCallTiming, ...]:
+    if not data:
+        return ()
+    if not isinstance(data, list):
+        raise TypeError("tool_calls must be a list")
+    calls = []
+    for index, line in enumerate(data):
+        try:
+            calls.append(ToolCallTiming.from_json(line))
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"tool_calls[{index}]: {error}") from None
     return tuple(calls)
 
 

@@ -5,6 +5,7 @@ rewards, and no process of it outlives the rollout."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import textwrap
@@ -149,6 +150,15 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
 """
 )
 
+DAEMON = (
+    CALL_ONCE
+    + """
+import subprocess
+child = subprocess.Popen(["sleep", "600"], start_new_session=True)  # a session of its own
+open(os.environ["PID_FILE"], "w").write(str(child.pid))
+"""
+)
+
 
 @pytest.mark.parametrize(
     ("source", "settings", "reason"),
@@ -170,6 +180,7 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
             "stdout_exceeded",
         ),
         (CHILD, {}, "leftover_process"),
+        (DAEMON, {}, "leftover_process"),
     ],
     ids=[
         "crash",
@@ -181,6 +192,7 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
         "token-budget",
         "flood",
         "children",
+        "daemon-holding-the-pipes",
     ],
 )
 async def test_misbehaving_programs_settle(
@@ -212,6 +224,29 @@ async def test_env_without_command_is_a_contract_error(upstream: MockModelServer
         await ProgramEnv().run_rollout(request(upstream))
 
 
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        ({"command": "python agent.py"}, TypeError, "command must be a sequence of arguments"),
+        ({"command": ("{python}", 3)}, TypeError, "command must be a sequence of arguments"),
+        ({"max_stdout_bytes": -1}, ValueError, "max_stdout_bytes must be a positive integer"),
+        ({"max_stdout_bytes": "1MB"}, ValueError, "max_stdout_bytes must be a positive integer"),
+        ({"max_stderr_bytes": -1}, ValueError, "max_stderr_bytes must be a non-negative integer"),
+        ({"max_sampled_tokens": 0}, ValueError, "max_sampled_tokens must be a positive integer"),
+        ({"program_env": {"X": 1}}, TypeError, "program_env must map names to strings"),
+        ({"program_env": ["X"]}, TypeError, "program_env must map names to strings"),
+        ({"keep_workdirs": "yes"}, TypeError, "keep_workdirs must be True or False"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_bad_settings_fail_at_construction(
+    settings: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    bad = type("Bad", (ProgramEnv,), {"command": ("{python}", "-c", "pass"), **settings})
+    with pytest.raises(error, match=message):
+        bad()
+
+
 ENVIRONMENT = """
 import json, os, sys
 print(json.dumps(dict(os.environ)))
@@ -240,3 +275,43 @@ async def test_program_never_sees_the_upstream_key(
     assert UPSTREAM_KEY not in stdout[0]
     assert "OPENAI_API_KEY" in stdout[0] and "MY_PROVIDER_KEY" not in stdout[0]
     assert upstream.requests[0].headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
+DIES_MID_CALL = """
+import json, os, sys, threading, time, urllib.request
+json.load(sys.stdin)
+body = {"model": os.environ["OPENAI_MODEL"], "messages": [{"role": "user", "content": "x"}]}
+call = urllib.request.Request(
+    os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    data=json.dumps(body).encode(),
+    headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+             "Content-Type": "application/json"},
+)
+threading.Thread(target=urllib.request.urlopen, args=(call,), daemon=True).start()
+while not os.path.exists(os.environ["CALLED"]):  # the upstream has the call
+    time.sleep(0.01)
+os._exit(1)
+"""
+
+
+async def test_program_that_dies_mid_call_does_not_wait_for_the_upstream(
+    tmp_path: Path,
+) -> None:
+    called = tmp_path / "called"
+    release = asyncio.Event()
+
+    async def never_answers(body: dict[str, Any]) -> str:
+        called.write_text("yes")
+        await release.wait()  # an upstream that is slow: the rollout must not wait for it
+        return "late"
+
+    env = program_env(tmp_path, DIES_MID_CALL, program_env={"CALLED": str(called)})
+    async with MockModelServer(never_answers, tokens=True) as server:
+        try:
+            # far above the ~1 s it needs, far below aiohttp's 60 s wait for in-flight calls
+            async with asyncio.timeout(40):
+                rollout = await env.run_rollout(request(server))
+        finally:
+            release.set()
+    assert (rollout.termination_reason, rollout.rewards) == ("harness_error", {"said": 0.0})
+    assert called.exists() and not rollout.agent.calls

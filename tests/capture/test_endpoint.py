@@ -278,3 +278,63 @@ async def test_session_repr_masks_the_key(
 ) -> None:
     session = _session(endpoint, token_mock)
     assert session.api_key not in repr(session) and UPSTREAM_KEY not in repr(session)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{not json",
+        bytes(range(256)),
+        b"[" * 100_000 + b"]" * 100_000,  # nesting deeper than the JSON decoder recurses
+        b'{"model":"policy","messages":[{"role":"user","content":"x"}],"temperature":NaN}',
+    ],
+    ids=["malformed", "binary", "deeply_nested", "nan"],
+)
+async def test_body_that_is_not_strict_json_is_400(
+    endpoint: CaptureEndpoint, token_mock: MockModelServer, raw: bytes
+) -> None:
+    session = _session(endpoint, token_mock)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(
+            session.base_url + "/chat/completions",
+            data=raw,
+            headers={"Authorization": f"Bearer {session.api_key}"},
+        ) as reply:
+            assert reply.status == 400
+            body = await reply.json()
+    assert body["error"]["code"] == "invalid_json"
+    assert not session.calls and not token_mock.requests and session.failure is None
+
+
+async def test_upstream_error_echoing_its_credential_is_masked(endpoint: CaptureEndpoint) -> None:
+    async def echo_the_key(request: web.Request) -> web.Response:
+        given = request.headers.get("Authorization", "")
+        return web.json_response({"error": {"message": f"bad key: {given}"}}, status=401)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", echo_the_key)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        session = endpoint.open_session(
+            rollout_id="r1",
+            model="policy",
+            upstream_url=f"http://127.0.0.1:{port}/v1",
+            upstream_auth=StaticBearerAuth(UPSTREAM_KEY),
+        )
+        async with aiohttp.ClientSession() as http:
+            async with http.post(
+                session.base_url + "/chat/completions",
+                json={"model": "policy", "messages": [{"role": "user", "content": "x"}]},
+                headers={"Authorization": f"Bearer {session.api_key}"},
+            ) as reply:
+                assert reply.status == 502
+                text = await reply.text()
+    finally:
+        await runner.cleanup()
+    assert "bad key: Bearer ***" in text  # the upstream's words reach the program, masked
+    assert session.failure is not None
+    assert UPSTREAM_KEY not in text and UPSTREAM_KEY not in session.failure.message

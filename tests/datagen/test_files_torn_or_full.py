@@ -7,6 +7,7 @@ page whole and no temporary file; the run report is written the same way."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import resource
 import signal
@@ -161,3 +162,25 @@ def test_view_onto_a_full_disk_leaves_the_old_page_whole(tmp_path: Path) -> None
     )
     assert whole.returncode == 0, whole.stderr
     assert page.read_text().rstrip().endswith("</html>")
+
+
+async def test_a_cache_line_nested_too_deeply_is_named_and_redone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A line nested 100,000 deep used to stop every re-run with RecursionError."""
+    corpus = write(tmp_path / "corpus", CORPUS)
+    async with MockModelServer(lines_as_pairs) as server:
+        await generate(server, corpus, tmp_path / "qa")
+    cache = tmp_path / "qa" / CACHE_NAME
+    lines = cache.read_text(encoding="utf-8").splitlines()
+    lines[1] = "[" * 100_000 + "]" * 100_000
+    cache.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="benchmax.datagen"):
+        async with MockModelServer(lines_as_pairs) as server:
+            summary = await generate(server, corpus, tmp_path / "qa")
+            assert len(server.requests) == 1  # only the bad line's chunk is redone
+    assert summary.tasks_cached == 2
+    assert any(
+        f"{cache}:2: skipped, not a cache line (nested too deeply)" in record.getMessage()
+        for record in caplog.records
+    )

@@ -166,12 +166,20 @@ def test_a_reply_echoing_the_key_is_masked_in_the_checkpoint_and_the_rows(
             ["examples/corpus", "-o", "qa", "--mock-policy", "echo", "--noise", "2"],
             "--noise",
         ),
+        *(
+            (
+                ["examples/corpus", "-o", "qa", "--mock-policy", "echo", option, "nan"],
+                f"Invalid value for '{option}': 'nan' is not a finite number",
+            )
+            for option in ("--timeout", "--noise", "--trivial-overlap", "--eval-fraction")
+        ),
     ],
 )
 def test_bad_invocations_are_one_line_errors(project: Path, args: list[str], message: str) -> None:
     result = invoke("generate-qa", *args)
     assert result.exit_code != 0
     assert message in result.output
+    assert isinstance(result.exception, SystemExit), result.exception  # no traceback
     assert not (project / "qa" / "train.jsonl").exists()
 
 

@@ -172,7 +172,11 @@ def test_a_teachers_401_repeating_its_key_shows_it_nowhere(tmp_path: Path) -> No
     assert sent == {f"Bearer {TEACHER_KEY}"}  # the teacher was asked, with the key
     assert "401" in finished.stderr  # the failure is told ...
     terminal = finished.stdout + finished.stderr
-    assert TEACHER_KEY not in terminal  # ... without the key, traceback included
+    assert TEACHER_KEY not in terminal  # ... without the key ...
+    assert "Traceback" not in terminal  # ... and in one line
+    told = [line for line in finished.stderr.splitlines() if "401" in line]
+    assert len(told) == 1 and told[0].startswith("teacher failed on 3 of 3 requests"), told
+    assert "Incorrect API key provided: ***" in told[0]
     assert TEACHER_KEY not in _written(out)
     for secret in _all_secrets():
         assert secret not in terminal + _written(out)

@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 from tests.real_servers._models import ci_cache, smollm2_directory, smollm2_gguf
 
+from benchmax.training import BUILTIN_MODELS
+
 __all__ = [
     "MODEL",
     "TOOLS_TEMPLATE",
@@ -32,7 +34,8 @@ __all__ = [
 ]
 
 HERE = Path(__file__).resolve().parent
-TOOLS_TEMPLATE = HERE / "smollm2_tools.jinja"
+TOOLS_TEMPLATE = BUILTIN_MODELS["smollm2-135m-instruct"].chat_template_path
+"""SmolLM2's Hermes-style tool template, the one ``benchmax train`` loads it with."""
 MODEL = "smollm2"
 """The name both servers serve the model under."""
 MAX_MODEL_LEN = 2048

@@ -83,3 +83,59 @@ def test_a_rollout_line_before_the_header_is_named_as_such(tmp_path: Path) -> No
     path.write_bytes(b"".join(lines))
     with pytest.raises(ResultsFileError, match=r"run\.jsonl:1 is a rollout record, not the"):
         read_results(path)
+
+
+def _file_with(tmp_path: Path, **fields: object) -> Path:
+    """A two-example results file whose first rollout line has ``fields`` set."""
+    lines = [rollout(i, f"e{i}", k, rewards={"correct": 1.0}) for i in range(2) for k in range(2)]
+    lines[0].update(fields)
+    return write(tmp_path / "run.jsonl", header(group_size=2), lines)
+
+
+TOOL_CALL_CASES = {
+    "an object for the list": ({"add": 1}, r"run\.jsonl:2 .*tool_calls must be a list"),
+    "a word for the list": ("add", r"run\.jsonl:2 .*tool_calls must be a list"),
+    "null in the list": (
+        [{"name": "add", "seconds": 0.1, "message_index": 2}, None],
+        r"run\.jsonl:2 .*tool_calls\[1\]: a tool call must be a JSON object",
+    ),
+    "a bad name": (
+        [{"name": 5, "seconds": 0.1, "message_index": 2}],
+        r"run\.jsonl:2 .*tool_calls\[0\]: ",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOOL_CALL_CASES))
+def test_damaged_tool_calls_are_named_with_their_index(tmp_path: Path, case: str) -> None:
+    value, message = TOOL_CALL_CASES[case]
+    with pytest.raises(ResultsFileError, match=message):
+        read_results(_file_with(tmp_path, tool_calls=value))
+
+
+@pytest.mark.parametrize(
+    "coverage",
+    [
+        "garbage",
+        {"sampled_tokens": -5, "trained_tokens": 10**30, "branches": [{"began": "x"}]},
+        {"sampled_tokens": 3, "trained_tokens": 9, "branches": "no"},
+    ],
+)
+def test_a_hand_edited_coverage_record_is_ignored_for_the_one_model_calls_give(
+    tmp_path: Path, coverage: object
+) -> None:
+    calls = [
+        {"finish_reason": "stop", "usage": None, "seconds": 0.1, "message_index": None,
+         "prompt_token_ids": [1, 2], "completion_token_ids": [3, 4],
+         "completion_logprobs": [-0.5, -0.25]},
+    ]  # fmt: skip
+    path = _file_with(tmp_path, model_calls=calls, coverage=coverage)
+    first = read_results(path).rollouts[0]
+    assert first.coverage is not None
+    assert first.coverage.to_json() == {
+        "sampled_tokens": 2,
+        "trained_tokens": 2,
+        "branches": [{"began": "first", "calls": 1, "sampled_tokens": 2}],
+    }
+    result = CliRunner().invoke(cli, ["view", str(path), "-o", str(tmp_path / "page.html")])
+    assert result.exit_code == 0, result.output

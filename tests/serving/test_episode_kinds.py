@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from openenv.core.generic_client import GenericEnvClient
 from tests.serving.conftest import QUICKSTART, served
 
@@ -121,3 +122,26 @@ async def test_record_tokens_episodes_keep_the_actions_tokens(http: httpx.AsyncC
             )
             assert ended.json()["observation"]["termination_reason"] == "model_error"
             assert ended.json()["reward"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("ids", "shown"), [([True, 2], "True at index 0"), ([7, 1.0], "1.0 at index 1")]
+)
+async def test_action_token_ids_follow_the_local_runs_rule(
+    http: httpx.AsyncClient, ids: list[object], shown: str
+) -> None:
+    async with MockModelServer(QUICKSTART.policy(), record=False) as mock:
+        async with served(QUICKSTART, mock) as server:
+            reset = await http.post(server.base_url + "/reset", json={"record_tokens": True})
+            episode_id = reset.json()["observation"]["episode_id"]
+            action = {
+                "message": {"role": "assistant", "content": "<answer>x</answer>"},
+                "prompt_token_ids": [1, 2, 3],
+                "completion_token_ids": ids,
+                "logprobs": [-0.5, -0.25],
+            }
+            step = await http.post(
+                server.base_url + "/step", json={"action": action, "episode_id": episode_id}
+            )
+    assert step.status_code == 422
+    assert f"completion_token_ids must hold integers in [0, 2**63), got {shown}" in step.text

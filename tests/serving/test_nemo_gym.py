@@ -163,6 +163,14 @@ async def test_bad_nemo_gym_input_gets_fastapi_style_errors(http: httpx.AsyncCli
                 ("/seed_session", b"{no", 400, "not JSON"),
                 ("/seed_session", b'{"example_id": "missing"}', 400, "no example"),
                 ("/seed_session", b'{"seed": -1}', 400, "seed"),
+                ("/seed_session", b'{"resources_session_id": "r", "task_id": 5}', 400,
+                 "task_id must be the example id"),
+                ("/seed_session", b'{"resources_session_id": "r", "task_id": ""}', 400,
+                 "task_id must be the example id"),
+                ("/seed_session", b'{"resources_session_id": "r", "task_id": "missing"}', 400,
+                 "no example"),
+                ("/seed_session", b'{"resources_session_id": "' + b"r" * 256 + b'"}', 400,
+                 "resources_session_id must be a non-empty string of at most 255 characters"),
                 ("/add", b'{"a": 1, "b": 2}', 400, "no live session"),
                 ("/verify", b"{}", 400, "responses_create_params"),
                 ("/verify", EMPTY_VERIFY, 400, "no live session"),
@@ -215,3 +223,26 @@ async def test_a_simulated_user_who_answers_the_final_message_makes_verify_unfin
     assert body["termination_reason"] == "unfinished" and body["reward"] == 0.0
     assert set(body["reward_components"]) == set(SUPPORT_CHAT.env(mock.base_url).reward_keys)
     assert "simulated user" in body["failure_reason"]
+
+
+BIG = 12345678901234567890123456789  # past 64 bits: orjson alone reads it as a float
+
+
+async def test_integers_past_64_bits_reach_the_tool_exactly(http: httpx.AsyncClient) -> None:
+    """A tool's integer arguments are read as a local run reads a model's arguments
+    (``json``): exact, not rounded through a double."""
+    async with MockModelServer(CALCULATOR.policy(), record=False) as mock:
+        async with served(CALCULATOR, mock, protocol="nemo-gym") as server:
+            seeded = await http.post(server.base_url + "/seed_session", json={"seed": 0})
+            cookie = {"Cookie": f"benchmax_session={seeded.cookies['benchmax_session']}"}
+            for a, b in ((BIG, 1), (-(2**63) - 1, 0)):
+                body = f'{{"a": {a}, "b": {b}}}'.encode()
+                added = await http.post(server.base_url + "/add", content=body, headers=cookie)
+                assert added.status_code == 200, added.text
+                assert json.loads(added.text) == {"result": a + b}
+            body = f'{{"responses_create_params": {{"n": {BIG}}}, "response": {{"output": []}}}}'
+            verdict = await http.post(
+                server.base_url + "/verify", content=body.encode(), headers=cookie
+            )
+            assert verdict.status_code == 200, verdict.text
+            assert json.loads(verdict.text)["responses_create_params"] == {"n": BIG}

@@ -68,6 +68,18 @@ HTTP_CASES: list[tuple[str, Any, int, str]] = [
         "no live episode",
     ),
     ("/step", {"action": {}, "episode_id": "x", "timeout_s": -2}, 422, "timeout_s"),
+    (
+        "/step",
+        {"action": {}, "episode_id": "x", "request_id": "r" * 256},
+        422,
+        "request_id must be a non-empty string of at most 255 characters",
+    ),
+    (
+        "/step",
+        {"action": {}, "episode_id": "x", "request_id": 7},
+        422,
+        "request_id must be a non-empty string of at most 255 characters",
+    ),
 ]
 
 
@@ -218,3 +230,96 @@ async def test_mcp_messages_over_the_websocket(server: RunningServer) -> None:
     assert reply["type"] == "mcp"
     answer = JsonRpcResponse.model_validate(reply["data"])
     assert answer.id == 7 and answer.result["content"][0]["text"] == '{"result":3}'
+
+
+async def test_mcp_tool_arguments_past_64_bits_stay_exact(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    big = 98765432109876543210987654321
+    created = await http.post(
+        server.base_url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}},
+    )
+    session_id = created.json()["result"]["session_id"]
+    params = f'{{"session_id": "{session_id}", "name": "add", "arguments": {{"a": {big}, "b": 1}}}}'
+    call = f'{{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {params}}}'
+    reply = await http.post(server.base_url + "/mcp", content=call.encode())
+    assert reply.json()["result"]["content"][0]["text"] == f'{{"result":{big + 1}}}'
+
+
+async def test_mcp_close_with_a_non_string_session_id_says_it_must_be_a_string(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "method": "openenv/session/close",
+        "params": {"session_id": 5},
+        "id": 1,
+    }
+    answer = JsonRpcResponse.model_validate(
+        (await http.post(server.base_url + "/mcp", json=body)).json()
+    )
+    assert answer.error is not None and answer.error.code == -32602
+    assert "'session_id' must be a non-empty string" in answer.error.message
+
+
+async def test_state_refuses_an_over_long_episode_id_without_echoing_it(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    long_id = "e" * 300
+    reply = await http.get(server.base_url + "/state", params={"episode_id": long_id})
+    assert reply.status_code == 422
+    assert "episode_id must be a non-empty string of at most 255 characters" in reply.text
+    assert long_id not in reply.text
+
+
+async def test_a_json_rpc_notification_over_http_gets_no_reply_body(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    notification = {"jsonrpc": "2.0", "method": "tools/list"}
+    reply = await http.post(server.base_url + "/mcp", json=notification)
+    assert reply.status_code == 202 and reply.content == b""
+    invalid = await http.post(server.base_url + "/mcp", json={"jsonrpc": "1.0", "method": "x"})
+    assert invalid.json()["id"] is None and invalid.json()["error"]["code"] == -32600
+
+
+async def test_a_json_rpc_notification_over_the_websocket_gets_nothing_back(
+    server: RunningServer,
+) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(server.base_url + "/mcp") as ws:
+        await ws.send_json({"jsonrpc": "2.0", "method": "tools/list"})
+        await ws.send_json({"jsonrpc": "2.0", "method": "tools/list", "id": 2})
+        reply = await ws.receive_json(timeout=BOUND)
+    assert reply["id"] == 2
+
+
+async def test_an_mcp_notification_on_ws_gets_nothing_back(server: RunningServer) -> None:
+    async with aiohttp.ClientSession() as http, http.ws_connect(server.base_url + "/ws") as ws:
+        await ws.send_json({"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list"}})
+        listing = {"jsonrpc": "2.0", "method": "tools/list", "id": 3}
+        await ws.send_json({"type": "mcp", "data": listing})
+        reply = await ws.receive_json(timeout=BOUND)
+    assert reply["type"] == "mcp" and reply["data"]["id"] == 3
+
+
+async def test_http_reset_naming_an_episode_a_websocket_holds_is_refused(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    async with aiohttp.ClientSession() as client, client.ws_connect(server.base_url + "/ws") as ws:
+        await ws.send_json({"type": "reset", "data": {"seed": 0, "episode_id": "held-by-ws"}})
+        opened = await ws.receive_json(timeout=BOUND)
+        assert opened["type"] == "observation", opened
+        reply = await http.post(server.base_url + "/reset", json={"episode_id": "held-by-ws"})
+        assert reply.status_code == 409
+        assert "episode_id 'held-by-ws' is in use by a websocket session" in reply.text
+
+
+async def test_http_reset_naming_an_mcp_session_is_refused(
+    server: RunningServer, http: httpx.AsyncClient
+) -> None:
+    create = {"jsonrpc": "2.0", "method": "openenv/session/create", "params": {}, "id": 1}
+    created = (await http.post(server.base_url + "/mcp", json=create)).json()
+    session_id = created["result"]["session_id"]
+    reply = await http.post(server.base_url + "/reset", json={"episode_id": session_id})
+    assert reply.status_code == 409
+    assert f"episode_id {session_id!r} is in use by a" in reply.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -133,6 +134,20 @@ async def test_benchmax_serve_openenv_support_chat_episode_then_ctrl_c() -> None
             ],
             "cannot serve QuickStartEnv's train split",
         ),
+        *(
+            (
+                [
+                    "examples/quickstart/env.py:QuickStartEnv",
+                    "--protocol",
+                    "openenv",
+                    option,
+                    value,
+                ],
+                f"Invalid value for '{option}': '{value}' is not a positive number of seconds",
+            )
+            for option in ("--header-timeout", "--body-timeout", "--write-timeout")
+            for value in ("nan", "inf", "1e400", "0", "-3")
+        ),
     ],
 )
 def test_serve_errors_are_one_line(
@@ -151,3 +166,21 @@ def test_serve_help_names_every_option() -> None:
                    "--max-sessions", "--session-timeout"):  # fmt: skip
         assert option in result.output
     assert Path(ROOT / "src" / "benchmax" / "serving").is_dir()
+
+
+def test_a_missing_train_split_names_its_file_and_suggests_eval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(ROOT / "examples/quickstart/eval.jsonl", tmp_path / "eval.jsonl")
+    monkeypatch.chdir(ROOT)
+    target = "examples/quickstart/env.py:QuickStartEnv"
+    result = CliRunner().invoke(
+        cli, ["serve", target, "--protocol", "openenv", "--data", str(tmp_path)]
+    )
+    assert result.exit_code != 0
+    assert (
+        f"its data file {tmp_path / 'train.jsonl'} does not exist; --split eval serves the "
+        "eval split"
+    ) in " ".join(result.output.split()), result.output
+    assert "Errno" not in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -192,6 +192,21 @@ async def test_keyed_scores_settle_the_rollout_as_reward_error() -> None:
     assert report.rollouts_by_reason == {"reward_error": 2}
 
 
+async def test_a_zero_weight_metric_returning_nan_does_not_decide_the_rollout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """verifiers PR #1546: a zero-weight metric never decides the reward. Its NaN used to
+    turn a correct rollout into ``reward_error``."""
+    env = VerifiersEnv("bm-vf-refused", {"task": {"nan_metric": True}})
+    assert env.reward_weights == {"graded": 1.0, "odd": 0.0}
+    async with MockModelServer(lambda body, request: "hi") as mock:
+        report = await run_environment(env, run_config(mock, group_size=1))
+    assert report.rollouts_by_reason == {"finished": 2}
+    assert report.reward_stats["graded"].mean == 1.0
+    assert report.reward_stats["odd"].mean == 0.0
+    assert any("'odd' scored nan" in record.getMessage() for record in caplog.records)
+
+
 @pytest.mark.parametrize(
     ("env_id", "env_args", "message"),
     [

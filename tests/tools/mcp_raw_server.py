@@ -11,6 +11,7 @@ scan of the process table finds them all). Behaviours:
 * ``launcher``: the process forks the server and exits at once, as a launcher does;
 * ``cursor-empty``: ``tools/list`` answers ``nextCursor: ""``;
 * ``cursor-repeat``: the second page's ``nextCursor`` points at itself, forever;
+* ``cursor-stuck``: the cursor is ignored: every page is the first, ``nextCursor`` the same;
 * ``reject-params``: ``tools/call`` with an argument other than ``text`` is answered with
   JSON-RPC error ``-32602`` (invalid params).
 
@@ -49,6 +50,8 @@ def _mark() -> None:
 def _pages(cursor: str | None) -> dict[str, Any]:
     if "cursor-empty" in BEHAVIOUR:
         return {"tools": [ECHO], "nextCursor": ""}
+    if "cursor-stuck" in BEHAVIOUR:
+        return {"tools": [ECHO], "nextCursor": "page-2"}
     if "cursor-repeat" in BEHAVIOUR:
         if cursor is None:
             return {"tools": [ECHO], "nextCursor": "page-2"}

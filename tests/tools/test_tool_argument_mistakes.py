@@ -259,6 +259,8 @@ async def test_mcp_invalid_params_are_the_models_mistake(
     [
         ("cursor-empty", ["echo"], None),
         ("cursor-repeat", ["echo", "second"], "mcp.list_cursor_repeated"),
+        # The cursor never advances: the same page again, which used to be a duplicate name.
+        ("cursor-stuck", ["echo"], "mcp.list_cursor_repeated"),
     ],
 )
 async def test_an_empty_or_repeated_cursor_ends_the_listing(

@@ -25,6 +25,7 @@ from benchmax.training import (
     TrainError,
     rollout_sequences,
 )
+from benchmax.training._ranks import Ranks
 from benchmax.training._trainer import _Run
 from benchmax.trajectory import Trajectory
 
@@ -68,6 +69,7 @@ async def one_step(
         evaluate_at=lambda step: None,
         stop=StopRequest(),
         on_event=lambda event: None,
+        ranks=Ranks(index=0, count=1),
     )
     definition = run_definition(
         env,

@@ -27,7 +27,16 @@ def test_hub_ids_are_passed_through() -> None:
     assert resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct") == (
         "HuggingFaceTB/SmolLM2-135M-Instruct"
     )
-    assert resolve_model("gpt2") == "gpt2"
+
+
+def test_a_bare_word_is_never_a_hub_id_and_a_typo_gets_did_you_mean() -> None:
+    builtin = "model 'smollm2-135m-instrct' is not a local directory, a built-in name"
+    with pytest.raises(ValueError, match=re.escape(builtin)) as raised:
+        resolve_model("smollm2-135m-instrct")
+    assert str(raised.value).endswith("did you mean 'smollm2-135m-instruct'?")
+    with pytest.raises(ValueError, match="Hugging Face Hub id") as raised:
+        resolve_model("gpt2")
+    assert "did you mean" not in str(raised.value)
 
 
 @pytest.mark.parametrize(

@@ -307,3 +307,26 @@ def test_requests_arriving_mid_generation_join_the_running_batch() -> None:
     finally:
         alone.close()
     assert again.completion_ids == later[0].completion_ids
+
+
+def test_a_sequence_budget_cuts_replies_and_refuses_a_full_prompt() -> None:
+    """``max_sequence_tokens``: a reply stops where prompt + completion reach the budget
+    (``length``); a prompt that fills it gets the context-overflow 400 benchmax reads as
+    ``context_exceeded``."""
+    torch.manual_seed(0)
+    model = build_model(TOKENIZER)
+    rendered = TOKENIZER.apply_chat_template(QUESTION, add_generation_prompt=True, return_dict=True)
+    prompt = len(rendered["input_ids"])
+    with PolicySampler(model, TOKENIZER, max_sequence_tokens=prompt + 3) as sampler:
+        cut, full = asyncio.run(_post(sampler.base_url, [_body(ignore_eos=True, seed=1), _body()]))
+    with PolicySampler(model, TOKENIZER, max_sequence_tokens=prompt) as sampler:
+        (refused,) = asyncio.run(_post(sampler.base_url, [_body()]))
+    tokens = _tokens(cut)
+    assert len(tokens.prompt_token_ids) == prompt and len(tokens.completion_token_ids) == 3
+    assert cut.json()["choices"][0]["finish_reason"] == "length"
+    assert len(_tokens(full).completion_token_ids) <= 3
+    assert refused.status_code == 400
+    assert is_context_overflow(400, refused.json()["error"])
+    assert "--max-sequence-tokens" in refused.json()["error"]["message"]
+    with pytest.raises(ValueError, match="max_sequence_tokens must be a positive integer"):
+        PolicySampler(model, TOKENIZER, max_sequence_tokens=0)

@@ -11,8 +11,9 @@
 A random model never writes a well-formed tool call by itself, so the sampler samples under
 a grammar, like vLLM's structured outputs: at every step the next token is drawn from the
 model's distribution restricted to the tokens the grammar allows (a forced token is the only
-one allowed). The logprob reported for each token is the model's raw log-softmax, which is
-what the trainer recomputes. The grammar lets the model choose: call ``add`` or
+one allowed). The logprob reported for each token is the log-softmax of the logits divided
+by the temperature (before the grammar restricts them), which is what the trainer
+recomputes. The grammar lets the model choose: call ``add`` or
 ``multiply`` with 1-3 digit arguments, or answer ``<answer>D+</answer>``.
 """
 

@@ -303,3 +303,20 @@ def test_a_non_finite_reward_is_named_with_its_example(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["compare", str(a), str(b)])
     assert result.exit_code == 3
     assert "example 'e1' in B is not a finite number" in result.output
+
+
+def test_compare_refuses_a_line_whose_model_calls_view_refuses(tmp_path: Path) -> None:
+    bad_calls = [{"finish_reason": "stop", "usage": None, "seconds": 0.1, "message_index": 1,
+                  "prompt_token_ids_added": [8], "completion_token_ids": [9]}]  # fmt: skip
+    records = [rollout(0, "e1", k, rewards=r(1, 1)) for k in range(2)]
+    records[1]["model_calls"] = bad_calls
+    a = write(tmp_path / "a.jsonl", header(group_size=2), records)
+    b = run_file(tmp_path / "b.jsonl", {"e1": [r(1, 1), r(0, 0)]})
+    with pytest.raises(ResultsFileError) as viewed:
+        read_results(a)
+    with pytest.raises(ResultsFileError) as compared:
+        compare_files(a, b)
+    assert str(compared.value) == str(viewed.value)
+    assert f"{a}:3 is not a rollout record" in str(compared.value)
+    result = CliRunner().invoke(cli, ["compare", str(a), str(b)])
+    assert result.exit_code != 0 and "prompt_token_ids_added" in result.output

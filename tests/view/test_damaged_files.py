@@ -107,3 +107,97 @@ def test_rescore_refuses_to_replace_an_existing_output_without_force(tmp_path: P
     write(results, head, group([{"c": 0.0}, {"c": 1.0}]))
     named = run_cli("rescore", results, "x.py:Env", "--data", tmp_path, "-o", tmp_path / "n.jsonl")
     assert isinstance(named.exception, SystemExit), named.exception  # no AttributeError
+
+
+# ---- a training run directory whose metrics or eval files are damaged ------------------------
+
+
+def training_run(tmp_path: Path) -> Path:
+    root = tmp_path / "run"
+    root.mkdir()
+    records = [
+        dict(rollout(0, "ex0", k, rewards={"correct": float(k)}), step=1, weights_version=0)
+        for k in range(2)
+    ]
+    write(root / "rollouts.jsonl", header(group_size=2), records)
+    (root / "eval").mkdir()
+    write(root / "eval" / "step-0.jsonl", header(group_size=2), group([{"correct": 0.0}] * 2))
+    write(root / "eval" / "step-2.jsonl", header(group_size=2), group([{"correct": 1.0}] * 2))
+    return root
+
+
+GOOD_STEP = {"step": 2, "reward": 0.5, "termination_reasons": {"finished": 4}, "rewards": {}}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"step": 1, "termination_reasons": ["finished", 4]},
+        {"step": 1, "termination_reasons": {"finished": "four"}},
+        {"step": 1, "termination_reasons": "finished"},
+        {"step": 1, "rewards": ["correct", 1.0], "completion_tokens": 7, "trainer": "loss"},
+        {"step": 1, "reward": "high", "zero_variance_group_share": [0.5]},
+        {"step": True, "reward": 1.0},
+        {"step": 10**400, "reward": 1.0},
+    ],
+)
+def test_a_metrics_line_with_wrong_field_types_is_skipped_with_a_warning(
+    tmp_path: Path, bad: dict[str, Any]
+) -> None:
+    root = training_run(tmp_path)
+    lines = [json.dumps(bad).replace("1" * 401, "1" * 401), json.dumps(GOOD_STEP)]
+    (root / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    result = run_cli("view", root)
+    assert result.exit_code == 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    page = (root / "training.html").read_text()
+    assert 'data-step="2"' in page
+    if bad["step"] == 1:
+        assert "metrics.jsonl:1: skipped" in result.output
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "torn", "not results"])
+def test_one_missing_or_empty_eval_file_leaves_the_rest_of_the_page(
+    tmp_path: Path, damage: str
+) -> None:
+    root = training_run(tmp_path)
+    (root / "metrics.jsonl").write_text(json.dumps(GOOD_STEP) + "\n")
+    step_0 = root / "eval" / "step-0.jsonl"
+    if damage == "missing":
+        step_0.unlink()
+        step_0.symlink_to(root / "eval" / "nowhere.jsonl")
+    elif damage == "empty":
+        step_0.write_text("")
+    elif damage == "torn":
+        step_0.write_text(step_0.read_text()[:30])
+    else:
+        step_0.write_text("[1, 2]\n")
+    result = run_cli("view", root)
+    assert result.exit_code == 0, result.output
+    page = (root / "training.html").read_text()
+    assert 'data-testid="chart-eval"' in page
+    assert "eval/step-0.jsonl" in result.output and "skipped" in result.output
+
+
+@pytest.mark.parametrize("depth", [800, 1400])
+def test_a_transcript_nested_too_deep_to_spool_leaves_that_group_without_it(
+    tmp_path: Path, depth: int
+) -> None:
+    """A message nested 800 deep used to fail the page with RecursionError while pickling."""
+    results = tmp_path / "r.jsonl"
+    records = group([{"correct": 0.0}, {"correct": 1.0}])
+    records += [
+        rollout(
+            1, "ex1", k, rewards={"correct": 1.0}, transcript=[{"role": "user", "content": "w"}]
+        )
+        for k in range(2)
+    ]
+    write(results, header(group_size=2), records)
+    lines = results.read_text().splitlines()
+    deep = "[" * depth + "]" * depth
+    lines[1] = lines[1].replace('"content": "q"', f'"content": "q", "extra": {deep}', 1)
+    results.write_text("\n".join(lines) + "\n")
+    result = run_cli("view", results)
+    assert result.exit_code == 0, result.output
+    page = results.with_suffix(".html").read_text()
+    assert "ex0" in page and "ex1" in page

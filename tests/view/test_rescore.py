@@ -471,3 +471,26 @@ async def test_annotations_made_while_rescoring_join_the_record(
     assert by_id[first.rollout_id].annotations == {"explanation": "scored 4"}
     never_scored = read_results(results).rollouts[2]  # model_error: not rescored
     assert by_id[never_scored.rollout_id].annotations == {}
+
+
+async def test_a_huge_example_index_is_read_by_rescore_view_and_compare(
+    source: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """An example_index beyond 64 bits used to end in OverflowError (the streaming readers
+    keep the indexes in 8-byte arrays)."""
+    results, data = source
+    huge = 10**30
+    lines = results.read_text().splitlines()
+    lines[1:4] = [
+        line.replace('"example_index": 0,', f'"example_index": {huge},') for line in lines[1:4]
+    ]
+    results.write_text("\n".join(lines) + "\n")
+    assert [r.example_index for r in read_results(results).rollouts][-3:] == [huge] * 3
+    output = tmp_path / "new.jsonl"
+    report = await rescore_results(ScoreEnv(), results, output, base_dir=data)
+    assert (report.groups, report.rollouts) == (3, 9)
+    assert read_results(output).rollouts[-1].example_index == huge
+    view = CliRunner().invoke(cli, ["view", str(results)])
+    assert view.exit_code == 0, view.output
+    compare = CliRunner().invoke(cli, ["compare", str(results), str(output)])
+    assert compare.exit_code == 0, compare.output

@@ -168,3 +168,14 @@ def test_the_pages_summary_is_the_runs_report(tmp_path: Path) -> None:
         assert json.dumps(summary[name]) == json.dumps(report[name]), name
     for name in ("advantage_signal_share", "mean_abs_advantage", "failed_share"):
         assert summary[name] == report[name], name
+
+
+@pytest.mark.parametrize("budget", ["nan", "inf", "1e400", "-1"])
+def test_a_transcript_budget_that_is_not_a_finite_size_is_one_usage_line(
+    tmp_path: Path, budget: str
+) -> None:
+    results = write(tmp_path / "run.jsonl", header(), [rollout(0, "e0", 0, rewards={"c": 1.0})])
+    result = CliRunner().invoke(cli, ["view", str(results), "--transcript-budget", budget])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--transcript-budget'" in result.output
+    assert isinstance(result.exception, SystemExit)  # a usage error, not a traceback

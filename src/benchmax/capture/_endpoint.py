@@ -196,8 +196,8 @@ class CaptureEndpoint:
         if request.method != "POST":
             return _error(Refusal(405, "method_not_allowed", "use POST for /chat/completions"))
         try:
-            body = json.loads(await request.read())
-        except ValueError:
+            body = json.loads(await request.read(), parse_constant=_no_constant)
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than json decodes
             return _error(Refusal(400, "invalid_json", "the request body is not JSON"))
         if not isinstance(body, dict):
             return _error(Refusal(400, "invalid_request", "the body must be a JSON object"))
@@ -218,6 +218,11 @@ class CaptureEndpoint:
         if named is not None and named != session.rollout_id:
             return Refusal(401, "invalid_api_key", "this API key belongs to another rollout")
         return session
+
+
+def _no_constant(name: str) -> object:
+    """Refuse ``NaN``/``Infinity``: not JSON, and a recorded call must write back as JSON."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def _named_rollout(prefix: str) -> str | None:

@@ -26,6 +26,7 @@ from benchmax._modelhttp import (
     loop_pool,
     read_call_tokens,
 )
+from benchmax._secret_masking import credential_secrets, mask_secrets
 from benchmax._vocabulary import (
     MAX_TURNS_EXCEEDED,
     MODEL_ERROR,
@@ -82,7 +83,9 @@ class CaptureSession:
         "_chat",
         "_closed",
         "_failure",
+        "_in_flight",
         "_sampled",
+        "_secrets",
         "api_key",
         "base_url",
         "ended",
@@ -122,6 +125,9 @@ class CaptureSession:
         self._failure: CaptureFailure | None = None
         self._sampled = 0
         self._closed = False
+        self._in_flight: set[asyncio.Future[Any]] = set()
+        # an upstream may echo its credential in an error: masked before anyone sees it
+        self._secrets = credential_secrets([upstream_auth], upstream_url, warn=False)
         self._chat = ChatSession(
             loop_pool(),
             base_url=upstream_url,
@@ -165,8 +171,12 @@ class CaptureSession:
         self.ended.set()
 
     async def aclose(self) -> None:
+        """Close the session: upstream calls still in flight are abandoned (their program
+        is gone with its rollout; nothing waits for a slow upstream)."""
         if not self._closed:
             self._closed = True
+            for pending in list(self._in_flight):
+                pending.cancel()
             await self._chat.aclose()
 
     async def complete(self, body: Mapping[str, Any]) -> CapturedCall | Refusal:
@@ -180,10 +190,24 @@ class CaptureSession:
         upstream.update(TOKEN_REQUEST_FIELDS)
         upstream.update(self.sampling_args)
         started = time.perf_counter()
-        decoded = await self._chat.complete(upstream)
+        pending = asyncio.ensure_future(self._chat.complete(upstream))
+        self._in_flight.add(pending)
+        try:
+            decoded = await pending
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the handler itself is cancelled
+            return Refusal(409, "rollout_ended", "the rollout ended during this call")
+        finally:
+            self._in_flight.discard(pending)
+            if not pending.done():
+                pending.cancel()
         seconds = time.perf_counter() - started
         if isinstance(decoded, CallFailure):
-            message = _one_line(f"the upstream call failed: {decoded.error}")
+            message = _one_line(
+                mask_secrets(f"the upstream call failed: {decoded.error}", self._secrets)
+            )
             self.fail(decoded.termination_reason, message)
             return Refusal(502, "upstream_failed", message)
         if not isinstance(decoded, dict):

@@ -40,7 +40,7 @@ __all__ = ["capture_command"]
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="JSON Lines file for the captured calls (session, tokens, request, reply).",
+    help="Write each captured call to this JSON Lines file (session, tokens, request, reply).",
 )
 @listen_options()
 def capture_command(

@@ -11,11 +11,13 @@ checked against ``COMMAND_EXIT_CODES`` by a test):
 - ``3`` the configuration or an endpoint is wrong (a target that does not import, a missing
   data file or results file, an unreachable or refusing endpoint, an unreadable bundle);
 - ``4`` ``run`` finished, but more of its rollouts failed operationally than
-  ``--fail-on-error`` tolerates: its rewards are not trustworthy;
+  ``--fail-on-error`` tolerates: its rewards are not trustworthy; or
+  ``train`` stopped because no step could learn (every rollout of several steps
+  failed operationally): its weights are not trustworthy;
 - ``130`` interrupted by Ctrl-C (SIGINT), ``143`` stopped by SIGTERM; what finished is kept.
 
-Servers (``mock-serve``, ``serve``, ``serve-model``) run until stopped: a signal ends them
-with ``0``.
+Servers (``capture``, ``mock-serve``, ``serve``, ``serve-model``) run until stopped: a
+signal ends them with ``0``.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ _CHECKING = _FINISHING | {ExitCode.CHECKS_FAILED}
 
 COMMAND_EXIT_CODES: Mapping[str, frozenset[ExitCode]] = {
     "bundle": _FINISHING,
+    "capture": _FINISHING,
     "compare": _FINISHING,
     "generate-qa": _CHECKING,
     "init": _FINISHING,
@@ -109,12 +112,12 @@ COMMAND_EXIT_CODES: Mapping[str, frozenset[ExitCode]] = {
     "serve-model": _FINISHING,
     "show": _FINISHING,
     "traces": _FINISHING,
-    "train": _FINISHING,
+    "train": _FINISHING | {ExitCode.UNTRUSTWORTHY},
     "validate": _CHECKING,
     "view": _FINISHING,
 }
 """The statuses each command ends with when it is not interrupted."""
 
-SERVERS = frozenset({"mock-serve", "serve", "serve-model"})
+SERVERS = frozenset({"capture", "mock-serve", "serve", "serve-model"})
 """The commands that run until stopped: Ctrl-C or SIGTERM ends them with ``0``. Every
 other command exits ``130`` after Ctrl-C and ``143`` after SIGTERM."""

@@ -18,6 +18,7 @@ from benchmax.cli._exit_codes import ChecksFailed
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._mock_policy import MOCK_MODEL, load_mock_policy
 from benchmax.cli._options import (
+    FiniteRange,
     api_key_env_option,
     base_url_option,
     concurrency_option,
@@ -148,7 +149,7 @@ def _weights(
 )
 @click.option(
     "--noise",
-    type=click.FloatRange(0, 1),
+    type=FiniteRange(0, 1),
     default=0.0,
     is_flag=False,
     flag_value=0.3,
@@ -165,7 +166,7 @@ def _weights(
 )
 @click.option(
     "--trivial-overlap",
-    type=click.FloatRange(0, 1, min_open=True),
+    type=FiniteRange(0, 1, min_open=True),
     default=0.75,
     show_default=True,
     help="A question sharing a run of words this long (share of a sentence) with one "
@@ -203,7 +204,7 @@ def _weights(
 @concurrency_option(4)
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     default=120.0,
     show_default=True,
     help="Seconds for one model request.",

@@ -6,6 +6,7 @@ name means one thing in every command (a test checks it)."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +36,20 @@ __all__ = [
     "output_option",
     "renamed_option",
     "seed_option",
+    "FiniteRange",
 ]
+
+
+class FiniteRange(click.FloatRange):
+    """A float range that refuses ``nan`` (which every range comparison lets through)
+    and ``inf``."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
 
 type _Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -206,7 +220,7 @@ def eval_fraction_option(text: str) -> _Decorator:
     says what a split keeps whole)."""
     return click.option(
         "--eval-fraction",
-        type=click.FloatRange(0, 1, max_open=True),
+        type=FiniteRange(0, 1, max_open=True),
         default=0.2,
         show_default=True,
         help=text,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from benchmax.cli._options import output_option
+from benchmax.cli._options import FiniteRange, output_option
 from benchmax.cli._results_reading import reading as _reading
 from benchmax.results import TRANSCRIPT_BUDGET, write_html_report
 
@@ -42,7 +42,7 @@ def _size(count: int) -> str:
 @click.option(
     "--transcript-budget",
     "budget_mb",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0),
     default=TRANSCRIPT_BUDGET / 2**20,
     show_default=True,
     metavar="MB",
@@ -79,6 +79,8 @@ def view_command(
             default = results / "training.html" if training else results.with_suffix(".html")
             page = output if output is not None else default
             raise click.ClickException(f"cannot write {page}: {error.strerror or error}") from None
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(
         f"wrote {report.path} ({_size(report.size_bytes)}, {report.groups} groups, "
         f"{report.rollouts} rollouts) in {report.build_seconds:.2f} s"

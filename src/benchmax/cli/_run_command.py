@@ -19,6 +19,7 @@ from benchmax._vocabulary import SCORING_FAILURES
 from benchmax.cli._exit_codes import ChecksFailed, DetailedError, Untrustworthy
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import (
+    FiniteRange,
     api_key_env_option,
     auth_option,
     base_url_option,
@@ -65,17 +66,6 @@ class _Seconds(click.FloatRange):
 
 
 SECONDS = _Seconds(min=0, min_open=True)
-
-
-class _Finite(click.FloatRange):
-    """A float range that refuses ``nan`` (which every range comparison lets through)
-    and ``inf``."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
 
 
 def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
@@ -128,13 +118,13 @@ def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
 )
 @click.option(
     "--temperature",
-    type=_Finite(min=0),
+    type=FiniteRange(min=0),
     metavar="T",
     help="Sampling temperature sent with every model request.",
 )
 @click.option(
     "--top-p",
-    type=_Finite(min=0, max=1),
+    type=FiniteRange(min=0, max=1),
     metavar="P",
     help="Nucleus sampling top_p sent with every model request.",
 )
@@ -180,7 +170,7 @@ def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
 @click.option(
     "--max-failure-share",
     metavar="SHARE",
-    type=_Finite(0, 1),
+    type=FiniteRange(0, 1),
     default=DEFAULT_MAX_FAILURE_SHARE,
     show_default=True,
     help=f"Stop the run (finished groups kept) once at least {MIN_ROLLOUTS} rollouts ran and "
@@ -191,7 +181,7 @@ def _limit_options() -> Callable[[Callable[..., Any]], Callable[[Any], Any]]:
     "--fail-on-error",
     "fail_on_error",
     metavar="SHARE",
-    type=_Finite(0, 1),
+    type=FiniteRange(0, 1),
     default=DEFAULT_FAIL_ON_ERROR,
     show_default=True,
     help="Exit 4 (untrustworthy) when more than this share of the results' rollouts failed "

@@ -41,19 +41,23 @@ __all__ = ["serve_command"]
 
 
 class _Timeout(click.ParamType):  # type: ignore[type-arg]
-    """Seconds (a positive finite number) or ``none``."""
+    """Seconds (a positive finite number), or ``none`` where ``allow_none``."""
 
     name = "seconds"
+
+    def __init__(self, *, allow_none: bool = True) -> None:
+        self.allow_none = allow_none
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value is None or isinstance(value, float):
             return value
-        if str(value).strip().lower() == "none":
+        if self.allow_none and str(value).strip().lower() == "none":
             return None
         try:
             seconds = float(value)
         except ValueError:
-            self.fail(f"{value!r} is not a number of seconds or 'none'", param, ctx)
+            expected = "a number of seconds or 'none'" if self.allow_none else "a number of seconds"
+            self.fail(f"{value!r} is not {expected}", param, ctx)
         if not math.isfinite(seconds) or seconds <= 0:
             self.fail(f"{value!r} is not a positive number of seconds", param, ctx)
         return seconds
@@ -99,7 +103,7 @@ class _Timeout(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option(
     "--header-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=_Timeout(allow_none=False),
     default=60.0,
     show_default=True,
     help="Seconds a connection may take to send a request's headers (from when it opened "
@@ -107,14 +111,14 @@ class _Timeout(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option(
     "--body-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=_Timeout(allow_none=False),
     default=60.0,
     show_default=True,
     help="Seconds between two reads of a request body before it is dropped (HTTP 408).",
 )
 @click.option(
     "--write-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=_Timeout(allow_none=False),
     default=30.0,
     show_default=True,
     help="Seconds a WebSocket message may wait for a client that does not read before "

@@ -17,6 +17,7 @@ from benchmax.auth import InjectedAuth, ModelAuth
 from benchmax.cli._credentials import auth_variables, bearer_from_variable, bearer_or_no_auth
 from benchmax.cli._json_output import echo_json
 from benchmax.cli._options import (
+    FiniteRange,
     auth_option,
     env_arg_option,
     eval_fraction_option,
@@ -152,7 +153,7 @@ async def _baseline(inputs: _BaselineInputs, data_dir: Path) -> Any:
 )
 @click.option(
     "--similarity",
-    type=click.FloatRange(0, 1, min_open=True),
+    type=FiniteRange(0, 1, min_open=True),
     default=0.75,
     show_default=True,
     help="Character-trigram similarity of (last user message, reply) that makes a near-duplicate.",
@@ -309,7 +310,15 @@ def traces_command(
         output_dir=output_dir,
         refused=(TracesError, TraceFormatError, TargetError),
         credentials={TEACHER_AUTH: teacher_auth},
+        quiet_logs=teacher is not None,  # a failing teacher: one line below, no tracebacks
     )
+    if summary.relabel_failed:
+        console.print(
+            f"[yellow]teacher failed[/] on {summary.relabel_failed} of "
+            f"{summary.relabel_failed + summary.relabeled} requests (the logged replies "
+            f"kept): {escape(mask(summary.relabel_error))}",
+            soft_wrap=True,
+        )
     out = Console(quiet=as_json)  # --json: the document below instead
     out.print(_summary_table(summary))
     print_skipped(console, summary.malformed_examples, summary.malformed)

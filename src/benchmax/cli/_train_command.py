@@ -3,20 +3,26 @@
 The options are derived from ``benchmax.training.TrainConfig`` (one per field, with its
 documentation); ``--config FILE.toml`` holds the same keys, and options given on the
 command line override the file. Ctrl-C or SIGTERM stops after the current step with a
-checkpoint; a second one stops at once.
+checkpoint; a second one stops at once. ``--num-processes N`` launches N data-parallel
+processes (``_train_launch``); a process a launcher started (``WORLD_SIZE``) trains as
+one rank of the run, and only rank 0 prints.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import logging
+import os
 import shlex
 import signal
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from click.core import ParameterSource
@@ -26,7 +32,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from benchmax.cli._compare_command import render_comparison
 from benchmax.cli._credentials import auth_variables, bearer_from_variable
+from benchmax.cli._exit_codes import Untrustworthy
 from benchmax.cli._json_output import echo_json
+from benchmax.cli._launcher import launcher_prefix
 from benchmax.cli._options import json_option
 from benchmax.cli._run_plan import bundle_definition
 from benchmax.cli._signals import TerminationSignals, terminate_like_interrupt
@@ -43,6 +51,10 @@ from benchmax.training._config import (
 __all__ = ["train_command"]
 
 _SETTINGS = {setting.name: setting for setting in config_settings()}
+_REPORT_SECONDS = 20.0
+"""How long a rank other than 0 waits before it leaves a run that stopped or could not
+start: rank 0 ends the same way and reports it, and the launcher stops the other processes
+as soon as one exits with a failure status, so they must not exit before it."""
 
 
 def _shown_default(setting: Setting) -> str:
@@ -174,21 +186,45 @@ class _Display:
             reward = "-" if event.reward is None else f"{event.reward:.3f}"
             self.progress.update(self.task, completed=event.step, reward=reward)
         elif kind == "eval" and event.reward is not None:
+            key = event.reward_key or "reward"
             self.console.print(
-                f"[bold]eval[/] after step {event.step}: mean first reward key "
-                f"{event.reward:.3f} ({escape(event.message.split(': ', 1)[-1])})",
+                f"[bold]eval[/] after step {event.step}: mean {escape(key)} "
+                f"{event.reward:.3f} ({escape(str(event.path or ''))})",
                 soft_wrap=True,
             )
         elif kind == "checkpoint" and event.path is not None:
             self.console.print(f"checkpoint: {escape(str(event.path))}", soft_wrap=True)
+        elif kind == "note" and event.message:
+            self.console.print(f"[yellow]{escape(event.message)}[/]", soft_wrap=True)
 
     def close(self) -> None:
         self.progress.stop()
 
 
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# torch.save on a full disk: "unexpected pos 6400 vs 6292" or "file write failed"
+_DISK_FULL_PHRASES = ("No space left on device", "unexpected pos", "file write failed")
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error`` (or an error it came from) says the disk is full."""
+    seen: BaseException | None = error
+    for _ in range(20):  # a cycle in __context__ cannot loop forever
+        if seen is None:
+            return False
+        if getattr(seen, "errno", None) in _DISK_FULL_ERRNOS:
+            return True
+        if any(phrase in str(seen) for phrase in _DISK_FULL_PHRASES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _resume_command(config: TrainConfig) -> str:
+    """The command resuming this run, launched as this one was (``uv run ...`` under uv)."""
+    config_file = str(Path(config.output_dir) / "config.toml")
     return shlex.join(
-        ["benchmax", "train", "--config", str(Path(config.output_dir) / "config.toml"), "--resume"]
+        [*launcher_prefix(), "benchmax", "train", "--config", config_file, "--resume"]
     )
 
 
@@ -235,9 +271,32 @@ def train_command(
         }
     except TargetError as error:
         raise click.ClickException(str(error)) from None
+    if config.accelerate_config is not None and not config.accelerate_config.is_file():
+        raise click.ClickException(f"accelerate config file not found: {config.accelerate_config}")
+    if config.num_processes > 1 and "WORLD_SIZE" not in os.environ:
+        from benchmax.cli._train_launch import launch_processes
+
+        try:
+            status = launch_processes(config, as_json=as_json)
+        except ImportError as error:
+            raise click.ClickException(
+                f"benchmax train needs the trl extra ({error.name or error} is missing): "
+                "pip install 'benchmax[trl]'"
+            ) from None
+        if status:
+            raise SystemExit(status)
+        return
     env_factory = functools.partial(env_target.env_class, **env_target.constructor_args)
     definition = bundle_definition(env_target, dict(config.env_args))
     _run(config, env_factory, providers, definition, as_json=as_json)
+
+
+def _rank() -> int:
+    """This process's rank under a launcher (``RANK``), 0 without one."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
 
 
 def _run(
@@ -250,14 +309,23 @@ def _run(
 ) -> None:
     from benchmax.training import StopRequest, TrainError, train
 
-    console = Console(stderr=True)
+    rank = _rank()
+    console = Console(stderr=True, quiet=rank != 0)  # only rank 0 reports
+    if rank:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # rank 0 warns once
     logging.getLogger("benchmax").addHandler(logging.NullHandler())  # rollout logs: files only
     warnings.filterwarnings("ignore", category=FutureWarning)
     stop = StopRequest()
     display = _Display(console)
     signals = TerminationSignals()
 
+    interrupted_eval: list[int] = []
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.evaluating is not None:  # an evaluation changes no weights: stop it now
+            interrupted_eval.append(stop.evaluating)
+            stop.request("interrupted")
+            raise KeyboardInterrupt
         if stop.requested:
             raise KeyboardInterrupt
         stop.request("interrupted")
@@ -284,23 +352,41 @@ def _run(
                 signal.signal(signal.SIGINT, previous)
     except KeyboardInterrupt:
         display.close()
-        _report_stop(console, config, saved=None)
-        raise SystemExit(signals.exit_status) from None
+        if interrupted_eval:
+            _report_eval_stop(console, config, interrupted_eval[0])
+        else:
+            _report_stop(console, config, saved=None)
+        _leave(rank, signals.exit_status)
     except TrainError as error:
         display.close()
+        if rank:  # every rank meets the same setting or directory: rank 0 says it
+            _leave(rank, 1)
         raise click.ClickException(str(error)) from None
     except FileNotFoundError as error:
         display.close()
         raise click.ClickException(f"file not found: {error.filename or error}") from None
     except Exception as error:  # the environment, the model loader or TRL failed
         display.close()
-        raise click.ClickException(f"training failed: {type(error).__name__}: {error}") from None
+        where = f"rank {rank}: " if rank else ""
+        if _disk_full(error):
+            raise click.ClickException(
+                f"{where}training failed: the disk holding {config.output_dir} is full (a file "
+                "could not be written whole); free space, then resume with: "
+                f"{_resume_command(config)}"
+            ) from None
+        raise click.ClickException(
+            f"{where}training failed: {type(error).__name__}: {error}"
+        ) from None
     finally:
         display.close()
     assert result is not None
+    if result.failure is not None:  # its checkpoint was reported as it was written
+        raise Untrustworthy(f"untrustworthy: {result.failure}")
     if result.stopped:
         _report_stop(console, config, saved=result.checkpoint)
-        raise SystemExit(signals.exit_status)
+        _leave(rank, signals.exit_status)
+    if rank:
+        return
     if as_json:
         echo_json(
             {
@@ -318,6 +404,36 @@ def _run(
         out.print("[bold]base vs final[/] on the eval split (eval/compare.json):")
         render_comparison(result.comparison, base, final, out)
     out.print(f"see it: benchmax view {shlex.quote(str(result.output_dir))}", soft_wrap=True)
+
+
+def _leave(rank: int, status: int) -> NoReturn:
+    """Exit with ``status``; a rank other than 0 first gives rank 0 :data:`_REPORT_SECONDS`
+    to report and exit (the launcher then ends this process)."""
+    if rank:
+        with contextlib.suppress(KeyboardInterrupt):  # the launcher's SIGTERM, as an interrupt
+            time.sleep(_REPORT_SECONDS)
+    raise SystemExit(status)
+
+
+def _report_eval_stop(console: Console, config: TrainConfig, step: int) -> None:
+    """What an interrupt during the evaluation after ``step`` kept and lost."""
+    layout = RunDirectory(Path(config.output_dir))
+    steps = layout.checkpoint_steps()
+    if step == 0:
+        weights = "nothing was trained yet"
+    elif steps and steps[-1] == step:
+        weights = f"the weights of step {step} are saved in {layout.checkpoint(step)}"
+    else:
+        last = f"the last checkpoint is step-{steps[-1]}" if steps else "no checkpoint was written"
+        weights = f"the weights of step {step} were not saved ({last})"
+    console.print(
+        f"[bold red]stopped[/] during the evaluation after step {step}: "
+        f"{escape(str(layout.eval_file(step)))} keeps the groups that finished, the others "
+        f"were not run; {escape(weights)}",
+        soft_wrap=True,
+    )
+    if steps:
+        console.print(f"resume with: {escape(_resume_command(config))}", soft_wrap=True)
 
 
 def _report_stop(console: Console, config: TrainConfig, *, saved: Path | None) -> None:

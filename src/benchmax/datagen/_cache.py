@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import IO, Literal
 __all__ = ["CACHE_NAME", "ChunkCache", "ChunkResult", "KeptPair", "chunk_key"]
 
 CACHE_NAME = ".generate-qa-cache.jsonl"
+
+logger = logging.getLogger(__name__)
 
 
 def chunk_key(*parts: object) -> str:
@@ -106,7 +109,8 @@ class ChunkCache:
     """Results by chunk key, read from and appended to ``directory/CACHE_NAME``.
 
     A line that does not parse (a run killed mid-write, even inside a UTF-8 character;
-    a line that is not UTF-8) is ignored: that chunk is redone. A torn last line (no
+    a line that is not UTF-8; JSON nested too deeply to read) is ignored, and a whole
+    line named in a warning (``file:line``): that chunk is redone. A torn last line (no
     newline) is cut off before the first new line is appended, so it cannot swallow it.
     Each line is passed through ``mask`` (secrets a model echoed) before it is written.
     """
@@ -120,10 +124,20 @@ class ChunkCache:
             data = self.path.read_bytes()
             if data and not data.endswith(b"\n"):
                 self._whole = data.rfind(b"\n") + 1
-            for raw in data.split(b"\n"):
+            lines = data.split(b"\n")
+            for number, raw in enumerate(lines, start=1):
                 try:
                     result = ChunkResult.from_json(json.loads(raw.decode("utf-8")))
-                except (ValueError, KeyError, TypeError, AssertionError):  # UnicodeError too
+                except (ValueError, KeyError, TypeError, AssertionError, RecursionError) as error:
+                    if raw.strip() and number < len(lines):  # a torn last line: quietly
+                        deep = isinstance(error, RecursionError)
+                        reason = "nested too deeply" if deep else type(error).__name__
+                        logger.warning(
+                            "%s:%d: skipped, not a cache line (%s); that chunk is redone",
+                            self.path,
+                            number,
+                            reason,
+                        )
                     continue
                 self._results[result.key] = result
         self._file: IO[str] | None = None

@@ -75,7 +75,8 @@ class TracesSummary:
     ``near_duplicate``, ``earlier_turn`` in whole-conversation mode); ``scrubbed`` the
     replacements by kind.
     ``relabeled``/``relabel_failed`` count teacher answers kept and requests that failed
-    (the logged reply stays then).
+    (the logged reply stays then); ``relabel_error`` is the first failure's reason, one
+    line with the teacher's credentials masked (``""`` when none failed).
     """
 
     files: tuple[TraceFile, ...]
@@ -93,6 +94,7 @@ class TracesSummary:
     relabel_failed: int
     train_path: Path
     eval_path: Path
+    relabel_error: str = ""
 
     @property
     def rows(self) -> int:
@@ -114,6 +116,7 @@ class TracesSummary:
             "eval_groups": self.eval_groups,
             "relabeled": self.relabeled,
             "relabel_failed": self.relabel_failed,
+            "relabel_error": self.relabel_error,
             "train_path": str(self.train_path),
             "eval_path": str(self.eval_path),
         }
@@ -305,6 +308,7 @@ class _Relabeler:
         self.mask = mask
         self.relabeled = 0
         self.failed = 0
+        self.first_error = ""
 
     async def relabel(self, rows: list[dict[str, object]]) -> None:
         if self.judge is None or not rows:
@@ -326,6 +330,7 @@ class _Relabeler:
                 except (JudgeError, ValueError) as error:
                     self.failed += 1
                     error_text = self.mask(str(error))[:300]
+                    self.first_error = self.first_error or " ".join(error_text.split())
                     row["relabeled"] = {"model": self.judge.model, "error": error_text}
                     return
             self.relabeled += 1
@@ -431,6 +436,7 @@ async def traces(
         relabel_failed=relabeler.failed,
         train_path=train.path,
         eval_path=evaluation.path,
+        relabel_error=relabeler.first_error,
     )
 
 

@@ -76,6 +76,7 @@ from benchmax.results._step_metrics import (
     step_metrics,
     tracker_metrics,
     trainer_metrics,
+    trl_advantages,
 )
 from benchmax.results._store import ResultsStore, new_run_id, write_results
 from benchmax.results._training_page import is_training_run, write_training_page
@@ -134,6 +135,7 @@ __all__ = [
     "summarize",
     "tracker_metrics",
     "trainer_metrics",
+    "trl_advantages",
     "write_html_report",
     "write_results",
     "write_training_page",

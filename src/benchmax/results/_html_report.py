@@ -50,7 +50,8 @@ _PLACEHOLDER = re.compile(r"\{\{(TITLE|STATIC|DATA)\}\}")
 class HtmlReport:
     """A written report: where, how big (bytes) and how long building it took (seconds);
     ``omitted_groups`` counts the groups whose transcripts were left out (beyond the
-    transcript budget)."""
+    transcript budget); ``warnings`` name what was left out of the page as damaged (one
+    line each: a ``metrics.jsonl`` line, an eval file)."""
 
     path: Path
     size_bytes: int
@@ -58,6 +59,7 @@ class HtmlReport:
     groups: int
     rollouts: int
     omitted_groups: int = 0
+    warnings: tuple[str, ...] = ()
 
 
 def write_html_report(

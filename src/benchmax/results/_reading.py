@@ -112,8 +112,8 @@ class GroupScan:
         self.path = Path(path)
         self.overfull: set[tuple[int, int]] = set()
         self.header, self._groups = _stream(self.path, build=build, overfull=self.overfull)
-        self._indexes: array[int] = array("q")
-        self._attempts: array[int] = array("q")
+        self._indexes = _Integers()
+        self._attempts = _Integers()
 
     def __iter__(self) -> Iterator[tuple[tuple[int, int], list[Any]]]:
         for group in self._groups:
@@ -136,6 +136,28 @@ class GroupScan:
             kept.append(n)
             last = indexes[n]
         return kept
+
+
+class _Integers:
+    """Integers appended in order: 8 bytes each in an ``array`` while they fit in 64 bits,
+    a list once one does not (a JSON integer has no bound)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: array[int] | list[int] = array("q")
+
+    def append(self, value: int) -> None:
+        try:
+            self._items.append(value)
+        except OverflowError:
+            self._items = [*self._items, value]
+
+    def __getitem__(self, position: int) -> int:
+        return self._items[position]
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def _key_of(record: Trajectory | LazyRollout | Mapping[str, Any]) -> tuple[int, int]:
@@ -242,13 +264,9 @@ def _complete_groups(
         if build is None:
             item = LazyRollout(path, number, raw, record)
         elif build:
-            try:
-                item = Trajectory.from_json(record)
-            except (TypeError, ValueError) as error:
-                raise ResultsFileError(
-                    f"{path}:{number} is not a rollout record: {error}"
-                ) from None
+            item = _trajectory(path, number, record)
         else:
+            _trajectory(path, number, record)  # the line is checked as ``build`` checks it
             item = {name: record[name] for name in SUMMARY_FIELDS if name in record}
             item["example_index"], item["attempt"] = key
         records = pending.setdefault(key, [])
@@ -258,6 +276,15 @@ def _complete_groups(
             if overfull is not None:
                 completed.setdefault(key[1], set()).add(key[0])
             yield [r[2] for r in sorted(records, key=lambda r: r[0])]
+
+
+def _trajectory(path: Path, number: int, record: dict[str, Any]) -> Trajectory:
+    """Line ``number``'s record as a ``Trajectory``; raises ``ResultsFileError`` naming
+    ``file:line`` for a record that is not one (its ``model_calls`` included)."""
+    try:
+        return Trajectory.from_json(record)
+    except (TypeError, ValueError) as error:
+        raise ResultsFileError(f"{path}:{number} is not a rollout record: {error}") from None
 
 
 def _complete(records: Sequence[tuple[Any, Any, Any]], size: object) -> bool:

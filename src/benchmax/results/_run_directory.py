@@ -9,6 +9,7 @@ Layout (``RunDirectory``)::
     OUTPUT/eval/compare.json      base vs final (benchmax compare --json)
     OUTPUT/checkpoints/step-N/    weights for from_pretrained (LoRA: adapters), trainer state
     OUTPUT/training.html          the page benchmax view OUTPUT writes
+    OUTPUT/.train.lock            held (flock) by the one process training into OUTPUT
 
 Resuming at step ``S`` cuts the lines of later steps out of ``rollouts.jsonl`` and
 ``metrics.jsonl`` (and removes later eval files), so the resumed run appends each step once.
@@ -16,17 +17,21 @@ Resuming at step ``S`` cuts the lines of later steps out of ``rollouts.jsonl`` a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
 import shutil
+import struct
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from benchmax._file_replace import replace_file
 from benchmax.results._compare import Comparison, compare_results
+from benchmax.results._errors import RunError
 from benchmax.results._group import TrajectoryGroup
 from benchmax.results._line_encoding import encoded_line
 from benchmax.results._reading import read_results
@@ -34,6 +39,11 @@ from benchmax.results._records import RunDefinition
 from benchmax.results._step_metrics import MetricsLine
 from benchmax.results._store import ResultsStore
 from benchmax.trajectory import Trajectory
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory lock, one run per directory is up to the user
+    fcntl = None  # type: ignore[assignment]  # the module or None, by platform
 
 __all__ = ["MetricsWriter", "RolloutsWriter", "RunDirectory", "read_metrics"]
 
@@ -75,6 +85,10 @@ class RunDirectory:
     def page(self) -> Path:
         return self.root / "training.html"
 
+    @property
+    def lock(self) -> Path:
+        return self.root / ".train.lock"
+
     def eval_file(self, step: int) -> Path:
         return self.eval_dir / f"step-{step}.jsonl"
 
@@ -99,6 +113,39 @@ class RunDirectory:
                 steps.append(int(match.group(1)))
         return sorted(steps)
 
+    @contextlib.contextmanager
+    def claimed(self) -> Iterator[None]:
+        """Hold the directory for one run: checking what it holds, writing its config and
+        training all happen inside, so a second run into it stops before writing anything.
+
+        Creates ``root`` when missing. Raises ``RunError`` when another process holds it.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.lock, "ab") as handle:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    raise RunError(
+                        f"{self.root} is in use by another training run (it holds {self.lock}); "
+                        "wait for it to end or choose another output directory"
+                    ) from None
+            yield  # closing the file releases the lock
+
+    def torn_checkpoint_file(self, step: int) -> tuple[Path, str] | None:
+        """The first file of checkpoint ``step`` that is cut short or empty, with what is
+        wrong with it; ``None`` when every JSON, safetensors and torch file reads whole.
+
+        Checks shapes only (no torch needed): JSON parses, a safetensors file is as long as
+        its header says, a torch file (``.pt``, ``.pth``, ``.bin``) is a complete zip archive.
+        """
+        for path in sorted(self.checkpoint(step).rglob("*")):
+            if path.is_file():
+                problem = _torn_file_problem(path)
+                if problem is not None:
+                    return path, problem
+        return None
+
     def holds_run(self) -> bool:
         """Whether a run was started here (a config, rollouts or checkpoints exist)."""
         return self.config.exists() or self.rollouts.exists() or bool(self.checkpoint_steps())
@@ -117,6 +164,51 @@ class RunDirectory:
         for later in self.checkpoint_steps():
             if later > step:
                 shutil.rmtree(self.checkpoint(later))
+
+
+def _torn_file_problem(path: Path) -> str | None:
+    suffix = path.suffix
+    if suffix not in {".json", ".safetensors", ".pt", ".pth", ".bin"}:
+        return None
+    size = path.stat().st_size
+    if size == 0:
+        return "the file is empty"
+    if suffix == ".json":
+        try:
+            json.loads(path.read_bytes())
+        except ValueError as error:
+            return f"not valid JSON ({error}): cut short?"
+        return None
+    if suffix == ".safetensors":
+        return _safetensors_problem(path, size)
+    if not zipfile.is_zipfile(path):
+        return "not a complete torch file (its zip archive has no end): cut short?"
+    return None
+
+
+def _safetensors_problem(path: Path, size: int) -> str | None:
+    """A safetensors file: an 8-byte little-endian header length, the JSON header, then
+    the tensors, the last ending at the largest ``data_offsets`` end."""
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"{size} bytes, shorter than a safetensors header"
+        (length,) = struct.unpack("<Q", head)
+        if 8 + length > size:
+            return f"{size} bytes, cut inside its header ({8 + length} bytes)"
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError:
+            return "its safetensors header is not valid JSON"
+    ends = [
+        entry["data_offsets"][1]
+        for entry in (header.values() if isinstance(header, dict) else ())
+        if isinstance(entry, dict) and isinstance(entry.get("data_offsets"), list)
+    ]
+    expected = 8 + length + max((e for e in ends if isinstance(e, int)), default=0)
+    if size < expected:
+        return f"{size} bytes of the {expected} its header lists: cut short"
+    return None
 
 
 def _keep_lines(path: Path, step: int, *, header: bool) -> None:
@@ -195,17 +287,84 @@ class MetricsWriter:
         self._file.close()
 
 
-def read_metrics(path: Path) -> Iterator[MetricsLine]:
-    """The step lines of a ``metrics.jsonl`` (a torn or foreign line is skipped), in order."""
+def read_metrics(
+    path: Path, *, skipped: Callable[[int, str], None] | None = None
+) -> Iterator[MetricsLine]:
+    """The step lines of a ``metrics.jsonl``, in order.
+
+    A line that is not a JSON object with an integer ``step``, or whose documented fields
+    (``MetricsLine``) have the wrong type, is skipped and passed to ``skipped`` (its 1-based
+    line number and what is wrong); a torn last line (a run still writing) is skipped quietly.
+    """
     if not path.is_file():
         return
-    for line in path.read_bytes().splitlines():
+    lines = path.read_bytes().splitlines()
+    for number, line in enumerate(lines, start=1):
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
+            if skipped is not None and number < len(lines) and line.strip():
+                skipped(number, "not a JSON line")
             continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int):
-            yield cast(MetricsLine, record)  # a line MetricsWriter wrote
+        problem = _metrics_problem(record)
+        if problem is None:
+            yield cast(MetricsLine, record)  # checked field by field above
+        elif skipped is not None:
+            skipped(number, problem)
+
+
+_STEP_LIMIT = 2**53  # a step beyond this is no count of optimizer steps (nor exact as a float)
+_NUMBER_FIELDS = (
+    "weights_version",
+    "groups",
+    "rollouts",
+    "reward",
+    "reward_std",
+    "zero_variance_group_share",
+    "non_trainable_share",
+    "token_prefix_breaks",
+)
+_NUMBER_MAP_FIELDS = ("rewards", "advantage", "completion_tokens", "seconds", "trainer")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _metrics_problem(record: object) -> str | None:
+    """What makes ``record`` no ``metrics.jsonl`` step line, or ``None``."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < _STEP_LIMIT:
+        return f"step must be an integer from 0 to 2**53, got {_shown(step)}"
+    for name in _NUMBER_FIELDS:
+        value = record.get(name)
+        if value is not None and not _is_number(value):
+            return f"{name} must be a number, got {_shown(value)}"
+    for name in _NUMBER_MAP_FIELDS:
+        value = record.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or not all(
+            item is None or _is_number(item) for item in value.values()
+        ):
+            return f"{name} must be an object of numbers, got {_shown(value)}"
+    reasons = record.get("termination_reasons")
+    if reasons is not None and not (
+        isinstance(reasons, dict)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in reasons.values())
+    ):
+        return f"termination_reasons must be an object of counts, got {_shown(reasons)}"
+    return None
+
+
+def _shown(value: object) -> str:
+    try:
+        text = json.dumps(value)
+    except (ValueError, RecursionError):  # an int of over 4,300 digits
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def compare_base(layout: RunDirectory) -> Comparison | None:

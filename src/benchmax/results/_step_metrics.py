@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Required, TypedDict
+from typing import Literal, Required, TypedDict
 
-from benchmax.results._advantages import group_advantages, scalar_reward
+from benchmax.results._advantages import scalar_reward
 from benchmax.trajectory import Trajectory
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "step_metrics",
     "tracker_metrics",
     "trainer_metrics",
+    "trl_advantages",
 ]
 
 
@@ -77,6 +78,9 @@ TRAINER_KEYS = {
     "trl_reward": "reward",
     "trl_reward_std": "reward_std",
     "trl_zero_std_share": "frac_reward_zero_std",
+    "logprob_gap": "sampling/logprob_gap/mean",
+    "is_masked_share": "sampling/is_masked_sequence_share",
+    "trl_logprob_gap": "sampling/sampling_logp_difference/mean",
 }
 """``metrics.jsonl`` ``trainer`` field -> the key of TRL's log record it is read from."""
 
@@ -104,30 +108,79 @@ def _completion_tokens(trajectory: Trajectory) -> int:
     return count if isinstance(count, int) else 0
 
 
+type RewardScaling = Literal["group", "batch", "none"]
+
+TRL_STD_EPSILON = 1e-4
+"""What TRL's ``GRPOTrainer`` adds to the standard deviation it divides advantages by."""
+
+
+def _sample_std(values: Sequence[float]) -> float:
+    """Bessel-corrected standard deviation (TRL's ``nanstd``); NaN for fewer than 2 values."""
+    if len(values) < 2:
+        return math.nan
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def trl_advantages(
+    groups: Sequence[Sequence[float | None]], scale_rewards: RewardScaling = "group"
+) -> list[list[float]]:
+    """The advantages TRL's ``GRPOTrainer`` trains with (``sum_then_normalize``), per group.
+
+    Each group holds its rollouts' scalar rewards, ``None`` for a non-trainable rollout
+    (left out of the group's mean and std, advantage 0). ``r - group mean``, divided by
+    the group's (``"group"``) or the whole batch's (``"batch"``) sample standard deviation
+    + 1e-4, or not divided (``"none"``: Dr. GRPO, Liu et al. 2025 §3). A group with one
+    scored rollout has no sample std: its advantages are 0 unless ``"none"``. Computed in
+    float64 (TRL: float32, so they agree to ~1e-6 relative).
+    """
+    scored = [[r for r in group if r is not None] for group in groups]
+    batch_std = _sample_std([r for group in scored for r in group])
+    result: list[list[float]] = []
+    for group, rewards in zip(groups, scored, strict=True):
+        mean = math.fsum(rewards) / len(rewards) if rewards else math.nan
+        std = batch_std if scale_rewards == "batch" else _sample_std(rewards)
+        row = []
+        for reward in group:
+            if reward is None:
+                row.append(0.0)
+                continue
+            advantage = reward - mean
+            if scale_rewards != "none":
+                advantage /= std + TRL_STD_EPSILON
+            row.append(0.0 if math.isnan(advantage) else advantage)
+        result.append(row)
+    return result
+
+
 def step_metrics(
     step: int,
     groups: Sequence[Sequence[Trajectory]],
     reward_weights: Mapping[str, float] | None,
     *,
     weights_version: int,
+    scale_rewards: RewardScaling = "group",
 ) -> MetricsLine:
     """The rollout part of step ``step``'s metrics line (see ``docs/training.md``).
 
     ``reward`` and ``rewards`` average over every rollout (failures count with their zero
-    rewards, as the results summary does); advantages are GRPO's ``(r - mean) / std`` over
-    each group's trainable rollouts (``group_advantages``), as the trainer sees them.
+    rewards, as the results summary does); ``advantage`` summarizes every rollout's
+    advantage exactly as TRL trained with it (:func:`trl_advantages` with TRL's
+    ``scale_rewards``; a non-trainable rollout's is 0).
     """
     rollouts = [t for group in groups for t in group]
     keys = list(dict.fromkeys(key for t in rollouts for key in t.rewards))
     scalars = [scalar_reward(t.rewards, reward_weights) for t in rollouts]
-    advantages: list[float] = []
     flat = 0
+    rewards: list[list[float | None]] = []
     for group in groups:
         trainable = [scalar_reward(t.rewards, reward_weights) for t in group if t.trainable]
         if len(trainable) < 2 or min(trainable) == max(trainable):
             flat += 1
-        if trainable:
-            advantages.extend(group_advantages(trainable, "grpo"))
+        rewards.append(
+            [scalar_reward(t.rewards, reward_weights) if t.trainable else None for t in group]
+        )
+    advantages = [a for row in trl_advantages(rewards, scale_rewards) for a in row]
     lengths = [float(_completion_tokens(t)) for t in rollouts]
     reasons = Counter(t.termination_reason for t in rollouts)
     return {

@@ -13,9 +13,10 @@ from __future__ import annotations
 import html
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from benchmax.results._errors import RunError
 from benchmax.results._html_report import HtmlReport, render_html_report
 from benchmax.results._reading import read_results
 from benchmax.results._run_directory import RunDirectory, read_metrics, saved_comparison
@@ -144,16 +145,25 @@ def _series(lines: Sequence[MetricsLine], *path: str) -> list[tuple[int, float]]
     return points
 
 
-def _eval_points(layout: RunDirectory) -> dict[str, list[tuple[int, float]]]:
-    """Per reward key, the mean over each evaluation's rollouts, by step."""
+def _eval_points(
+    layout: RunDirectory, warn: Callable[[str], None]
+) -> dict[str, list[tuple[int, float]]]:
+    """Per reward key, the mean over each evaluation's rollouts, by step (an eval file that
+    cannot be read is left out, passed to ``warn``)."""
     points: dict[str, list[tuple[int, float]]] = {}
     for step in layout.eval_steps():
+        path = layout.eval_file(step)
         try:
-            results = read_results(layout.eval_file(step))
-        except (OSError, ValueError):
+            results = read_results(path)
+            means = {
+                key: [r.rewards[key] for r in results.rollouts if key in r.rewards]
+                for key in reward_keys_of(results)
+            }
+        except (OSError, ValueError, RunError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            warn(f"eval/{path.name}: skipped, it cannot be read ({reason})")
             continue
-        for key in reward_keys_of(results):
-            values = [r.rewards[key] for r in results.rollouts if key in r.rewards]
+        for key, values in means.items():
             if values:
                 points.setdefault(key, []).append((step, math.fsum(values) / len(values)))
     return points
@@ -201,9 +211,23 @@ _STYLE = (
 )
 
 
-def training_sections(layout: RunDirectory, keys: Sequence[str]) -> str:
-    """The page's training sections (charts, evals, base vs final), as HTML."""
-    lines = list(read_metrics(layout.metrics))
+def training_sections(
+    layout: RunDirectory, keys: Sequence[str], warn: Callable[[str], None]
+) -> str:
+    """The page's training sections (charts, evals, base vs final), as HTML; a damaged
+    ``metrics.jsonl`` line or eval file is left out and passed to ``warn`` (one line)."""
+    skipped: list[str] = []
+
+    def skip(message: str) -> None:
+        skipped.append(message)
+        warn(message)
+
+    lines = list(
+        read_metrics(
+            layout.metrics,
+            skipped=lambda number, problem: skip(f"metrics.jsonl:{number}: skipped, {problem}"),
+        )
+    )
     rewards = {"reward (scalar)": _series(lines, "reward")}
     rewards.update({key: _series(lines, "rewards", key) for key in keys})
     lengths = {stat: _series(lines, "completion_tokens", stat) for stat in ("mean", "min", "max")}
@@ -220,7 +244,10 @@ def training_sections(layout: RunDirectory, keys: Sequence[str]) -> str:
         _line_chart("completion tokens per rollout", lengths, testid="chart-lengths", steps=True),
         _line_chart("group signal", shares, testid="chart-shares", steps=True),
         _line_chart(
-            "eval split (mean per key)", _eval_points(layout), testid="chart-eval", steps=False
+            "eval split (mean per key)",
+            _eval_points(layout, skip),
+            testid="chart-eval",
+            steps=False,
         ),
     ]
     charts += [
@@ -231,6 +258,8 @@ def training_sections(layout: RunDirectory, keys: Sequence[str]) -> str:
         f"{len(lines)} step(s) in metrics.jsonl · click a point or bar to read that step's "
         "groups below"
     )
+    if skipped:
+        note += " · left out: " + "; ".join(skipped)
     return (
         f'{_STYLE}<section id="training" class="card" data-testid="training">'
         f'<h2>Training</h2><p class="muted">{_e(note)}</p>'
@@ -251,12 +280,13 @@ def write_training_page(
     layout = RunDirectory(Path(root))
     results = read_results(layout.rollouts)
     keys = reward_keys_of(results)
+    warnings: list[str] = []
     page = render_html_report(
         results,
         source=str(layout.rollouts),
         tokens=tokens,
         title=f"benchmax training {layout.root.name}",
-        before=training_sections(layout, keys),
+        before=training_sections(layout, keys, warnings.append),
     )
     target = Path(output) if output is not None else layout.page
     data = page.encode("utf-8", "backslashreplace")
@@ -268,4 +298,5 @@ def write_training_page(
         build_seconds=time.perf_counter() - started,
         groups=len(groups_of(results)),
         rollouts=len(results.rollouts),
+        warnings=tuple(warnings),
     )

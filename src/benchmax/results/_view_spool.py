@@ -34,6 +34,11 @@ embeds; groups read after the budget is spent show rewards, reasons, timings and
 and name the ``benchmax show`` command that prints them."""
 
 
+def _pickled(entry: GroupEntry) -> bytes:
+    """``entry`` pickled (``RecursionError`` for a value nested near the recursion limit)."""
+    return pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
+
+
 class SpooledGroups:
     """The complete groups of a results file, read once (``ResultsFileError`` naming
     ``file:line`` for a damaged line) and spooled to a temporary file in ``directory``.
@@ -61,13 +66,16 @@ class SpooledGroups:
                 group = cast(list[Trajectory], records)
                 data = b""
                 if embedding:
-                    entry = group_entry(group, weights=weights, tokens=tokens)
-                    data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
-                    spent += len(data)
-                    embedding = spent <= budget
-                if not embedding:
+                    try:
+                        data = _pickled(group_entry(group, weights=weights, tokens=tokens))
+                    except RecursionError:  # a transcript nested too deep to embed
+                        data = b""
+                    else:
+                        spent += len(data)
+                        embedding = spent <= budget
+                if not data or not embedding:
                     entry = group_entry(group, weights=weights, transcripts=False)
-                    data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
+                    data = _pickled(entry)
                 offsets.append(self._spool.tell())
                 self._spool.write(data)
             self._offsets = array("q", (offsets[n] for n in scan.chosen()))

@@ -6,7 +6,17 @@ from __future__ import annotations
 import itertools
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from benchmax._trajectory_checks import check_token_ids
 
 __all__ = [
     "AssistantMessage",
@@ -68,6 +78,17 @@ class PolicyAction(BaseModel):
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="OpenEnv's action metadata; not used."
     )
+
+    @field_validator("prompt_token_ids", "completion_token_ids", mode="before")
+    @classmethod
+    def _exact_token_ids(cls, value: object, info: ValidationInfo) -> object:
+        """Token ids by the rule a recorded model call follows (``true`` or ``1.0`` is
+        no token id), not pydantic's lax coercion."""
+        try:
+            ids = check_token_ids(value, str(info.field_name))
+        except TypeError as error:  # pydantic reports ValueError only
+            raise ValueError(str(error)) from None
+        return None if ids is None else list(ids)
 
     @model_validator(mode="after")
     def _aligned_logprobs(self) -> PolicyAction:

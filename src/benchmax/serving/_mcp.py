@@ -73,8 +73,12 @@ class McpHandler:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
 
-    async def handle(self, request: object, *, session: Session | None = None) -> dict[str, object]:
-        """The JSON-RPC response to one decoded request (never raises)."""
+    async def handle(
+        self, request: object, *, session: Session | None = None
+    ) -> dict[str, object] | None:
+        """The JSON-RPC response to one decoded request (never raises); ``None`` for a
+        valid notification (a request with no ``id`` member), which JSON-RPC 2.0 answers
+        with nothing. An invalid request is answered even without an ``id``."""
         if not isinstance(request, dict):
             return jsonrpc_error(INVALID_REQUEST, "a JSON-RPC request must be an object")
         request_id = request.get("id")
@@ -93,9 +97,10 @@ class McpHandler:
         if not isinstance(params, dict):
             return jsonrpc_error(INVALID_PARAMS, "Params must be an object", request_id)
         try:
-            return _result(await self._call(method, params, session), request_id)
+            answer = _result(await self._call(method, params, session), request_id)
         except _RpcError as error:
-            return jsonrpc_error(error.code, str(error), request_id, error.data)
+            answer = jsonrpc_error(error.code, str(error), request_id, error.data)
+        return answer if "id" in request else None
 
     async def _call(
         self, method: str, params: dict[str, object], session: Session | None
@@ -247,8 +252,12 @@ class McpHandler:
 
     async def _close(self, params: dict[str, object], current: Session | None) -> object:
         session_id = params.get("session_id")
-        if not isinstance(session_id, str) or not session_id:
+        if session_id is None:
             raise _RpcError(INVALID_PARAMS, "Invalid params - 'session_id' is required")
+        if not isinstance(session_id, str) or not session_id:
+            raise _RpcError(
+                INVALID_PARAMS, "Invalid params - 'session_id' must be a non-empty string"
+            )
         session = self.sessions.by_episode.get(session_id)
         if session is None:
             raise _RpcError(INVALID_PARAMS, f"Unknown session_id: {session_id}")

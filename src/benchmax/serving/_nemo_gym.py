@@ -44,13 +44,20 @@ from benchmax.serving._responses import (
     responses_tools,
 )
 from benchmax.serving._sessions import (
+    MAX_ID_LENGTH,
     CapacityReached,
     ResetOptions,
     Session,
     Sessions,
     UnknownExample,
 )
-from benchmax.serving._wire import BodyTimeout, BodyTooLarge, body_refusal
+from benchmax.serving._wire import (
+    BodyTimeout,
+    BodyTooLarge,
+    body_refusal,
+    decode_json,
+    encode_json,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -131,15 +138,23 @@ class NemoGymRoutes:
         body = await self._body(request)
         resources_id = body.get("resources_session_id")
         if resources_id is not None:
-            if not isinstance(resources_id, str) or not resources_id:
-                raise _Refused(400, "resources_session_id must be a non-empty string")
+            if not isinstance(resources_id, str) or not 0 < len(resources_id) <= MAX_ID_LENGTH:
+                raise _Refused(
+                    400,
+                    "resources_session_id must be a non-empty string of at most "
+                    f"{MAX_ID_LENGTH} characters",
+                )
             existing = self._by_resources_id.get(resources_id)
             if existing is not None and existing.episode is not None:  # idempotent
                 return self._with_cookie({"resources_session_id": resources_id}, existing)
             task_id = body.get("task_id")
-            options_data: dict[str, object] = {
-                "example_id": task_id if isinstance(task_id, str) else None
-            }
+            if task_id is not None and (not isinstance(task_id, str) or not task_id):
+                raise _Refused(
+                    400,
+                    "task_id must be the example id, a non-empty string "
+                    f"(got {type(task_id).__name__})",
+                )
+            options_data: dict[str, object] = {"example_id": task_id}
             task_data = body.get("task_data")
             if isinstance(task_data, dict) and "example_id" in task_data:
                 options_data["example_id"] = task_data["example_id"]
@@ -205,7 +220,7 @@ class NemoGymRoutes:
                     {
                         "id": call_id,
                         "type": "function",
-                        "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+                        "function": {"name": name, "arguments": encode_json(arguments).decode()},
                     }
                 ],
             )
@@ -318,7 +333,7 @@ class NemoGymRoutes:
     async def _body(self, request: web.Request) -> dict[str, object]:
         raw = await self.wire.read_body(request)
         try:
-            data = orjson.loads(raw) if raw.strip() else {}
+            data = decode_json(raw) if raw.strip() else {}
         except orjson.JSONDecodeError as error:
             # Python's json writes inf and nan as Infinity and NaN (a NeMo-Gym agent's
             # reward can be one), and numbers past a double's range: read those too.

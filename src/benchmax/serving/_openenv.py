@@ -46,6 +46,7 @@ from benchmax.serving._mcp import (
     jsonrpc_error,
 )
 from benchmax.serving._sessions import (
+    MAX_ID_LENGTH,
     CapacityReached,
     ResetOptions,
     Session,
@@ -54,7 +55,13 @@ from benchmax.serving._sessions import (
 )
 from benchmax.serving._step_replies import StepReplies
 from benchmax.serving._websocket import refuse, serve_messages
-from benchmax.serving._wire import BodyTimeout, BodyTooLarge, WebSocketLink, body_refusal
+from benchmax.serving._wire import (
+    BodyTimeout,
+    BodyTooLarge,
+    WebSocketLink,
+    body_refusal,
+    decode_json,
+)
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -199,6 +206,11 @@ class OpenEnvRoutes:
         episode_id = request.query.get("episode_id")
         if episode_id is None:
             return self.wire.json_response(_state(None))
+        if not episode_id or len(episode_id) > MAX_ID_LENGTH:
+            return self._http_error(
+                422,
+                f"episode_id must be a non-empty string of at most {MAX_ID_LENGTH} characters",
+            )
         session = self.sessions.by_episode.get(episode_id)
         if session is None or session.episode is None:
             return self._http_error(404, f"no live episode {episode_id!r}")
@@ -371,15 +383,20 @@ class OpenEnvRoutes:
         return {"observation": called, "reward": served["reward"], "done": served["done"]}
 
     async def mcp_http(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         try:
             raw = await self.wire.read_body(request)
         except (BodyTimeout, BodyTooLarge) as error:
             return body_refusal(self.wire, error)
         try:
-            data = orjson.loads(raw)
+            data = decode_json(raw)
         except orjson.JSONDecodeError:
             return self.wire.json_response(jsonrpc_error(PARSE_ERROR, "Parse error"))
-        return self.wire.json_response(await self.mcp.handle(data))
+        answer = await self.mcp.handle(data)
+        if answer is None:  # a notification: accepted, no body
+            return web.Response(status=202)
+        return self.wire.json_response(answer)
 
     # --- WebSocket ------------------------------------------------------------
 
@@ -405,7 +422,7 @@ class OpenEnvRoutes:
         async def handle(raw: str | bytes) -> tuple[object, bool]:
             session.touch()
             try:
-                data = orjson.loads(raw)
+                data = decode_json(raw)
             except orjson.JSONDecodeError as error:
                 return jsonrpc_error(PARSE_ERROR, f"Parse error: {error}"), False
             if (
@@ -448,7 +465,7 @@ class OpenEnvRoutes:
     async def _ws_message(self, session: Session, raw: str | bytes) -> tuple[object, bool]:
         session.touch()
         try:
-            message = orjson.loads(raw)
+            message = decode_json(raw)
         except orjson.JSONDecodeError as error:
             return _ws_error("INVALID_JSON", f"Invalid JSON: {error}"), False
         if not isinstance(message, dict):
@@ -477,8 +494,10 @@ class OpenEnvRoutes:
                 case "mcp":
                     if not isinstance(data, dict):
                         raise _Refused(422, "VALIDATION_ERROR", "data must be a JSON-RPC object")
-                    answer = await self.mcp.handle(data, session=session)
-                    return {"type": "mcp", "data": answer}, False
+                    rpc_answer = await self.mcp.handle(data, session=session)
+                    if rpc_answer is None:  # a notification: nothing is sent back
+                        return None, False
+                    return {"type": "mcp", "data": rpc_answer}, False
                 case _:
                     return _ws_error("UNKNOWN_TYPE", f"Unknown message type: {kind}"), False
         except _Refused as refused:
@@ -496,7 +515,7 @@ class OpenEnvRoutes:
         if not raw.strip() and allow_empty:
             return {}
         try:
-            data = orjson.loads(raw)
+            data = decode_json(raw)
         except orjson.JSONDecodeError as error:
             raise _Refused(422, "INVALID_JSON", f"the request body is not JSON: {error}") from None
         if not isinstance(data, dict):
@@ -563,10 +582,12 @@ def _step_fields(
         raise _Refused(422, "VALIDATION_ERROR", "timeout_s must be a positive number")
     request_id = data.get("request_id")
     if request_id is not None and (
-        not isinstance(request_id, str) or not request_id or len(request_id) > 255
+        not isinstance(request_id, str) or not request_id or len(request_id) > MAX_ID_LENGTH
     ):
         raise _Refused(
-            422, "VALIDATION_ERROR", "request_id must be a non-empty string of at most 255"
+            422,
+            "VALIDATION_ERROR",
+            f"request_id must be a non-empty string of at most {MAX_ID_LENGTH} characters",
         )
     return action, None if timeout is None else float(timeout), request_id
 

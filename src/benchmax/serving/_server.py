@@ -102,6 +102,20 @@ class RunningServer:
     sessions: Sessions
 
 
+async def _other_split_hint(env: Environment[Any, Any], options: ServeOptions) -> str:
+    """``"; --split eval serves the eval split"`` when the split missing is ``train`` and
+    ``eval`` loads with examples, else ``""``."""
+    if options.split != "train":
+        return ""
+    try:
+        eval_examples = await env.create_dataset("eval", Path(options.base_dir))
+        if not list(eval_examples):
+            return ""
+    except Exception:  # only a hint: the error reported is the train split's
+        return ""
+    return "; --split eval serves the eval split"
+
+
 @contextlib.asynccontextmanager
 async def serving(
     env: Environment[Any, Any], options: ServeOptions
@@ -118,6 +132,11 @@ async def serving(
     _raise_open_file_limit()
     try:
         examples = list(await env.create_dataset(options.split, Path(options.base_dir)))
+    except FileNotFoundError as error:
+        raise SplitError(
+            f"its data file {error.filename or error} does not exist"
+            + await _other_split_hint(env, options)
+        ) from error
     except Exception as error:
         raise SplitError(f"{type(error).__name__}: {error}") from error
     if not examples:

@@ -30,7 +30,8 @@ __all__ = ["CapacityReached", "Channel", "ResetOptions", "Session", "Sessions", 
 
 logger = logging.getLogger("benchmax.serving")
 
-_MAX_ID_LENGTH = 255
+MAX_ID_LENGTH = 255
+"""The longest id a client may name (episode, example, request and NeMo-Gym session ids)."""
 
 
 class CapacityReached(ServingError):
@@ -74,9 +75,11 @@ class ResetOptions:
         for key in ("episode_id", "example_id"):
             value = data.get(key)
             if value is not None and (
-                not isinstance(value, str) or not value or len(value) > _MAX_ID_LENGTH
+                not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH
             ):
-                raise ValueError(f"{key} must be a non-empty string of at most 255 characters")
+                raise ValueError(
+                    f"{key} must be a non-empty string of at most {MAX_ID_LENGTH} characters"
+                )
             names[key] = value
         record_tokens = data.get("record_tokens", False)
         if not isinstance(record_tokens, bool):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,7 +25,51 @@ from benchmax.serving._errors import ServingError
 if TYPE_CHECKING:
     from aiohttp import web
 
-__all__ = ["BodyTimeout", "BodyTooLarge", "Inbox", "WebSocketLink", "Wire", "body_refusal"]
+__all__ = [
+    "BodyTimeout",
+    "BodyTooLarge",
+    "Inbox",
+    "WebSocketLink",
+    "Wire",
+    "body_refusal",
+    "decode_json",
+    "encode_json",
+]
+
+_LONG_DIGITS = re.compile(rb"\d{19}")
+_LONG_DIGITS_TEXT = re.compile(r"\d{19}")
+
+
+def encode_json(value: object) -> bytes:
+    """``value`` as compact UTF-8 JSON bytes: orjson's, or ``json``'s for what orjson
+    refuses (integers past 64 bits, which :func:`decode_json` reads exactly; lone
+    surrogates, written as escapes)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: kept as its \\uXXXX escape
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
+def decode_json(raw: str | bytes) -> object:
+    """A client's JSON document, its integers exact.
+
+    orjson reads an integer outside ``[-2**63, 2**64)`` as a float, while a local run
+    reads a model's tool arguments with ``json``, exactly; so a document holding 19 digits
+    in a row is read again with ``json`` (orjson accepted it: it holds no ``NaN`` or
+    ``Infinity``). Raises ``orjson.JSONDecodeError`` when ``raw`` is not JSON.
+    """
+    data = orjson.loads(raw)
+    found = _LONG_DIGITS_TEXT.search(raw) if isinstance(raw, str) else _LONG_DIGITS.search(raw)
+    if found is None:
+        return data
+    try:
+        return json.loads(raw)
+    except RecursionError:  # nested deeper than json reads, as deep as orjson reads
+        return data
 
 
 class BodyTimeout(ServingError):
@@ -57,7 +103,7 @@ class Wire:
 
     def encode(self, record: object) -> bytes:
         """``record`` as JSON bytes, every known secret masked in its strings."""
-        return self.masking.encoded(record, orjson.dumps)
+        return self.masking.encoded(record, encode_json)
 
     def json_response(self, record: object, status: int = 200) -> web.Response:
         from aiohttp import web

@@ -23,7 +23,8 @@ What is supported (verifiers 0.4, ``verifiers.v1``):
   message, or its messages).
 * Rewards: every ``@vf.reward`` (and config-plugged reward) is a reward key holding its
   raw score, weighted by its ``weight`` in ``reward_weights``; every ``@vf.metric`` is a
-  key of weight 0 (recorded, not summed). So benchmax's scalar reward,
+  key of weight 0 (recorded, not summed; a non-finite score of a weight-0 key is recorded
+  as 0.0 with a warning, never ``reward_error``). So benchmax's scalar reward,
   ``sum(weight * score)``, is verifiers' ``trace.reward``. Scores come from verifiers'
   own ``Task.score`` on a ``vf.Trace`` of the rollout's transcript (one branch; the
   model's turns ``sampled``; assistant text without inline ``<think>`` reasoning, a
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, cast
@@ -254,6 +256,16 @@ class VerifiersEnv(SourceEnv):
             if score is None:
                 raise RolloutFailure(REWARD_ERROR, f"verifiers left {key!r} unscored")
             scores[key] = float(score)
+            if not math.isfinite(scores[key]) and (self.reward_weights or {}).get(key) == 0.0:
+                # verifiers PR #1546: a zero-weight score never decides the reward.
+                logger.warning(
+                    "verifiers.zero_weight_not_finite key=%s: %r scored %s; it has weight 0, "
+                    "so it is recorded as 0.0 and the reward is unaffected",
+                    key,
+                    key,
+                    scores[key],
+                )
+                scores[key] = 0.0
         return scores
 
 

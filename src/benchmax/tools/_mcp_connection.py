@@ -186,7 +186,9 @@ class Connection:
 
         An empty cursor (``""``) ends the listing like none; a cursor the server gave
         before, or the page cap, ends it too (logged: the server's pagination is broken,
-        the pages read so far are used).
+        the pages read so far are used). A tool listed again exactly as before (a server
+        that ignores the cursor sends the same page) is kept once; two different tools of
+        one name still reach the duplicate-name check.
         """
         label = self._target.label
 
@@ -196,7 +198,7 @@ class Connection:
             seen: set[str] = set()
             for _ in range(_LIST_PAGE_CAP):
                 page = await client.list_tools(cursor=cursor)
-                tools.extend(page.tools)
+                tools.extend(tool for tool in page.tools if tool not in tools)
                 cursor = page.next_cursor
                 if not cursor:
                     return tools

@@ -38,7 +38,14 @@ from typing import Any
 from benchmax.training._decoding import Sampled, SamplingParams
 from benchmax.training._errors import TrainingError
 
-__all__ = ["ChatRequest", "RequestError", "chat_reply", "parse_chat_request", "render_prompt"]
+__all__ = [
+    "ChatRequest",
+    "RequestError",
+    "chat_reply",
+    "parse_chat_request",
+    "render_prompt",
+    "render_text",
+]
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _MAX_TOP_LOGPROBS = 20
@@ -72,6 +79,16 @@ def render_prompt(tokenizer: Any, body: Mapping[str, object]) -> list[int]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("messages must be a non-empty list")
+    generation = body.get("add_generation_prompt", True)
+    text = render_text(tokenizer, messages, body, generation=bool(generation))
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def render_text(
+    tokenizer: Any, messages: Sequence[object], body: Mapping[str, object], *, generation: bool
+) -> str:
+    """``messages`` rendered by the chat template as text, with ``body``'s ``tools`` and
+    ``chat_template_kwargs`` (module docs); ``RequestError`` as :func:`render_prompt`."""
     prepared = [_template_message(message, index) for index, message in enumerate(messages)]
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
@@ -79,26 +96,35 @@ def render_prompt(tokenizer: Any, body: Mapping[str, object]) -> list[int]:
     extra = body.get("chat_template_kwargs") or {}
     if not isinstance(extra, Mapping):
         raise RequestError("chat_template_kwargs must be an object")
-    generation = body.get("add_generation_prompt", True)
     try:
         text = tokenizer.apply_chat_template(
             prepared,
             tools=tools or None,
-            add_generation_prompt=bool(generation),
+            add_generation_prompt=generation,
             tokenize=False,
             **extra,
         )
     except Exception as error:  # jinja raises many kinds: the request is what was wrong
         raise RequestError(f"the chat template could not render the messages: {error}") from None
-    return list(tokenizer.encode(text, add_special_tokens=False))
+    return str(text)
 
 
 def parse_chat_request(
-    tokenizer: Any, body: object, *, model_name: str, max_model_len: int
+    tokenizer: Any,
+    body: object,
+    *,
+    model_name: str,
+    max_model_len: int,
+    max_sequence_tokens: int | None = None,
+    prompt_ids: Sequence[int] | None = None,
 ) -> ChatRequest:
-    """Validate a chat-completions body and render its prompt; ``RequestError`` (400)
-    naming the bad field, 404 for another model name, 400 with vLLM's "maximum context
-    length" wording when prompt + ``max_tokens`` does not fit."""
+    """Validate a chat-completions body and render its prompt (or take ``prompt_ids``, a
+    rollout's continued token stream); ``RequestError`` (400) naming the bad field, 404 for
+    another model name, 400 with vLLM's "maximum context length" wording when prompt +
+    ``max_tokens`` does not fit. ``max_sequence_tokens`` is a sequence budget below the
+    context window: ``max_tokens`` is cut to what the prompt leaves of it (the reply then
+    ends with ``length``), and a prompt that already fills it gets the same "maximum
+    context length" 400."""
     if not isinstance(body, Mapping):
         raise RequestError("the body must be a JSON object")
     model = body.get("model", model_name)
@@ -110,7 +136,8 @@ def parse_chat_request(
         raise RequestError("stream is not supported by the embedded sampler")
     if body.get("n", 1) != 1:
         raise RequestError("n must be 1")
-    prompt_ids = render_prompt(tokenizer, body)
+    if prompt_ids is None:
+        prompt_ids = render_prompt(tokenizer, body)
     room = max_model_len - len(prompt_ids)
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     if limit is None:
@@ -124,6 +151,16 @@ def parse_chat_request(
             f"{limit} in the completion). Please reduce the length of the messages or "
             "completion."
         )
+    if max_sequence_tokens is not None:
+        left = max_sequence_tokens - len(prompt_ids)
+        if left < 1:
+            raise RequestError(
+                f"This model's maximum context length is {max_sequence_tokens} tokens (the "
+                f"rollout's token budget, --max-sequence-tokens). However, you requested "
+                f"{len(prompt_ids) + 1} tokens ({len(prompt_ids)} in the messages, 1 in the "
+                "completion). Please reduce the length of the messages or completion."
+            )
+        limit = min(limit, left)
     top_logprobs = body.get("top_logprobs") or 0
     if not _is_int(top_logprobs) or not 0 <= top_logprobs <= _MAX_TOP_LOGPROBS:
         raise RequestError(f"top_logprobs must be an integer from 0 to {_MAX_TOP_LOGPROBS}")

@@ -20,8 +20,11 @@ from benchmax._value_checks import is_int_at_least
 from benchmax.training._errors import TrainingError
 
 __all__ = [
+    "DTYPES",
     "LOSS_TYPES",
+    "LR_SCHEDULES",
     "REPORT_TO",
+    "SCALE_REWARDS",
     "RESUMABLE_CHANGES",
     "ConfigError",
     "Setting",
@@ -34,6 +37,19 @@ __all__ = [
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 """TRL 1.16's ``GRPOConfig.loss_type`` values (see TRL's docs for each formula)."""
+
+DTYPES = ("auto", "fp32", "bf16", "fp16")
+"""``--dtype`` values: the weights are always loaded and updated in fp32 (the master copy);
+``bf16``/``fp16`` add that autocast to the forward and backward passes, ``auto`` is ``bf16``
+on a CUDA GPU that supports it and ``fp32`` otherwise (docs/training.md, "Precision")."""
+
+LR_SCHEDULES = ("constant", "linear", "cosine")
+"""``--lr-schedule`` values: transformers' schedules after ``--warmup-steps`` of linear warmup."""
+
+SCALE_REWARDS = ("auto", "group", "batch", "none")
+"""``--scale-rewards`` values: TRL's ``scale_rewards`` (the advantage is ``r - group mean``,
+divided by the group's or the batch's sample std + 1e-4, or not divided: ``none``);
+``auto`` is ``none`` for ``--loss dr_grpo`` (Dr. GRPO) and ``group`` otherwise."""
 
 REPORT_TO = ("trackio", "tensorboard", "wandb")
 """The experiment trackers TRL reports to (``report_to``)."""
@@ -143,7 +159,21 @@ class TrainConfig:
         "int", None, "Train on the first N examples of the train split (default all).", metavar="N"
     )
     learning_rate: float = _setting(
-        "float", 1e-5, "AdamW learning rate (constant schedule).", metavar="LR"
+        "float", 1e-5, "AdamW peak learning rate (see --lr-schedule).", metavar="LR"
+    )
+    lr_schedule: str = _setting(
+        "choice",
+        "constant",
+        "Learning rate after the warmup: constant, linear or cosine decay to 0 at --steps.",
+        metavar="SCHEDULE",
+        choices=LR_SCHEDULES,
+    )
+    warmup_steps: int = _setting(
+        "int", 0, "Optimizer steps of linear warmup from 0 to the learning rate.", metavar="N"
+    )
+    weight_decay: float = _setting("float", 0.0, "AdamW weight decay.", metavar="WD")
+    max_grad_norm: float = _setting(
+        "float", 1.0, "Clip the gradient to this global L2 norm (0: no clipping).", metavar="NORM"
     )
     beta: float = _setting(
         "float",
@@ -152,12 +182,58 @@ class TrainConfig:
         metavar="BETA",
     )
     loss: str = _setting("choice", "dapo", "TRL's loss_type.", metavar="LOSS", choices=LOSS_TYPES)
+    scale_rewards: str = _setting(
+        "choice",
+        "auto",
+        "How advantages are scaled (TRL's scale_rewards): group or batch sample std + 1e-4, "
+        "or none; auto: none for --loss dr_grpo, else group.",
+        metavar="HOW",
+        choices=SCALE_REWARDS,
+    )
+    epsilon: float = _setting(
+        "float", 0.2, "Lower clipping range of the policy ratio (1 - epsilon).", metavar="EPS"
+    )
+    epsilon_high: float | None = _setting(
+        "float",
+        None,
+        "Upper clipping range (1 + epsilon_high; DAPO's clip-higher uses 0.28); default --epsilon.",
+        metavar="EPS",
+    )
     temperature: float = _setting(
         "float", 1.0, "Sampling temperature (also TRL's logit scaling), above 0.", metavar="T"
     )
     top_p: float = _setting("float", 1.0, "Nucleus sampling top_p, in (0, 1].", metavar="P")
     max_tokens: int = _setting(
         "int", 256, "Cap on tokens generated per model call (max_tokens).", metavar="N"
+    )
+    max_sequence_tokens: int | None = _setting(
+        "int",
+        None,
+        "A rollout's whole token budget (prompt, every turn's completion and tool output): a "
+        "reply is cut where the sequence reaches it (output_exceeded), a turn whose prompt "
+        "already fills it ends the rollout as context_exceeded (embedded sampler only).",
+        metavar="N",
+    )
+    dtype: str = _setting(
+        "choice",
+        "auto",
+        "Precision: fp32 master weights always; bf16/fp16 autocast on top (auto: bf16 on a "
+        "CUDA GPU that supports it, else fp32; fp16 needs a CUDA GPU).",
+        metavar="DTYPE",
+        choices=DTYPES,
+    )
+    micro_batch_size: int | None = _setting(
+        "int",
+        None,
+        "Sequences per forward/backward pass (gradient accumulation; still one optimizer step "
+        "per P x K rollouts, which it must divide); default all P x K at once.",
+        metavar="N",
+    )
+    gradient_checkpointing: bool = _setting(
+        "bool",
+        True,
+        "Recompute activations in the backward pass (less memory, ~30% more compute).",
+        flag="--gradient-checkpointing/--no-gradient-checkpointing",
     )
     seed: int = _setting(
         "int",
@@ -183,14 +259,32 @@ class TrainConfig:
         "int", None, "Evaluate on the first N eval examples (default all).", metavar="N"
     )
     eval_group_size: int = _setting("int", 4, "Rollouts per eval example.", metavar="K")
+    eval_temperature: float | None = _setting(
+        "float",
+        None,
+        "Sampling temperature of the evaluations (0: greedy); default --temperature.",
+        metavar="T",
+    )
     save_every: int = _setting(
         "int",
         0,
         "Write checkpoints/step-N every N steps; the last step is always saved (0: only it).",
         metavar="N",
     )
+    save_total_limit: int | None = _setting(
+        "int",
+        None,
+        "Keep only the newest N checkpoints (older step-N directories are deleted); default all.",
+        metavar="N",
+    )
     resume: bool = _setting(
         "bool", False, "Continue the run in --output-dir from its last checkpoint."
+    )
+    force: bool = _setting(
+        "bool",
+        False,
+        "Train even where a check refuses the run (an environment offering tools to a "
+        "model whose chat template drops them).",
     )
     report_to: tuple[str, ...] = _setting(
         "choices",
@@ -228,9 +322,30 @@ class TrainConfig:
         "on an idle many-core one).",
         metavar="N",
     )
+    num_processes: int = _setting(
+        "int",
+        1,
+        "Data-parallel processes (one per GPU; gloo on CPU): benchmax train launches them with "
+        "accelerate. Each runs whole groups of --prompts-per-step / N prompts; rank 0 writes "
+        "the run directory. Under accelerate launch or torchrun the launcher's count is used.",
+        metavar="N",
+    )
+    accelerate_config: Path | None = _setting(  # noqa: RUF009  # a Path is immutable
+        "path",
+        None,
+        "An accelerate config file (accelerate config) for the --num-processes launch, e.g. "
+        "DeepSpeed ZeRO or FSDP; sharded configs need --base-url (the embedded sampler "
+        "cannot sample a sharded model).",
+        metavar="FILE",
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        if self.accelerate_config is not None:
+            accelerate: object = self.accelerate_config
+            if not isinstance(accelerate, str | Path) or not str(accelerate).strip():
+                raise ConfigError("accelerate_config", "must be a file path")
+            set_(self, "accelerate_config", Path(accelerate))
         for name in ("data", "output_dir"):
             value = getattr(self, name)
             if isinstance(value, str):
@@ -260,12 +375,26 @@ class TrainConfig:
             "eval_group_size": 1,
             "save_every": 0,
             "torch_threads": 1,
+            "num_processes": 1,
+            "warmup_steps": 0,
         }
         for name, minimum in minimums.items():
             if not is_int_at_least(getattr(self, name), minimum):
                 value = getattr(self, name)
                 raise ConfigError(name, f"must be an integer >= {minimum}, got {value!r}")
-        for name in ("max_examples", "eval_examples"):
+        if self.prompts_per_step % self.num_processes:
+            raise ConfigError(
+                "num_processes",
+                f"must divide prompts_per_step ({self.prompts_per_step}): each process runs "
+                f"whole groups, got {self.num_processes}",
+            )
+        for name in (
+            "max_examples",
+            "eval_examples",
+            "max_sequence_tokens",
+            "micro_batch_size",
+            "save_total_limit",
+        ):
             value = getattr(self, name)
             if value is not None and not is_int_at_least(value, 1):
                 raise ConfigError(name, f"must be a positive integer, got {value!r}")
@@ -276,8 +405,36 @@ class TrainConfig:
         _check_number(self, "temperature", low=0.0, low_open=True)
         _check_number(self, "top_p", low=0.0, low_open=True, high=1.0)
         _check_number(self, "min_token_coverage", low=0.0, high=1.0)
-        if self.loss not in LOSS_TYPES:
-            raise ConfigError("loss", f"must be one of {', '.join(LOSS_TYPES)}, got {self.loss!r}")
+        _check_number(self, "weight_decay", low=0.0)
+        _check_number(self, "max_grad_norm", low=0.0)
+        _check_number(self, "epsilon", low=0.0, low_open=True)
+        for name in ("epsilon_high", "eval_temperature"):
+            if getattr(self, name) is not None:
+                _check_number(self, name, low=0.0, low_open=name == "epsilon_high")
+        for name, choices in (
+            ("loss", LOSS_TYPES),
+            ("lr_schedule", LR_SCHEDULES),
+            ("scale_rewards", SCALE_REWARDS),
+            ("dtype", DTYPES),
+        ):
+            value = getattr(self, name)
+            if value not in choices:
+                raise ConfigError(name, f"must be one of {', '.join(choices)}, got {value!r}")
+        if not isinstance(self.gradient_checkpointing, bool):
+            raise ConfigError("gradient_checkpointing", "must be true or false")
+        batch = self.process_batch_size
+        if self.micro_batch_size is not None and batch % self.micro_batch_size:
+            raise ConfigError(
+                "micro_batch_size",
+                f"must divide the {batch} rollouts of a step each process trains "
+                f"(prompts_per_step x group_size / num_processes), got {self.micro_batch_size}",
+            )
+        if self.max_sequence_tokens is not None and self.base_url is not None:
+            raise ConfigError(
+                "max_sequence_tokens",
+                "applies to the embedded sampler only: with base_url start the server with "
+                "vLLM's --max-model-len N instead",
+            )
         if not isinstance(self.resume, bool):
             raise ConfigError("resume", "must be true or false")
         report: object = self.report_to
@@ -287,6 +444,30 @@ class TrainConfig:
             if tracker not in REPORT_TO:
                 raise ConfigError("report_to", f"must name {', '.join(REPORT_TO)}, got {tracker!r}")
         set_(self, "report_to", tuple(dict.fromkeys(report)))
+
+    @property
+    def advantage_scaling(self) -> Literal["group", "batch", "none"]:
+        """TRL's ``scale_rewards`` for this run (``scale_rewards`` with ``auto`` resolved:
+        ``none`` for ``dr_grpo``, else ``group``)."""
+        if self.scale_rewards == "batch":
+            return "batch"
+        if self.scale_rewards == "none" or (
+            self.scale_rewards == "auto" and self.loss == "dr_grpo"
+        ):
+            return "none"
+        return "group"
+
+    @property
+    def process_batch_size(self) -> int:
+        """Rollouts each process trains per step: ``P x K / num_processes``."""
+        return self.prompts_per_step * self.group_size // self.num_processes
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Micro-batches per optimizer step on each process (``P x K / N / micro_batch_size``;
+        1 without one)."""
+        batch = self.process_batch_size
+        return batch // (self.micro_batch_size or batch)
 
     @property
     def served_model(self) -> str:
@@ -463,7 +644,9 @@ RESUMABLE_CHANGES = frozenset(
         "steps",
         "eval_every",
         "save_every",
+        "save_total_limit",
         "resume",
+        "force",
         "report_to",
         "torch_threads",
         "target",

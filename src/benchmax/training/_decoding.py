@@ -13,8 +13,11 @@ Each row draws from its own random stream (``_next_token``), seeded by the reque
 ``seed`` and its prompt ids: a seeded request samples the same tokens whatever else is in
 flight (up to floating-point differences between batch shapes, as on any batching server),
 and the turns of one conversation sending one seed still draw independently. The reported
-logprob of each token is the model's raw ``log_softmax`` (vLLM's default
-``raw_logprobs``), the quantity a trainer recomputes from the same weights.
+logprob of each token (and its ``top_logprobs``) is ``log_softmax(logits / temperature)``
+of the distribution the row samples from, before top-k, top-p and ``allowed_tokens``
+restrict it: what TRL's ``GRPOTrainer`` recomputes from the same weights (it divides the
+logits by its ``temperature`` before ``log_softmax``). Greedy rows (temperature 0) report
+the raw ``log_softmax``.
 
 The model is sampled under ``torch.no_grad()`` in eval mode; the mode it had is restored
 whenever the worker runs out of rows. The caller must not change the weights while rows
@@ -299,7 +302,7 @@ class BatchDecoder:
         sampled ids (a tensor, one per row) and the indices of the finished rows."""
         import torch
 
-        logprobs = torch.log_softmax(logits, dim=-1)
+        logprobs = torch.log_softmax(logits / _temperatures(rows, logits), dim=-1)
         tokens = next_tokens(rows, logits, self._allowed)
         chosen = logprobs.gather(1, tokens[:, None]).squeeze(1).tolist()
         wanted = max(row.params.top_logprobs for row in rows)
@@ -358,6 +361,15 @@ class BatchDecoder:
     def _text(self, ids: Sequence[int]) -> str:
         with self.tokenizer_lock:
             return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+
+
+def _temperatures(rows: Sequence[_Row], logits: Any) -> Any:
+    """Each row's temperature as a ``[rows, 1]`` tensor beside ``logits`` (1 for greedy
+    rows: their logprobs are the raw distribution's)."""
+    import torch
+
+    values = [row.temperature if row.temperature > 0 else 1.0 for row in rows]
+    return torch.tensor(values, dtype=logits.dtype, device=logits.device)[:, None]
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

@@ -22,6 +22,7 @@ from benchmax.training._config import TrainConfig
 
 __all__ = [
     "EMBEDDED_SAMPLER_URL",
+    "eval_sampling_args",
     "evaluate",
     "sampling_args",
 ]
@@ -37,6 +38,15 @@ def sampling_args(config: TrainConfig) -> dict[str, object]:
         "top_p": config.top_p,
         "max_tokens": config.max_tokens,
     }
+
+
+def eval_sampling_args(config: TrainConfig) -> dict[str, object]:
+    """The request fields every eval rollout sends: the training ones at
+    ``eval_temperature`` (when set; 0 asks for greedy decoding)."""
+    args = sampling_args(config)
+    if config.eval_temperature is not None:
+        args["temperature"] = config.eval_temperature
+    return args
 
 
 def evaluate(
@@ -60,7 +70,7 @@ def evaluate(
         base_dir=config.data,
         group_size=config.eval_group_size,
         max_examples=config.eval_examples,
-        sampling_args=sampling_args(config),
+        sampling_args=eval_sampling_args(config),
         output=layout.eval_file(step),
         constructor_args=config.env_args,
         env_definition=env_definition,

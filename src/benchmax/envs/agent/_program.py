@@ -6,23 +6,33 @@ as they come (stdout up to ``max_stdout`` bytes: more stops it; stderr's first
 ``max_stderr`` bytes are kept, the rest read and dropped, so a chatty program never
 blocks on a full pipe nor fills memory). It runs until it exits or ``stop`` is set.
 Whatever way it ends (exit, stop, a deadline cancelling the caller), what is left of its
-session gets SIGTERM, then SIGKILL after ``TERM_GRACE`` seconds, and the program is
-reaped: no process of it outlives the rollout.
+session, and any process that left the session (a daemon) but still holds its stdout or
+stderr pipe, gets SIGTERM, then SIGKILL after ``TERM_GRACE`` seconds, and the program is
+reaped: no process of it outlives the rollout. (A daemon that also closed those pipes
+cannot be told from any other process and escapes.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from benchmax._process_sessions import KILL, session_members, signal_session, wait_until
+from benchmax._process_sessions import (
+    KILL,
+    pipe_holders,
+    session_members,
+    signal_session,
+    wait_until,
+)
 
 __all__ = ["ProgramEnd", "TERM_GRACE", "run_program"]
 
@@ -63,25 +73,51 @@ async def run_program(
 ) -> ProgramEnd:
     """Run ``argv`` to its end (module docstring). Raises ``OSError`` when it cannot
     start (no such program, not executable)."""
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
+    loop = asyncio.get_running_loop()
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    inodes = (os.fstat(out_read).st_ino, os.fstat(err_read).st_ino)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=subprocess.PIPE,
+            stdout=out_write,
+            stderr=err_write,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(out_read)
+        os.close(err_read)
+        raise
+    finally:  # the program holds the write ends now: EOF comes when all its holders exit
+        os.close(out_write)
+        os.close(err_write)
     leader = process.pid
     flooded = asyncio.Event()
     stdout = bytearray()
     stderr = bytearray()
+    transports: list[asyncio.ReadTransport] = []
     tasks: list[asyncio.Task[object]] = []
+    readers: list[asyncio.StreamReader] = []
     try:
+        for fd in (out_read, err_read):
+            reader = asyncio.StreamReader()
+            pipe = os.fdopen(fd, "rb", buffering=0)
+            try:
+                transport, _ = await loop.connect_read_pipe(
+                    functools.partial(asyncio.StreamReaderProtocol, reader), pipe
+                )
+            except BaseException:
+                pipe.close()
+                raise
+            transports.append(transport)
+            readers.append(reader)
         tasks = [
             asyncio.ensure_future(_feed(process, stdin)),
-            asyncio.ensure_future(_collect(process.stdout, stdout, max_stdout, flooded)),
-            asyncio.ensure_future(_collect(process.stderr, stderr, max_stderr, None)),
+            asyncio.ensure_future(_collect(readers[0], stdout, max_stdout, flooded)),
+            asyncio.ensure_future(_collect(readers[1], stderr, max_stderr, None)),
         ]
         exited = asyncio.ensure_future(_exit(process))
         stopped = asyncio.ensure_future(stop.wait())
@@ -101,6 +137,8 @@ async def run_program(
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(TERM_GRACE):
                         await asyncio.gather(*tasks[1:])
+                # still open: a process that left the session (a daemon) holds them
+                left = not all(reader.at_eof() for reader in readers) and bool(pipe_holders(inodes))
         return ProgramEnd(
             exit_code=exit_code,
             stdout=bytes(stdout[:max_stdout]).decode("utf-8", "replace"),
@@ -110,10 +148,17 @@ async def run_program(
             left_processes=left,
         )
     finally:
-        await asyncio.shield(_end_session(process, argv[0]))
+        pipes_open = len(readers) < 2 or not all(reader.at_eof() for reader in readers)
+        await asyncio.shield(_end_session(process, argv[0], inodes if pipes_open else ()))
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for read_transport in transports:
+            read_transport.close()
+        for fd, opened in ((out_read, len(transports) > 0), (err_read, len(transports) > 1)):
+            if not opened:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 async def _exit(process: asyncio.subprocess.Process) -> None:
@@ -136,14 +181,13 @@ async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
 
 
 async def _collect(
-    pipe: asyncio.StreamReader | None,
+    pipe: asyncio.StreamReader,
     into: bytearray,
     limit: int,
     over: asyncio.Event | None,
 ) -> None:
     """Read ``pipe`` to its end, keeping the first ``limit`` bytes; with ``over``, set it
     (and stop reading) once more than ``limit`` arrived."""
-    assert pipe is not None
     with contextlib.suppress(OSError):
         while chunk := await pipe.read(_CHUNK):
             room = limit - len(into)
@@ -154,18 +198,36 @@ async def _collect(
                 return
 
 
-async def _end_session(process: asyncio.subprocess.Process, label: str) -> None:
-    """SIGTERM what is left of the program's session, SIGKILL it after ``TERM_GRACE``,
+async def _end_session(
+    process: asyncio.subprocess.Process, label: str, pipes: Collection[int]
+) -> None:
+    """SIGTERM what is left of the program's session and the processes still holding its
+    ``pipes`` (inodes; a daemon that left the session), SIGKILL them after ``TERM_GRACE``,
     and reap the program."""
     leader = process.pid
-    if signal_session(leader, signal.SIGTERM):
+
+    def holders() -> list[int]:
+        return (pipe_holders(pipes) or []) if pipes else []
+
+    def signal_all(signum: int) -> bool:
+        sent = signal_session(leader, signum)
+        for pid in holders():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+                sent = True
+        return sent
+
+    if signal_all(signal.SIGTERM):
         await wait_until(
-            lambda: process.returncode is not None and not session_members(leader), TERM_GRACE
+            lambda: (
+                process.returncode is not None and not session_members(leader) and not holders()
+            ),
+            TERM_GRACE,
         )
-        if signal_session(leader, KILL):
+        if signal_all(KILL):
             logger.warning(
-                "agents.program_killed program=%s pid=%d: its session was still running %gs"
-                " after SIGTERM",
+                "agents.program_killed program=%s pid=%d: its session (or a process holding"
+                " its output) was still running %gs after SIGTERM",
                 label,
                 leader,
                 TERM_GRACE,

@@ -29,6 +29,7 @@ from benchmax._hook_deadlines import deadline_for
 from benchmax._modelhttp import add_usage, reply_usage
 from benchmax._observer import observing, report_rollout
 from benchmax._rollout_limits import Limits
+from benchmax._value_checks import is_int_at_least
 from benchmax._vocabulary import (
     FINISHED,
     HARNESS_ERROR,
@@ -105,6 +106,35 @@ class AgentEnv(BaseEnv):
     max_stderr_bytes: int = 1 << 16
     program_env: Mapping[str, str] = MappingProxyType({})
     keep_workdirs: bool = False
+
+    def _validate_limits(self) -> tuple[Limits, dict[str, Any], Mapping[str, str]]:
+        """``BaseEnv``'s checks, then the program settings (``TypeError``/``ValueError``
+        naming the attribute)."""
+        checked = super()._validate_limits()
+        command: object = self.command
+        if command is not None and (
+            isinstance(command, str | bytes)
+            or not isinstance(command, Sequence)
+            or not all(isinstance(part, str) for part in command)
+        ):
+            raise TypeError(
+                "command must be a sequence of arguments (strings) such as"
+                f" ('{{python}}', 'agent.py'), not {command!r}"
+            )
+        if not is_int_at_least(self.max_stdout_bytes, 1):
+            raise ValueError("max_stdout_bytes must be a positive integer")
+        if not is_int_at_least(self.max_stderr_bytes, 0):
+            raise ValueError("max_stderr_bytes must be a non-negative integer")
+        if self.max_sampled_tokens is not None and not is_int_at_least(self.max_sampled_tokens, 1):
+            raise ValueError("max_sampled_tokens must be a positive integer or None")
+        variables: object = self.program_env
+        if not isinstance(variables, Mapping) or not all(
+            isinstance(name, str) and isinstance(value, str) for name, value in variables.items()
+        ):
+            raise TypeError("program_env must map names to strings")
+        if not isinstance(self.keep_workdirs, bool):
+            raise TypeError("keep_workdirs must be True or False")
+        return checked
 
     async def run_agent(self, rollout: AgentTask, endpoint: AgentEndpoint) -> AgentOutput | None:
         """Run the program for one rollout; by default ``command`` as a subprocess.

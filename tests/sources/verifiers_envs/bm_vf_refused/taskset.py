@@ -10,9 +10,15 @@ class PlainTask(vf.Task[vf.TaskData, vf.State, "PlainTaskConfig"]):
             return {"first": 1.0, "second": 0.0}
         return 1.0
 
+    @vf.metric
+    async def odd(self, trace: vf.Trace) -> float:
+        """Weight 0 (a metric): NaN when ``nan_metric``, as a 0/0 average can be."""
+        return float("nan") if self.config.nan_metric else 0.5
+
 
 class PlainTaskConfig(vf.TaskConfig):
     keyed: bool = False
+    nan_metric: bool = False
 
 
 class StopTask(PlainTask):
