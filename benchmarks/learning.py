@@ -216,7 +216,7 @@ def _trl_rewards(config: TrainConfig) -> list[list[float]]:
     env = ArithmeticEnv()
     examples = load_examples(env, "train", config.data, max_examples=config.max_examples)
     answers = {example.id: int(example.payload["answer"]) for example in examples}
-    model, tokenizer = load_model(config.model)
+    model, tokenizer = load_model(config.model, dtype=torch.float32)  # as benchmax train's masters
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     eos = tokenizer.eos_token_id
