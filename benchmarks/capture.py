@@ -377,16 +377,17 @@ ABOUT = (
 )
 
 NOTES = (
-    "What a user pays per model call is the added latency and the endpoint's CPU; the"
-    " throughput ratio against an upstream that answers in microseconds measures CPU share"
-    " instead. On 2 cores the load generator, the endpoint and the server compete for the same"
-    " CPU, and the endpoint does an HTTP server's and an HTTP client's work per call, so the"
-    " ratio cannot pass the ceiling row (calls cost client + endpoint + server CPU instead of"
-    " client + server): >= 90% of direct is not reachable on 2 cores with this server, and"
-    " not with spare cores either while the endpoint's CPU per call exceeds the load"
-    " generator's (one Python process serves all agents). Against a real inference server,"
-    " where a call takes tens of milliseconds of GPU time, the endpoint's fraction of a"
-    " millisecond is the whole cost."
+    "What a user pays per model call is the added latency and the endpoint's CPU; the "
+    "throughput ratio against an upstream that answers in microseconds measures CPU share "
+    "instead. On 2 cores the load generator, the endpoint and the server compete for the "
+    "same CPU, and the endpoint does an HTTP server's and an HTTP client's work per call, "
+    'so the ratio cannot pass the row "what the CPU per call allows" (each process runs '
+    "on one core at most, and a call costs client + endpoint + server CPU instead of "
+    "client + server): >= 90% of direct is not reachable on 2 cores with this server, and "
+    "not with spare cores either while the endpoint's CPU per call exceeds the load "
+    "generator's (one Python process serves all agents). Against a real inference server, "
+    "where a call takes tens of milliseconds of GPU time, the endpoint's fraction of a "
+    "millisecond is the whole cost."
 )
 
 
