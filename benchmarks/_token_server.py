@@ -6,7 +6,7 @@ token, as vLLM writes them: token text, float logprob, UTF-8 bytes, empty
 ``top_logprobs``); any other request gets the same 1,000-token message with those
 fields ``null``. Prints ``listening on URL`` once ready and serves until terminated.
 
-    python benchmarks/_token_server.py [--tokens 1000] [--prompt 200]
+    python benchmarks/_token_server.py [--tokens 1000] [--prompt 200] [--delay-ms 0]
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def replies(completion_tokens: int, prompt_tokens: int) -> tuple[bytes, bytes]:
 class _Connection(asyncio.Protocol):
     with_tokens = b""
     without_tokens = b""
+    delay = 0.0  # seconds before each reply (an inference server's time per call)
 
     def __init__(self) -> None:
         self.buffer = b""
@@ -103,14 +104,22 @@ class _Connection(asyncio.Protocol):
             request_body = self.buffer[end + 4 : end + 4 + length]
             self.buffer = self.buffer[end + 4 + length :]
             wants = b'"return_token_ids":true' in request_body.replace(b" ", b"")
-            if self.transport is not None and not self.transport.is_closing():
-                self.transport.write(self.with_tokens if wants else self.without_tokens)
+            reply = self.with_tokens if wants else self.without_tokens
+            if self.delay > 0:
+                asyncio.get_running_loop().call_later(self.delay, self._send, reply)
+            else:
+                self._send(reply)
+
+    def _send(self, reply: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(reply)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
 
 
-async def serve(completion_tokens: int, prompt_tokens: int) -> None:
+async def serve(completion_tokens: int, prompt_tokens: int, delay: float = 0.0) -> None:
+    _Connection.delay = delay
     _Connection.with_tokens, _Connection.without_tokens = replies(completion_tokens, prompt_tokens)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(_Connection, "127.0.0.1", 0, backlog=4096)
@@ -124,9 +133,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=1000, help="completion tokens per reply")
     parser.add_argument("--prompt", type=int, default=200, help="prompt tokens per reply")
+    parser.add_argument(
+        "--delay-ms", type=float, default=0.0, help="milliseconds before each reply"
+    )
     arguments = parser.parse_args()
     try:
-        asyncio.run(serve(arguments.tokens, arguments.prompt))
+        asyncio.run(serve(arguments.tokens, arguments.prompt, arguments.delay_ms / 1000))
     except KeyboardInterrupt:
         pass
 
