@@ -400,7 +400,8 @@ ABOUT = (
     " the benchmark's process with one session per agent, every call recorded with its"
     " tokens. Added latency: one agent calling in sequence, median call direct and captured."
     " CPU per call: each process's own CPU time from the kernel's accounting, the figure that"
-    " stays put when the machine is busy. Throughput: `--agents` in flight. Memory: 1,000 open"
+    " stays put when the machine is busy. Throughput: `--agents` in flight, against that server"
+    " and against the same server answering after `--slow-ms`. Memory: 1,000 open"
     " sessions with one recorded call each (tracemalloc)."
 )
 
@@ -413,9 +414,10 @@ NOTES = (
     "on one core at most, and a call costs client + endpoint + server CPU instead of "
     "client + server): >= 90% of direct is not reachable on 2 cores with this server, and "
     "not with spare cores either while the endpoint's CPU per call exceeds the load "
-    "generator's (one Python process serves all agents). Against a real inference server, "
-    "where a call takes tens of milliseconds of GPU time, the endpoint's fraction of a "
-    "millisecond is the whole cost."
+    "generator's (one Python process serves all agents). Where the upstream sets the pace, "
+    "as an inference server does (a call takes from tens of milliseconds to seconds of GPU "
+    "time), the endpoint's fraction of a millisecond is all it adds: the row with a server "
+    "answering after `--slow-ms` is the throughput ratio of real use."
 )
 
 
