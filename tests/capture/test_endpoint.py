@@ -3,6 +3,7 @@ exact tokens, event streams, refusals, budgets and secrets."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -338,3 +339,26 @@ async def test_upstream_error_echoing_its_credential_is_masked(endpoint: Capture
     assert "bad key: Bearer ***" in text  # the upstream's words reach the program, masked
     assert session.failure is not None
     assert UPSTREAM_KEY not in text and UPSTREAM_KEY not in session.failure.message
+
+
+async def test_body_over_the_limit_is_refused_before_it_is_read(
+    endpoint: CaptureEndpoint, token_mock: MockModelServer
+) -> None:
+    session = _session(endpoint, token_mock)
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", int(endpoint.origin.rsplit(":", 1)[1])
+    )
+    writer.write(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + f"Authorization: Bearer {session.api_key}\r\n".encode()
+        + b"Content-Type: application/json\r\nContent-Length: 70000000\r\n\r\n{"
+    )
+    await writer.drain()
+    status = await asyncio.wait_for(reader.readline(), 60)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    body = json.loads(await reader.readexactly(length))
+    writer.close()
+    assert status.split()[1] == b"413"
+    assert body["error"]["code"] == "request_too_large"
+    assert session.calls == ()
