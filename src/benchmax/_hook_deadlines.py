@@ -135,7 +135,7 @@ class _Unbound:
 
 _UNBOUND: Final = _Unbound()
 
-_HOOK_DEADLINES: ContextVar[HookDeadlines | None | _Unbound] = ContextVar(
+_HOOK_DEADLINES: ContextVar[HookDeadlines | _Unbound | None] = ContextVar(
     "benchmax_hook_deadlines", default=_UNBOUND
 )
 """The default deadlines bound for the running code (``with_hook_deadlines``)."""
@@ -189,7 +189,7 @@ def _loosest(bindings: list[HookDeadlines]) -> HookDeadlines:
     for item in fields(HookDeadlines):
         values = [getattr(binding, item.name) for binding in bindings]
         loosest[item.name] = None if None in values else max(values)
-    return HookDeadlines(**loosest)  # type: ignore[arg-type]
+    return HookDeadlines(**loosest)
 
 
 def _definition(function: object) -> str:
