@@ -82,8 +82,14 @@ class OtherLoopJudgedEnv(AnswerEnv):
         return {"correct": 1.0}
 
 
+@dataclasses.dataclass
+class StalledServer:
+    url: str
+    connections: list[asyncio.StreamWriter]
+
+
 @asynccontextmanager
-async def stalled_server() -> AsyncIterator[str]:
+async def stalled_server() -> AsyncIterator[StalledServer]:
     """A server on 127.0.0.1 that accepts connections and never answers; closing it
     ends the calls still waiting on it."""
     connections: list[asyncio.StreamWriter] = []
@@ -95,7 +101,7 @@ async def stalled_server() -> AsyncIterator[str]:
     server = await asyncio.start_server(hold, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}/v1"
+        yield StalledServer(f"http://127.0.0.1:{port}/v1", connections)
     finally:
         for writer in connections:
             writer.close()
@@ -136,8 +142,8 @@ async def test_a_judge_on_another_threads_loop_keeps_the_runners_deadline(
     mock_server: MockModelServer, judge_loop: asyncio.AbstractEventLoop, how: str
 ) -> None:
     deadlines = dataclasses.replace(HookDeadlines.none(), judge=SMALL)
-    async with stalled_server() as url:
-        judge = Judge(model="j", base_url=url, auth=StaticBearerAuth("sk-judge"), timeout=None)
+    async with stalled_server() as server:
+        judge = Judge(model="j", base_url=server.url, auth=StaticBearerAuth("sk"), timeout=None)
         env = OtherLoopJudgedEnv(judge, how, judge_loop)
         try:
             async with asyncio.timeout(BOUND):  # a lost deadline fails here, not hangs
@@ -151,6 +157,41 @@ async def test_a_judge_on_another_threads_loop_keeps_the_runners_deadline(
             in log["message"]
             for log in trajectory.logs
         ), trajectory.logs
+
+
+async def test_a_reward_cut_short_frees_its_judge_slot_on_the_other_loop(
+    mock_server: MockModelServer, judge_loop: asyncio.AbstractEventLoop
+) -> None:
+    """The reward's own deadline cancels the judge call it left waiting on the judge loop
+    (cap 1): the call's slot comes back, so the next call on that loop reaches the server
+    instead of waiting forever behind a slot nobody holds."""
+    deadlines = dataclasses.replace(HookDeadlines.none(), compute_reward=SMALL)
+    async with stalled_server() as server:
+        judge = Judge(
+            model="j",
+            base_url=server.url,
+            auth=StaticBearerAuth("sk"),
+            timeout=None,
+            max_retries=0,
+            max_concurrent_requests=1,
+        )
+        env = OtherLoopJudgedEnv(judge, "judge loop", judge_loop)
+        try:
+            async with asyncio.timeout(BOUND):
+                collected = await collect_group(env, group(mock_server), hook_deadlines=deadlines)
+        finally:
+            await env.aclose()
+        assert [t.termination_reason for t in collected.trajectories] == ["reward_timeout"] * 2
+        seen = len(server.connections)
+        after = asyncio.run_coroutine_threadsafe(
+            judge.request_json("grade it", request_id="after"), judge_loop
+        )
+        try:
+            async with asyncio.timeout(BOUND):  # a leaked slot: it never gets there
+                while len(server.connections) == seen:
+                    await asyncio.sleep(0.01)
+        finally:
+            after.cancel()
 
 
 def test_other_threads_get_the_loosest_deadlines_of_the_running_pipelines() -> None:
