@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -145,6 +146,18 @@ _IN_FORCE: Counter[HookDeadlines] = Counter()
 _IN_FORCE_LOCK = threading.Lock()
 
 
+def _forget_bindings_in_forked_child() -> None:
+    """A forked child runs only the forking thread: the other threads' bindings are gone
+    (its own stays in its context), and the lock may have been held by one of them."""
+    global _IN_FORCE_LOCK
+    _IN_FORCE_LOCK = threading.Lock()
+    _IN_FORCE.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_bindings_in_forked_child)
+
+
 def deadline_for(kind: HookKind, own: float | None = None) -> HookDeadline:
     """The deadline of one ``kind`` hook call: the environment's ``own`` limit when set,
     else the bound default (none when no ``HookDeadlines`` is bound)."""
@@ -176,9 +189,11 @@ def with_hook_deadlines(deadlines: HookDeadlines | None) -> Iterator[None]:
         yield
     finally:
         with _IN_FORCE_LOCK:
-            _IN_FORCE[counted] -= 1
-            if not _IN_FORCE[counted]:
-                del _IN_FORCE[counted]
+            left = _IN_FORCE[counted] - 1
+            if left > 0:
+                _IN_FORCE[counted] = left
+            else:  # gone (or forgotten in a forked child)
+                _IN_FORCE.pop(counted, None)
         _HOOK_DEADLINES.reset(token)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
@@ -218,6 +219,32 @@ def test_other_threads_get_the_loosest_deadlines_of_the_running_pipelines() -> N
             assert seen_elsewhere() == HookDeadlines.none()
         assert seen_elsewhere() == tight
     assert seen_elsewhere() is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_forgets_the_other_threads_bindings() -> None:
+    """A child forked inside a binding keeps it in its own context; the bindings in force
+    are forgotten there (their threads did not follow), and binding again works."""
+    read_end, write_end = os.pipe()
+    with with_hook_deadlines(HookDeadlines(judge=7.0)):
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without pytest's teardown
+            try:
+                own = bound_hook_deadlines()
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    elsewhere = pool.submit(bound_hook_deadlines).result(BOUND)
+                    with with_hook_deadlines(HookDeadlines(judge=9.0)):
+                        again = pool.submit(bound_hook_deadlines).result(BOUND)
+                said = f"{own and own.judge} {elsewhere} {again and again.judge}"
+                os.write(write_end, said.encode())
+            finally:
+                os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    said = os.read(read_end, 1000).decode()
+    os.close(read_end)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert said == "7.0 None 9.0"
 
 
 ROUNDS = 40
