@@ -111,16 +111,22 @@ async def stalled_server() -> AsyncIterator[StalledServer]:
 
 @pytest.fixture
 def judge_loop() -> Iterator[asyncio.AbstractEventLoop]:
-    """An event loop running in its own thread for the test."""
+    """An event loop running in its own thread for the test; shut down as
+    ``asyncio.run`` does (which closes its model connection pool)."""
     loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
+
+    def run() -> None:
+        loop.run_forever()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
         yield loop
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(BOUND)
-        loop.close()
 
 
 def group(server: MockModelServer, count: int = 2) -> list[RolloutRequest[Any]]:
