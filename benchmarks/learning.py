@@ -46,8 +46,7 @@ from typing import Any
 from rich.console import Console
 
 from benchmax.cli._compare_command import render_comparison
-from benchmax.results import bootstrap_interval, read_results
-from benchmax.results._run_directory import RunDirectory
+from benchmax.results import RunDirectory, bootstrap_interval, read_results
 from benchmax.results._training_page import write_training_page
 from benchmax.training import TrainConfig, read_metrics, train
 
@@ -331,12 +330,29 @@ def parity(args: argparse.Namespace) -> None:
         )
 
 
+def _calculator_data() -> Path:
+    """``examples/calculator`` ships only an eval split: a train split of 200 other rows
+    (seeded, the same ranges) beside a copy of it, in a temporary directory."""
+    import json
+    import shutil
+
+    folder = Path(tempfile.mkdtemp(prefix="calculator-"))
+    shutil.copy(REPO / "examples" / "calculator" / "eval.jsonl", folder / "eval.jsonl")
+    rng = random.Random(1)
+    rows = []
+    for _ in range(200):
+        a, b, c = rng.randint(1, 60), rng.randint(1, 60), rng.randint(2, 12)
+        rows.append(json.dumps({"a": a, "b": b, "c": c, "answer": (a + b) * c}))
+    (folder / "train.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
+
+
 def heldout(args: argparse.Namespace) -> None:
     if args.env == "tools":
         from examples.calculator.env import CalculatorEnv
 
         factory: Callable[..., Any] = CalculatorEnv
-        target, data = "examples/calculator/env.py:CalculatorEnv", REPO / "examples" / "calculator"
+        target, data = "examples/calculator/env.py:CalculatorEnv", _calculator_data()
     else:
         from examples.agents.env import StreamingAgent
 
