@@ -1,5 +1,5 @@
-"""Measuring a ``BaseEnv`` rollout that a runner observes: ``Meter``, and the timed model
-call."""
+"""Measuring a ``BaseEnv`` rollout that a runner observes: ``Meter`` (which also reports
+the finished rollout), and the timed model call."""
 
 from __future__ import annotations
 
