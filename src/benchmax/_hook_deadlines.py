@@ -30,12 +30,23 @@ Each defaults to :data:`DEFAULT_HOOK_SECONDS`; a limit the environment sets alwa
 ``ValidationConfig`` and ``collect_group`` take one).
 With no ``HookDeadlines`` bound (an environment's ``run_group`` called directly, as a
 platform does) nothing changes: the 0.2 behavior.
+
+**Other threads.** The binding lives in a context variable, which work a hook moves to a
+thread pool or a new thread (``run_in_executor``, ``asyncio.run`` in a thread) does not
+take along; a judge asked there would wait without a deadline. So code that runs outside
+any binding, while bindings are in force elsewhere in the process, gets the loosest of
+them per kind (``None`` when one of them sets none): a judge that a hook asks on another
+thread's event loop stays bounded, and no pipeline's hooks are cut shorter than its own
+deadlines. A binding in the running context (``None`` included) always wins.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
@@ -119,10 +130,32 @@ class HookDeadline:
         )
 
 
-_HOOK_DEADLINES: ContextVar[HookDeadlines | None] = ContextVar(
-    "benchmax_hook_deadlines", default=None
+class _Unbound:
+    """The context variable's value where no ``with_hook_deadlines`` block is running."""
+
+
+_UNBOUND: Final = _Unbound()
+
+_HOOK_DEADLINES: ContextVar[HookDeadlines | _Unbound | None] = ContextVar(
+    "benchmax_hook_deadlines", default=_UNBOUND
 )
 """The default deadlines bound for the running code (``with_hook_deadlines``)."""
+
+_IN_FORCE: Counter[HookDeadlines] = Counter()
+"""Every binding in force in the process, by value (``None`` counted as ``none()``)."""
+_IN_FORCE_LOCK = threading.Lock()
+
+
+def _forget_bindings_in_forked_child() -> None:
+    """A forked child runs only the forking thread: the other threads' bindings are gone
+    (its own stays in its context), and the lock may have been held by one of them."""
+    global _IN_FORCE_LOCK
+    _IN_FORCE_LOCK = threading.Lock()
+    _IN_FORCE.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_bindings_in_forked_child)
 
 
 def deadline_for(kind: HookKind, own: float | None = None) -> HookDeadline:
@@ -135,19 +168,43 @@ def deadline_for(kind: HookKind, own: float | None = None) -> HookDeadline:
 
 
 def bound_hook_deadlines() -> HookDeadlines | None:
-    """The ``HookDeadlines`` bound for the running code, if any."""
+    """The ``HookDeadlines`` bound for the running code, if any; outside every binding,
+    the loosest of those in force in the process (see "Other threads" above)."""
     bound = _HOOK_DEADLINES.get()
-    return bound if isinstance(bound, HookDeadlines) else None
+    if not isinstance(bound, _Unbound):
+        return bound
+    with _IN_FORCE_LOCK:
+        in_force = list(_IN_FORCE)
+    return _loosest(in_force) if in_force else None
 
 
 @contextlib.contextmanager
 def with_hook_deadlines(deadlines: HookDeadlines | None) -> Iterator[None]:
     """Bind ``deadlines`` for the block (and the tasks it starts); ``None`` binds none."""
+    counted = HookDeadlines.none() if deadlines is None else deadlines
     token = _HOOK_DEADLINES.set(deadlines)
+    with _IN_FORCE_LOCK:
+        _IN_FORCE[counted] += 1
     try:
         yield
     finally:
+        with _IN_FORCE_LOCK:
+            left = _IN_FORCE[counted] - 1
+            if left > 0:
+                _IN_FORCE[counted] = left
+            else:  # gone (or forgotten in a forked child)
+                _IN_FORCE.pop(counted, None)
         _HOOK_DEADLINES.reset(token)
+
+
+def _loosest(bindings: list[HookDeadlines]) -> HookDeadlines:
+    """Per kind, the longest deadline of ``bindings`` (``None``, no deadline, when one
+    of them sets none)."""
+    loosest: dict[str, float | None] = {}
+    for item in fields(HookDeadlines):
+        values = [getattr(binding, item.name) for binding in bindings]
+        loosest[item.name] = None if None in values else max(values)
+    return HookDeadlines(**loosest)
 
 
 def _definition(function: object) -> str:

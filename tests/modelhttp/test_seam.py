@@ -17,9 +17,10 @@ from benchmax.testing import MockModelServer
 SRC = Path(__file__).resolve().parents[2] / "src" / "benchmax"
 
 HTTP_LIBRARIES = {
-    # aiohttp's web server (never its client): the server side of ``benchmax serve`` and the
-    # embedded sampler's OpenAI-compatible endpoint
+    # aiohttp's web server (never its client): the server side of ``benchmax serve``, the
+    # embedded sampler's OpenAI-compatible endpoint and the capture endpoint
     "aiohttp": {
+        "capture/_endpoint.py",
         "serving/_bridge.py",
         "serving/_server.py",
         "serving/_nemo_gym.py",

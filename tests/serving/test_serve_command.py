@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -16,8 +20,12 @@ from openenv.core.generic_client import GenericEnvClient
 from tests.serving.conftest import EXAMPLES, ROOT
 
 from benchmax.cli import cli
+from benchmax.serving import ServeOptions
 
 BOUND = 120.0
+
+DEFAULT_SLOW_CLIENT_SECONDS = 60.0
+"""``--header-timeout`` and ``--body-timeout``'s defaults."""
 
 
 def benchmax_serve(*args: str) -> subprocess.Popen[str]:
@@ -184,3 +192,63 @@ def test_a_missing_train_split_names_its_file_and_suggests_eval(
     ) in " ".join(result.output.split()), result.output
     assert "Errno" not in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+async def _held_until_dropped(url: str, data: bytes) -> tuple[float, bytes]:
+    """Open a connection to ``url``, send ``data`` and nothing more; the seconds until the
+    server closes it and what it answered (``TimeoutError`` past ``BOUND``)."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    began = time.monotonic()
+    writer.write(data)
+    await writer.drain()
+    answered = b""
+    try:
+        async with asyncio.timeout(BOUND):
+            with contextlib.suppress(ConnectionError):
+                while chunk := await reader.read(65536):
+                    answered += chunk
+        return time.monotonic() - began, answered
+    finally:
+        writer.close()
+
+
+async def test_benchmax_serve_applies_its_header_and_body_timeouts() -> None:
+    """A running ``benchmax serve`` drops a slow client after ``--header-timeout`` /
+    ``--body-timeout``, not after the 60 s defaults (the bound below is far above the 2 s
+    set and far below the defaults; no speed is asserted)."""
+    defaults = ServeOptions()
+    assert defaults.header_timeout == defaults.body_timeout == DEFAULT_SLOW_CLIENT_SECONDS
+    process = benchmax_serve(
+        "examples/quickstart/env.py:QuickStartEnv",
+        "--protocol", "openenv",
+        "--data", "examples/quickstart",
+        "--port", "0",
+        "--header-timeout", "2",
+        "--body-timeout", "2",
+    )  # fmt: skip
+    try:
+        url = listening_url(process)
+        slow_headers = _held_until_dropped(url, b"POST /reset HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        silent = _held_until_dropped(url, b"")
+        half_body = _held_until_dropped(
+            url,
+            b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"seed": ',
+        )
+        (
+            (header_s, header_answer),
+            (silent_s, silent_answer),
+            (body_s, body_answer),
+        ) = await asyncio.gather(slow_headers, silent, half_body)
+        assert (header_answer, silent_answer) == (b"", b"")  # closed without a reply
+        assert body_answer.startswith(b"HTTP/1.1 408"), body_answer
+        assert b"--body-timeout" in body_answer
+        for seconds in (header_s, silent_s, body_s):
+            assert 1.0 <= seconds < DEFAULT_SLOW_CLIENT_SECONDS - 15, seconds
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=BOUND) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -158,6 +158,7 @@ def test_benchmax_run_exits_and_leaves_no_process(tmp_path: Path, shared: bool) 
     command = [
         sys.executable, "-m", "benchmax.cli", "run", f"{tmp_path / 'leak_env.py'}:LeakEnv",
         "--data", str(tmp_path), "-k", "2", "--mock-policy", policy, "-o", str(output),
+        "--fail-on-error", "1",  # rollouts whose tools misbehave may fail: the run must end
     ]  # fmt: skip
     finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert finished.returncode == 0, finished.stderr[-3000:]
