@@ -59,17 +59,11 @@ def signal_session(leader: int, signum: int) -> bool:
 def session_members(leader: int) -> list[int] | None:
     """Live (non-zombie) processes whose session or process group is ``leader``'s;
     ``None`` where ``/proc`` cannot say (not Linux)."""
-    if not sys.platform.startswith("linux"):
+    pids = _other_pids()
+    if pids is None:
         return None
-    own = os.getpid()
     members: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    for name in entries:
-        if not name.isdigit() or int(name) == own:
-            continue
+    for name in pids:
         fields = _stat_fields(name)
         if fields is None or fields[0] in ("Z", "X"):
             continue
@@ -82,18 +76,12 @@ def pipe_holders(inodes: Collection[int]) -> list[int] | None:
     """Live processes (other than this one) with an open descriptor on one of the pipes
     whose inodes are ``inodes`` (``os.fstat(fd).st_ino`` of either end); ``None`` where
     ``/proc`` cannot say (not Linux). Scans every readable ``/proc/<pid>/fd``: not free."""
-    if not sys.platform.startswith("linux"):
+    pids = _other_pids()
+    if pids is None:
         return None
     links = {f"pipe:[{inode}]" for inode in inodes}
-    own = os.getpid()
     holders: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    for name in entries:
-        if not name.isdigit() or int(name) == own:
-            continue
+    for name in pids:
         try:
             descriptors = os.listdir(f"/proc/{name}/fd")
         except OSError:  # gone, or another user's
@@ -106,6 +94,19 @@ def pipe_holders(inodes: Collection[int]) -> list[int] | None:
                         holders.append(int(name))
                     break
     return holders
+
+
+def _other_pids() -> list[str] | None:
+    """The ids (as ``/proc`` names them) of every process but this one; ``None`` where
+    ``/proc`` cannot say (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    own = str(os.getpid())
+    return [name for name in entries if name.isdigit() and name != own]
 
 
 def _stat_fields(pid: str) -> list[str] | None:

@@ -90,6 +90,12 @@ async def test_program_rollout_is_captured_and_scored(
     assert trajectory.messages[-1]["content"] == "hello there"
     coverage = trajectory.coverage
     assert coverage.sampled_tokens == coverage.trained_tokens == len(call.completion_token_ids)
+    # the record's timings and usage come from the captured calls (no tool ran)
+    assert trajectory.timings["model_seconds"] == pytest.approx(call.seconds, abs=1e-6)
+    assert trajectory.timings["tool_seconds"] == 0.0
+    assert trajectory.timings["reward_seconds"] >= 0.0
+    assert trajectory.usage is not None
+    assert trajectory.usage["completion_tokens"] == len(call.completion_token_ids)
 
 
 async def test_rollout_agent_fields_for_compute_reward(

@@ -220,3 +220,27 @@ async def test_quickstart_sessions_close_at_shutdown() -> None:
         assert not serve_tasks()
         for client in clients:
             await client.close()
+
+
+@pytest.mark.parametrize(
+    "action",
+    [WAIT_CALL, {"type": "call_tool", "tool_name": "wait", "arguments": {}}],
+    ids=["message", "call_tool"],
+)
+async def test_a_step_past_its_timeout_is_504_and_closes_the_episode(
+    action: dict[str, Any],
+) -> None:
+    """The tool never returns: ``timeout_s`` ends the step, the episode and its process."""
+    async with process_server(session_timeout=None) as (env, server):
+        async with httpx.AsyncClient(timeout=BOUND) as client:
+            reset = (await client.post(server.base_url + "/reset", json={})).json()
+            episode_id = reset["observation"]["episode_id"]
+            body = {"action": action, "episode_id": episode_id, "timeout_s": 0.2}
+            step = await client.post(server.base_url + "/step", json=body)
+            assert step.status_code == 504
+            assert "longer than timeout_s=0.2; the episode was closed" in step.json()["detail"]
+            await eventually(lambda: not alive(env.started[0]), "the tool process ends")
+            again = await client.post(
+                server.base_url + "/step", json={"action": WAIT_CALL, "episode_id": episode_id}
+            )
+        assert again.status_code == 404 and "no live episode" in again.json()["detail"]

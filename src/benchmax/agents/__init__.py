@@ -9,22 +9,6 @@ reads ``rollout.agent`` (``exit_code``, ``stdout``, ``stderr``, ``workdir``, ``c
 See docs/agents.md ("Training agents you didn't write").
 """
 
-from benchmax.envs.agent import (
-    INHERITED_VARIABLES,
-    AgentEndpoint,
-    AgentEnv,
-    AgentOutput,
-    AgentRollout,
-    AgentRun,
-    AgentTask,
-)
-
-__all__ = [
-    "INHERITED_VARIABLES",
-    "AgentEndpoint",
-    "AgentEnv",
-    "AgentOutput",
-    "AgentRollout",
-    "AgentRun",
-    "AgentTask",
-]
+# The names live in benchmax.envs.agent (floor: envs); this package is their public face.
+from benchmax.envs.agent import *  # noqa: F403
+from benchmax.envs.agent import __all__ as __all__

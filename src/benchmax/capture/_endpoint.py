@@ -26,12 +26,13 @@ import json
 import logging
 import secrets
 from collections.abc import Callable, Mapping
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Self
 from urllib.parse import quote, unquote
 
 import orjson
 
+from benchmax._async_service import AsyncService
 from benchmax._modelhttp import encode_json
 from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelAuth
@@ -53,7 +54,7 @@ _MAX_BODY: Final = 64 * 1024 * 1024
 _KEY_PREFIX: Final = "bmx-capture-"
 
 
-class CaptureEndpoint:
+class CaptureEndpoint(AsyncService):
     """An OpenAI-compatible endpoint that records every call a program makes, per rollout.
 
     Use it as an async context manager (or ``start()``/``stop()``); ``host`` and ``port``
@@ -125,17 +126,6 @@ class CaptureEndpoint:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     def open_session(
         self,

@@ -64,6 +64,8 @@ from benchmax.serving._wire import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from aiohttp import web
 
 __all__ = ["OpenEnvRoutes", "observation_data"]
@@ -355,21 +357,13 @@ class OpenEnvRoutes:
         episode = session.episode
         assert episode is not None
         try:
-            async with asyncio.timeout(timeout):
-                turn, result = await self.mcp.run_tool(session, name, arguments)
+            turn, result = await _bounded(
+                session, timeout, self.mcp.run_tool(session, name, arguments)
+            )
         except UnknownTool as error:
             failure = {"error_type": "tool_not_found", "message": str(error)}
             observation = {"tool_name": name, "result": None, "error": failure, "metadata": {}}
             return {"observation": observation, "reward": None, "done": False}
-        except TimeoutError:
-            await session.close_episode()
-            raise _Refused(
-                504,
-                "EXECUTION_ERROR",
-                f"the step took longer than timeout_s={timeout}; the episode was closed",
-            ) from None
-        except EpisodeError as error:
-            raise _Refused(500 if error.broken else 409, "EXECUTION_ERROR", str(error)) from None
         session.touch()
         served = observation_data(episode, turn)
         fields = cast("dict[str, object]", served["observation"])
@@ -546,9 +540,17 @@ async def _step(
     except ValidationError as error:
         raise _validation(error) from None
     session.touch()
+    turn = await _bounded(session, timeout, episode.act(action))
+    session.touch()
+    return turn
+
+
+async def _bounded[T](session: Session, timeout: float | None, step: Awaitable[T]) -> T:
+    """``step``'s result, within ``timeout`` seconds: past it the episode is closed and the
+    request answered 504; an ``EpisodeError`` answers 500 (episode broken) or 409."""
     try:
         async with asyncio.timeout(timeout):
-            turn = await episode.act(action)
+            return await step
     except TimeoutError:
         await session.close_episode()
         raise _Refused(
@@ -558,8 +560,6 @@ async def _step(
         ) from None
     except EpisodeError as error:
         raise _Refused(500 if error.broken else 409, "EXECUTION_ERROR", str(error)) from None
-    session.touch()
-    return turn
 
 
 def _reset_options(data: dict[str, object]) -> ResetOptions:

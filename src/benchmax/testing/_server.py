@@ -9,12 +9,12 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from types import TracebackType
 from typing import Any, Final, Self
 from urllib.parse import quote, unquote
 
 import h11
 
+from benchmax._async_service import AsyncService
 from benchmax.testing._completions import (
     DEFAULT_MODEL,
     PolicyResultError,
@@ -64,7 +64,7 @@ def session_of_path(path: str) -> str:
     return unquote(prefix.strip("/"))
 
 
-class MockModelServer:
+class MockModelServer(AsyncService):
     """An OpenAI-compatible chat-completions server on 127.0.0.1 answering from a policy.
 
     Use it as an async context manager (``async with MockModelServer(echo) as server``)
@@ -276,17 +276,6 @@ class MockModelServer:
             await asyncio.Event().wait()
         finally:
             await self.stop()
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     def __repr__(self) -> str:
         where = self.base_url if self._bound_port is not None and self.started else "stopped"

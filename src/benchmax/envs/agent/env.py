@@ -21,13 +21,14 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchmax._hook_deadlines import deadline_for
 from benchmax._modelhttp import add_usage, reply_usage
-from benchmax._observer import observing, report_rollout
+from benchmax._observer import observing
 from benchmax._rollout_limits import Limits
 from benchmax._value_checks import is_int_at_least
 from benchmax._vocabulary import (
@@ -38,7 +39,6 @@ from benchmax._vocabulary import (
     ROLLOUT_TIMEOUT,
     SETUP_ERROR,
     STDOUT_EXCEEDED,
-    TokenUsage,
 )
 from benchmax.envs._hook_errors import hook_errors
 from benchmax.envs.agent._program import run_program
@@ -56,14 +56,11 @@ from benchmax.envs.base._rollout_context import entered, leaving
 from benchmax.envs.base._scoring import score_rollout
 from benchmax.envs.base.dataset import JsonRow
 from benchmax.envs.base.env import BaseEnv
-from benchmax.envs.base.openai_types import Messages
 from benchmax.envs.shared_types import (
-    DatasetSplit,
-    RewardMap,
     RolloutFailure,
     RolloutRequest,
 )
-from benchmax.trajectory import ModelCall, Trajectory, recording_annotations
+from benchmax.trajectory import ModelCall, recording_annotations
 
 if TYPE_CHECKING:
     from benchmax.capture import CapturedCall, CaptureSession
@@ -195,25 +192,11 @@ class AgentEnv(BaseEnv):
         )
         with recording as annotations:
             rollout, calls = await self._settled(request, limits, sampling_args, meter)
-        if meter is not None:
-            report_rollout(
-                Trajectory(
-                    rollout_id=rollout.rollout_id,
-                    example_id=request.example.id,
-                    termination_reason=rollout.termination_reason,
-                    rewards=rollout.rewards or {},
-                    split=request.split,
-                    messages=tuple(rollout.messages),
-                    model_calls=_model_calls(calls, rollout.messages),
-                    timings={
-                        "model_seconds": round(sum(call.seconds for call in calls), 6),
-                        "tool_seconds": 0.0,
-                        "reward_seconds": round(meter.reward, 6),
-                    },
-                    usage=cast(TokenUsage | None, _usage(calls)),
-                    annotations=annotations,
-                )
-            )
+        if meter is not None:  # the calls were timed and counted by the capture session
+            meter.model = sum(call.seconds for call in calls)
+            meter.calls = list(_model_calls(calls, rollout.messages))
+            meter.usage = _usage(calls)
+            meter.report(request, rollout, rollout.messages, annotations)
         return rollout
 
     async def _settled(
@@ -234,25 +217,6 @@ class AgentEnv(BaseEnv):
                 calls=calls,
             )
 
-            def settle(
-                *,
-                rollout_id: str,
-                termination_reason: str,
-                rewards: RewardMap | None,
-                messages: Messages,
-                example_args: Mapping[str, Any],
-                split: DatasetSplit,
-            ) -> AgentRollout:
-                return AgentRollout(
-                    rollout_id=rollout_id,
-                    termination_reason=termination_reason,
-                    rewards=rewards,
-                    messages=messages,
-                    example_args=example_args,
-                    split=split,
-                    agent=run,
-                )
-
             rollout = await score_rollout(
                 self,
                 request,
@@ -261,7 +225,7 @@ class AgentEnv(BaseEnv):
                 _transcript(calls),
                 dict(example_args_of(request.example.payload)),
                 meter,
-                rollout_type=settle,
+                rollout_type=partial(AgentRollout, agent=run),
             )
             return rollout, calls
         finally:

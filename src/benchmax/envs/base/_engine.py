@@ -28,8 +28,7 @@ from benchmax._modelhttp import (
     read_call_tokens,
     read_reply,
 )
-from benchmax._observer import observing, report_rollout
-from benchmax._vocabulary import TokenUsage
+from benchmax._observer import observing
 from benchmax.auth import ModelRequestContext
 from benchmax.envs._hook_errors import hook_errors
 from benchmax.envs.base._meter import Meter, call_model
@@ -56,7 +55,7 @@ from benchmax.envs.shared_types import (
     RolloutFailure,
     RolloutRequest,
 )
-from benchmax.trajectory import SIMULATED_USER_KEY, Trajectory, recording_annotations
+from benchmax.trajectory import SIMULATED_USER_KEY, recording_annotations
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
     from benchmax._modelhttp import ChatSession, PoolLease
@@ -137,26 +136,8 @@ class RolloutEngine[R: RolloutAttempt]:
                     split=request.split,
                 )
         if meter is not None:
-            report_rollout(
-                Trajectory(
-                    rollout_id=rollout.rollout_id,
-                    example_id=request.example.id,
-                    termination_reason=rollout.termination_reason,
-                    rewards=rollout.rewards or {},
-                    split=request.split,
-                    # the rollout's messages: the transcript it was settled with
-                    messages=tuple(self._transcript),
-                    model_calls=tuple(meter.calls),
-                    tool_calls=tuple(meter.tool_calls),
-                    timings={
-                        "model_seconds": round(meter.model, 6),
-                        "tool_seconds": round(meter.tool, 6),
-                        "reward_seconds": round(meter.reward, 6),
-                    },
-                    usage=cast(TokenUsage | None, meter.usage),
-                    annotations=annotations,
-                )
-            )
+            # the rollout's messages: the transcript it was settled with
+            meter.report(request, rollout, self._transcript, annotations)
         return rollout
 
     async def _score(self, reason: str) -> R:

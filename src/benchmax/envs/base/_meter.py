@@ -1,16 +1,19 @@
-"""Measuring a ``BaseEnv`` rollout that a runner observes: ``Meter``, and the timed model
-call."""
+"""Measuring a ``BaseEnv`` rollout that a runner observes: ``Meter`` (which also reports
+the finished rollout), and the timed model call."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from benchmax._modelhttp import CallTokens, Reply, ReplyFailure, TokenDeficiency
-from benchmax.trajectory import ModelCall, ToolCallTiming
+from benchmax._observer import report_rollout
+from benchmax._vocabulary import TokenUsage
+from benchmax.envs.shared_types import RolloutAttempt, RolloutRequest
+from benchmax.trajectory import ModelCall, ToolCallTiming, Trajectory
 
 if TYPE_CHECKING:  # imported on first use: aiohttp costs a quarter second to import
     from benchmax._modelhttp import ChatSession
@@ -69,6 +72,36 @@ class Meter:
             for offset, (name, seconds) in enumerate(self.tools_pending)
         )
         self.tools_pending.clear()
+
+    def report(
+        self,
+        request: RolloutRequest[Any],
+        rollout: RolloutAttempt,
+        messages: Sequence[Mapping[str, Any]],
+        annotations: Mapping[str, Any],
+    ) -> None:
+        """Tell the runner that ``rollout`` of ``request`` finished: its outcome, its
+        transcript ``messages``, its ``annotate`` calls and what this meter measured
+        (``model_seconds``, ``tool_seconds``, ``reward_seconds``, rounded to 1 µs)."""
+        report_rollout(
+            Trajectory(
+                rollout_id=rollout.rollout_id,
+                example_id=request.example.id,
+                termination_reason=rollout.termination_reason,
+                rewards=rollout.rewards or {},
+                split=request.split,
+                messages=tuple(messages),
+                model_calls=tuple(self.calls),
+                tool_calls=tuple(self.tool_calls),
+                timings={
+                    "model_seconds": round(self.model, 6),
+                    "tool_seconds": round(self.tool, 6),
+                    "reward_seconds": round(self.reward, 6),
+                },
+                usage=cast(TokenUsage | None, self.usage),
+                annotations=annotations,
+            )
+        )
 
     @contextmanager
     def timing(self, part: str) -> Iterator[None]:
