@@ -122,10 +122,13 @@ async def test_rollout_agent_fields_for_compute_reward(
 async def test_run_agent_callable(upstream: MockModelServer) -> None:
     class InProcess(ProgramEnv):
         async def run_agent(self, rollout: AgentTask, endpoint: AgentEndpoint) -> AgentOutput:
-            client = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key)
-            reply = await client.chat.completions.create(
-                model=endpoint.model, messages=[{"role": "user", "content": rollout.payload["say"]}]
-            )
+            async with openai.AsyncOpenAI(
+                base_url=endpoint.base_url, api_key=endpoint.api_key
+            ) as client:  # closed on this loop (an unclosed one closes on a later, dead loop)
+                reply = await client.chat.completions.create(
+                    model=endpoint.model,
+                    messages=[{"role": "user", "content": rollout.payload["say"]}],
+                )
             return AgentOutput(stdout=reply.choices[0].message.content or "")
 
     rollout = await InProcess().run_rollout(request(upstream, say="inside"))

@@ -43,10 +43,24 @@ def _session(
     )
 
 
+_CLIENTS: list[openai.AsyncOpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_clients() -> AsyncIterator[None]:
+    """Close each test's SDK clients on its own loop: one left to the garbage collector
+    schedules its close on whatever loop runs next (a later test's), where it fails."""
+    yield
+    while _CLIENTS:
+        await _CLIENTS.pop().close()
+
+
 def _client(session: CaptureSession, *, base_url: str | None = None) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
+    client = openai.AsyncOpenAI(
         base_url=base_url or session.base_url, api_key=session.api_key, max_retries=0
     )
+    _CLIENTS.append(client)
+    return client
 
 
 async def test_call_is_recorded_with_exact_tokens(
