@@ -46,14 +46,16 @@ class CallingAgent(BaseAgent):
     ) -> None:
         env = dict(self.extra_env)
         SEEN.append(env)
-        client = openai.AsyncOpenAI(
+        async with openai.AsyncOpenAI(
             base_url=env["OPENAI_BASE_URL"], api_key=env["OPENAI_API_KEY"], max_retries=0
-        )
-        messages: list[Any] = [{"role": "user", "content": instruction}]
-        for _ in range(2):
-            reply = await client.chat.completions.create(model="trainer-model", messages=messages)
-            messages += [reply.choices[0].message.model_dump(exclude_none=True)]
-            messages += [{"role": "user", "content": "again"}]
+        ) as client:  # closed on this loop, not on a later test's
+            messages: list[Any] = [{"role": "user", "content": instruction}]
+            for _ in range(2):
+                reply = await client.chat.completions.create(
+                    model="trainer-model", messages=messages
+                )
+                messages += [reply.choices[0].message.model_dump(exclude_none=True)]
+                messages += [{"role": "user", "content": "again"}]
 
 
 async def test_harbor_agent_calls_become_the_trajectory(
