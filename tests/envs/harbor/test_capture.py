@@ -12,6 +12,7 @@ from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 from harbor.models.trial.config import AgentConfig, TaskConfig
+from tests.capture.support import versioned_upstream
 from tests.envs.harbor.conftest import write_task
 
 from benchmax.envs import Example, RolloutRequest, StaticBearerAuth
@@ -84,6 +85,30 @@ async def test_harbor_agent_calls_become_the_trajectory(
     assert UPSTREAM_KEY not in str(SEEN[-1])
     assert SEEN[-1]["OPENAI_BASE_URL"].endswith("/rollouts/h1/v1")
     assert all(r.headers["authorization"] == f"Bearer {UPSTREAM_KEY}" for r in upstream.requests)
+
+
+async def test_harbor_calls_carry_the_weights_version_that_sampled_them(
+    tmp_path: Any,
+    make_template: Callable[..., HarborTrialTemplate],
+    make_env: Callable[..., HarborEnv],
+) -> None:
+    agent = AgentConfig(import_path=f"{__name__}:CallingAgent")
+    env = make_env(trial=make_template(agent=agent), capture_calls=True)
+    task = TaskConfig(path=write_task(tmp_path / "task", rewards={"reward": 1.0}))
+    async with versioned_upstream(echo) as base_url:
+        request: RolloutRequest[Any] = RolloutRequest(
+            rollout_id="h2",
+            example=Example(id="task", payload=task),
+            model="trainer-model",
+            base_url=base_url,
+            model_auth=StaticBearerAuth(UPSTREAM_KEY),
+        )
+        group = await collect_group(env, [request])
+    (trajectory,) = group.trajectories
+    assert trajectory.termination_reason == "finished"
+    assert [call.weights_version for call in trajectory.model_calls] == [0, 1]
+    calls = trajectory.to_json()["model_calls"]
+    assert [call.get("weights_version") for call in calls] == [0, 1]
 
 
 def test_capture_calls_must_be_a_bool(make_env: Callable[..., HarborEnv]) -> None:
