@@ -1,10 +1,12 @@
-"""An upstream whose replies say which weights version sampled them, as ``benchmax
-train``'s sampler does: the token mock behind a small aiohttp server that adds
-``weights_version`` (0, 1, 2, ... in call order) to each successful reply."""
+"""Shared by the capture tests: ``versioned_upstream``, an upstream whose replies say which
+weights version sampled them, as ``benchmax train``'s sampler does (the token mock behind a
+small aiohttp server that adds ``weights_version``, 0, 1, 2, ... in call order, to each
+successful reply); and ``non_loopback_address``, this machine's address on a network."""
 
 from __future__ import annotations
 
 import itertools
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -42,3 +44,17 @@ async def versioned_upstream(policy: Policy) -> AsyncIterator[str]:
                 yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
             finally:
                 await runner.cleanup()
+
+
+def non_loopback_address() -> str | None:
+    """An IPv4 address of this machine other than loopback (the one a route to a
+    documentation network would leave from; no packet is sent), or ``None``."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))
+        address = str(probe.getsockname()[0])
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
