@@ -27,6 +27,7 @@ __all__ = [
     "KILL",
     "marked_processes",
     "pipe_holders",
+    "running",
     "session_members",
     "signal_session",
     "wait_until",
@@ -135,6 +136,17 @@ def marked_processes(name: str, value: str) -> list[int] | None:
         if fields is not None and fields[0] not in ("Z", "X"):
             marked.append(int(pid))
     return marked
+
+
+def running(pids: Collection[int]) -> list[int]:
+    """Those of ``pids`` that still run: not gone, not a zombie (a process killed a moment
+    ago may still be exiting)."""
+    alive: list[int] = []
+    for pid in pids:
+        fields = _stat_fields(str(pid))
+        if fields is not None and fields[0] not in ("Z", "X"):
+            alive.append(pid)
+    return alive
 
 
 def _other_pids() -> list[str] | None:

@@ -35,6 +35,7 @@ from benchmax._process_sessions import (
     KILL,
     marked_processes,
     pipe_holders,
+    running,
     session_members,
     signal_session,
     wait_until,
@@ -221,6 +222,7 @@ async def _end_session(
     the program; whether any process was signalled. In the usual case (the program exited
     and left nothing) one scan of each kind."""
     leader = process.pid
+    outside: set[int] = set()  # signalled outside the session: waited for until gone
 
     def holders() -> list[int]:
         held = (pipe_holders(pipes) or []) if pipes else []
@@ -231,6 +233,7 @@ async def _end_session(
         for pid in holders():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
+                outside.add(pid)
                 sent = True
         return sent
 
@@ -250,17 +253,22 @@ async def _end_session(
                 leader,
                 TERM_GRACE,
             )
-        await _kill_marked(label, marker)
+        outside.update(await _kill_marked(label, marker))
+        # A killed process stops counting as marked once it let go of its memory, a moment
+        # before it is gone: wait for that moment, so nothing of it runs after the rollout.
+        await wait_until(lambda: not running(outside), TERM_GRACE)
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(TERM_GRACE):
             await process.wait()
     return signalled
 
 
-async def _kill_marked(label: str, marker: str) -> None:
+async def _kill_marked(label: str, marker: str) -> set[int]:
     """SIGKILL the processes carrying ``marker`` until a scan finds none (one forking as
-    it was killed leaves children behind), for at most ``TERM_GRACE`` seconds."""
+    it was killed leaves children behind), for at most ``TERM_GRACE`` seconds; the pids
+    killed."""
     deadline = time.monotonic() + TERM_GRACE
+    killed: set[int] = set()
     pause = _POLL
     while marked := marked_processes(MARKER_VARIABLE, marker):
         if time.monotonic() > deadline:
@@ -271,9 +279,11 @@ async def _kill_marked(label: str, marker: str) -> None:
                 marked[:10],
                 TERM_GRACE,
             )
-            return
+            return killed
         for pid in marked:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, KILL)
+                killed.add(pid)
         await asyncio.sleep(pause)
         pause = min(pause * 2, _POLL_MAX)
+    return killed
