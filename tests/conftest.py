@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+import secrets
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -137,3 +140,52 @@ async def assert_released() -> Callable[[], None]:
         assert _other_tasks() == tasks
 
     return check
+
+
+@dataclass(frozen=True)
+class ProcessTag:
+    """An environment variable (``BENCHMAX_TEST_TAG=<random>``) a test gives the processes
+    it starts: every process that inherits it, whatever session or name it took, is found
+    by ``alive()`` (a scan of ``/proc/*/environ`` of the test's own, not benchmax's)."""
+
+    value: str
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return {"BENCHMAX_TEST_TAG": self.value}
+
+    def alive(self) -> list[int]:
+        """The live (non-zombie) processes carrying the tag."""
+        entry = f"BENCHMAX_TEST_TAG={self.value}".encode()
+        found: list[int] = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as environ:
+                    if entry not in environ.read().split(b"\0"):
+                        continue
+                with open(f"/proc/{name}/stat", "rb") as stat:
+                    if stat.read().rsplit(b")", 1)[-1].split()[0] in (b"Z", b"X"):
+                        continue
+            except OSError:
+                continue
+            found.append(int(name))
+        return found
+
+
+@pytest.fixture
+def process_tag() -> Iterator[ProcessTag]:
+    """A fresh ``ProcessTag``; whatever still carries it when the test ends is killed (a
+    failing test leaves no process behind)."""
+    tag = ProcessTag(secrets.token_hex(8))
+    yield tag
+    for _ in range(1000):
+        left = tag.alive()
+        if not left:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass

@@ -15,6 +15,7 @@ from typing import Any
 
 import openai
 import pytest
+from tests.conftest import ProcessTag
 
 from benchmax.agents import AgentEndpoint, AgentEnv, AgentOutput, AgentRollout, AgentTask
 from benchmax.envs import Example, RolloutRequest, StaticBearerAuth
@@ -284,6 +285,44 @@ async def test_forking_daemon_and_all_its_children_are_killed(
     # every child it forked, including any forked while it was being killed
     children = [int(line) for line in Path(f"{pid_file}.all").read_text().split()]
     assert children and not any(_pid_alive(pid) for pid in children)
+
+
+HOPPING_DAEMON = (
+    CALL_ONCE
+    + """
+import time
+if os.fork() == 0:  # a daemon that changes pid all the time: forks, and the parent exits
+    os.setsid()
+    os.closerange(0, 1024)
+    open(os.environ["PID_FILE"], "w").write("hopping")
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        if os.fork():
+            os._exit(0)
+        time.sleep(0.001)
+    os._exit(0)
+os.wait()
+while not os.path.exists(os.environ["PID_FILE"]):
+    time.sleep(0.01)
+"""
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="found through /proc")
+async def test_daemon_hopping_from_pid_to_pid_is_killed(
+    tmp_path: Path, upstream: MockModelServer, process_tag: ProcessTag
+) -> None:
+    """A scan of /proc lists the daemon's pid, which is gone by the time its environment
+    is read, and its child was not listed: the scan is not taken as finding none."""
+    pid_file = tmp_path / "pid"
+    env = program_env(
+        tmp_path,
+        HOPPING_DAEMON,
+        program_env={"PID_FILE": str(pid_file), **process_tag.environment},
+    )
+    group = await collect_group(env, [request(upstream, rollout) for rollout in "abcd"])
+    assert [t.termination_reason for t in group.trajectories] == ["leftover_process"] * 4
+    assert process_tag.alive() == []
 
 
 MARKED = """

@@ -6,7 +6,8 @@ directory, tools leave marker files there (``started-<tool>-<pid>-<call>``, ``ca
 so tests can see a call begin (to kill the server mid-call) and be cancelled.
 ``MCP_TEST_TOKEN`` makes the HTTP server require ``Authorization: Bearer <token>``.
 ``MCP_TEST_START_DELAY`` (seconds) makes it start that much later, like a server whose
-imports are slow.
+imports are slow. ``MCP_TEST_DAEMON`` set to a file path makes it start a daemon first
+(fork, ``setsid``, fork again, close every descriptor) that writes its pid there and sleeps.
 """
 
 from __future__ import annotations
@@ -119,8 +120,25 @@ def crash() -> str:
     os._exit(3)
 
 
+def _start_daemon(pid_file: str) -> None:
+    """The classic daemon: it leaves the server's session and closes every pipe."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.closerange(0, 1024)
+            Path(pid_file + ".tmp").write_text(str(os.getpid()))
+            os.rename(pid_file + ".tmp", pid_file)
+            time.sleep(600)
+        os._exit(0)
+    os.wait()
+    while not os.path.exists(pid_file):
+        time.sleep(0.01)
+
+
 def main() -> None:
     time.sleep(float(os.environ.get("MCP_TEST_START_DELAY", "0")))
+    if os.environ.get("MCP_TEST_DAEMON"):
+        _start_daemon(os.environ["MCP_TEST_DAEMON"])
     if sys.argv[1:2] == ["http"]:
         token = os.environ.get("MCP_TEST_TOKEN")
         app = server.streamable_http_app()

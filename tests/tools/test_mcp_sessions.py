@@ -14,7 +14,9 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
+from tests.conftest import ProcessTag
 from tests.tools.mcp_support import (
+    SERVER_SCRIPT,
     START,
     alive,
     child_processes,
@@ -169,6 +171,28 @@ async def test_a_server_blocked_in_a_call_is_killed_when_the_session_closes(
     await session.aclose()
     assert not alive(pid)
     assert child_processes() <= before
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="found through /proc")
+async def test_a_daemon_the_server_started_is_killed_when_the_session_closes(
+    tmp_path: Path, process_tag: ProcessTag
+) -> None:
+    """A daemon that double-forked, called setsid and closed its pipes is no member of the
+    server's session, but carries the server's marker: closing the session kills it."""
+    pid_file = tmp_path / "daemon.pid"
+    server = MCPServer(
+        command=[sys.executable, str(SERVER_SCRIPT)],
+        env={"MCP_TEST_DAEMON": str(pid_file), **process_tag.environment},
+        startup_timeout=START,
+        stderr="discard",
+    )
+    session = await server.open_session("r1")
+    assert await session.call_tool("add", {"a": 1, "b": 1}) == "2"
+    daemon = int(pid_file.read_text())
+    assert alive(daemon) and process_tag.alive()
+    await session.aclose()
+    assert not alive(daemon)
+    assert process_tag.alive() == []
 
 
 async def test_kill_9_mid_call_retries_read_only_tools_only(tmp_path: Path) -> None:

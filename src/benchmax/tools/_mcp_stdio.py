@@ -8,15 +8,19 @@ runs to its own bound of at most ``CLOSE_DEADLINE`` seconds:
 1. the server's stdin is closed (the MCP shutdown sequence) and it is given
    ``EOF_GRACE`` seconds to exit;
 2. whatever of its session is still alive then (the server itself, its children, a
-   launcher's server that ignores the end of its input) gets SIGTERM, and
-   ``TERM_GRACE`` seconds later SIGKILL;
+   launcher's server that ignores the end of its input), and on Linux any process still
+   carrying the server's ``BENCHMAX_ROLLOUT_PROCESS`` marker in its environment (a daemon
+   it started that double-forked, called ``setsid`` and closed its pipes), gets SIGTERM,
+   and ``TERM_GRACE`` seconds later SIGKILL; marked processes are then killed until none
+   is left (``benchmax._process_sessions.end_processes``, as for ``AgentEnv`` programs);
 3. the server is reaped (``REAP_GRACE``).
 
 Should the close itself be cut short (the event loop ending, a second Ctrl-C), the
-session still left is sent SIGKILL on the way out: no process of it survives either way.
-Members are found by their session id in ``/proc`` (Linux); elsewhere the process group
-is signalled (on Windows, which has neither, the server process alone). A process that
-starts a session of its own (a daemon) leaves by design.
+session and the marked processes still left are sent SIGKILL on the way out: no process
+of it survives either way. Members are found by their session id in ``/proc`` (Linux);
+elsewhere the process group is signalled (on Windows, which has neither, the server
+process alone). A process that cleared its environment or changed its user as it left
+the session escapes (docs/agents.md).
 
 Lines the server writes are JSON-RPC messages; one that is not is given to the MCP
 client as the parse error (as the SDK's own transport does). Lines may be any length.
@@ -27,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -39,7 +42,14 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
-from benchmax._process_sessions import KILL, session_members, signal_session, wait_until
+from benchmax._process_sessions import (
+    MARKER_VARIABLE,
+    end_processes,
+    kill_now,
+    new_marker,
+    session_members,
+    wait_until,
+)
 
 __all__ = ["CLOSE_DEADLINE", "EOF_GRACE", "REAP_GRACE", "TERM_GRACE", "stdio_transport"]
 
@@ -48,10 +58,11 @@ logger = logging.getLogger("benchmax.tools.mcp")
 EOF_GRACE = 2.0
 """Seconds a server has to exit once its stdin is closed."""
 TERM_GRACE = 2.0
-"""Seconds between SIGTERM and SIGKILL of what is left of the server's session."""
+"""Seconds between SIGTERM and SIGKILL of what is left of the server's session (and the
+most the marked processes' final sweep takes after)."""
 REAP_GRACE = 1.0
 """Seconds for the event loop to see the killed server exit."""
-CLOSE_DEADLINE = EOF_GRACE + TERM_GRACE + REAP_GRACE
+CLOSE_DEADLINE = EOF_GRACE + 2 * TERM_GRACE + REAP_GRACE
 """The most a close takes (seconds)."""
 
 _CHUNK = 1 << 16
@@ -74,12 +85,13 @@ async def stdio_transport(
 
     Raises ``OSError`` when the command cannot be started.
     """
+    marker = new_marker()
     process = await asyncio.create_subprocess_exec(
         *command,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=None if stderr == "inherit" else subprocess.DEVNULL,
-        env=get_default_environment() | dict(env or {}),
+        env=get_default_environment() | dict(env or {}) | {MARKER_VARIABLE: marker},
         cwd=cwd,
         start_new_session=True,
     )
@@ -95,14 +107,14 @@ async def stdio_transport(
                 yield read_stream, write_stream
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _stop(process, label)
+                    await _stop(process, label, marker)
                     stopped = True
                 pipes.cancel_scope.cancel()
                 for stream in (read_stream, write_stream, incoming, outgoing):
                     stream.close()
     finally:
         if not stopped:  # the close was cut short: kill what is left, now
-            signal_session(leader, KILL)
+            kill_now(leader, marker)
 
 
 async def _read(
@@ -157,7 +169,7 @@ async def _write(
         await incoming.aclose()
 
 
-async def _stop(process: asyncio.subprocess.Process, label: str) -> None:
+async def _stop(process: asyncio.subprocess.Process, label: str, marker: str) -> None:
     leader = process.pid
     launched = process.returncode is not None  # the leader was a launcher, already gone
     stdin = process.stdin
@@ -168,18 +180,25 @@ async def _stop(process: asyncio.subprocess.Process, label: str) -> None:
         await wait_until(lambda: not session_members(leader), EOF_GRACE)
     else:  # what the server leaves behind once it has exited is not waited for
         await wait_until(lambda: process.returncode is not None, EOF_GRACE)
-    if signal_session(leader, signal.SIGTERM):
-        await wait_until(
-            lambda: process.returncode is not None and not session_members(leader), TERM_GRACE
+    sweep = await end_processes(
+        leader, lambda: process.returncode is not None, marker, grace=TERM_GRACE
+    )
+    if sweep.killed:
+        logger.warning(
+            "mcp.server_killed server=%s pid=%d: its session (or a process carrying its"
+            " marker) was still running %gs after SIGTERM",
+            label,
+            leader,
+            TERM_GRACE,
         )
-        if signal_session(leader, KILL):
-            logger.warning(
-                "mcp.server_killed server=%s pid=%d: its session was still running %gs "
-                "after SIGTERM",
-                label,
-                leader,
-                TERM_GRACE,
-            )
+    if sweep.escaping:
+        logger.warning(
+            "mcp.server_escaped server=%s pids=%s: processes carrying its marker were still"
+            " being started %gs after SIGKILL",
+            label,
+            list(sweep.escaping),
+            TERM_GRACE,
+        )
     try:
         async with asyncio.timeout(REAP_GRACE):
             await process.wait()

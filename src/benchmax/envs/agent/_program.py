@@ -22,23 +22,18 @@ import contextlib
 import functools
 import logging
 import os
-import secrets
-import signal
 import subprocess
-import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from benchmax._process_sessions import (
-    KILL,
-    marked_processes,
+    MARKER_VARIABLE,
+    end_processes,
+    new_marker,
     pipe_holders,
-    running,
     session_members,
-    signal_session,
-    wait_until,
 )
 
 __all__ = ["MARKER_VARIABLE", "ProgramEnd", "TERM_GRACE", "run_program"]
@@ -47,9 +42,6 @@ logger = logging.getLogger("benchmax.agents")
 
 TERM_GRACE: Final = 2.0
 """Seconds between SIGTERM and SIGKILL of what is left of a program's session."""
-MARKER_VARIABLE: Final = "BENCHMAX_ROLLOUT_PROCESS"
-"""The environment variable each program gets a random, non-secret value in (its own per
-run): what its processes are found by once they left its session and pipes."""
 _CHUNK: Final = 1 << 16
 _POLL: Final = 0.005
 _POLL_MAX: Final = 0.05
@@ -87,7 +79,7 @@ async def run_program(
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     inodes = (os.fstat(out_read).st_ino, os.fstat(err_read).st_ino)
-    marker = secrets.token_hex(16)
+    marker = new_marker()
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -216,74 +208,29 @@ async def _collect(
 async def _end_session(
     process: asyncio.subprocess.Process, label: str, pipes: Collection[int], marker: str
 ) -> bool:
-    """SIGTERM what is left of the program's session, the processes still holding its
-    ``pipes`` (inodes; a daemon that left the session) and those carrying its ``marker``,
-    SIGKILL them after ``TERM_GRACE``, kill marked processes until none is left, and reap
-    the program; whether any process was signalled. In the usual case (the program exited
-    and left nothing) one scan of each kind."""
-    leader = process.pid
-    outside: set[int] = set()  # signalled outside the session: waited for until gone
-
-    def holders() -> list[int]:
-        held = (pipe_holders(pipes) or []) if pipes else []
-        return held + (marked_processes(MARKER_VARIABLE, marker) or [])
-
-    def signal_all(signum: int) -> bool:
-        sent = signal_session(leader, signum)
-        for pid in holders():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
-                outside.add(pid)
-                sent = True
-        return sent
-
-    signalled = signal_all(signal.SIGTERM)
-    if signalled:
-        await wait_until(
-            lambda: (
-                process.returncode is not None and not session_members(leader) and not holders()
-            ),
+    """End what is left of the program (``end_processes``: its session, the processes
+    still holding its ``pipes``, those carrying its ``marker``) and reap it; whether any
+    process was signalled."""
+    sweep = await end_processes(
+        process.pid, lambda: process.returncode is not None, marker, pipes=pipes, grace=TERM_GRACE
+    )
+    if sweep.killed:
+        logger.warning(
+            "agents.program_killed program=%s pid=%d: its session (or a process holding"
+            " its output or its marker) was still running %gs after SIGTERM",
+            label,
+            process.pid,
             TERM_GRACE,
         )
-        if signal_all(KILL):
-            logger.warning(
-                "agents.program_killed program=%s pid=%d: its session (or a process holding"
-                " its output or its marker) was still running %gs after SIGTERM",
-                label,
-                leader,
-                TERM_GRACE,
-            )
-        outside.update(await _kill_marked(label, marker))
-        # A killed process stops counting as marked once it let go of its memory, a moment
-        # before it is gone: wait for that moment, so nothing of it runs after the rollout.
-        await wait_until(lambda: not running(outside), TERM_GRACE)
+    if sweep.escaping:
+        logger.warning(
+            "agents.program_escaped program=%s pids=%s: processes carrying its marker"
+            " were still being started %gs after SIGKILL",
+            label,
+            list(sweep.escaping),
+            TERM_GRACE,
+        )
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(TERM_GRACE):
             await process.wait()
-    return signalled
-
-
-async def _kill_marked(label: str, marker: str) -> set[int]:
-    """SIGKILL the processes carrying ``marker`` until a scan finds none (one forking as
-    it was killed leaves children behind), for at most ``TERM_GRACE`` seconds; the pids
-    killed."""
-    deadline = time.monotonic() + TERM_GRACE
-    killed: set[int] = set()
-    pause = _POLL
-    while marked := marked_processes(MARKER_VARIABLE, marker):
-        if time.monotonic() > deadline:
-            logger.warning(
-                "agents.program_escaped program=%s pids=%s: processes carrying its marker"
-                " were still being started %gs after SIGKILL",
-                label,
-                marked[:10],
-                TERM_GRACE,
-            )
-            return killed
-        for pid in marked:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, KILL)
-                killed.add(pid)
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, _POLL_MAX)
-    return killed
+    return sweep.signalled
