@@ -7,8 +7,11 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from benchmax.testing import MockModelServer, echo
 
@@ -91,3 +94,48 @@ def test_capture_command_refuses_a_bad_advertised_host() -> None:
     )
     assert result.exit_code == 2
     assert "--advertise-host" in result.output and "without scheme, port or path" in result.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "environment", "status", "message"),
+    [
+        (
+            ["--api-key-env", "BENCHMAX_TEST_UNSET_KEY"],
+            {},
+            3,
+            "--api-key-env names environment variable BENCHMAX_TEST_UNSET_KEY, which is not set",
+        ),
+        (["-o", "{missing}/calls.jsonl"], {}, 3, "cannot write --output {missing}/calls.jsonl"),
+        (["--host", "0.0.0.0"], {}, 2, "--host 0.0.0.0 listens on every interface"),
+        (["--host", "::"], {}, 2, "--host :: listens on every interface"),
+        (["--model", ""], {}, 2, "--model must not be empty"),
+        (["--upstream", "localhost:8000/v1"], {}, 2, "--upstream must be an http:// or https://"),
+        (["--upstream", "ftp://h/v1"], {}, 2, "--upstream must be an http:// or https://"),
+    ],
+    ids=[
+        "unset-key",
+        "unwritable-output",
+        "wildcard",
+        "wildcard-v6",
+        "empty-model",
+        "no-scheme",
+        "ftp",
+    ],
+)
+def test_capture_command_refuses_bad_values_in_one_line(
+    tmp_path: Path, arguments: list[str], environment: dict[str, str], status: int, message: str
+) -> None:
+    """Each bad value is refused before anything listens, in one line naming the option."""
+    missing = str(tmp_path / "no-such-dir")
+    arguments = [argument.replace("{missing}", missing) for argument in arguments]
+    if "--upstream" not in arguments:
+        arguments = ["--upstream", "http://127.0.0.1:9/v1", *arguments]
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmax.cli", "capture", "--port", "0", *arguments],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "BENCHMAX_TEST_UNSET_KEY"},
+    )  # fmt: skip
+    assert result.returncode == status, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert message.replace("{missing}", missing) in line

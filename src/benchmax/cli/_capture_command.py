@@ -6,15 +6,18 @@ until Ctrl-C or SIGTERM. The upstream's key (``--api-key-env``) is never printed
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import click
 
 from benchmax.cli._credentials import bearer_from_variable
 from benchmax.cli._options import api_key_env_option, listen_options
 from benchmax.cli._signals import terminate_like_interrupt
+from benchmax.cli._targets import TargetError
 
 __all__ = ["capture_command"]
 
@@ -49,7 +52,8 @@ __all__ = ["capture_command"]
     default=None,
     help="Host named in the printed base URLs instead of --host, for programs that reach"
     " this machine by another name (a Docker container: host.docker.internal, or the bridge"
-    " gateway). Listening beyond 127.0.0.1 exposes the endpoint: the session keys guard it.",
+    " gateway); required with --host 0.0.0.0 or ::. Listening beyond 127.0.0.1 exposes the"
+    " endpoint: the session keys guard it.",
 )
 def capture_command(
     upstream: str,
@@ -63,15 +67,25 @@ def capture_command(
 ) -> None:
     """Run the capture endpoint in front of UPSTREAM until interrupted.
 
-    Each session prints OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL for a program;
+    Each session prints OPENAI_BASE_URL, OPENAI_API_KEY (and OPENAI_MODEL with --model)
+    for a program;
     every call it makes is asked of the upstream with token ids and logprobs and written
     to --output. A program that cannot change its path may use the endpoint's /v1 with
     its session's key.
     """
     from benchmax.runner import NoModelAuth
 
-    auth = bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
-    sink = output.open("a", encoding="utf-8") if output is not None else None
+    _check_listen_values(upstream, model, host, advertise_host)
+    try:
+        auth = bearer_from_variable(api_key_env, "--api-key-env") if api_key_env else NoModelAuth()
+    except TargetError as error:
+        raise click.ClickException(str(error)) from None
+    try:
+        sink = output.open("a", encoding="utf-8") if output is not None else None
+    except OSError as error:
+        raise click.ClickException(
+            f"cannot write --output {output}: {error.strerror or error}"
+        ) from None
     try:
         with terminate_like_interrupt():
             asyncio.run(_serve(upstream, auth, model, sessions, sink, (host, port, advertise_host)))
@@ -80,6 +94,33 @@ def capture_command(
     finally:
         if sink is not None:
             sink.close()
+
+
+def _check_listen_values(
+    upstream: str, model: str | None, host: str, advertise_host: str | None
+) -> None:
+    """``click.BadParameter`` (exit status 2) for an upstream that is no http(s) URL, an
+    empty ``--model``, or a wildcard ``--host`` without ``--advertise-host``."""
+    parts = urlsplit(upstream)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise click.BadParameter(
+            f"--upstream must be an http:// or https:// URL with a host, got {upstream!r}",
+            param_hint="--upstream",
+        )
+    if model is not None and not model.strip():
+        raise click.BadParameter("--model must not be empty", param_hint="--model")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        wildcard = ipaddress.ip_address(bare).is_unspecified
+    except ValueError:
+        wildcard = False
+    if wildcard and advertise_host is None:
+        raise click.BadParameter(
+            f"--host {host} listens on every interface but is no address a program can call:"
+            " add --advertise-host HOST, the host programs reach this machine by (such as"
+            " host.docker.internal, or the docker bridge gateway 172.17.0.1)",
+            param_hint="--host",
+        )
 
 
 async def _serve(
