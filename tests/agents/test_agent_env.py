@@ -238,6 +238,7 @@ while not os.path.exists(os.environ["PID_FILE"]):
         (CHILD, {}, "leftover_process"),
         (DAEMON, {}, "leftover_process"),
         (ESCAPING_DAEMON, {}, "leftover_process"),
+        (ESCAPING_DAEMON + "raise SystemExit(3)", {}, "leftover_process"),
     ],
     ids=[
         "crash",
@@ -251,6 +252,7 @@ while not os.path.exists(os.environ["PID_FILE"]):
         "children",
         "daemon-holding-the-pipes",
         "daemon-closing-the-pipes",
+        "daemon-then-crash",
     ],
 )
 async def test_misbehaving_programs_settle(
