@@ -22,7 +22,7 @@ _HOST_NAME: Final = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
     r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?"
 )
-_EXAMPLES: Final = "'host.docker.internal' or the docker bridge gateway such as '172.17.0.1'"
+_EXAMPLES: Final = "'host.docker.internal' or the docker bridge gateway '172.17.0.1'"
 
 
 @dataclass(frozen=True, slots=True)

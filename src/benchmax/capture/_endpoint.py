@@ -125,7 +125,11 @@ class CaptureEndpoint(AsyncService):
         runner = web.ServerRunner(server, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self._host, self._port, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except BaseException:  # no address of this machine, a port in use
+            await runner.cleanup()
+            raise
         addresses = runner.addresses
         self._bound = int(addresses[0][1]) if addresses else self._port
         self._runner = runner

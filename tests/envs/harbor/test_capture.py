@@ -207,3 +207,34 @@ def test_bad_capture_addresses_fail_at_construction(
 def test_capture_calls_must_be_a_bool(make_env: Callable[..., HarborEnv]) -> None:
     with pytest.raises(TypeError, match="capture_calls must be True or False"):
         make_env(capture_calls="yes")
+
+
+async def test_an_address_this_machine_cannot_listen_on_settles_the_rollout(
+    tmp_path: Any,
+    make_template: Callable[..., HarborTrialTemplate],
+    make_env: Callable[..., HarborEnv],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """capture_bind is checked as an IP address when the environment is built; one that is
+    not this machine's fails when the endpoint starts: the rollout settles (zero rewards),
+    and the log names the address."""
+    agent = AgentConfig(import_path=f"{__name__}:RecordingAgent")
+    env = make_env(
+        trial=make_template(agent=agent),
+        capture_calls=True,
+        capture_bind="192.0.2.1",  # TEST-NET-1: no machine's own address
+        capture_host="192.0.2.1",
+    )
+    task = TaskConfig(path=write_task(tmp_path / "task", rewards={"reward": 1.0}))
+    request: RolloutRequest[Any] = RolloutRequest(
+        rollout_id="h9",
+        example=Example(id="task", payload=task),
+        model="trainer-model",
+        base_url="http://127.0.0.1:9/v1",
+        model_auth=StaticBearerAuth(UPSTREAM_KEY),
+    )
+    group = await collect_group(env, [request])
+    (trajectory,) = group.trajectories
+    assert trajectory.termination_reason == "setup_error"
+    assert trajectory.rewards == {"reward": 0.0}
+    assert "192.0.2.1" in caplog.text

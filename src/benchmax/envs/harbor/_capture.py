@@ -7,7 +7,8 @@ token ids and logprobs, and when a runner observes rollouts the calls become the
 ``model_calls``. The agent may name the model as Harbor and LiteLLM spell it
 (``openai/<model>``), so the session does not check the model name. A failure the capture
 saw first (an upstream that gives no tokens, a failed upstream call) settles the trial
-with that reason and zero rewards.
+with that reason and zero rewards; an endpoint that cannot listen on ``capture_bind`` (no
+address of this machine) settles it as ``setup_error``.
 
 The endpoint listens on 127.0.0.1 by default; an agent in a sandbox that cannot reach the
 host's loopback (a Docker container) is served by an endpoint on the environment's
@@ -16,17 +17,21 @@ host's loopback (a Docker container) is served by an endpoint on the environment
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from typing import Any
 
 from benchmax._observer import observing, report_rollout
-from benchmax._vocabulary import FINISHED
+from benchmax._vocabulary import FINISHED, SETUP_ERROR
 from benchmax.capture import CaptureAddress
 from benchmax.envs.agent import AgentEndpoint
 from benchmax.envs.shared_types import RolloutAttempt, RolloutRequest
 from benchmax.trajectory import Trajectory
 
 __all__ = ["AgentEndpoint", "captured_trial"]
+
+logger = logging.getLogger(__name__)
 
 type Trial = Callable[[RolloutRequest[Any], AgentEndpoint], Awaitable[RolloutAttempt]]
 
@@ -41,7 +46,23 @@ async def captured_trial(
     endpoint for ``address`` (module docstring)."""
     from benchmax.capture import loop_endpoint
 
-    async with loop_endpoint(address) as endpoint:
+    async with AsyncExitStack() as stack:
+        try:
+            endpoint = await stack.enter_async_context(loop_endpoint(address))
+        except OSError as error:  # capture_bind is no address of this machine, a port clash
+            logger.error(
+                "harbor.rollout.failed rollout_id=%s termination_reason=%s: the capture"
+                " endpoint cannot listen on capture_bind %s: %s",
+                request.rollout_id,
+                SETUP_ERROR,
+                address.bind,
+                error.strerror or error,
+            )
+            return RolloutAttempt(
+                rollout_id=request.rollout_id,
+                termination_reason=SETUP_ERROR,
+                rewards=dict.fromkeys(reward_keys, 0.0),
+            )
         session = endpoint.open_session(
             rollout_id=request.rollout_id,
             model=None,
