@@ -239,7 +239,7 @@ def _marked_among(pids: list[str], entry: bytes, signum: int | None) -> tuple[li
         try:
             with open(f"/proc/{pid}/environ", "rb") as environ:
                 variables = environ.read()
-            if not variables:  # an exiting process's memory is gone; a kernel thread has none
+            if not variables:  # a zombie's or an exiting process's memory is gone
                 if _ending(pid):
                     ending.add(pid)
                 continue
@@ -247,8 +247,12 @@ def _marked_among(pids: list[str], entry: bytes, signum: int | None) -> tuple[li
                 continue
             if os.stat(f"/proc/{pid}").st_uid != uid:
                 continue
-        except (FileNotFoundError, ProcessLookupError):  # gone since the listing
+        except FileNotFoundError:  # gone since the listing
             ending.add(pid)
+            continue
+        except ProcessLookupError:  # no memory: exiting, or a kernel thread (never marked)
+            if _ending(pid):
+                ending.add(pid)
             continue
         except OSError:  # another user's
             continue
