@@ -188,6 +188,26 @@ while not os.path.exists(os.environ["PID_FILE"]):
 """
 )
 
+RENAMED_EXEC_DAEMON = (
+    CALL_ONCE
+    + """
+import ctypes, signal, time
+if os.fork() == 0:  # a daemon that ignores SIGTERM, renames itself, then execs another program
+    os.setsid()
+    if os.fork() == 0:
+        os.closerange(0, 1024)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        ctypes.CDLL(None).prctl(15, b"kworker/0:9", 0, 0, 0)  # PR_SET_NAME
+        open(os.environ["PID_FILE"] + ".tmp", "w").write(str(os.getpid()))
+        os.rename(os.environ["PID_FILE"] + ".tmp", os.environ["PID_FILE"])
+        os.execvp("sh", ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"])
+    os._exit(0)
+os.wait()
+while not os.path.exists(os.environ["PID_FILE"]):
+    time.sleep(0.01)
+"""
+)
+
 FORKING_DAEMON = (
     CALL_ONCE
     + """
@@ -239,6 +259,7 @@ while not os.path.exists(os.environ["PID_FILE"]):
         (DAEMON, {}, "leftover_process"),
         (ESCAPING_DAEMON, {}, "leftover_process"),
         (ESCAPING_DAEMON + "raise SystemExit(3)", {}, "leftover_process"),
+        (RENAMED_EXEC_DAEMON, {}, "leftover_process"),
     ],
     ids=[
         "crash",
@@ -253,6 +274,7 @@ while not os.path.exists(os.environ["PID_FILE"]):
         "daemon-holding-the-pipes",
         "daemon-closing-the-pipes",
         "daemon-then-crash",
+        "daemon-renamed-exec",
     ],
 )
 async def test_misbehaving_programs_settle(
