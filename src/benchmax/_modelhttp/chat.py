@@ -21,10 +21,11 @@ import aiohttp
 
 from benchmax._json_types import JSONValue
 from benchmax._modelhttp import in_process, json_codec, retries
-from benchmax._modelhttp.connections import LoopPool, loop_pool
+from benchmax._modelhttp.connections import PLACEHOLDER_AUTHORIZATION, LoopPool, loop_pool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.errors import ModelHTTPError
 from benchmax._modelhttp.headers import wire_headers
+from benchmax._modelhttp.keepalive import PlainTarget
 from benchmax._modelhttp.overflow import is_context_overflow
 from benchmax._url_credentials import split_url_credential, with_url_credential
 from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_RETRY_EVENT, MODEL_TIMEOUT
@@ -209,6 +210,7 @@ class ChatSession:
         "_closed",
         "_context",
         "_deadline",
+        "_plain",
         "_pool",
         "_proxy",
         "_retries",
@@ -227,6 +229,7 @@ class ChatSession:
         context: ModelRequestContext,
         timeout: float | None,
         retries: int,
+        plain_http: bool = False,
     ) -> None:
         self._pool = pool
         self._closed = False
@@ -234,6 +237,8 @@ class ChatSession:
         url, self._url_credential = split_url_credential(base_url)
         self._url = (url if url.endswith("/") else url + "/") + "chat/completions"
         self._proxy = pool.proxy_for(self._url)
+        # plain http:// without a proxy: the lighter keep-alive client (keepalive.py)
+        self._plain = PlainTarget.from_url(self._url) if plain_http and not self._proxy else None
         self._auth = auth
         self._context = context
         self._timeout = timeout
@@ -304,6 +309,19 @@ class ChatSession:
             if not 200 <= status < 300:
                 raise _status_error(status, raw, {})
             return _decoded(raw, status, {})
+        if self._plain is not None:
+            if not any(name.lower() == "authorization" for name in headers):
+                headers = {"Authorization": PLACEHOLDER_AUTHORIZATION, **headers}
+            plain = await self._pool.keepalive().post(self._plain, headers, data)
+            status = plain.status
+            if not (300 <= status < 400 and "location" in plain.headers):
+                if not 200 <= status < 300:
+                    raise _status_error(status, plain.body, plain.headers)
+                content_type = plain.headers.get("content-type", "")
+                if content_type.partition(";")[0].strip().lower() == "text/event-stream":
+                    raise _event_stream_error(status)
+                return _decoded(plain.body, status, plain.headers)
+            # a redirect: sent again by aiohttp, which follows it as every other call does
         session = self._pool.session()
         async with session.post(self._url, data=data, headers=headers, proxy=self._proxy) as reply:
             raw = await reply.read()
@@ -311,10 +329,7 @@ class ChatSession:
             if not 200 <= status < 300:
                 raise _status_error(status, raw, reply.headers)
             if reply.content_type == "text/event-stream":
-                raise ModelReplyError(
-                    f"reply is an event stream (HTTP {status}, Content-Type: text/event-stream),"
-                    " but the request did not ask to stream; the chat loop reads whole JSON replies"
-                )
+                raise _event_stream_error(status)
             return _decoded(raw, status, reply.headers)
 
     def _classify(self, error: Exception) -> CallFailure:
@@ -327,6 +342,13 @@ class ChatSession:
         if timed_out and self._timeout is not None:
             return CallFailure(MODEL_TIMEOUT, error, logging.ERROR)
         return CallFailure(MODEL_ERROR, error, logging.ERROR)
+
+
+def _event_stream_error(status: int) -> ModelReplyError:
+    return ModelReplyError(
+        f"reply is an event stream (HTTP {status}, Content-Type: text/event-stream),"
+        " but the request did not ask to stream; the chat loop reads whole JSON replies"
+    )
 
 
 def _decoded(raw: bytes, status: int, headers: Mapping[str, str]) -> JSONValue:

@@ -137,6 +137,7 @@ class CaptureSession:
             ),
             timeout=timeout,
             retries=retries,
+            plain_http=True,
         )
 
     def __repr__(self) -> str:
