@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
@@ -210,6 +211,7 @@ class ChatSession:
         "_closed",
         "_context",
         "_deadline",
+        "_given_headers",
         "_plain",
         "_pool",
         "_proxy",
@@ -218,6 +220,7 @@ class ChatSession:
         "_timeout_message",
         "_url",
         "_url_credential",
+        "_wire",
     )
 
     def __init__(
@@ -249,6 +252,8 @@ class ChatSession:
             else f"model call exceeded the default timeout of {DEFAULT_TIMEOUT_SECONDS:g}s"
         )
         self._retries = retries
+        self._given_headers: dict[Any, Any] = {}
+        self._wire: dict[str, str] | None = None
         pool.open_use()
 
     async def aclose(self) -> None:
@@ -287,9 +292,14 @@ class ChatSession:
             await retries.backoff_sleep(delay)
 
     async def _attempt(self, data: bytes) -> JSONValue:
-        headers = wire_headers(await self._auth.headers_for_request(self._context))
-        if self._url_credential is not None:
-            headers = with_url_credential(headers, self._url_credential)
+        given = await self._auth.headers_for_request(self._context)
+        if given == self._given_headers and self._wire is not None:
+            headers = dict(self._wire)  # the same as the last attempt's: checked then
+        else:
+            headers = wire_headers(given)
+            if self._url_credential is not None:
+                headers = with_url_credential(headers, self._url_credential)
+            self._given_headers, self._wire = dict(given), dict(headers)
         call = self._post(data, headers)
         return await within_deadline(call, self._deadline, self._timeout_message)
 

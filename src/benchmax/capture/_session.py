@@ -82,6 +82,7 @@ class CaptureSession:
         "_calls",
         "_chat",
         "_closed",
+        "_ended_by_close",
         "_failure",
         "_in_flight",
         "_sampled",
@@ -125,7 +126,9 @@ class CaptureSession:
         self._failure: CaptureFailure | None = None
         self._sampled = 0
         self._closed = False
-        self._in_flight: set[asyncio.Future[Any]] = set()
+        # handler tasks waiting for the upstream, and those cancelled by ``aclose``
+        self._in_flight: set[asyncio.Task[Any]] = set()
+        self._ended_by_close: set[asyncio.Task[Any]] = set()
         # an upstream may echo its credential in an error: masked before anyone sees it
         self._secrets = credential_secrets([upstream_auth], upstream_url, warn=False)
         self._chat = ChatSession(
@@ -176,8 +179,11 @@ class CaptureSession:
         is gone with its rollout; nothing waits for a slow upstream)."""
         if not self._closed:
             self._closed = True
-            for pending in list(self._in_flight):
-                pending.cancel()
+            current = asyncio.current_task()
+            for task in self._in_flight:  # their upstream call is cancelled, not them
+                if task is not current:
+                    self._ended_by_close.add(task)
+                    task.cancel()
             await self._chat.aclose()
 
     async def complete(self, body: Mapping[str, Any]) -> CapturedCall | Refusal:
@@ -191,19 +197,18 @@ class CaptureSession:
         upstream.update(TOKEN_REQUEST_FIELDS)
         upstream.update(self.sampling_args)
         started = time.perf_counter()
-        pending = asyncio.ensure_future(self._chat.complete(upstream))
-        self._in_flight.add(pending)
+        task = asyncio.current_task()
+        assert task is not None  # the endpoint's handler runs as a task
+        self._in_flight.add(task)
         try:
-            decoded = await pending
+            decoded = await self._chat.complete(upstream)
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
+            if task not in self._ended_by_close or task.uncancel() > 0:
                 raise  # the handler itself is cancelled
             return Refusal(409, "rollout_ended", "the rollout ended during this call")
         finally:
-            self._in_flight.discard(pending)
-            if not pending.done():
-                pending.cancel()
+            self._in_flight.discard(task)
+            self._ended_by_close.discard(task)
         seconds = time.perf_counter() - started
         if isinstance(decoded, CallFailure):
             message = _one_line(
