@@ -34,7 +34,7 @@ import select
 import zlib
 from collections import deque
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 import aiohttp
 
@@ -149,8 +149,8 @@ class _Connection(asyncio.Protocol):
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport (not always an asyncio.Transport subclass: uvloop's is not)
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if self.waiter is None or self.waiter.done():

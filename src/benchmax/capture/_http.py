@@ -29,7 +29,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 __all__ = ["Answer", "ProgramRequest", "ProgramServer"]
 
@@ -169,8 +169,8 @@ class _ProgramConnection(asyncio.Protocol):
         self._continued = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # a stream transport (not always an asyncio.Transport subclass: uvloop's is not)
+        self._transport = cast(asyncio.Transport, transport)
         self._server._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
