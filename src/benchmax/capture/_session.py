@@ -21,6 +21,7 @@ from typing import Any, Final
 from benchmax._modelhttp import (
     TOKEN_REQUEST_FIELDS,
     CallFailure,
+    CallTokens,
     ChatSession,
     TokenDeficiency,
     loop_pool,
@@ -229,6 +230,7 @@ class CaptureSession:
             )
             self.fail(MODEL_ERROR, message)
             return Refusal(502, "tokens_unavailable", message)
+        _share_token_ids(decoded, tokens)
         version = decoded.get("weights_version")
         call = CapturedCall(
             request=body,  # decoded for this call alone: nothing else holds it
@@ -290,6 +292,23 @@ def program_reply(call: CapturedCall) -> dict[str, Any]:
             kept.append(choice)
         reply["choices"] = kept
     return reply
+
+
+def _share_token_ids(reply: dict[str, Any], tokens: CallTokens) -> None:
+    """Replace the reply's id lists that ``tokens`` was read from with its tuples (the same
+    ids): a recorded call then holds each id sequence once, and tuples of integers are
+    left alone by the garbage collector, which would otherwise walk every id of every
+    recorded prompt again and again while the rollout runs."""
+    prompt, completion = tokens.prompt_token_ids, tokens.completion_token_ids
+    choice = reply["choices"][0]  # read_call_tokens found it
+    if type(reply.get("prompt_token_ids")) is list:
+        reply["prompt_token_ids"] = prompt
+    elif type(choice.get("prompt_token_ids")) is list:
+        choice["prompt_token_ids"] = prompt
+    for name in ("token_ids", "response_token_ids"):
+        if type(choice.get(name)) is list:
+            choice[name] = completion
+            break
 
 
 def _one_line(text: str, limit: int = 500) -> str:
