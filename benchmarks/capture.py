@@ -26,7 +26,10 @@ agent with its own session (base URL and key), every call recorded with its toke
    ``valgrind --tool=callgrind`` (two runs of different lengths; start-up cancels out), the
    figure to compare versions with on a machine whose load varies.
 
-    uv run python benchmarks/capture.py [--agents 256] [--calls 10000] [--instructions]
+``--uvloop`` runs the endpoint's event loop on uvloop (installed with the ``litellm`` group's
+proxy extra, not a benchmax dependency) instead of asyncio's own, for comparison.
+
+    uv run python benchmarks/capture.py [--agents 256] [--calls 10000] [--instructions] [--uvloop]
 """
 
 from __future__ import annotations
@@ -45,8 +48,10 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -200,6 +205,15 @@ async def _memory(upstream: str, live: int) -> float:
     return grown
 
 
+def _run[T](coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run the endpoint's side: on asyncio's loop, or uvloop's with ``BENCH_UVLOOP=1``."""
+    if os.environ.get("BENCH_UVLOOP") == "1":
+        import uvloop
+
+        return asyncio.run(coroutine, loop_factory=uvloop.new_event_loop)
+    return asyncio.run(coroutine)
+
+
 def _instructions_per_call(upstream: str, agents: int, calls: int) -> float:
     """Instructions the endpoint process executes per call, under callgrind: runs of
     ``calls`` and ``3 * calls`` calls, the difference over ``2 * calls``."""
@@ -250,6 +264,11 @@ def main() -> None:
         action="store_true",
         help="also count the endpoint's instructions per call under valgrind (minutes)",
     )
+    parser.add_argument(
+        "--uvloop",
+        action="store_true",
+        help="run the endpoint's event loop on uvloop (when installed), for comparison",
+    )
     parser.add_argument("--json", type=Path, default=None, help="add the figures to this file")
     parser.add_argument("--load", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint-only", default=None, help=argparse.SUPPRESS)
@@ -260,8 +279,10 @@ def main() -> None:
         asyncio.run(_load(targets, spec["calls"], spec["token_fields"]))  # type: ignore[arg-type]
         return
     if args.endpoint_only is not None:  # the process callgrind counts
-        asyncio.run(_captured(args.endpoint_only, os.getpid(), args.agents, args.calls))
+        _run(_captured(args.endpoint_only, os.getpid(), args.agents, args.calls))
         return
+    if args.uvloop:
+        os.environ["BENCH_UVLOOP"] = "1"  # this process and callgrind's endpoint process
     started_load = _load_average()
     pids: list[int] = []
     with server_process(
@@ -270,10 +291,10 @@ def main() -> None:
         upstream, server_pid = origin + "/v1", pids[0]
         # one agent calling in sequence: the time a rollout waits per call
         alone_direct = _direct(upstream, server_pid, 1, args.latency_calls)
-        alone = asyncio.run(_captured(upstream, server_pid, 1, args.latency_calls))
+        alone = _run(_captured(upstream, server_pid, 1, args.latency_calls))
         direct = _direct(upstream, server_pid, args.agents, args.calls)
-        captured = asyncio.run(_captured(upstream, server_pid, args.agents, args.calls))
-        grown = asyncio.run(_memory(upstream, args.live))
+        captured = _run(_captured(upstream, server_pid, args.agents, args.calls))
+        grown = _run(_memory(upstream, args.live))
         instructions = _instructions_per_call(upstream, 8, 500) if args.instructions else None
     slow_pids: list[int] = []
     with server_process(
@@ -285,9 +306,7 @@ def main() -> None:
     ) as origin:
         slow_upstream = origin + "/v1"
         slow_direct = _direct(slow_upstream, slow_pids[0], args.slow_agents, args.slow_calls)
-        slow = asyncio.run(
-            _captured(slow_upstream, slow_pids[0], args.slow_agents, args.slow_calls)
-        )
+        slow = _run(_captured(slow_upstream, slow_pids[0], args.slow_agents, args.slow_calls))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     figures = _figures(args, alone_direct, alone, direct, captured, grown, instructions)
     figures.insert(
