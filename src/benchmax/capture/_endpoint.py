@@ -251,7 +251,7 @@ def _reply(call: CapturedCall) -> Answer:
     if not call.streamed:
         return _json(200, reply)
     options = call.request.get("stream_options")
-    include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+    include_usage = isinstance(options, dict | Mapping) and options.get("include_usage") is True
     return Answer(
         200,
         b"".join(reply_events(reply, include_usage=include_usage)),

@@ -285,7 +285,7 @@ def program_reply(call: CapturedCall) -> dict[str, Any]:
     if isinstance(choices, list):
         kept = []
         for choice in choices:
-            if isinstance(choice, Mapping):
+            if isinstance(choice, dict | Mapping):
                 choice = {k: v for k, v in choice.items() if k not in _CHOICE_TOKEN_FIELDS}
                 if not request.get("logprobs"):
                     choice.pop("logprobs", None)
