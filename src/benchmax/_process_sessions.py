@@ -7,7 +7,9 @@ process group in ``/proc`` (Linux); ``signal_session`` signals the group and eac
 ``wait_until`` polls a condition ever less often (a scan of ``/proc`` is not free). MCP's
 stdio transport (``benchmax.tools``) and ``AgentEnv``'s programs share them. A process that
 starts a session of its own (a daemon) leaves the session; while it still holds a pipe the
-program was given, ``pipe_holders`` finds it (by the pipe's inode in ``/proc/*/fd``).
+program was given, ``pipe_holders`` finds it (by the pipe's inode in ``/proc/*/fd``); one
+that also closed them is still found by ``marked_processes`` while it keeps the environment
+variable its program was started with (``/proc/*/environ``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ import time
 from collections.abc import Callable, Collection
 from typing import Final
 
-__all__ = ["KILL", "pipe_holders", "session_members", "signal_session", "wait_until"]
+__all__ = [
+    "KILL",
+    "marked_processes",
+    "pipe_holders",
+    "running",
+    "session_members",
+    "signal_session",
+    "wait_until",
+]
 
 KILL: Final = getattr(signal, "SIGKILL", signal.SIGTERM)
 """SIGKILL (Windows has none: ``os.kill`` with SIGTERM is TerminateProcess there)."""
@@ -94,6 +104,49 @@ def pipe_holders(inodes: Collection[int]) -> list[int] | None:
                         holders.append(int(name))
                     break
     return holders
+
+
+def marked_processes(name: str, value: str) -> list[int] | None:
+    """Live processes (other than this one) of this user whose environment, as they were
+    started with it, holds ``name=value``; ``None`` where ``/proc`` cannot say (not
+    Linux). One read of each ``/proc/<pid>/environ`` (another user's is unreadable, or,
+    for root, read and then skipped for its owner): a few milliseconds for a few hundred
+    processes, about what ``session_members`` takes.
+
+    A process that cleared or replaced its environment when it started (``env -i``, an
+    ``exec`` with another environment) or runs as another user is not found."""
+    pids = _other_pids()
+    if pids is None:
+        return None
+    entry = f"{name}={value}\0".encode()
+    inner = b"\0" + entry
+    uid = os.getuid()
+    marked: list[int] = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                variables = environ.read()
+            if not (variables.startswith(entry) or inner in variables):
+                continue
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+        except OSError:  # gone, or another user's
+            continue
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] not in ("Z", "X"):
+            marked.append(int(pid))
+    return marked
+
+
+def running(pids: Collection[int]) -> list[int]:
+    """Those of ``pids`` that still run: not gone, not a zombie (a process killed a moment
+    ago may still be exiting)."""
+    alive: list[int] = []
+    for pid in pids:
+        fields = _stat_fields(str(pid))
+        if fields is not None and fields[0] not in ("Z", "X"):
+            alive.append(pid)
+    return alive
 
 
 def _other_pids() -> list[str] | None:

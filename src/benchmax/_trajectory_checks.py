@@ -28,6 +28,8 @@ class _ModelCallFields(Protocol):
     def completion_token_ids(self) -> object: ...
     @property
     def completion_logprobs(self) -> object: ...
+    @property
+    def weights_version(self) -> object: ...
 
 
 class _ToolCallFields(Protocol):
@@ -192,6 +194,9 @@ def check_model_call(call: _ModelCallFields) -> None:
             f"({len(logprobs)} logprobs for "
             f"{'no' if completion is None else len(completion)} completion tokens)"
         )
+    version = call.weights_version
+    if version is not None and not is_int_at_least(version, 0):
+        raise ValueError(f"weights_version must be a non-negative integer or None, got {version!r}")
 
 
 def check_tool_call(call: _ToolCallFields) -> None:

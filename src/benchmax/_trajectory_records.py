@@ -51,6 +51,8 @@ class ModelCallRecord(TypedDict):
     after the previous call's prompt + completion ids."""
     completion_token_ids: NotRequired[list[int]]
     completion_logprobs: NotRequired[list[float]]
+    weights_version: NotRequired[int]
+    """The version of the weights that sampled this call, when the server reported it."""
 
 
 BranchStart = Literal["first", "history_rewritten", "fork", "retry"]

@@ -95,6 +95,11 @@ class ModelCall:
     ``ValueError``). Ids are integers in ``[0, 2**63)`` (an ``int64`` holds them) and
     logprobs finite numbers ``<= 0`` (natural log), else ``ValueError`` naming the field
     and index. Lists given are stored as tuples.
+
+    ``weights_version``: the version of the weights that sampled this call when the server
+    said (``benchmax train``'s sampler does: 0 for the base model, one more per optimizer
+    step), else ``None``; a non-negative integer, else ``ValueError``. A results line
+    holds it only when it is not ``None``.
     """
 
     finish_reason: str | None = None
@@ -104,6 +109,7 @@ class ModelCall:
     prompt_token_ids: tuple[int, ...] | None = None
     completion_token_ids: tuple[int, ...] | None = None
     completion_logprobs: tuple[float, ...] | None = None
+    weights_version: int | None = None
     _follows: tuple[tuple[int, ...], tuple[int, ...], bool] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -173,6 +179,8 @@ class ModelCall:
             data["completion_token_ids"] = list(self.completion_token_ids)
         if self.completion_logprobs is not None:
             data["completion_logprobs"] = _rounded_logprobs(self.completion_logprobs)
+        if self.weights_version is not None:
+            data["weights_version"] = self.weights_version
         return data
 
     @classmethod
@@ -191,6 +199,7 @@ class ModelCall:
             prompt_token_ids=data.get("prompt_token_ids") if added is None else added,
             completion_token_ids=data.get("completion_token_ids"),
             completion_logprobs=data.get("completion_logprobs"),
+            weights_version=data.get("weights_version"),
         )
         if added is not None:
             if previous is None or previous.prompt_token_ids is None:

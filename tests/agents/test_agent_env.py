@@ -169,6 +169,52 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
 )
 
 
+ESCAPING_DAEMON = (
+    CALL_ONCE
+    + """
+import time
+if os.fork() == 0:  # the classic daemon: fork, setsid, fork again, close every pipe
+    os.setsid()
+    if os.fork() == 0:
+        os.closerange(0, 1024)
+        open(os.environ["PID_FILE"] + ".tmp", "w").write(str(os.getpid()))
+        os.rename(os.environ["PID_FILE"] + ".tmp", os.environ["PID_FILE"])
+        time.sleep(600)
+    os._exit(0)
+os.wait()
+while not os.path.exists(os.environ["PID_FILE"]):
+    time.sleep(0.01)
+"""
+)
+
+FORKING_DAEMON = (
+    CALL_ONCE
+    + """
+import time
+if os.fork() == 0:  # a daemon that keeps forking children (each a sleeper) while it lives
+    os.setsid()
+    if os.fork() == 0:
+        os.closerange(0, 1024)
+        for _ in range(500):
+            child = os.fork()
+            if child == 0:
+                time.sleep(600)
+                os._exit(0)
+            with open(os.environ["PID_FILE"] + ".all", "a") as pids:
+                pids.write(f"{child}\\n")
+            if not os.path.exists(os.environ["PID_FILE"]):
+                open(os.environ["PID_FILE"] + ".tmp", "w").write(str(os.getpid()))
+                os.rename(os.environ["PID_FILE"] + ".tmp", os.environ["PID_FILE"])
+            time.sleep(0.002)
+        time.sleep(600)
+    os._exit(0)
+os.wait()
+while not os.path.exists(os.environ["PID_FILE"]):
+    time.sleep(0.01)
+"""
+)
+
+
 @pytest.mark.parametrize(
     ("source", "settings", "reason"),
     [
@@ -190,6 +236,7 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
         ),
         (CHILD, {}, "leftover_process"),
         (DAEMON, {}, "leftover_process"),
+        (ESCAPING_DAEMON, {}, "leftover_process"),
     ],
     ids=[
         "crash",
@@ -202,6 +249,7 @@ open(os.environ["PID_FILE"], "w").write(str(child.pid))
         "flood",
         "children",
         "daemon-holding-the-pipes",
+        "daemon-closing-the-pipes",
     ],
 )
 async def test_misbehaving_programs_settle(
@@ -218,6 +266,66 @@ async def test_misbehaving_programs_settle(
     assert all(t.rewards == {"said": 0.0} for t in group.trajectories)
     if pid_file.exists():  # the hanging program, or the child it left: killed
         assert not _pid_alive(int(pid_file.read_text()))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="found through /proc")
+async def test_forking_daemon_and_all_its_children_are_killed(
+    tmp_path: Path, upstream: MockModelServer
+) -> None:
+    pid_file = tmp_path / "pid"
+    env = program_env(tmp_path, FORKING_DAEMON, program_env={"PID_FILE": str(pid_file)})
+    trajectory = await run_one(env, upstream)
+    assert (trajectory.termination_reason, trajectory.rewards) == (
+        "leftover_process",
+        {"said": 0.0},
+    )
+    daemon = int(pid_file.read_text())
+    assert not _pid_alive(daemon)
+    # every child it forked, including any forked while it was being killed
+    children = [int(line) for line in Path(f"{pid_file}.all").read_text().split()]
+    assert children and not any(_pid_alive(pid) for pid in children)
+
+
+MARKED = """
+import json, os, subprocess, sys
+from openai import OpenAI
+json.load(sys.stdin)
+OpenAI().chat.completions.create(
+    model=os.environ["OPENAI_MODEL"], messages=[{"role": "user", "content": "x"}]
+)
+subprocess.run(["sleep", "0.1"], check=True)  # a child it waits for: nothing is left
+print(os.environ["BENCHMAX_ROLLOUT_PROCESS"])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="found through /proc")
+async def test_well_behaved_program_and_other_processes_are_unaffected(
+    tmp_path: Path, upstream: MockModelServer
+) -> None:
+    markers: list[str] = []
+
+    class Reading(ProgramEnv):
+        async def compute_reward(self, rollout: AgentRollout) -> dict[str, float]:
+            markers.append(rollout.agent.stdout.strip())
+            return {"said": 1.0}
+
+    script = tmp_path / "marked.py"
+    script.write_text(MARKED)
+    env = type("M", (Reading,), {"command": (sys.executable, str(script))})()
+    # a process of ours started beside the rollouts, with a marker of its own: not theirs
+    bystander = await asyncio.create_subprocess_exec(
+        "sleep", "600", env={**os.environ, "BENCHMAX_ROLLOUT_PROCESS": "0" * 32}
+    )
+    try:
+        group = await collect_group(env, [request(upstream, "a"), request(upstream, "b")])
+        assert [t.termination_reason for t in group.trajectories] == ["finished", "finished"]
+        assert _pid_alive(bystander.pid)
+    finally:
+        bystander.kill()
+        await bystander.wait()
+    # each run its own random marker, not the API key
+    assert len(set(markers)) == 2 and all(len(marker) == 32 for marker in markers)
+    assert all(int(marker, 16) >= 0 for marker in markers)
 
 
 async def test_program_cannot_start_is_harness_error(upstream: MockModelServer) -> None:

@@ -54,3 +54,40 @@ async def test_capture_command_serves_a_curl_pipeline(tmp_path: Path) -> None:
     everything = "".join(lines) + rest.decode() + errors.decode() + calls_file.read_text()
     assert UPSTREAM_KEY not in everything
     assert upstream.requests[0].headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
+async def test_capture_command_advertises_another_host(tmp_path: Path) -> None:
+    """Listening on every interface, the printed URLs name the host a container reaches
+    this machine by; the endpoint warns that it is exposed."""
+    async with MockModelServer(echo, tokens=True) as upstream:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmax.cli", "capture", "--upstream", upstream.base_url,
+            "--host", "0.0.0.0", "--advertise-host", "host.docker.internal", "--port", "0",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        )  # fmt: skip
+        assert process.stdout is not None
+        async with asyncio.timeout(120):
+            while True:
+                line = (await process.stdout.readline()).decode()
+                assert line, "benchmax capture exited early"
+                if "OPENAI_BASE_URL" in line:
+                    break
+        process.send_signal(signal.SIGTERM)
+        _, errors = await process.communicate()
+    assert process.returncode == 0, errors.decode()
+    url = line.strip().partition("=")[2]
+    assert url.startswith("http://host.docker.internal:") and url.endswith("/rollouts/s1/v1")
+    assert "capture.listening_beyond_loopback" in errors.decode()
+
+
+def test_capture_command_refuses_a_bad_advertised_host() -> None:
+    from click.testing import CliRunner
+
+    from benchmax.cli import cli
+
+    result = CliRunner().invoke(
+        cli,
+        ["capture", "--upstream", "http://127.0.0.1:9/v1", "--advertise-host", "http://h:1"],
+    )
+    assert result.exit_code == 2
+    assert "--advertise-host" in result.output and "without scheme, port or path" in result.output

@@ -57,6 +57,7 @@ from benchmax._modelhttp.replies import (
     finish_reason_table,
     read_reply,
     reply_usage,
+    reply_weights_version,
 )
 from benchmax._modelhttp.tokens import (
     TOKEN_REQUEST_FIELDS,
@@ -108,6 +109,7 @@ __all__ = [
     "read_call_tokens",
     "read_reply",
     "reply_usage",
+    "reply_weights_version",
     "register_in_process",
     "sdk_http_client",
     "sdk_http_module",

@@ -44,7 +44,7 @@ from typing import Any, Final
 
 from benchmax._message_content import content_text
 from benchmax._modelhttp.errors import ModelHTTPError
-from benchmax._value_checks import is_non_empty_str
+from benchmax._value_checks import is_int_at_least, is_non_empty_str
 from benchmax._vocabulary import (
     CONTENT_FILTER,
     FINISHED,
@@ -65,6 +65,7 @@ __all__ = [
     "message_has_text",
     "read_reply",
     "reply_usage",
+    "reply_weights_version",
 ]
 
 FINISH_REASONS: Final[Mapping[str, str]] = MappingProxyType(
@@ -252,6 +253,16 @@ def reply_usage(body: object) -> dict[str, int] | None:
             if count is not None:
                 counts[key] = count
     return counts or None
+
+
+def reply_weights_version(body: object) -> int | None:
+    """The ``weights_version`` a decoded reply reports (``benchmax train``'s sampler: the
+    version of the weights that sampled it), or ``None`` when it reports none or a value
+    that is not a non-negative integer."""
+    if not isinstance(body, Mapping):
+        return None
+    version = body.get("weights_version")
+    return version if is_int_at_least(version, 0) else None
 
 
 def add_usage(

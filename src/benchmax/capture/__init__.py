@@ -14,7 +14,8 @@ that cannot give exact tokens is refused in one line (HTTP 502 ``tokens_unavaila
 
 ``benchmax.agents.AgentEnv`` runs a program per rollout through it; ``benchmax capture
 --upstream URL`` runs it alone; ``loop_endpoint()`` is the running event loop's shared
-endpoint (started for the first rollout in flight, stopped after the last). See docs/agents.md.
+endpoint (started for the first rollout in flight, stopped after the last), for a
+``CaptureAddress`` (where it listens, and the host its URLs name). See docs/agents.md.
 """
 
 from typing import TYPE_CHECKING
@@ -22,12 +23,14 @@ from typing import TYPE_CHECKING
 from benchmax._lazy_names import lazy_attribute
 
 if TYPE_CHECKING:
+    from benchmax.capture._address import CaptureAddress
     from benchmax.capture._calls import CapturedCall
     from benchmax.capture._endpoint import CaptureEndpoint
     from benchmax.capture._session import CaptureFailure, CaptureSession, Refusal
     from benchmax.capture._shared import loop_endpoint
 
 __all__ = [
+    "CaptureAddress",
     "CaptureEndpoint",
     "CaptureFailure",
     "CaptureSession",
@@ -37,6 +40,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "CaptureAddress": "benchmax.capture._address",
     "CaptureEndpoint": "benchmax.capture._endpoint",
     "CaptureFailure": "benchmax.capture._session",
     "CaptureSession": "benchmax.capture._session",

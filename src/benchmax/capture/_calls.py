@@ -62,4 +62,5 @@ class CapturedCall:
             prompt_token_ids=self.tokens.prompt_token_ids,
             completion_token_ids=self.tokens.completion_token_ids,
             completion_logprobs=self.tokens.completion_logprobs,
+            weights_version=self.weights_version,
         )

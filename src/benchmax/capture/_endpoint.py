@@ -36,6 +36,7 @@ from benchmax._async_service import AsyncService
 from benchmax._modelhttp import encode_json
 from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelAuth
+from benchmax.capture._address import check_advertised_host, is_loopback
 from benchmax.capture._calls import CapturedCall
 from benchmax.capture._http import Answer, ProgramRequest, ProgramServer
 from benchmax.capture._session import CaptureSession, Refusal, program_reply
@@ -60,12 +61,16 @@ class CaptureEndpoint(AsyncService):
     """An OpenAI-compatible endpoint that records every call a program makes, per rollout.
 
     Use it as an async context manager (or ``start()``/``stop()``); ``host`` and ``port``
-    say where it listens (``127.0.0.1``, port 0: a free one); ``on_call(session, call)``,
+    say where it listens (``127.0.0.1``, port 0: a free one); ``advertised_host``, when
+    given, is the host its URLs name instead of ``host`` (an agent in a container reaches
+    the host machine by another name: ``host.docker.internal``); ``on_call(session, call)``,
     when given, is called with each call recorded, before the program gets its reply.
     ``open_session(...)`` gives
     a rollout its ``CaptureSession`` (base URL, API key, budget, recorded calls);
     ``close_session`` forgets it (its key is refused from then on). Raises ``ValueError``
-    for a port outside 0-65535.
+    for a port outside 0-65535 or an ``advertised_host`` that is not a host name or IP
+    address. Listening beyond loopback logs a warning: the per-rollout keys are then what
+    guards it.
     """
 
     def __init__(
@@ -73,11 +78,15 @@ class CaptureEndpoint(AsyncService):
         *,
         host: str = "127.0.0.1",
         port: int = 0,
+        advertised_host: str | None = None,
         on_call: Callable[[CaptureSession, CapturedCall], None] | None = None,
     ) -> None:
         if not is_int_at_least(port, 0) or port > 65535:
             raise ValueError("capture endpoint port must be an integer from 0 to 65535")
+        if advertised_host is not None:
+            check_advertised_host(advertised_host, "advertised_host")
         self._host = host
+        self._advertised = host if advertised_host is None else advertised_host
         self._port = port
         self._bound: int | None = None
         self._server: ProgramServer | None = None
@@ -92,10 +101,12 @@ class CaptureEndpoint(AsyncService):
 
     @property
     def origin(self) -> str:
-        """``http://HOST:PORT`` (``RuntimeError`` before ``start``)."""
+        """``http://HOST:PORT``, HOST the advertised host (``RuntimeError`` before
+        ``start``)."""
         if self._bound is None:
             raise RuntimeError("the capture endpoint is not started")
-        host = f"[{self._host}]" if ":" in self._host else self._host
+        host = self._advertised
+        host = f"[{host}]" if ":" in host and not host.startswith("[") else host
         return f"http://{host}:{self._bound}"
 
     @property
@@ -120,6 +131,14 @@ class CaptureEndpoint(AsyncService):
         await server.start()
         self._bound = server.port
         self._server = server
+        if not is_loopback(self._host):
+            logger.warning(
+                "capture.listening_beyond_loopback host=%s port=%d: the capture endpoint is"
+                " reachable from the network at this address; each rollout's API key is"
+                " what guards it",
+                self._host,
+                self._bound,
+            )
         return self
 
     async def stop(self) -> None:

@@ -26,6 +26,7 @@ from benchmax._modelhttp import (
     TokenDeficiency,
     loop_pool,
     read_call_tokens,
+    reply_weights_version,
 )
 from benchmax._secret_masking import credential_secrets, mask_secrets
 from benchmax._vocabulary import (
@@ -231,12 +232,11 @@ class CaptureSession:
             self.fail(MODEL_ERROR, message)
             return Refusal(502, "tokens_unavailable", message)
         _share_token_ids(decoded, tokens)
-        version = decoded.get("weights_version")
         call = CapturedCall(
             request=body,  # decoded for this call alone: nothing else holds it
             reply=decoded,
             tokens=tokens,
-            weights_version=version if isinstance(version, int) and version >= 0 else None,
+            weights_version=reply_weights_version(decoded),
             seconds=seconds,
             streamed=bool(body.get("stream")),
         )

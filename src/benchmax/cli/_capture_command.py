@@ -43,6 +43,14 @@ __all__ = ["capture_command"]
     help="Write each captured call to this JSON Lines file (session, tokens, request, reply).",
 )
 @listen_options()
+@click.option(
+    "--advertise-host",
+    metavar="HOST",
+    default=None,
+    help="Host named in the printed base URLs instead of --host, for programs that reach"
+    " this machine by another name (a Docker container: host.docker.internal, or the bridge"
+    " gateway). Listening beyond 127.0.0.1 exposes the endpoint: the session keys guard it.",
+)
 def capture_command(
     upstream: str,
     api_key_env: str | None,
@@ -51,6 +59,7 @@ def capture_command(
     output: Path | None,
     host: str,
     port: int,
+    advertise_host: str | None,
 ) -> None:
     """Run the capture endpoint in front of UPSTREAM until interrupted.
 
@@ -65,7 +74,7 @@ def capture_command(
     sink = output.open("a", encoding="utf-8") if output is not None else None
     try:
         with terminate_like_interrupt():
-            asyncio.run(_serve(upstream, auth, model, sessions, sink, host, port))
+            asyncio.run(_serve(upstream, auth, model, sessions, sink, (host, port, advertise_host)))
     except KeyboardInterrupt:
         pass
     finally:
@@ -79,9 +88,9 @@ async def _serve(
     model: str | None,
     sessions: int,
     sink: IO[str] | None,
-    host: str,
-    port: int,
+    listen: tuple[str, int, str | None],
 ) -> None:
+    """Serve until cancelled; ``listen`` is (host, port, advertised host)."""
     from benchmax.capture import CapturedCall, CaptureEndpoint, CaptureSession
 
     def write(session: CaptureSession, call: CapturedCall) -> None:
@@ -98,12 +107,18 @@ async def _serve(
         sink.write(json.dumps(line) + "\n")
         sink.flush()
 
+    host, port, advertised = listen
     try:
-        endpoint = await CaptureEndpoint(host=host, port=port, on_call=write).start()
+        endpoint = CaptureEndpoint(host=host, port=port, advertised_host=advertised, on_call=write)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--advertise-host") from None
+    try:
+        await endpoint.start()
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
     try:
-        click.echo(f"capture endpoint on {endpoint.origin}, in front of {upstream}")
+        listening = "" if advertised is None else f" (listening on {host})"
+        click.echo(f"capture endpoint on {endpoint.origin}{listening}, in front of {upstream}")
         for number in range(1, sessions + 1):
             session = endpoint.open_session(
                 rollout_id=f"s{number}", model=model, upstream_url=upstream, upstream_auth=auth

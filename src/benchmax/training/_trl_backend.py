@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,6 +39,14 @@ from benchmax.training._precision import autocast_for
 __all__ = ["TrainingHooks", "grpo_config", "lora_config", "make_trainer"]
 
 transformers_logging.disable_progress_bar()  # "Writing model shards" bars at every save
+# TRL 1.16 calls transformers 5's old gradient-checkpointing names on every generation; the
+# FutureWarnings say nothing a benchmax user can act on (the option is
+# --gradient-checkpointing, which passes the new name).
+warnings.filterwarnings(
+    "ignore",
+    message=r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` is deprecated",
+    category=FutureWarning,
+)
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is what benchmax uses
 
 

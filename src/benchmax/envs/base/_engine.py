@@ -27,6 +27,7 @@ from benchmax._modelhttp import (
     add_usage,
     read_call_tokens,
     read_reply,
+    reply_weights_version,
 )
 from benchmax._observer import observing
 from benchmax.auth import ModelRequestContext
@@ -235,7 +236,9 @@ class RolloutEngine[R: RolloutAttempt]:
             if meter is not None:
                 meter.usage = add_usage(meter.usage, reply.usage)
                 kept = isinstance(reply, Reply) and not isinstance(tokens, TokenDeficiency)
-                meter.describe_call(reply, len(transcript) if kept else None, tokens)
+                meter.describe_call(
+                    reply, len(transcript) if kept else None, tokens, reply_weights_version(decoded)
+                )
             if isinstance(reply, ReplyFailure):
                 logger.error(
                     "base.rollout.model_failed rollout_id=%s termination_reason=%s: %s",

@@ -42,15 +42,17 @@ class Meter:
         reply: Reply | ReplyFailure,
         message_index: int | None,
         tokens: CallTokens | TokenDeficiency | None = None,
+        weights_version: int | None = None,
     ) -> None:
         """Fill in the last model call from its reply (``message_index``: where its
-        assistant message went in the transcript, ``None`` when it added none) and, when
-        recorded, its exact tokens."""
+        assistant message went in the transcript, ``None`` when it added none), when
+        recorded its exact tokens, and the ``weights_version`` the reply reported."""
         finish_reason = reply.finish_reason if isinstance(reply, Reply) else None
         fields: dict[str, Any] = {
             "finish_reason": finish_reason if isinstance(finish_reason, str) else None,
             "usage": reply.usage,
             "message_index": message_index,
+            "weights_version": weights_version,
         }
         if isinstance(tokens, CallTokens):
             fields["prompt_token_ids"] = tokens.prompt_token_ids

@@ -9,8 +9,9 @@ token ids and logprobs, and when a runner observes rollouts the calls become the
 saw first (an upstream that gives no tokens, a failed upstream call) settles the trial
 with that reason and zero rewards.
 
-The endpoint listens on 127.0.0.1: an agent in a sandbox that cannot reach the host's
-loopback (a Docker container) cannot use it; this is untested beyond local sandboxes.
+The endpoint listens on 127.0.0.1 by default; an agent in a sandbox that cannot reach the
+host's loopback (a Docker container) is served by an endpoint on the environment's
+``CaptureAddress`` instead (``capture_bind``, and ``capture_host`` in the URL it is given).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from benchmax._observer import observing, report_rollout
 from benchmax._vocabulary import FINISHED
+from benchmax.capture import CaptureAddress
 from benchmax.envs.agent import AgentEndpoint
 from benchmax.envs.shared_types import RolloutAttempt, RolloutRequest
 from benchmax.trajectory import Trajectory
@@ -30,12 +32,16 @@ type Trial = Callable[[RolloutRequest[Any], AgentEndpoint], Awaitable[RolloutAtt
 
 
 async def captured_trial(
-    request: RolloutRequest[Any], run_trial: Trial, reward_keys: Sequence[str]
+    request: RolloutRequest[Any],
+    run_trial: Trial,
+    reward_keys: Sequence[str],
+    address: CaptureAddress,
 ) -> RolloutAttempt:
-    """``run_trial(request, endpoint)`` with the agent's calls captured (module docstring)."""
+    """``run_trial(request, endpoint)`` with the agent's calls captured by the loop's
+    endpoint for ``address`` (module docstring)."""
     from benchmax.capture import loop_endpoint
 
-    async with loop_endpoint() as endpoint:
+    async with loop_endpoint(address) as endpoint:
         session = endpoint.open_session(
             rollout_id=request.rollout_id,
             model=None,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelRequestContext
+from benchmax.capture import CaptureAddress
 from benchmax.envs.environment import Environment
 from benchmax.envs.harbor._capture import AgentEndpoint, captured_trial
 from benchmax.envs.harbor._env_config import (
@@ -79,6 +80,16 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
     Harbor owns the harness loop inside the sandbox; this adapter maps a rollout
     request to a trial (routing the agent to the requested model) and turns the
     trial's verifier result into declared rewards or a zero-reward outcome.
+
+    With ``capture_calls=True`` the agent's model calls go through a capture endpoint and
+    become the rollout's ``model_calls`` with token ids. The endpoint listens on
+    ``capture_bind`` (default ``127.0.0.1``) and the agent's ``OPENAI_BASE_URL`` names
+    ``capture_host`` (default: ``capture_bind``): for a Docker sandbox, e.g.
+    ``capture_bind="172.17.0.1", capture_host="172.17.0.1"`` (the bridge gateway) or
+    ``capture_bind="0.0.0.0", capture_host="host.docker.internal"``. Beyond loopback the
+    endpoint is reachable from the network; each rollout's random key guards it
+    (docs/agents.md). ``ValueError`` for an address that is not one, a wildcard bind
+    without ``capture_host``, or either set without ``capture_calls``.
     """
 
     def __init__(
@@ -93,6 +104,8 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         max_concurrent_trials: int | None = None,
         requires_public_model_endpoint: bool = True,
         capture_calls: bool = False,
+        capture_bind: str | None = None,
+        capture_host: str | None = None,
     ) -> None:
         require_harbor()
         from harbor.models.job.config import DatasetConfig
@@ -113,6 +126,11 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         keys = normalize_reward_keys(reward_keys)
         if not isinstance(capture_calls, bool):
             raise TypeError("capture_calls must be True or False")
+        if not capture_calls and (capture_bind is not None or capture_host is not None):
+            raise ValueError("capture_bind and capture_host apply only with capture_calls=True")
+        address = CaptureAddress(
+            bind="127.0.0.1" if capture_bind is None else capture_bind, host=capture_host
+        )
 
         self._dataset = dataset.model_copy(deep=True)
         self._eval_dataset = None if eval_dataset is None else eval_dataset.model_copy(deep=True)
@@ -122,6 +140,7 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         self._sandbox_credentials = sandbox_credentials
         self._requires_public_model_endpoint = requires_public_model_endpoint
         self._capture_calls = capture_calls
+        self._capture_address = address
         self._trial_slots = (
             None
             if trial_cap is None
@@ -211,7 +230,9 @@ class HarborEnv(Environment["TaskConfig", RolloutAttempt]):
         async with sandbox_credentials_scope(self._sandbox_credentials):
             if not self._capture_calls:
                 return await self._run_trial(request)
-            return await captured_trial(request, self._run_trial, self._reward_keys)
+            return await captured_trial(
+                request, self._run_trial, self._reward_keys, self._capture_address
+            )
 
     async def _run_trial(
         self, request: RolloutRequest[TaskConfig], agent_endpoint: AgentEndpoint | None = None
