@@ -17,13 +17,20 @@ def lazy_attribute(
     namespace: MutableMapping[str, object], modules: Mapping[str, str], name: str
 ) -> object:
     """``name`` from the module ``modules[name]`` names, stored in ``namespace`` (a
-    package's ``globals()``); ``AttributeError`` for a name the map does not hold."""
+    package's ``globals()``); ``AttributeError`` for a name the map does not hold.
+
+    Every lazy name of that module is stored at once: importing a submodule binds its own
+    name in the package, so a lazy name equal to it (a function ``token_preflight`` defined
+    in ``token_preflight.py``) would otherwise stay the module once a sibling name loaded
+    it first."""
     module = modules.get(name)
     if module is None:
         raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    namespace[name] = value
-    return value
+    loaded = importlib.import_module(module)
+    for sibling, defined_in in modules.items():
+        if defined_in == module:
+            namespace[sibling] = getattr(loaded, sibling)
+    return namespace[name]
 
 
 def moved_attribute(

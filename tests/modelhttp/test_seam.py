@@ -17,10 +17,9 @@ from benchmax.testing import MockModelServer
 SRC = Path(__file__).resolve().parents[2] / "src" / "benchmax"
 
 HTTP_LIBRARIES = {
-    # aiohttp's web server (never its client): the server side of ``benchmax serve``, the
-    # embedded sampler's OpenAI-compatible endpoint and the capture endpoint
+    # aiohttp's web server (never its client): the server side of ``benchmax serve`` and the
+    # embedded sampler's OpenAI-compatible endpoint (the capture endpoint serves on its own)
     "aiohttp": {
-        "capture/_endpoint.py",
         "serving/_bridge.py",
         "serving/_server.py",
         "serving/_nemo_gym.py",

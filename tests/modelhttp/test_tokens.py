@@ -151,3 +151,30 @@ def test_not_an_object() -> None:
 def test_call_tokens_checks_alignment() -> None:
     with pytest.raises(ValueError, match="2 entries for 1 completion tokens"):
         CallTokens((1,), (2,), (-0.1, -0.2))
+
+
+@pytest.mark.parametrize(
+    ("prompt", "kept"),
+    [
+        ([0, 1, 151_000], True),
+        ([2**63 - 1, 10**18], True),  # 19 digits, under the bound: compared exactly
+        ([1, 2**63], False),
+        ([1, 2**64], False),  # past 64 bits
+        ([1, -1], False),
+        ([1, -0], True),  # -0 is the integer 0
+        ([1, False], False),
+        ([1, 1.0], False),
+        ([1, 1e3], False),
+        ([1, [2]], False),
+        ([[1, 2]], False),
+        ([1, "2"], False),
+        ([1, None], False),
+        ([1, {"id": 2}], False),
+    ],
+)
+def test_prompt_ids_are_exactly_integers_in_bounds(prompt: list[object], kept: bool) -> None:
+    found = read_call_tokens(vllm_reply(prompt, [7, 8], [-0.5, -1.25]))  # type: ignore[arg-type]
+    if kept:
+        assert isinstance(found, CallTokens) and found.prompt_token_ids == tuple(prompt)
+    else:
+        assert isinstance(found, TokenDeficiency) and "prompt token ids" in found.message

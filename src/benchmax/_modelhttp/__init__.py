@@ -32,6 +32,11 @@ The chat client and the connection pool (aiohttp) are imported on first use of
 ``loop_pool``, ``sdk_http_client`` or ``sdk_http_module``: ``import benchmax.envs``
 stays cheap.
 
+``ChatSession(..., plain_http=True)`` (the capture endpoint's upstream calls) sends
+``http://`` calls without a proxy over a small keep-alive HTTP/1.1 client on asyncio
+protocols (``keepalive.py``, one set of connections per loop in the loop's pool), and
+everything else (``https://``, proxies, redirects) over aiohttp.
+
 ``register_in_process``/``unregister_in_process`` answer a base URL inside this process
 (``benchmax serve``'s policy bridge): ``ChatSession`` then calls the handler without a socket.
 """

@@ -16,15 +16,17 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 
 from benchmax._json_types import JSONValue
 from benchmax._modelhttp import in_process, json_codec, retries
-from benchmax._modelhttp.connections import LoopPool, loop_pool
+from benchmax._modelhttp.connections import PLACEHOLDER_AUTHORIZATION, LoopPool, loop_pool
 from benchmax._modelhttp.deadlines import AttemptTimedOut, within_deadline
 from benchmax._modelhttp.errors import ModelHTTPError
 from benchmax._modelhttp.headers import wire_headers
+from benchmax._modelhttp.keepalive import PlainTarget
 from benchmax._modelhttp.overflow import is_context_overflow
 from benchmax._url_credentials import split_url_credential, with_url_credential
 from benchmax._vocabulary import CONTEXT_EXCEEDED, MODEL_ERROR, MODEL_RETRY_EVENT, MODEL_TIMEOUT
@@ -209,6 +211,8 @@ class ChatSession:
         "_closed",
         "_context",
         "_deadline",
+        "_given_headers",
+        "_plain",
         "_pool",
         "_proxy",
         "_retries",
@@ -216,6 +220,7 @@ class ChatSession:
         "_timeout_message",
         "_url",
         "_url_credential",
+        "_wire",
     )
 
     def __init__(
@@ -227,6 +232,7 @@ class ChatSession:
         context: ModelRequestContext,
         timeout: float | None,
         retries: int,
+        plain_http: bool = False,
     ) -> None:
         self._pool = pool
         self._closed = False
@@ -234,6 +240,8 @@ class ChatSession:
         url, self._url_credential = split_url_credential(base_url)
         self._url = (url if url.endswith("/") else url + "/") + "chat/completions"
         self._proxy = pool.proxy_for(self._url)
+        # plain http:// without a proxy: the lighter keep-alive client (keepalive.py)
+        self._plain = PlainTarget.from_url(self._url) if plain_http and not self._proxy else None
         self._auth = auth
         self._context = context
         self._timeout = timeout
@@ -244,6 +252,8 @@ class ChatSession:
             else f"model call exceeded the default timeout of {DEFAULT_TIMEOUT_SECONDS:g}s"
         )
         self._retries = retries
+        self._given_headers: dict[Any, Any] = {}
+        self._wire: dict[str, str] | None = None
         pool.open_use()
 
     async def aclose(self) -> None:
@@ -282,9 +292,14 @@ class ChatSession:
             await retries.backoff_sleep(delay)
 
     async def _attempt(self, data: bytes) -> JSONValue:
-        headers = wire_headers(await self._auth.headers_for_request(self._context))
-        if self._url_credential is not None:
-            headers = with_url_credential(headers, self._url_credential)
+        given = await self._auth.headers_for_request(self._context)
+        if given == self._given_headers and self._wire is not None:
+            headers = dict(self._wire)  # the same as the last attempt's: checked then
+        else:
+            headers = wire_headers(given)
+            if self._url_credential is not None:
+                headers = with_url_credential(headers, self._url_credential)
+            self._given_headers, self._wire = dict(given), dict(headers)
         call = self._post(data, headers)
         return await within_deadline(call, self._deadline, self._timeout_message)
 
@@ -304,6 +319,19 @@ class ChatSession:
             if not 200 <= status < 300:
                 raise _status_error(status, raw, {})
             return _decoded(raw, status, {})
+        if self._plain is not None:
+            if not any(name.lower() == "authorization" for name in headers):
+                headers = {"Authorization": PLACEHOLDER_AUTHORIZATION, **headers}
+            plain = await self._pool.keepalive().post(self._plain, headers, data)
+            status = plain.status
+            if not (300 <= status < 400 and "location" in plain.headers):
+                if not 200 <= status < 300:
+                    raise _status_error(status, plain.body, plain.headers)
+                content_type = plain.headers.get("content-type", "")
+                if content_type.partition(";")[0].strip().lower() == "text/event-stream":
+                    raise _event_stream_error(status)
+                return _decoded(plain.body, status, plain.headers)
+            # a redirect: sent again by aiohttp, which follows it as every other call does
         session = self._pool.session()
         async with session.post(self._url, data=data, headers=headers, proxy=self._proxy) as reply:
             raw = await reply.read()
@@ -311,10 +339,7 @@ class ChatSession:
             if not 200 <= status < 300:
                 raise _status_error(status, raw, reply.headers)
             if reply.content_type == "text/event-stream":
-                raise ModelReplyError(
-                    f"reply is an event stream (HTTP {status}, Content-Type: text/event-stream),"
-                    " but the request did not ask to stream; the chat loop reads whole JSON replies"
-                )
+                raise _event_stream_error(status)
             return _decoded(raw, status, reply.headers)
 
     def _classify(self, error: Exception) -> CallFailure:
@@ -327,6 +352,13 @@ class ChatSession:
         if timed_out and self._timeout is not None:
             return CallFailure(MODEL_TIMEOUT, error, logging.ERROR)
         return CallFailure(MODEL_ERROR, error, logging.ERROR)
+
+
+def _event_stream_error(status: int) -> ModelReplyError:
+    return ModelReplyError(
+        f"reply is an event stream (HTTP {status}, Content-Type: text/event-stream),"
+        " but the request did not ask to stream; the chat loop reads whole JSON replies"
+    )
 
 
 def _decoded(raw: bytes, status: int, headers: Mapping[str, str]) -> JSONValue:

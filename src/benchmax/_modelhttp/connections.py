@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.metadata
-import select
 import ssl
 import threading
 import urllib.parse
@@ -48,6 +47,7 @@ from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 
 from benchmax import __version__
+from benchmax._modelhttp.keepalive import KeepAliveConnections, closed_by_peer
 
 __all__ = ["LoopPool", "PoolLease", "loop_pool", "sdk_http_client", "sdk_http_module"]
 
@@ -111,25 +111,6 @@ class _EnvironmentProxies:
         return proxy
 
 
-def _closed_by_peer(transport: asyncio.BaseTransport | None) -> bool:
-    """Whether an idle connection's socket has become readable: with no request on
-    it, that means the server closed it (or sent something it should not have)."""
-    if transport is None or transport.is_closing():
-        return True
-    sock = transport.get_extra_info("socket")
-    if sock is None:
-        return False
-    fd = sock.fileno()
-    if fd < 0:
-        return True
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | getattr(select, "POLLRDHUP", 0))
-        return bool(poller.poll(0))
-    readable, _, _ = select.select([fd], [], [], 0)  # pragma: no cover - no poll() (Windows)
-    return bool(readable)
-
-
 class _FreshConnector(aiohttp.TCPConnector):
     """A connector whose reused connections are checked just before they carry a request.
 
@@ -153,7 +134,7 @@ class _FreshConnector(aiohttp.TCPConnector):
             if protocol not in self._handed_out:  # new: nothing can have closed it yet
                 self._handed_out.add(protocol)
                 return connection
-            if not _closed_by_peer(connection.transport):
+            if not closed_by_peer(connection.transport):
                 return connection
             connection.close()  # closed while idle: nothing was written; take another
 
@@ -265,6 +246,7 @@ class LoopPool:
 
     __slots__ = (
         "__weakref__",
+        "_keepalive",
         "_limiters",
         "_proxies",
         "_session",
@@ -280,6 +262,7 @@ class LoopPool:
         self.loop_ref = weakref.ref(loop)
         self._proxies = _EnvironmentProxies()
         self._session: aiohttp.ClientSession | None = None
+        self._keepalive: KeepAliveConnections | None = None
         self._limiters: dict[Hashable, asyncio.Semaphore] = {}
         self.users = 0
         self.holders = 0
@@ -298,6 +281,16 @@ class LoopPool:
             self._check_open()
             session = self._session = _new_session()
         return session
+
+    def keepalive(self) -> KeepAliveConnections:
+        """This loop's plain-HTTP keep-alive connections (``_modelhttp.keepalive``)."""
+        connections = self._keepalive
+        if connections is None:
+            self._check_open()
+            connections = self._keepalive = KeepAliveConnections(
+                keepalive_seconds=KEEPALIVE_SECONDS, connect_timeout=CONNECT_TIMEOUT_SECONDS
+            )
+        return connections
 
     def proxy_for(self, url: str) -> str | None:
         """The environment's proxy for ``url`` (``None``: connect directly)."""
@@ -327,6 +320,9 @@ class LoopPool:
         if self.closed:
             return
         self.closed = True
+        connections, self._keepalive = self._keepalive, None
+        if connections is not None:
+            connections.close()
         session, self._session = self._session, None
         if session is not None:
             await session.close()

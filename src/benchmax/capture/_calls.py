@@ -19,7 +19,8 @@ class CapturedCall:
 
     ``request`` is the body the program sent (as it sent it: its own model name, messages,
     tools, sampling fields); ``reply`` the upstream's decoded JSON reply (token fields
-    included, before they were stripped from what the program got); ``tokens`` the prompt
+    included, before they were stripped from what the program got; the id lists
+    ``tokens`` was read from are its tuples, the same ids held once); ``tokens`` the prompt
     ids, completion ids and logprobs read from it; ``weights_version`` the version of the
     weights that sampled it when the upstream says (``benchmax train``'s sampler does),
     else ``None``; ``seconds`` the time the upstream took; ``streamed`` whether the program

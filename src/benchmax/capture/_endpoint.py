@@ -14,10 +14,10 @@ the upstream gets its own credential from the session. It listens on 127.0.0.1 b
 default and writes no access log (paths carry rollout ids, never keys).
 
 Per call the endpoint decodes the program's body once and encodes the upstream request once
-(orjson), reads the upstream reply over the event loop's shared keep-alive pool
-(``benchmax._modelhttp``), and answers with one write: the reply's JSON, or the whole event
-stream as one body. It serves with aiohttp's low-level server (one handler, no router or
-middleware); docs/performance.md has its cost per call.
+(orjson), reads the upstream reply over the event loop's plain keep-alive connections
+(``benchmax._modelhttp``; aiohttp for ``https://``, proxies and redirects), and answers
+with one write: the reply's JSON, or the whole event stream as one body. It serves with
+its own small HTTP/1.1 server (``_http.py``); docs/performance.md has its cost per call.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import Any, Final, Self
 from urllib.parse import quote, unquote
 
 import orjson
@@ -38,11 +38,9 @@ from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelAuth
 from benchmax.capture._address import check_advertised_host, is_loopback
 from benchmax.capture._calls import CapturedCall
+from benchmax.capture._http import Answer, ProgramRequest, ProgramServer
 from benchmax.capture._session import CaptureSession, Refusal, program_reply
 from benchmax.capture._sse import reply_events
-
-if TYPE_CHECKING:
-    from aiohttp import web
 
 __all__ = ["CaptureEndpoint"]
 
@@ -53,6 +51,10 @@ _MODELS: Final = "/models"
 _ROLLOUTS: Final = "/rollouts/"
 _MAX_BODY: Final = 64 * 1024 * 1024
 _KEY_PREFIX: Final = "bmx-capture-"
+_TOO_LARGE: Final = Refusal(
+    413, "request_too_large", f"the request body is over {_MAX_BODY // 2**20} MiB"
+)
+_EVENT_STREAM_HEADERS: Final = "Cache-Control: no-cache\r\n"
 
 
 class CaptureEndpoint(AsyncService):
@@ -87,7 +89,7 @@ class CaptureEndpoint(AsyncService):
         self._advertised = host if advertised_host is None else advertised_host
         self._port = port
         self._bound: int | None = None
-        self._runner: web.ServerRunner | None = None
+        self._server: ProgramServer | None = None
         self._by_key: dict[str, CaptureSession] = {}
         self._on_call = on_call
         self.rejected_requests = 0
@@ -118,21 +120,17 @@ class CaptureEndpoint(AsyncService):
         return len(self._by_key)
 
     async def start(self) -> Self:
-        from aiohttp import web
-
-        # The low-level server: one handler for every path, no router, no middleware.
-        server = web.Server(self._handle, access_log=None)
-        runner = web.ServerRunner(server, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port, reuse_address=True)
-        try:
-            await site.start()
-        except BaseException:  # no address of this machine, a port in use
-            await runner.cleanup()
-            raise
-        addresses = runner.addresses
-        self._bound = int(addresses[0][1]) if addresses else self._port
-        self._runner = runner
+        """Listen (``OSError`` when the address cannot be bound)."""
+        server = ProgramServer(
+            self._handle,
+            host=self._host,
+            port=self._port,
+            max_body=_MAX_BODY,
+            on_too_large=lambda: _error(_TOO_LARGE),
+        )
+        await server.start()
+        self._bound = server.port
+        self._server = server
         if not is_loopback(self._host):
             logger.warning(
                 "capture.listening_beyond_loopback host=%s port=%d: the capture endpoint is"
@@ -146,9 +144,9 @@ class CaptureEndpoint(AsyncService):
     async def stop(self) -> None:
         for session in list(self._by_key.values()):
             await self.close_session(session)
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        server, self._server = self._server, None
+        if server is not None:
+            await server.close()
 
     def open_session(
         self,
@@ -197,7 +195,7 @@ class CaptureEndpoint(AsyncService):
             del self._by_key[session.api_key]
         await session.aclose()
 
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def _handle(self, request: ProgramRequest) -> Answer:
         path = request.path
         if path.endswith(_COMPLETIONS):
             prefix, route = path[: -len(_COMPLETIONS)], "completions"
@@ -217,11 +215,8 @@ class CaptureEndpoint(AsyncService):
             return _json(200, listing)
         if request.method != "POST":
             return _error(Refusal(405, "method_not_allowed", "use POST for /chat/completions"))
-        raw = await _request_body(request)
-        if isinstance(raw, Refusal):
-            return _error(raw)
         try:
-            body = _decoded_request(raw)
+            body = _decoded_request(request.body)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than json decodes
             return _error(Refusal(400, "invalid_json", "the request body is not JSON"))
         if not isinstance(body, dict):
@@ -233,8 +228,8 @@ class CaptureEndpoint(AsyncService):
             self._on_call(session, answer)
         return _reply(answer)
 
-    def _session_for(self, request: web.BaseRequest, prefix: str) -> CaptureSession | Refusal:
-        header = request.headers.get("Authorization", "")
+    def _session_for(self, request: ProgramRequest, prefix: str) -> CaptureSession | Refusal:
+        header = request.headers.get("authorization", "")
         scheme, _, key = header.partition(" ")
         session = self._by_key.get(key.strip()) if scheme.lower() == "bearer" else None
         if session is None:
@@ -243,26 +238,6 @@ class CaptureEndpoint(AsyncService):
         if named is not None and named != session.rollout_id:
             return Refusal(401, "invalid_api_key", "this API key belongs to another rollout")
         return session
-
-
-async def _request_body(request: web.BaseRequest) -> bytes | Refusal:
-    """The whole request body, or a 413 refusal past ``_MAX_BODY`` bytes."""
-    too_large = Refusal(
-        413, "request_too_large", f"the request body is over {_MAX_BODY // 2**20} MiB"
-    )
-    length = request.content_length
-    if length is not None:
-        if length > _MAX_BODY:
-            return too_large
-        return await request.content.read()  # ends at the declared length
-    parts: list[bytes] = []
-    size = 0
-    async for part in request.content.iter_any():  # chunked: no length declared
-        size += len(part)
-        if size > _MAX_BODY:
-            return too_large
-        parts.append(part)
-    return b"".join(parts)
 
 
 def _decoded_request(raw: bytes) -> object:
@@ -288,28 +263,25 @@ def _named_rollout(prefix: str) -> str | None:
     return unquote(rest)
 
 
-def _reply(call: CapturedCall) -> web.Response:
+def _reply(call: CapturedCall) -> Answer:
     """The program's answer; a stream it asked for is sent whole, as one body (the reply is
     complete before the first event: nothing is gained by writing events one by one)."""
-    from aiohttp import web
-
     reply = program_reply(call)
     if not call.streamed:
         return _json(200, reply)
     options = call.request.get("stream_options")
-    include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-    return web.Response(
-        status=200,
-        body=b"".join(reply_events(reply, include_usage=include_usage)),
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+    include_usage = isinstance(options, dict | Mapping) and options.get("include_usage") is True
+    return Answer(
+        200,
+        b"".join(reply_events(reply, include_usage=include_usage)),
+        "text/event-stream",
+        _EVENT_STREAM_HEADERS,
     )
 
 
-def _json(status: int, body: object) -> web.Response:
-    from aiohttp import web
-
-    return web.Response(status=status, body=encode_json(body), content_type="application/json")
+def _json(status: int, body: object) -> Answer:
+    return Answer(status, encode_json(body))
 
 
-def _error(refusal: Refusal) -> web.Response:
+def _error(refusal: Refusal) -> Answer:
     return _json(refusal.status, refusal.body())

@@ -21,6 +21,7 @@ from typing import Any, Final
 from benchmax._modelhttp import (
     TOKEN_REQUEST_FIELDS,
     CallFailure,
+    CallTokens,
     ChatSession,
     TokenDeficiency,
     loop_pool,
@@ -83,6 +84,7 @@ class CaptureSession:
         "_calls",
         "_chat",
         "_closed",
+        "_ended_by_close",
         "_failure",
         "_in_flight",
         "_sampled",
@@ -126,7 +128,9 @@ class CaptureSession:
         self._failure: CaptureFailure | None = None
         self._sampled = 0
         self._closed = False
-        self._in_flight: set[asyncio.Future[Any]] = set()
+        # handler tasks waiting for the upstream, and those cancelled by ``aclose``
+        self._in_flight: set[asyncio.Task[Any]] = set()
+        self._ended_by_close: set[asyncio.Task[Any]] = set()
         # an upstream may echo its credential in an error: masked before anyone sees it
         self._secrets = credential_secrets([upstream_auth], upstream_url, warn=False)
         self._chat = ChatSession(
@@ -138,6 +142,7 @@ class CaptureSession:
             ),
             timeout=timeout,
             retries=retries,
+            plain_http=True,
         )
 
     def __repr__(self) -> str:
@@ -176,8 +181,11 @@ class CaptureSession:
         is gone with its rollout; nothing waits for a slow upstream)."""
         if not self._closed:
             self._closed = True
-            for pending in list(self._in_flight):
-                pending.cancel()
+            current = asyncio.current_task()
+            for task in self._in_flight:  # their upstream call is cancelled, not them
+                if task is not current:
+                    self._ended_by_close.add(task)
+                    task.cancel()
             await self._chat.aclose()
 
     async def complete(self, body: Mapping[str, Any]) -> CapturedCall | Refusal:
@@ -191,19 +199,18 @@ class CaptureSession:
         upstream.update(TOKEN_REQUEST_FIELDS)
         upstream.update(self.sampling_args)
         started = time.perf_counter()
-        pending = asyncio.ensure_future(self._chat.complete(upstream))
-        self._in_flight.add(pending)
+        task = asyncio.current_task()
+        assert task is not None  # the endpoint's handler runs as a task
+        self._in_flight.add(task)
         try:
-            decoded = await pending
+            decoded = await self._chat.complete(upstream)
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
+            if task not in self._ended_by_close or task.uncancel() > 0:
                 raise  # the handler itself is cancelled
             return Refusal(409, "rollout_ended", "the rollout ended during this call")
         finally:
-            self._in_flight.discard(pending)
-            if not pending.done():
-                pending.cancel()
+            self._in_flight.discard(task)
+            self._ended_by_close.discard(task)
         seconds = time.perf_counter() - started
         if isinstance(decoded, CallFailure):
             message = _one_line(
@@ -224,6 +231,7 @@ class CaptureSession:
             )
             self.fail(MODEL_ERROR, message)
             return Refusal(502, "tokens_unavailable", message)
+        _share_token_ids(decoded, tokens)
         call = CapturedCall(
             request=body,  # decoded for this call alone: nothing else holds it
             reply=decoded,
@@ -277,13 +285,30 @@ def program_reply(call: CapturedCall) -> dict[str, Any]:
     if isinstance(choices, list):
         kept = []
         for choice in choices:
-            if isinstance(choice, Mapping):
+            if isinstance(choice, dict | Mapping):
                 choice = {k: v for k, v in choice.items() if k not in _CHOICE_TOKEN_FIELDS}
                 if not request.get("logprobs"):
                     choice.pop("logprobs", None)
             kept.append(choice)
         reply["choices"] = kept
     return reply
+
+
+def _share_token_ids(reply: dict[str, Any], tokens: CallTokens) -> None:
+    """Replace the reply's id lists that ``tokens`` was read from with its tuples (the same
+    ids): a recorded call then holds each id sequence once, and tuples of integers are
+    left alone by the garbage collector, which would otherwise walk every id of every
+    recorded prompt again and again while the rollout runs."""
+    prompt, completion = tokens.prompt_token_ids, tokens.completion_token_ids
+    choice = reply["choices"][0]  # read_call_tokens found it
+    if type(reply.get("prompt_token_ids")) is list:
+        reply["prompt_token_ids"] = prompt
+    elif type(choice.get("prompt_token_ids")) is list:
+        choice["prompt_token_ids"] = prompt
+    for name in ("token_ids", "response_token_ids"):
+        if type(choice.get(name)) is list:
+            choice[name] = completion
+            break
 
 
 def _one_line(text: str, limit: int = 500) -> str:

@@ -23,7 +23,7 @@ from tests.envs.base.support import (
     tool_reply,
 )
 
-from benchmax._modelhttp import connections
+from benchmax._modelhttp import connections, keepalive
 from benchmax._modelhttp.connections import PoolLease, sdk_http_client
 from benchmax.testing import Fault, MockModelServer, echo, scripted
 
@@ -383,12 +383,12 @@ async def test_readability_check_sees_a_close_the_loop_has_not_seen() -> None:
     try:
         peer, _ = listener.accept()
         accepted.append(peer)
-        assert not connections._closed_by_peer(transport)  # open and idle
+        assert not keepalive.closed_by_peer(transport)  # open and idle
         peer.close()
         time.sleep(0.05)  # no await: the event loop has not read the EOF
         assert not transport.is_closing()
-        assert connections._closed_by_peer(transport)
+        assert keepalive.closed_by_peer(transport)
     finally:
         transport.close()
         listener.close()
-    assert connections._closed_by_peer(transport)  # closing counts as closed
+    assert keepalive.closed_by_peer(transport)  # closing counts as closed

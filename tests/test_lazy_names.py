@@ -1,0 +1,46 @@
+"""Lazy package attributes resolve to what they name, whatever order they are first used in."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PACKAGES = ("benchmax._modelhttp", "benchmax.capture", "benchmax.tools", "benchmax.training")
+
+_CHECK = """
+import importlib, sys, types
+package = importlib.import_module(sys.argv[1])
+order = list(package.__all__)
+if sys.argv[2] == "reversed":
+    order.reverse()
+modules = []
+for name in order:
+    try:
+        getattr(package, name)
+    except (ImportError, ModuleNotFoundError):  # an optional extra that is not installed
+        continue
+for name in order:
+    if isinstance(package.__dict__.get(name), types.ModuleType):
+        modules.append(name)
+print(",".join(modules))
+"""
+
+
+@pytest.mark.parametrize("order", ["forward", "reversed"])
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_exported_name_turns_into_its_submodule(package: str, order: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHECK, package, order], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "", f"{package}: these names are modules: {done.stdout}"
+
+
+def test_the_preflight_function_stays_a_function_after_its_error_type_loads() -> None:
+    code = (
+        "import benchmax._modelhttp as m\n"
+        "m.PreflightProblem\n"
+        "assert callable(m.token_preflight), type(m.token_preflight)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
