@@ -43,7 +43,7 @@ __all__ = ["capture_command"]
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write each captured call to this JSON Lines file (session, tokens, request, reply).",
+    help="Append each captured call to this JSON Lines file (session, tokens, request, reply).",
 )
 @listen_options()
 @click.option(
