@@ -138,6 +138,12 @@ def test_bad_addresses_are_refused_naming_the_setting(
         CaptureAddress(bind=bind, host=host)  # type: ignore[arg-type]
 
 
+async def test_loop_endpoint_refuses_an_address_that_is_no_capture_address() -> None:
+    with pytest.raises(TypeError, match=r"address must be a CaptureAddress.*'0\.0\.0\.0'"):
+        async with loop_endpoint("0.0.0.0"):  # type: ignore[arg-type]
+            pass
+
+
 def test_a_bad_advertised_host_is_refused_by_the_endpoint() -> None:
     with pytest.raises(ValueError, match="advertised_host must be a host name"):
         CaptureEndpoint(advertised_host="http://x")

@@ -40,7 +40,13 @@ async def loop_endpoint(
     address: CaptureAddress = _LOOPBACK,
 ) -> AsyncIterator[CaptureEndpoint]:
     """The running loop's capture endpoint for ``address`` (by default 127.0.0.1; a free
-    port), held for the block."""
+    port), held for the block. ``TypeError`` for an ``address`` that is no
+    ``CaptureAddress``; ``OSError`` when the endpoint cannot listen there."""
+    if not isinstance(address, CaptureAddress):
+        raise TypeError(
+            "loop_endpoint's address must be a CaptureAddress(bind, host), such as"
+            f" CaptureAddress('0.0.0.0', 'host.docker.internal'), not {address!r}"
+        )
     by_address = _BY_LOOP.setdefault(asyncio.get_running_loop(), {})
     shared = by_address.setdefault(address, _Shared())
     shared.users += 1
