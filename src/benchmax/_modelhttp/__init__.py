@@ -85,6 +85,11 @@ if TYPE_CHECKING:
         sdk_http_client,
         sdk_http_module,
     )
+    from benchmax._modelhttp.keepalive import (
+        ChunkedBody,
+        ChunkedBodyError,
+        ChunkedBodyTooLarge,
+    )
     from benchmax._modelhttp.token_preflight import PreflightProblem, token_preflight
 
 __all__ = [
@@ -93,6 +98,9 @@ __all__ = [
     "CallFailure",
     "CallTokens",
     "ChatSession",
+    "ChunkedBody",
+    "ChunkedBodyError",
+    "ChunkedBodyTooLarge",
     "InProcessHandler",
     "ModelHTTPError",
     "ModelReplyError",
@@ -126,6 +134,9 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ChunkedBody": "benchmax._modelhttp.keepalive",
+    "ChunkedBodyError": "benchmax._modelhttp.keepalive",
+    "ChunkedBodyTooLarge": "benchmax._modelhttp.keepalive",
     "CallFailure": "benchmax._modelhttp.chat",
     "ChatSession": "benchmax._modelhttp.chat",
     "ModelReplyError": "benchmax._modelhttp.chat",

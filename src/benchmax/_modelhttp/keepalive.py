@@ -42,6 +42,9 @@ from benchmax import __version__
 from benchmax._modelhttp.errors import ModelHTTPError
 
 __all__ = [
+    "ChunkedBody",
+    "ChunkedBodyError",
+    "ChunkedBodyTooLarge",
     "KeepAliveConnections",
     "PlainReply",
     "PlainTarget",
@@ -105,14 +108,74 @@ class PlainReply:
     body: bytes
 
 
+class ChunkedBodyError(ValueError):
+    """A chunked body whose framing is broken; the message says how."""
+
+
+class ChunkedBodyTooLarge(ChunkedBodyError):
+    """A chunked body longer than the reader's ``limit``."""
+
+
+class ChunkedBody:
+    """An HTTP/1.1 ``Transfer-Encoding: chunked`` body, read from a buffer as it grows
+    (RFC 9112 section 7.1; chunk extensions and trailers are skipped). ``at`` is where the
+    first chunk's size line starts in the buffer; ``limit`` the most body bytes taken
+    (``None``: no limit). The client side of the capture endpoint's upstream calls and its
+    server side for the programs' requests read chunks with it."""
+
+    __slots__ = ("_chunks", "_limit", "_size", "at")
+
+    def __init__(self, at: int = 0, limit: int | None = None) -> None:
+        self.at = at
+        self._limit = limit
+        self._size = 0
+        self._chunks: list[bytes] = []
+
+    def read(self, buffer: bytearray) -> int | None:
+        """Take the whole chunks ``buffer`` holds from ``at`` on; the offset just past the
+        body (its last chunk and trailers) once it is whole, else ``None``.
+        ``ChunkedBodyError`` for a size line that is no hexadecimal number or a chunk not
+        followed by CRLF; ``ChunkedBodyTooLarge`` past ``limit``."""
+        at = self.at
+        while True:
+            line_end = buffer.find(b"\r\n", at)
+            if line_end < 0:
+                return None
+            size_text = bytes(buffer[at:line_end]).split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                size = -1
+            if size < 0:
+                raise ChunkedBodyError(f"a chunk size of {size_text[:40]!r}")
+            if size == 0:
+                if buffer.startswith(b"\r\n", line_end + 2):
+                    return line_end + 4
+                trailers_end = buffer.find(b"\r\n\r\n", line_end + 2)
+                return None if trailers_end < 0 else trailers_end + 4
+            if self._limit is not None and self._size + size > self._limit:
+                raise ChunkedBodyTooLarge(f"a body over {self._limit} bytes")
+            data_end = line_end + 2 + size
+            if len(buffer) < data_end + 2:
+                return None
+            if buffer[data_end : data_end + 2] != b"\r\n":
+                raise ChunkedBodyError("a chunk that does not end with CRLF")
+            self._chunks.append(bytes(buffer[line_end + 2 : data_end]))
+            self._size += size
+            at = self.at = data_end + 2
+
+    def body(self) -> bytes:
+        """The chunks' bytes read so far, joined."""
+        return b"".join(self._chunks)
+
+
 class _Connection(asyncio.Protocol):
     """One connection; reads one reply at a time into a buffer and hands it to ``waiter``."""
 
     __slots__ = (
         "_body_start",
         "_buffer",
-        "_chunk_at",
-        "_chunks",
+        "_chunked",
         "_framing",
         "_head",
         "_length",
@@ -143,8 +206,7 @@ class _Connection(asyncio.Protocol):
         self._framing = ""  # "length", "chunked" or "close" once the head is read
         self._body_start = 0
         self._length = 0
-        self._chunk_at = 0
-        self._chunks: list[bytes] = []
+        self._chunked = ChunkedBody()
 
     # asyncio.Protocol
 
@@ -245,7 +307,7 @@ class _Connection(asyncio.Protocol):
                 self._framing, self._length = "length", 0
             elif "chunked" in headers.get("transfer-encoding", "").lower():
                 self._framing = "chunked"
-                self._chunk_at = self._body_start
+                self._chunked = ChunkedBody(at=self._body_start)
             elif "content-length" in headers:
                 length = headers["content-length"].strip()
                 if not length.isdigit():
@@ -267,39 +329,16 @@ class _Connection(asyncio.Protocol):
         return None  # "close": the body ends at EOF
 
     def _read_chunks(self, head: tuple[int, dict[str, str], bool]) -> PlainReply | None:
-        buffer = self._buffer
-        at = self._chunk_at
-        while True:
-            line_end = buffer.find(b"\r\n", at)
-            if line_end < 0:
-                return None
-            size_text = bytes(buffer[at:line_end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise UnreadableReply(f"a chunk size of {size_text[:40]!r}") from None
-            if size < 0:
-                raise UnreadableReply(f"a chunk size of {size_text[:40]!r}")
-            if size == 0:
-                # trailers (skipped), then an empty line
-                if buffer.startswith(b"\r\n", line_end + 2):
-                    end = line_end + 4
-                else:
-                    trailers_end = buffer.find(b"\r\n\r\n", line_end + 2)
-                    if trailers_end < 0:
-                        return None
-                    end = trailers_end + 4
-                if len(buffer) > end:
-                    raise UnreadableReply("the server sent more than its reply")
-                self.reusable = head[2]
-                return _reply(head, b"".join(self._chunks))
-            data_end = line_end + 2 + size
-            if len(buffer) < data_end + 2:
-                return None
-            if buffer[data_end : data_end + 2] != b"\r\n":
-                raise UnreadableReply("a chunk that does not end with CRLF")
-            self._chunks.append(bytes(buffer[line_end + 2 : data_end]))
-            at = self._chunk_at = data_end + 2
+        try:
+            end = self._chunked.read(self._buffer)
+        except ChunkedBodyError as error:
+            raise UnreadableReply(str(error)) from None
+        if end is None:
+            return None
+        if len(self._buffer) > end:
+            raise UnreadableReply("the server sent more than its reply")
+        self.reusable = head[2]
+        return _reply(head, self._chunked.body())
 
 
 def _reply(head: tuple[int, dict[str, str], bool], body: bytes) -> PlainReply:

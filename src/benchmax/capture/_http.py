@@ -31,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, cast
 
+from benchmax._modelhttp import ChunkedBody, ChunkedBodyError, ChunkedBodyTooLarge
+
 __all__ = ["Answer", "ProgramRequest", "ProgramServer"]
 
 logger = logging.getLogger("benchmax.capture")
@@ -137,11 +139,9 @@ class _ProgramConnection(asyncio.Protocol):
     """One program's connection: parses requests from ``_buffer``, one handled at a time."""
 
     __slots__ = (
-        "_at",
-        "_body",
         "_buffer",
         "_busy",
-        "_chunked",
+        "_chunks",
         "_closing",
         "_continued",
         "_head",
@@ -163,9 +163,7 @@ class _ProgramConnection(asyncio.Protocol):
     def _new_request(self) -> None:
         self._head: tuple[str, str, dict[str, str], bool] | None = None
         self._length = 0
-        self._chunked = False
-        self._at = 0  # chunked: where the next chunk's size line starts
-        self._body: list[bytes] = []
+        self._chunks: ChunkedBody | None = None  # a chunked body being read
         self._continued = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -216,7 +214,7 @@ class _ProgramConnection(asyncio.Protocol):
             del buffer[: end + 4]
             headers = head[2]
             if "chunked" in headers.get("transfer-encoding", "").lower():
-                self._chunked = True
+                self._chunks = ChunkedBody(limit=self._server._max_body)
             elif "content-length" in headers:
                 length = headers["content-length"].strip()
                 if not length.isdigit():
@@ -224,8 +222,8 @@ class _ProgramConnection(asyncio.Protocol):
                 self._length = int(length)
                 if self._length > self._server._max_body:
                     raise _TooLarge(self._server._on_too_large())
-        if self._chunked:
-            body = self._read_chunks()
+        if self._chunks is not None:
+            body = self._read_chunks(self._chunks)
             if body is None:
                 self._continue_if_asked(head)
                 return None
@@ -244,42 +242,17 @@ class _ProgramConnection(asyncio.Protocol):
             assert self._transport is not None
             self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
-    def _read_chunks(self) -> bytes | None:
-        buffer = self._buffer
-        at = self._at
-        while True:
-            line_end = buffer.find(b"\r\n", at)
-            if line_end < 0:
-                return None
-            size_text = bytes(buffer[at:line_end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise _BadRequest(400, "a chunk size that is not hexadecimal") from None
-            if size < 0:
-                raise _BadRequest(400, "a chunk size that is not hexadecimal")
-            if size == 0:
-                if buffer.startswith(b"\r\n", line_end + 2):
-                    end = line_end + 4
-                else:
-                    trailers_end = buffer.find(b"\r\n\r\n", line_end + 2)
-                    if trailers_end < 0:
-                        return None
-                    end = trailers_end + 4
-                del buffer[:end]
-                self._at = 0
-                return b"".join(self._body)
-            self._length += size
-            if self._length > self._server._max_body:
-                raise _TooLarge(self._server._on_too_large())
-            data_end = line_end + 2 + size
-            if len(buffer) < data_end + 2:
-                self._length -= size  # counted again once the chunk is whole
-                return None
-            if buffer[data_end : data_end + 2] != b"\r\n":
-                raise _BadRequest(400, "a chunk that does not end with CRLF")
-            self._body.append(bytes(buffer[line_end + 2 : data_end]))
-            at = self._at = data_end + 2
+    def _read_chunks(self, chunks: ChunkedBody) -> bytes | None:
+        try:
+            end = chunks.read(self._buffer)
+        except ChunkedBodyTooLarge:
+            raise _TooLarge(self._server._on_too_large()) from None
+        except ChunkedBodyError as error:
+            raise _BadRequest(400, str(error)) from None
+        if end is None:
+            return None
+        del self._buffer[:end]
+        return chunks.body()
 
     async def _serve(self, request: ProgramRequest) -> None:
         try:
