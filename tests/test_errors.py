@@ -26,6 +26,7 @@ from benchmax.bundle import (
     IncompatiblePythonError,
     IncompatibleRuntimeError,
 )
+from benchmax.capture import CaptureError
 from benchmax.cli._errors import CLIError
 from benchmax.datagen import DatagenError
 from benchmax.envs import RolloutFailure
@@ -48,6 +49,7 @@ PACKAGE_BASES: dict[str, type[BaseException]] = {
     "benchmax": BenchmaxError,  # the top-level private modules (_cancellation, ...)
     "benchmax._modelhttp": ModelHTTPError,
     "benchmax.bundle": BundleError,
+    "benchmax.capture": CaptureError,
     "benchmax.cli": CLIError,
     "benchmax.datagen": DatagenError,
     "benchmax.envs": EnvError,

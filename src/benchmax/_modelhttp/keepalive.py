@@ -108,7 +108,7 @@ class PlainReply:
     body: bytes
 
 
-class ChunkedBodyError(ValueError):
+class ChunkedBodyError(ModelHTTPError):
     """A chunked body whose framing is broken; the message says how."""
 
 

@@ -26,12 +26,14 @@ if TYPE_CHECKING:
     from benchmax.capture._address import CaptureAddress
     from benchmax.capture._calls import CapturedCall
     from benchmax.capture._endpoint import CaptureEndpoint
+    from benchmax.capture._errors import CaptureError
     from benchmax.capture._session import CaptureFailure, CaptureSession, Refusal
     from benchmax.capture._shared import loop_endpoint
 
 __all__ = [
     "CaptureAddress",
     "CaptureEndpoint",
+    "CaptureError",
     "CaptureFailure",
     "CaptureSession",
     "CapturedCall",
@@ -42,6 +44,7 @@ __all__ = [
 _LAZY = {
     "CaptureAddress": "benchmax.capture._address",
     "CaptureEndpoint": "benchmax.capture._endpoint",
+    "CaptureError": "benchmax.capture._errors",
     "CaptureFailure": "benchmax.capture._session",
     "CaptureSession": "benchmax.capture._session",
     "Refusal": "benchmax.capture._session",

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Final, cast
 
 from benchmax._modelhttp import ChunkedBody, ChunkedBodyError, ChunkedBodyTooLarge
+from benchmax.capture._errors import CaptureError
 
 __all__ = ["Answer", "ProgramRequest", "ProgramServer"]
 
@@ -290,7 +291,7 @@ class _ProgramConnection(asyncio.Protocol):
             transport.close()
 
 
-class _BadRequest(Exception):
+class _BadRequest(CaptureError):
     """A request this server will not read: answered with ``answer``, then closed."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -43,7 +43,10 @@ __all__ = ["capture_command"]
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Append each captured call to this JSON Lines file (session, tokens, request, reply).",
+    help=(
+        "Write each captured call to this JSON Lines file, appended to what it holds"
+        " (session, tokens, request, reply)."
+    ),
 )
 @listen_options()
 @click.option(
