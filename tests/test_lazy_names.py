@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +46,16 @@ def test_the_preflight_function_stays_a_function_after_its_error_type_loads() ->
         "assert callable(m.token_preflight), type(m.token_preflight)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_lazy_name_is_also_a_submodule_name(package: str) -> None:
+    """Importing ``package.x`` (pkgutil walks, ``from package.x import ...``) binds ``x``
+    in the package to the submodule, whatever lazy ``x`` was meant: keep the names apart."""
+    module = importlib.import_module(package)
+    folder = Path(module.__file__ or "").parent
+    submodules = {path.stem for path in folder.glob("*.py")} | {
+        path.parent.name for path in folder.glob("*/__init__.py")
+    }
+    lazy = getattr(module, "_LAZY", None) or module._EXPORTS
+    assert sorted(set(lazy) & submodules) == []

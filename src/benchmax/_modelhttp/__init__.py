@@ -90,7 +90,7 @@ if TYPE_CHECKING:
         ChunkedBodyError,
         ChunkedBodyTooLarge,
     )
-    from benchmax._modelhttp.token_preflight import PreflightProblem, token_preflight
+    from benchmax._modelhttp.preflight import PreflightProblem, token_preflight
 
 __all__ = [
     "TOKEN_REQUEST_FIELDS",
@@ -146,8 +146,8 @@ _LAZY = {
     "loop_pool": "benchmax._modelhttp.connections",
     "sdk_http_client": "benchmax._modelhttp.connections",
     "sdk_http_module": "benchmax._modelhttp.connections",
-    "PreflightProblem": "benchmax._modelhttp.token_preflight",
-    "token_preflight": "benchmax._modelhttp.token_preflight",
+    "PreflightProblem": "benchmax._modelhttp.preflight",
+    "token_preflight": "benchmax._modelhttp.preflight",
 }
 
 
