@@ -149,6 +149,13 @@ def test_a_bad_advertised_host_is_refused_by_the_endpoint() -> None:
         CaptureEndpoint(advertised_host="http://x")
 
 
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", "[::]"])
+def test_a_wildcard_host_needs_an_advertised_host(wildcard: str) -> None:
+    with pytest.raises(ValueError, match=r"listens on every address.*advertised_host="):
+        CaptureEndpoint(host=wildcard)
+    CaptureEndpoint(host=wildcard, advertised_host="host.docker.internal")  # accepted
+
+
 @pytest.mark.parametrize(
     ("bind", "host"),
     [

@@ -22,6 +22,7 @@ its own small HTTP/1.1 server (``_http.py``); docs/performance.md has its cost p
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import secrets
@@ -85,6 +86,12 @@ class CaptureEndpoint(AsyncService):
             raise ValueError("capture endpoint port must be an integer from 0 to 65535")
         if advertised_host is not None:
             check_advertised_host(advertised_host, "advertised_host")
+        elif _is_wildcard(host):
+            raise ValueError(
+                f"capture endpoint host {host!r} listens on every address, which is no URL a"
+                " program can call: pass advertised_host=, the host programs reach this"
+                " machine by (such as host.docker.internal)"
+            )
         self._host = host
         self._advertised = host if advertised_host is None else advertised_host
         self._port = port
@@ -285,3 +292,12 @@ def _json(status: int, body: object) -> Answer:
 
 def _error(refusal: Refusal) -> Answer:
     return _json(refusal.status, refusal.body())
+
+
+def _is_wildcard(host: str) -> bool:
+    """Whether ``host`` is the every-address bind (``0.0.0.0``, ``::``)."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        return ipaddress.ip_address(bare).is_unspecified
+    except ValueError:
+        return False
