@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["CaptureAddress", "check_advertised_host", "is_loopback"]
+__all__ = ["CaptureAddress", "check_advertised_host", "is_loopback", "is_wildcard"]
 
 _HOST_NAME: Final = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
@@ -96,8 +96,21 @@ def is_loopback(host: str) -> bool:
     """Whether ``host`` (an address, or ``localhost``) is this machine's loopback."""
     if host.lower() in ("localhost", "localhost."):
         return True
+    address = _ip_address(host)
+    return address is not None and address.is_loopback
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` is the every-interface bind (``0.0.0.0``, ``::``), which no
+    program can call."""
+    address = _ip_address(host)
+    return address is not None and address.is_unspecified
+
+
+def _ip_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` as an IP address (``[...]`` around IPv6 allowed); ``None`` for a name."""
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
-        return ipaddress.ip_address(bare).is_loopback
+        return ipaddress.ip_address(bare)
     except ValueError:
-        return False
+        return None

@@ -22,7 +22,6 @@ its own small HTTP/1.1 server (``_http.py``); docs/performance.md has its cost p
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import secrets
@@ -37,7 +36,7 @@ from benchmax._async_service import AsyncService
 from benchmax._modelhttp import encode_json
 from benchmax._value_checks import is_int_at_least
 from benchmax.auth import ModelAuth
-from benchmax.capture._address import check_advertised_host, is_loopback
+from benchmax.capture._address import check_advertised_host, is_loopback, is_wildcard
 from benchmax.capture._calls import CapturedCall
 from benchmax.capture._http import Answer, ProgramRequest, ProgramServer
 from benchmax.capture._session import CaptureSession, Refusal, program_reply
@@ -86,7 +85,7 @@ class CaptureEndpoint(AsyncService):
             raise ValueError("capture endpoint port must be an integer from 0 to 65535")
         if advertised_host is not None:
             check_advertised_host(advertised_host, "advertised_host")
-        elif _is_wildcard(host):
+        elif is_wildcard(host):
             raise ValueError(
                 f"capture endpoint host {host!r} listens on every address, which is no URL a"
                 " program can call: pass advertised_host=, the host programs reach this"
@@ -292,12 +291,3 @@ def _json(status: int, body: object) -> Answer:
 
 def _error(refusal: Refusal) -> Answer:
     return _json(refusal.status, refusal.body())
-
-
-def _is_wildcard(host: str) -> bool:
-    """Whether ``host`` is the every-address bind (``0.0.0.0``, ``::``)."""
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        return ipaddress.ip_address(bare).is_unspecified
-    except ValueError:
-        return False
